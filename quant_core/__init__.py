@@ -1,0 +1,84 @@
+"""quant_core: linear and non-linear quantization of PyTorch tensors, pure and testable.
+
+    from quant_core import QuantConfig, Mode, PerGroup, quantize, error_metrics
+    qt = quantize(x, QuantConfig(bits=4, mode=Mode.ASYMMETRIC, granularity=PerGroup(32)))
+    m = error_metrics(x, qt.dequantize())
+
+This package never imports Streamlit.
+"""
+
+from .analysis import ClipStats, clip_stats, levels_used
+from .config import (
+    MAX_INT_BITS,
+    MIN_INT_BITS,
+    Format,
+    Granularity,
+    Mode,
+    PerChannel,
+    PerGroup,
+    PerTensor,
+    QuantConfig,
+    RangeMethod,
+    Rounding,
+    ScaleDtype,
+    int_range,
+)
+from .formats import NF4_VALUES, Codebook, codebook_for
+from .granularity import BlockLayout, layout_for
+from .metrics import ErrorMetrics, error_metrics
+from .model import LayerReport, ModelReport, QuantizedLinear, quantize_model, report_tensor
+from .packing import pack, packed_size, unpack
+from .quantize import QuantizedTensor, quantize
+from .ranges import BlockRange
+from .research import (
+    DoReFaResult,
+    LevelQuantResult,
+    dorefa_quantize_weights,
+    minmax_levels_quantize,
+)
+from .storage import StorageReport, storage_cost
+from .validation import check_float_tensor
+
+__all__ = [
+    "MAX_INT_BITS",
+    "MIN_INT_BITS",
+    "NF4_VALUES",
+    "BlockLayout",
+    "BlockRange",
+    "ClipStats",
+    "Codebook",
+    "DoReFaResult",
+    "ErrorMetrics",
+    "Format",
+    "Granularity",
+    "LayerReport",
+    "LevelQuantResult",
+    "ModelReport",
+    "Mode",
+    "PerChannel",
+    "PerGroup",
+    "PerTensor",
+    "QuantConfig",
+    "QuantizedLinear",
+    "QuantizedTensor",
+    "RangeMethod",
+    "Rounding",
+    "ScaleDtype",
+    "StorageReport",
+    "check_float_tensor",
+    "clip_stats",
+    "codebook_for",
+    "dorefa_quantize_weights",
+    "error_metrics",
+    "int_range",
+    "layout_for",
+    "levels_used",
+    "minmax_levels_quantize",
+    "pack",
+    "packed_size",
+    "quantize",
+    "quantize_model",
+    "report_tensor",
+    "storage_cost",
+    "unpack",
+]

@@ -1,0 +1,107 @@
+"""Value sets of the formats beyond linear: NF4, FP4 E2M1, FP8 E4M3 and E5M2.
+
+Each is a ``Codebook``: the sorted finite values the format can hold and, for each, the
+code stored for it (the index into the NF4 table, or the raw FP4/FP8 bit pattern).
+A value is scaled by ``s = absmax / max|value set|`` and mapped to the nearest entry.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+from .config import Format
+
+__all__ = ["Codebook", "NF4_VALUES", "codebook_for"]
+
+# The 16 NF4 values of QLoRA (Dettmers et al., 2023), as in bitsandbytes: quantiles of
+# N(0, 1) normalised to [-1, 1], with an exact zero. Code i is value i.
+NF4_VALUES: tuple[float, ...] = (
+    -1.0,
+    -0.6961928009986877,
+    -0.5250730514526367,
+    -0.39491748809814453,
+    -0.28444138169288635,
+    -0.18477343022823334,
+    -0.09105003625154495,
+    0.0,
+    0.07958029955625534,
+    0.16093020141124725,
+    0.24611230194568634,
+    0.33791524171829224,
+    0.44070982933044434,
+    0.5626170039176941,
+    0.7229568362236023,
+    1.0,
+)
+
+# E2M1 bit patterns 0..7 (sign bit 3 clear); 8..15 are their negatives.
+_FP4_E2M1_MAGNITUDES: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+
+
+@dataclass(frozen=True, eq=False)
+class Codebook:
+    """Sorted finite values (float32, ascending, no duplicate zero) and their codes (uint8).
+
+    ``decode_table[c]`` is the value of code ``c`` for every possible code (NaN for codes
+    that are not finite numbers), so dequantization is one gather.
+    """
+
+    format: Format
+    values: torch.Tensor
+    codes: torch.Tensor
+    decode_table: torch.Tensor
+
+    @property
+    def max_abs(self) -> float:
+        return float(self.values.abs().max())
+
+    def to(self, device: torch.device) -> Codebook:
+        if self.values.device == device:
+            return self
+        return Codebook(
+            self.format, self.values.to(device), self.codes.to(device), self.decode_table.to(device)
+        )
+
+
+def _from_pairs(fmt: Format, values: torch.Tensor, codes: torch.Tensor, n_codes: int) -> Codebook:
+    finite = torch.isfinite(values)
+    values, codes = values[finite], codes[finite]
+    table = torch.full((n_codes,), float("nan"))
+    table[codes.long()] = values
+    # -0.0 and +0.0 are one value: encode to the +0 code (the lower bit pattern); the
+    # decode table above still maps the -0 pattern to zero.
+    keep = ~((values == 0) & torch.signbit(values))
+    values, codes = values[keep], codes[keep]
+    order = torch.argsort(values, stable=True)
+    return Codebook(fmt, values[order].contiguous(), codes[order].to(torch.uint8), table)
+
+
+def _fp8_table(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    bits = torch.arange(256, dtype=torch.int32).to(torch.uint8)
+    return bits.view(dtype).to(torch.float32), bits
+
+
+@functools.cache
+def _codebook_cpu(fmt: Format) -> Codebook:
+    if fmt is Format.NF4:
+        values = torch.tensor(NF4_VALUES, dtype=torch.float32)
+        return _from_pairs(fmt, values, torch.arange(16, dtype=torch.uint8), 16)
+    if fmt is Format.FP4_E2M1:
+        mags = torch.tensor(_FP4_E2M1_MAGNITUDES, dtype=torch.float32)
+        values = torch.cat([mags, -mags])
+        return _from_pairs(fmt, values, torch.arange(16, dtype=torch.uint8), 16)
+    if fmt is Format.FP8_E4M3:
+        values, codes = _fp8_table(torch.float8_e4m3fn)
+    elif fmt is Format.FP8_E5M2:
+        values, codes = _fp8_table(torch.float8_e5m2)
+    else:
+        raise ValueError(f"format {fmt!r} has no codebook (it is linear)")
+    return _from_pairs(fmt, values, codes, 256)
+
+
+def codebook_for(fmt: Format, device: torch.device | str = "cpu") -> Codebook:
+    """The ``Codebook`` of a non-linear format, on ``device``."""
+    return _codebook_cpu(fmt).to(torch.device(device))

@@ -1,0 +1,100 @@
+"""Range selection: which ``[lo, hi]`` each block's grid covers.
+
+All functions take blocks ``[n_blocks, block_len]`` (float32) and return ``lo, hi`` of
+shape ``[n_blocks, 1]``. In symmetric mode the range is ``[-a, a]``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from .config import Mode, QuantConfig, RangeMethod
+
+__all__ = ["BlockRange", "choose_range"]
+
+# MSE search: a coarse grid of clipping ratios, then a fine grid around the best.
+_COARSE_ALPHAS = tuple(i / 20 for i in range(20, 0, -1))  # 1.00, 0.95, ..., 0.05
+_FINE_STEPS = 10
+
+
+@dataclass(frozen=True)
+class BlockRange:
+    """The range chosen for each block, ``lo`` and ``hi`` of shape ``[n_blocks, 1]``."""
+
+    lo: torch.Tensor
+    hi: torch.Tensor
+
+
+def _minmax(blocks: torch.Tensor, mode: Mode) -> BlockRange:
+    if mode is Mode.SYMMETRIC:
+        a = blocks.abs().amax(dim=1, keepdim=True)
+        return BlockRange(-a, a)
+    lo, hi = torch.aminmax(blocks, dim=1, keepdim=True)
+    return BlockRange(lo, hi)
+
+
+def _kth(values: torch.Tensor, fraction: float) -> torch.Tensor:
+    """Per-row order statistic at ``fraction`` of the way (1-based rank ``ceil(f * L)``)."""
+    length = values.shape[1]
+    k = min(length, max(1, math.ceil(fraction * length)))
+    return values.kthvalue(k, dim=1, keepdim=True).values
+
+
+def _percentile(blocks: torch.Tensor, mode: Mode, percentile: float) -> BlockRange:
+    p = percentile / 100.0
+    if mode is Mode.SYMMETRIC:
+        a = _kth(blocks.abs(), p)
+        return BlockRange(-a, a)
+    return BlockRange(_kth(blocks, 1.0 - p), _kth(blocks, p))
+
+
+def _mse_search(
+    blocks: torch.Tensor,
+    base: BlockRange,
+    fake_quant: Callable[[torch.Tensor, BlockRange], torch.Tensor],
+) -> BlockRange:
+    """Per block, the ratio ``alpha`` minimising ``mean((x - fq(x; alpha*range))^2)``."""
+
+    def errors(alphas: torch.Tensor) -> torch.Tensor:
+        # alphas: [n_blocks, n_candidates] -> errors of the same shape
+        out = torch.empty_like(alphas)
+        for j in range(alphas.shape[1]):
+            a = alphas[:, j : j + 1]
+            x_hat = fake_quant(blocks, BlockRange(base.lo * a, base.hi * a))
+            out[:, j] = (blocks - x_hat).square_().mean(dim=1)
+        return out
+
+    n = blocks.shape[0]
+    coarse = torch.tensor(_COARSE_ALPHAS, device=blocks.device).expand(n, -1)
+    err = errors(coarse)
+    best = coarse.gather(1, err.argmin(dim=1, keepdim=True))
+    step = 1.0 / 20
+    offsets = torch.linspace(-step, step, _FINE_STEPS + 2, device=blocks.device)[1:-1]
+    fine = (best + offsets).clamp(min=0.01, max=1.0)
+    candidates = torch.cat([best, fine], dim=1)
+    err = errors(candidates)
+    alpha = candidates.gather(1, err.argmin(dim=1, keepdim=True))
+    return BlockRange(base.lo * alpha, base.hi * alpha)
+
+
+def choose_range(
+    blocks: torch.Tensor,
+    cfg: QuantConfig,
+    fake_quant: Callable[[torch.Tensor, BlockRange], torch.Tensor],
+) -> BlockRange:
+    """The range of each block under ``cfg.range_method``.
+
+    ``fake_quant(blocks, range) -> x_hat`` quantizes and dequantizes with nearest rounding;
+    the MSE search calls it once per candidate ratio (30 candidates).
+    """
+    if cfg.range_method is RangeMethod.MINMAX:
+        return _minmax(blocks, cfg.mode)
+    if cfg.range_method is RangeMethod.PERCENTILE:
+        return _percentile(blocks, cfg.mode, float(cfg.percentile))
+    if cfg.range_method is RangeMethod.MSE:
+        return _mse_search(blocks, _minmax(blocks, cfg.mode), fake_quant)
+    raise ValueError(f"unknown range method {cfg.range_method!r}")
