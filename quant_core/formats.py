@@ -14,7 +14,7 @@ import torch
 
 from .config import Format
 
-__all__ = ["Codebook", "NF4_VALUES", "codebook_for"]
+__all__ = ["NF4_VALUES", "Codebook", "codebook_for"]
 
 # The 16 NF4 values of QLoRA (Dettmers et al., 2023), as in bitsandbytes: quantiles of
 # N(0, 1) normalised to [-1, 1], with an exact zero. Code i is value i.

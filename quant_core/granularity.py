@@ -45,8 +45,10 @@ class BlockLayout:
 
     def block_ids(self, device: torch.device | str = "cpu") -> torch.Tensor:
         """An int64 tensor of ``shape`` holding each element's block (scale) index."""
-        ids = torch.arange(self.n_blocks, device=device).unsqueeze(1).expand(
-            self.n_blocks, self.block_len
+        ids = (
+            torch.arange(self.n_blocks, device=device)
+            .unsqueeze(1)
+            .expand(self.n_blocks, self.block_len)
         )
         return self.from_blocks(ids.contiguous())
 

@@ -76,7 +76,9 @@ class QuantizedLinear(nn.Module):
         self.register_buffer("codes", qt.codes)
         self.register_buffer("scale", qt.scale)
         self.register_buffer("zero_point", qt.zero_point)
-        self.bias = nn.Parameter(bias.detach().clone(), requires_grad=False) if bias is not None else None
+        self.bias = (
+            nn.Parameter(bias.detach().clone(), requires_grad=False) if bias is not None else None
+        )
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, cfg: QuantConfig) -> QuantizedLinear:
@@ -93,7 +95,8 @@ class QuantizedLinear(nn.Module):
         return F.linear(x, w, bias)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, {self.config.describe()}"
+        cfg = self.config.describe()
+        return f"in_features={self.in_features}, out_features={self.out_features}, {cfg}"
 
 
 def quantize_model(module: nn.Module, cfg: QuantConfig) -> ModelReport:

@@ -81,7 +81,7 @@ class QuantizedTensor:
         return self.layout.from_blocks(out)
 
     def levels(self, block: int = 0) -> torch.Tensor:
-        """All values block ``block`` can dequantize to, ascending (float32, ``2^bits`` or fewer)."""
+        """Every value block ``block`` can dequantize to, ascending (float32, <= ``2^bits``)."""
         if not 0 <= block < self.n_blocks:
             raise ValueError(f"block {block} out of range: this tensor has {self.n_blocks} blocks")
         s = self.scale.reshape(-1)[block]
