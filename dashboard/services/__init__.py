@@ -1,0 +1,1 @@
+"""Computation behind the pages: pure functions and frozen dataclasses, no Streamlit."""
