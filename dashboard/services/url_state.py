@@ -1,0 +1,281 @@
+"""A ``QuantConfig`` as URL query parameters: plain, validated strings both ways.
+
+``config_to_query`` writes one string per key; ``config_from_query`` parses them back and
+raises ``ValueError`` naming the key and value for anything it does not accept. Nothing is
+evaluated or unpickled: every value must match a fixed pattern or an enum's value.
+
+Keys (``QUERY_KEYS``), with the values they take:
+
+=========  =====================================================  ==========================
+key        value                                                  QuantConfig field
+=========  =====================================================  ==========================
+bits       integer 2..16 (the format's own width for non-INT)     ``bits``
+mode       ``symmetric`` | ``asymmetric``                         ``mode``
+gran       ``tensor`` | ``channel`` | ``group``                   ``granularity`` kind
+axis       integer -64..63; only with ``gran=channel``            ``PerChannel.axis``
+group      integer 1..1048576; only with ``gran=group``           ``PerGroup.group_size``
+fmt        ``int`` | ``nf4`` | ``fp4_e2m1`` | ``fp8_e4m3`` | ...  ``format``
+range      ``minmax`` | ``percentile`` | ``mse``                  ``range_method``
+pct        decimal in (50, 100], e.g. ``99.9``                    ``percentile``
+round      ``nearest`` | ``stochastic``                           ``rounding``
+seed       integer -2^63..2^64-1 (what ``torch.manual_seed`` takes) ``seed``
+sdtype     ``fp32`` | ``fp16`` | ``bf16``                         ``scale_dtype``
+=========  =====================================================  ==========================
+
+Example: ``int4 asym g32`` is
+``bits=4&mode=asymmetric&gran=group&group=32&fmt=int&range=minmax&pct=99.9&round=nearest&seed=0&sdtype=fp32``.
+
+Keys missing from the mapping take ``QuantConfig``'s defaults (``axis`` 0, ``group`` 128);
+keys outside ``QUERY_KEYS`` are ignored (a page's URL carries other state too). A key that
+contradicts another (``group`` without ``gran=group``, ``bits=8`` with ``fmt=nf4``) is
+rejected rather than silently dropped.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from typing import TypeVar
+from urllib.parse import urlencode
+
+from quant_core import (
+    MAX_INT_BITS,
+    MIN_INT_BITS,
+    Format,
+    Granularity,
+    Mode,
+    PerChannel,
+    PerGroup,
+    PerTensor,
+    QuantConfig,
+    RangeMethod,
+    Rounding,
+    ScaleDtype,
+)
+
+__all__ = [
+    "AXIS_RANGE",
+    "GROUP_RANGE",
+    "MAX_VALUE_LENGTH",
+    "QUERY_KEYS",
+    "SEED_RANGE",
+    "GranularityKind",
+    "config_from_query",
+    "config_from_scheme_id",
+    "config_to_query",
+    "scheme_id",
+]
+
+QUERY_KEYS: tuple[str, ...] = (
+    "bits",
+    "mode",
+    "gran",
+    "axis",
+    "group",
+    "fmt",
+    "range",
+    "pct",
+    "round",
+    "seed",
+    "sdtype",
+)
+MAX_VALUE_LENGTH = 32
+AXIS_RANGE = (-64, 63)
+GROUP_RANGE = (1, 1 << 20)
+SEED_RANGE = (-(1 << 63), (1 << 64) - 1)
+
+_E = TypeVar("_E", bound=enum.Enum)
+_T = TypeVar("_T")
+
+_INT_RE = re.compile(r"0|-?[1-9][0-9]{0,19}")
+_PCT_RE = re.compile(r"[1-9][0-9]{0,2}(\.[0-9]{1,20})?")
+
+
+class GranularityKind(enum.Enum):
+    """Which granularity family a scheme uses; its value is the URL's ``gran`` value."""
+
+    TENSOR = "tensor"
+    CHANNEL = "channel"
+    GROUP = "group"
+
+    @classmethod
+    def of(cls, granularity: Granularity) -> GranularityKind:
+        if isinstance(granularity, PerTensor):
+            return cls.TENSOR
+        if isinstance(granularity, PerChannel):
+            return cls.CHANNEL
+        if isinstance(granularity, PerGroup):
+            return cls.GROUP
+        raise ValueError(f"unknown granularity {granularity!r}")
+
+
+def _check_in(key: str, value: int, bounds: tuple[int, int]) -> int:
+    lo, hi = bounds
+    if not lo <= value <= hi:
+        raise ValueError(f"{key}={value} is outside the range {lo}..{hi}")
+    return value
+
+
+def config_to_query(cfg: QuantConfig) -> dict[str, str]:
+    """``cfg`` as query parameters, keys in ``QUERY_KEYS`` order.
+
+    ``axis`` is present only for per-channel schemes and ``group`` only for per-group ones.
+    Raises ``ValueError`` for a config outside what a URL may carry (an axis beyond
+    ``AXIS_RANGE``, a group size beyond ``GROUP_RANGE``, a seed beyond ``SEED_RANGE``).
+    """
+    if not isinstance(cfg, QuantConfig):
+        raise TypeError(f"cfg must be a QuantConfig, got {type(cfg).__name__}")
+    gran = cfg.granularity
+    out = {
+        "bits": str(cfg.bits),
+        "mode": cfg.mode.value,
+        "gran": GranularityKind.of(gran).value,
+    }
+    if isinstance(gran, PerChannel):
+        out["axis"] = str(_check_in("axis", gran.axis, AXIS_RANGE))
+    elif isinstance(gran, PerGroup):
+        out["group"] = str(_check_in("group", gran.group_size, GROUP_RANGE))
+    out["fmt"] = cfg.format.value
+    out["range"] = cfg.range_method.value
+    out["pct"] = repr(float(cfg.percentile))
+    out["round"] = cfg.rounding.value
+    out["seed"] = str(_check_in("seed", cfg.seed, SEED_RANGE))
+    out["sdtype"] = cfg.scale_dtype.value
+    return out
+
+
+def scheme_id(cfg: QuantConfig) -> str:
+    """A stable identifier of ``cfg``: its query parameters as one URL-encoded string.
+
+    Two configs have the same id exactly when they are equal; ``config_from_scheme_id``
+    inverts it.
+    """
+    return urlencode(config_to_query(cfg))
+
+
+def config_from_scheme_id(sid: str) -> QuantConfig:
+    """The config whose ``scheme_id`` is ``sid``; ``ValueError`` for anything else."""
+    if not isinstance(sid, str):
+        raise ValueError(f"scheme id must be a str, got {type(sid).__name__}")
+    if len(sid) > 16 * MAX_VALUE_LENGTH:
+        raise ValueError(f"scheme id is too long ({len(sid)} characters)")
+    params: dict[str, str] = {}
+    for part in sid.split("&"):
+        key, sep, value = part.partition("=")
+        if not sep or key not in QUERY_KEYS:
+            raise ValueError(f"scheme id part {part!r} is not a known key=value pair")
+        if key in params:
+            raise ValueError(f"scheme id repeats key {key!r}")
+        params[key] = value
+    cfg = config_from_query(params)
+    if scheme_id(cfg) != sid:
+        raise ValueError(f"scheme id {sid!r} is not in canonical form")
+    return cfg
+
+
+def _raw(params: Mapping[str, str], key: str) -> str | None:
+    if key not in params:
+        return None
+    value = params[key]
+    if not isinstance(value, str):
+        raise ValueError(f"query parameter {key!r} must be a string, got {type(value).__name__}")
+    if len(value) > MAX_VALUE_LENGTH:
+        raise ValueError(
+            f"query parameter {key!r} is too long ({len(value)} characters; "
+            f"at most {MAX_VALUE_LENGTH})"
+        )
+    return value
+
+
+def _parse_int(params: Mapping[str, str], key: str, bounds: tuple[int, int]) -> int | None:
+    raw = _raw(params, key)
+    if raw is None:
+        return None
+    if not _INT_RE.fullmatch(raw):
+        raise ValueError(f"query parameter {key}={raw!r} is not an integer")
+    try:
+        return _check_in(key, int(raw), bounds)
+    except ValueError as exc:
+        raise ValueError(f"query parameter {exc}") from None
+
+
+def _parse_enum(params: Mapping[str, str], key: str, enum_type: type[_E]) -> _E | None:
+    raw = _raw(params, key)
+    if raw is None:
+        return None
+    for member in enum_type:
+        if member.value == raw:
+            return member
+    allowed = ", ".join(str(m.value) for m in enum_type)
+    raise ValueError(f"query parameter {key}={raw!r} is not one of: {allowed}")
+
+
+def _parse_pct(params: Mapping[str, str]) -> float | None:
+    raw = _raw(params, "pct")
+    if raw is None:
+        return None
+    if not _PCT_RE.fullmatch(raw):
+        raise ValueError(f"query parameter pct={raw!r} is not a decimal number such as 99.9")
+    value = float(raw)
+    if not 50.0 < value <= 100.0:
+        raise ValueError(f"query parameter pct={raw!r} must be in (50, 100]")
+    return value
+
+
+def _or(value: _T | None, default: _T) -> _T:
+    return default if value is None else value
+
+
+def _granularity(params: Mapping[str, str]) -> Granularity:
+    kind = _or(_parse_enum(params, "gran", GranularityKind), GranularityKind.TENSOR)
+    axis = _parse_int(params, "axis", AXIS_RANGE)
+    group = _parse_int(params, "group", GROUP_RANGE)
+    if axis is not None and kind is not GranularityKind.CHANNEL:
+        raise ValueError(f"query parameter axis={axis} needs gran=channel, got gran={kind.value}")
+    if group is not None and kind is not GranularityKind.GROUP:
+        raise ValueError(f"query parameter group={group} needs gran=group, got gran={kind.value}")
+    if kind is GranularityKind.CHANNEL:
+        return PerChannel(axis=_or(axis, 0))
+    if kind is GranularityKind.GROUP:
+        return PerGroup() if group is None else PerGroup(group_size=group)
+    return PerTensor()
+
+
+def config_from_query(params: Mapping[str, str]) -> QuantConfig:
+    """Parse and validate query parameters into a ``QuantConfig``.
+
+    Raises ``ValueError`` naming the key and value for an unknown enum value, a
+    non-integer or out-of-range number, an overlong string, contradictory keys, or a
+    combination ``QuantConfig`` rejects (e.g. ``fmt=nf4&mode=asymmetric``).
+    """
+    if not isinstance(params, Mapping):
+        raise ValueError(f"query parameters must be a mapping, got {type(params).__name__}")
+    d = QuantConfig()
+    fmt = _or(_parse_enum(params, "fmt", Format), d.format)
+    bits = _parse_int(params, "bits", (MIN_INT_BITS, MAX_INT_BITS))
+    if fmt.bits is not None and bits is not None and bits != fmt.bits:
+        raise ValueError(
+            f"query parameter bits={bits} contradicts fmt={fmt.value} ({fmt.bits} bits)"
+        )
+    mode = _or(_parse_enum(params, "mode", Mode), d.mode)
+    granularity = _granularity(params)
+    range_method = _or(_parse_enum(params, "range", RangeMethod), d.range_method)
+    percentile = _or(_parse_pct(params), d.percentile)
+    rounding = _or(_parse_enum(params, "round", Rounding), d.rounding)
+    seed = _or(_parse_int(params, "seed", SEED_RANGE), d.seed)
+    scale_dtype = _or(_parse_enum(params, "sdtype", ScaleDtype), d.scale_dtype)
+    try:
+        return QuantConfig(
+            bits=_or(bits, d.bits if fmt.bits is None else fmt.bits),
+            mode=mode,
+            granularity=granularity,
+            format=fmt,
+            range_method=range_method,
+            percentile=percentile,
+            rounding=rounding,
+            seed=seed,
+            scale_dtype=scale_dtype,
+        )
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"query parameters do not form a valid scheme: {exc}") from None
