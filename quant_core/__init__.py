@@ -7,7 +7,7 @@
 This package never imports Streamlit.
 """
 
-from .analysis import ClipStats, clip_stats, levels_used
+from .analysis import ClipStats, clip_bounds, clip_stats, code_counts, levels_used
 from .config import (
     MAX_INT_BITS,
     MIN_INT_BITS,
@@ -66,7 +66,9 @@ __all__ = [
     "ScaleDtype",
     "StorageReport",
     "check_float_tensor",
+    "clip_bounds",
     "clip_stats",
+    "code_counts",
     "codebook_for",
     "dorefa_quantize_weights",
     "error_metrics",

@@ -9,15 +9,17 @@ import torch
 from .config import Format
 from .formats import codebook_for
 from .quantize import QuantizedTensor
+from .ranges import BlockRange
 
-__all__ = ["ClipStats", "clip_stats", "levels_used"]
+__all__ = ["ClipStats", "clip_bounds", "clip_stats", "code_counts", "levels_used"]
 
 
 @dataclass(frozen=True)
 class ClipStats:
     """``n_clipped_low/high``: inputs below/above their block's representable range
-    ``[s (qmin - z), s (qmax - z)]``, whose error may exceed ``s/2``; ``n_saturated``: codes at
-    either end of the code range (``qmin``/``qmax``, or the codebook's extremes)."""
+    ``[s (qmin - z), s (qmax - z)]`` by more than half a step, so clamping made their error
+    exceed the rounding bound (see ``clip_bounds``); ``n_saturated``: codes at either end of
+    the code range (``qmin``/``qmax``, or the codebook's extremes)."""
 
     n_elements: int
     n_clipped_low: int
@@ -29,31 +31,59 @@ class ClipStats:
         return self.n_clipped_low + self.n_clipped_high
 
 
-def clip_stats(x: torch.Tensor, qt: QuantizedTensor) -> ClipStats:
-    """Clipping and saturation counts of ``x`` quantized as ``qt`` (same shape)."""
-    if tuple(x.shape) != tuple(qt.shape):
-        raise ValueError(f"shapes differ: x {tuple(x.shape)} vs codes {tuple(qt.shape)}")
-    rng = qt.representable_range()
-    blocks = qt.layout.to_blocks(x.to(torch.float32))
-    codes = qt.layout.to_blocks(qt.codes)
-    if qt.config.format is Format.INT:
-        lo_code, hi_code = qt.config.qmin, qt.config.qmax
-    else:
-        cb = codebook_for(qt.config.format, codes.device)
-        lo_code, hi_code = int(cb.codes[0]), int(cb.codes[-1])
-    return ClipStats(
-        n_elements=x.numel(),
-        n_clipped_low=int((blocks < rng.lo).sum()),
-        n_clipped_high=int((blocks > rng.hi).sum()),
-        n_saturated=int(((codes == lo_code) | (codes == hi_code)).sum()),
-    )
-
-
-def levels_used(qt: QuantizedTensor, block: int | None = None) -> int:
-    """How many distinct codes occur, in one block or (``None``) in the whole tensor."""
+def code_counts(qt: QuantizedTensor, block: int | None = None) -> torch.Tensor:
+    """How often each code occurs (int64): index ``c - qmin`` for linear codes, the raw code
+    (``0 .. 2^bits - 1``) for codebook formats; in one block or the whole tensor."""
     codes = qt.codes
     if block is not None:
         if not 0 <= block < qt.n_blocks:
             raise ValueError(f"block {block} out of range: this tensor has {qt.n_blocks} blocks")
         codes = qt.layout.to_blocks(codes)[block]
-    return int(torch.unique(codes).numel())
+    offset = qt.config.qmin if qt.config.format is Format.INT else 0
+    flat = codes.reshape(-1).to(torch.int32)
+    if offset:
+        flat = flat - offset
+    return torch.bincount(flat, minlength=1 << qt.config.bits)
+
+
+def _end_codes(qt: QuantizedTensor) -> tuple[int, int]:
+    """Indices into ``code_counts`` of the lowest and highest representable value."""
+    if qt.config.format is Format.INT:
+        return 0, (1 << qt.config.bits) - 1
+    cb = codebook_for(qt.config.format)
+    return int(cb.codes[0]), int(cb.codes[-1])
+
+
+def clip_bounds(qt: QuantizedTensor) -> BlockRange:
+    """Per block, the inputs beyond which clamping adds error: the representable range
+    widened by half a step at each end (``s/2`` for linear codes), ``[n_blocks, 1]`` each.
+    An input inside these bounds is off by at most half a step."""
+    rng = qt.representable_range()
+    s = qt.scale.reshape(-1, 1)
+    if qt.config.format is Format.INT:
+        return BlockRange(rng.lo - s / 2, rng.hi + s / 2)
+    values = codebook_for(qt.config.format, s.device).values
+    return BlockRange(
+        rng.lo - s * (values[1] - values[0]) / 2, rng.hi + s * (values[-1] - values[-2]) / 2
+    )
+
+
+def clip_stats(x: torch.Tensor, qt: QuantizedTensor) -> ClipStats:
+    """Clipping and saturation counts of ``x`` quantized as ``qt`` (same shape)."""
+    if tuple(x.shape) != tuple(qt.shape):
+        raise ValueError(f"shapes differ: x {tuple(x.shape)} vs codes {tuple(qt.shape)}")
+    rng = clip_bounds(qt)
+    blocks = qt.layout.to_blocks(x.to(torch.float32))
+    counts = code_counts(qt)
+    lo_code, hi_code = _end_codes(qt)
+    return ClipStats(
+        n_elements=x.numel(),
+        n_clipped_low=int((blocks < rng.lo).sum()),
+        n_clipped_high=int((blocks > rng.hi).sum()),
+        n_saturated=int(counts[lo_code] + counts[hi_code]),
+    )
+
+
+def levels_used(qt: QuantizedTensor, block: int | None = None) -> int:
+    """How many distinct codes occur, in one block or (``None``) in the whole tensor."""
+    return int(torch.count_nonzero(code_counts(qt, block)))

@@ -47,12 +47,20 @@ class Codebook:
 
     ``decode_table[c]`` is the value of code ``c`` for every possible code (NaN for codes
     that are not finite numbers), so dequantization is one gather.
+    ``neg_zero_code``: the code of ``-0.0`` for formats with a sign bit (FP4, FP8), which a
+    negative input that rounds to zero gets, as IEEE casting gives it; ``None`` for NF4.
     """
 
     format: Format
     values: torch.Tensor
     codes: torch.Tensor
     decode_table: torch.Tensor
+    neg_zero_code: int | None = None
+
+    @property
+    def zero_index(self) -> int:
+        """Index of ``0.0`` in ``values`` (every format here holds an exact zero)."""
+        return int(torch.nonzero(self.values == 0)[0, 0])
 
     @property
     def max_abs(self) -> float:
@@ -62,7 +70,11 @@ class Codebook:
         if self.values.device == device:
             return self
         return Codebook(
-            self.format, self.values.to(device), self.codes.to(device), self.decode_table.to(device)
+            self.format,
+            self.values.to(device),
+            self.codes.to(device),
+            self.decode_table.to(device),
+            self.neg_zero_code,
         )
 
 
@@ -71,12 +83,16 @@ def _from_pairs(fmt: Format, values: torch.Tensor, codes: torch.Tensor, n_codes:
     values, codes = values[finite], codes[finite]
     table = torch.full((n_codes,), float("nan"))
     table[codes.long()] = values
-    # -0.0 and +0.0 are one value: encode to the +0 code (the lower bit pattern); the
-    # decode table above still maps the -0 pattern to zero.
-    keep = ~((values == 0) & torch.signbit(values))
-    values, codes = values[keep], codes[keep]
+    # -0.0 and +0.0 are one value: the sorted value list keeps +0 only, and the -0 bit
+    # pattern is remembered so that negative inputs rounding to zero get it, as a native
+    # IEEE cast does; the decode table above maps both patterns to zero.
+    neg_zero = (values == 0) & torch.signbit(values)
+    neg_zero_code = int(codes[neg_zero][0]) if bool(neg_zero.any()) else None
+    values, codes = values[~neg_zero], codes[~neg_zero]
     order = torch.argsort(values, stable=True)
-    return Codebook(fmt, values[order].contiguous(), codes[order].to(torch.uint8), table)
+    return Codebook(
+        fmt, values[order].contiguous(), codes[order].to(torch.uint8), table, neg_zero_code
+    )
 
 
 def _fp8_table(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:

@@ -61,10 +61,15 @@ class BlockLayout:
 def layout_for(shape: tuple[int, ...] | torch.Size, granularity: Granularity) -> BlockLayout:
     """Normalise ``granularity`` for a tensor of ``shape`` into a ``BlockLayout``.
 
-    Raises ``ValueError`` for an axis out of range or a group size that does not divide the
-    last dimension, and for anything that is not a known granularity.
+    Raises ``ValueError`` for a 0-d or empty shape, an axis out of range, a group size that
+    does not divide the last dimension, and anything that is not a known granularity.
     """
     shape = tuple(int(d) for d in shape)
+    if not shape or min(shape) < 1:
+        raise ValueError(
+            f"shape {shape} has no elements to quantize; expected at least one dimension, "
+            "all of size >= 1"
+        )
     numel = math.prod(shape)
     if isinstance(granularity, PerTensor):
         return BlockLayout(shape, 1, numel, ())

@@ -102,23 +102,38 @@ class QuantizedLinear(nn.Module):
 def quantize_model(module: nn.Module, cfg: QuantConfig) -> ModelReport:
     """Replace every ``nn.Linear`` in ``module`` (in place) by a ``QuantizedLinear``.
 
-    Returns the per-layer report in module order. Raises ``ValueError`` naming the layer
-    when ``cfg`` does not fit a weight (e.g. a group size that does not divide ``in``).
+    Returns the per-layer report in module order. A linear layer reachable under several
+    names (a shared module) is quantized once, reported under its first name, and replaced
+    everywhere. Raises ``ValueError`` naming the layer when ``cfg`` does not fit a weight
+    (e.g. a group size that does not divide ``in``), and when ``module`` is itself an
+    ``nn.Linear``, which cannot replace itself: wrap it (``nn.Sequential(linear)``). On an
+    error the model is left unchanged.
     """
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
     if not isinstance(cfg, QuantConfig):
         raise TypeError(f"cfg must be a QuantConfig, got {type(cfg).__name__}")
-    targets = [(n, m) for n, m in module.named_modules() if isinstance(m, nn.Linear)]
+    if isinstance(module, nn.Linear):
+        raise ValueError(
+            "module is itself an nn.Linear and cannot be replaced in place; "
+            "pass a container such as nn.Sequential(linear)"
+        )
+    targets = [
+        (n, m) for n, m in module.named_modules(remove_duplicate=False) if isinstance(m, nn.Linear)
+    ]
     reports = []
+    replaced: dict[int, QuantizedLinear] = {}
+    for name, linear in targets:  # quantize everything first: an error changes nothing
+        if id(linear) not in replaced:
+            w = linear.weight.detach()
+            try:
+                qt = quantize(w, cfg)
+            except ValueError as exc:
+                raise ValueError(f"layer {name!r} (weight {tuple(w.shape)}): {exc}") from exc
+            reports.append(report_tensor(name, w, qt))
+            replaced[id(linear)] = QuantizedLinear(qt, linear.bias)
     for name, linear in targets:
-        w = linear.weight.detach()
-        try:
-            qt = quantize(w, cfg)
-        except ValueError as exc:
-            raise ValueError(f"layer {name!r} (weight {tuple(w.shape)}): {exc}") from exc
-        reports.append(report_tensor(name, w, qt))
-        _set_submodule(module, name, QuantizedLinear(qt, linear.bias))
+        _set_submodule(module, name, replaced[id(linear)])
     return ModelReport(layers=tuple(reports))
 
 

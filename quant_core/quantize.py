@@ -7,7 +7,11 @@ Linear (``Format.INT``), per block ``i`` with range ``[lo_i, hi_i]``:
 - codes:      ``q = clamp(round(r / s + z), qmin, qmax)``; dequantized ``r_hat = s * (q - z)``
 
 A zero range (a constant block) is widened to include 0, and an all-zero block gets
-``s = 1``, so constant tensors quantize without NaN/Inf and dequantize to themselves.
+``s = 1``, so constant tensors quantize without NaN/Inf and dequantize to themselves. A
+nonzero range whose scale underflows float32 gets the smallest subnormal, ``2^-149``; a
+range wider than float32's max gets ``s = hi/(qmax-qmin) - lo/(qmax-qmin)``, and a level
+``s * (q - z)`` beyond float32's range saturates to ``+-max``, so every scale, level and
+dequantized value is finite.
 
 Codebook formats (NF4, FP4, FP8): ``s = max(|lo|, |hi|) / max|values|``; the code is that of
 the value nearest to ``r / s`` (ties to the even code, as IEEE rounding does for FP8).
@@ -20,13 +24,23 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from .chunks import block_extremes, chunk_slices, for_each_piece, map_rows, scratch_buffer
 from .config import Format, Mode, QuantConfig, Rounding, ScaleDtype
 from .formats import Codebook, codebook_for
 from .granularity import BlockLayout, layout_for
 from .ranges import BlockRange, choose_range
-from .validation import check_float_tensor
+from .validation import check_float_tensor, raise_nonfinite
 
 __all__ = ["QuantizedTensor", "quantize"]
+
+# Round half to even without ``round_``, whose CPU kernel starts a thread team even for a
+# small piece (see ``chunks``): for |v| <= 2^22, v + 1.5 * 2^23 lies where float32's spacing
+# is exactly 1, so the addition rounds v to an integer, ties to even (the constant is even),
+# and subtracting the constant is exact. Results are those of ``torch.round``.
+_RNE_MAGIC = 1.5 * 2.0**23
+# The smallest positive float32 (subnormal): the scale of a tiny range that underflows.
+_MIN_SCALE = 2.0**-149
+_F32_MAX = torch.finfo(torch.float32).max
 
 _SCALE_TORCH_DTYPE = {
     ScaleDtype.FP32: torch.float32,
@@ -70,14 +84,27 @@ class QuantizedTensor:
     def dequantize(self) -> torch.Tensor:
         """``r_hat = s * (q - z)`` (linear) or ``s * value[q]`` (codebook): float32, input shape."""
         codes = self.layout.to_blocks(self.codes)
+        out = torch.empty(codes.shape, dtype=torch.float32, device=codes.device)
+        s = self._scale_col()
         if self.config.format is Format.INT:
-            out = codes.to(torch.float32)
-            if self.config.has_zero_point:
-                out.sub_(self._zp_col())
-            out.mul_(self._scale_col())
+            # int32 zero points subtract from float32 exactly (|z| <= 2^15)
+            zp = self.zero_point.reshape(-1, 1) if self.config.has_zero_point else None
+
+            def work(rows: slice, cols: slice, scratch: dict[str, torch.Tensor]) -> None:
+                part = out[rows, cols]
+                part.copy_(codes[rows, cols])
+                if zp is not None:
+                    part.sub_(zp[rows])
+                part.mul_(s[rows]).clamp_(-_F32_MAX, _F32_MAX)
+
         else:
             table = codebook_for(self.config.format, codes.device).decode_table
-            out = table[codes.long()].mul_(self._scale_col())
+
+            def work(rows: slice, cols: slice, scratch: dict[str, torch.Tensor]) -> None:
+                part = torch.mul(table[codes[rows, cols].long()], s[rows], out=out[rows, cols])
+                part.clamp_(-_F32_MAX, _F32_MAX)
+
+        for_each_piece(chunk_slices(codes), work)
         return self.layout.from_blocks(out)
 
     def levels(self, block: int = 0) -> torch.Tensor:
@@ -88,17 +115,19 @@ class QuantizedTensor:
         if self.config.format is Format.INT:
             q = torch.arange(self.config.qmin, self.config.qmax + 1, device=s.device)
             z = self.zero_point.reshape(-1)[block]
-            return (q - z).to(torch.float32) * s
-        return codebook_for(self.config.format, s.device).values * s
+            return ((q - z).to(torch.float32) * s).clamp_(-_F32_MAX, _F32_MAX)
+        return (codebook_for(self.config.format, s.device).values * s).clamp_(-_F32_MAX, _F32_MAX)
 
     def representable_range(self) -> BlockRange:
         """Per block, the lowest and highest dequantized value, ``[n_blocks, 1]`` each."""
         s = self._scale_col()
         if self.config.format is Format.INT:
             z = self._zp_col()
-            return BlockRange(s * (self.config.qmin - z), s * (self.config.qmax - z))
-        values = codebook_for(self.config.format, s.device).values
-        return BlockRange(s * values[0], s * values[-1])
+            lo, hi = s * (self.config.qmin - z), s * (self.config.qmax - z)
+        else:
+            values = codebook_for(self.config.format, s.device).values
+            lo, hi = s * values[0], s * values[-1]
+        return BlockRange(lo.clamp(-_F32_MAX, _F32_MAX), hi.clamp(-_F32_MAX, _F32_MAX))
 
 
 def _round_scale(s: torch.Tensor, scale_dtype: ScaleDtype) -> torch.Tensor:
@@ -110,30 +139,44 @@ def _round_scale(s: torch.Tensor, scale_dtype: ScaleDtype) -> torch.Tensor:
     return s.clamp(min=info.tiny, max=info.max).to(dtype).to(torch.float32)
 
 
+def _positive_scale(s: torch.Tensor, nonzero_range: torch.Tensor) -> torch.Tensor:
+    """``s`` where positive; else ``2^-149`` for a nonzero range that underflowed, else 1."""
+    fallback = torch.where(nonzero_range, _MIN_SCALE, 1.0).to(s.dtype)
+    return torch.where(s > 0, s, fallback)
+
+
+def _round_half_even_(v: torch.Tensor) -> torch.Tensor:
+    """``torch.round`` in place, for ``|v| <= 2^22`` (see ``_RNE_MAGIC``)."""
+    return v.add_(_RNE_MAGIC).sub_(_RNE_MAGIC)
+
+
+def _zero_point(lo: torch.Tensor, s: torch.Tensor, qmin: int, qmax: int) -> torch.Tensor:
+    """``clamp(round(qmin - lo / s), qmin, qmax)`` (float); clamping first is the same, as
+    the bounds are integers, and keeps the rounding in ``_round_half_even_``'s range."""
+    return _round_half_even_((qmin - lo / s).clamp_(qmin, qmax))
+
+
 def _int_qparams(rng: BlockRange, cfg: QuantConfig) -> tuple[torch.Tensor, torch.Tensor]:
     qmin, qmax = cfg.qmin, cfg.qmax
     if cfg.mode is Mode.SYMMETRIC:
         a = torch.maximum(rng.lo.abs(), rng.hi.abs())
-        s = a / qmax
-        s = torch.where(s > 0, s, torch.ones_like(s))
-        s = _round_scale(s, cfg.scale_dtype)
+        s = _round_scale(_positive_scale(a / qmax, a > 0), cfg.scale_dtype)
         return s, torch.zeros_like(s)
     lo, hi = rng.lo, rng.hi
     degenerate = hi <= lo
     lo = torch.where(degenerate, lo.clamp(max=0), lo)
     hi = torch.where(degenerate, hi.clamp(min=0), hi)
-    s = (hi - lo) / (qmax - qmin)
-    s = torch.where(s > 0, s, torch.ones_like(s))
-    s = _round_scale(s, cfg.scale_dtype)
-    z = torch.round(qmin - lo / s).clamp_(qmin, qmax)
-    return s, z
+    n = qmax - qmin
+    span = hi - lo
+    # hi - lo overflows for ranges wider than float32's max; hi/n - lo/n does not.
+    s = torch.where(torch.isfinite(span), span / n, hi / n - lo / n)
+    s = _round_scale(_positive_scale(s, hi > lo), cfg.scale_dtype)
+    return s, _zero_point(lo, s, qmin, qmax)
 
 
 def _codebook_scale(rng: BlockRange, cb: Codebook, cfg: QuantConfig) -> torch.Tensor:
     a = torch.maximum(rng.lo.abs(), rng.hi.abs())
-    s = a / cb.max_abs
-    s = torch.where(s > 0, s, torch.ones_like(s))
-    return _round_scale(s, cfg.scale_dtype)
+    return _round_scale(_positive_scale(a / cb.max_abs, a > 0), cfg.scale_dtype)
 
 
 def _int_codes(
@@ -155,12 +198,41 @@ def _int_codes(
     return v.clamp_(cfg.qmin, cfg.qmax)
 
 
+def _encode_int(
+    blocks: torch.Tensor,
+    s: torch.Tensor,
+    z: torch.Tensor,
+    cfg: QuantConfig,
+    generator: torch.Generator | None,
+) -> torch.Tensor:
+    """Integer codes of ``blocks``: int8 for bits <= 8, else int16."""
+    code_dtype = torch.int8 if cfg.bits <= 8 else torch.int16
+    if cfg.rounding is Rounding.STOCHASTIC:
+        # One draw over the whole tensor, so a seed gives the same codes at any size.
+        return _int_codes(blocks, s, z, cfg, generator).to(code_dtype)
+    codes = torch.empty(blocks.shape, dtype=code_dtype, device=blocks.device)
+    pieces = chunk_slices(blocks)
+    if len(pieces) == 1:
+        return codes.copy_(_int_codes(blocks, s, z, cfg, None))
+
+    def work(rows: slice, cols: slice, scratch: dict[str, torch.Tensor]) -> None:
+        part = blocks[rows, cols]
+        v = torch.div(part, s[rows], out=scratch_buffer(scratch, "v", part, torch.float32))
+        if cfg.mode is Mode.ASYMMETRIC:
+            v.add_(z[rows])
+        # clamp then round equals round then clamp: the bounds are integers.
+        codes[rows, cols].copy_(_round_half_even_(v.clamp_(cfg.qmin, cfg.qmax)))
+
+    for_each_piece(pieces, work)
+    return codes
+
+
 def _codebook_index(
     v: torch.Tensor, cb: Codebook, rounding: Rounding, generator: torch.Generator | None
 ) -> torch.Tensor:
     """Index into ``cb.values`` of the entry ``v`` rounds to (``v`` already scaled)."""
     values = cb.values
-    v = v.clamp(values[0], values[-1])
+    v = v.clamp(values[0], values[-1]).contiguous()  # bucketize wants contiguous input
     if rounding is Rounding.STOCHASTIC:
         lower = (torch.bucketize(v, values, right=True) - 1).clamp_(0, len(values) - 2)
         lo_v, hi_v = values[lower], values[lower + 1]
@@ -177,6 +249,53 @@ def _codebook_index(
     return idx
 
 
+def _codebook_codes(
+    v: torch.Tensor, cb: Codebook, rounding: Rounding, generator: torch.Generator | None
+) -> torch.Tensor:
+    """Codes (uint8) of scaled values ``v``; a negative ``v`` rounding to zero gets ``-0``."""
+    idx = _codebook_index(v, cb, rounding, generator)
+    codes = cb.codes[idx]
+    if cb.neg_zero_code is not None:
+        neg_zero = (idx == cb.zero_index) & torch.signbit(v)
+        codes = torch.where(neg_zero, cb.neg_zero_code, codes).to(torch.uint8)
+    return codes
+
+
+def _encode_codebook(
+    blocks: torch.Tensor,
+    s: torch.Tensor,
+    cb: Codebook,
+    cfg: QuantConfig,
+    generator: torch.Generator | None,
+) -> torch.Tensor:
+    if cfg.rounding is Rounding.STOCHASTIC:
+        # One draw over the whole tensor, so a seed gives the same codes at any size.
+        return _codebook_codes(blocks / s, cb, cfg.rounding, generator)
+    codes = torch.empty(blocks.shape, dtype=torch.uint8, device=blocks.device)
+
+    def work(rows: slice, cols: slice, scratch: dict[str, torch.Tensor]) -> None:
+        v = blocks[rows, cols] / s[rows]
+        codes[rows, cols] = _codebook_codes(v, cb, cfg.rounding, None)
+
+    for_each_piece(chunk_slices(blocks), work)
+    return codes
+
+
+def _all_finite_rows(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor]:
+    return ((torch.isfinite(lo) & torch.isfinite(hi)).all().reshape(1),)
+
+
+def _block_qparams(
+    rng: BlockRange, cfg: QuantConfig, cb: Codebook | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scales (float32) and zero points (int32) of blocks with ranges ``rng``."""
+    if cb is None:
+        s, z = _int_qparams(rng, cfg)
+        return s, z.to(torch.int32)
+    s = _codebook_scale(rng, cb, cfg)
+    return s, torch.zeros(s.shape, dtype=torch.int32, device=s.device)
+
+
 def _fake_quant_fn(
     cfg: QuantConfig, cb: Codebook | None
 ) -> Callable[[torch.Tensor, BlockRange], torch.Tensor]:
@@ -186,9 +305,11 @@ def _fake_quant_fn(
     def fq(blocks: torch.Tensor, rng: BlockRange) -> torch.Tensor:
         if cb is None:
             s, z = _int_qparams(rng, nearest)
-            return _int_codes(blocks, s, z, nearest, None).sub_(z).mul_(s)
-        s = _codebook_scale(rng, cb, nearest)
-        return cb.values[_codebook_index(blocks / s, cb, Rounding.NEAREST, None)] * s
+            x_hat = _int_codes(blocks, s, z, nearest, None).sub_(z).mul_(s)
+        else:
+            s = _codebook_scale(rng, cb, nearest)
+            x_hat = cb.values[_codebook_index(blocks / s, cb, Rounding.NEAREST, None)] * s
+        return x_hat.clamp_(-_F32_MAX, _F32_MAX)  # as dequantize saturates
 
     return fq
 
@@ -198,33 +319,37 @@ def quantize(
 ) -> QuantizedTensor:
     """Quantize ``x`` (float16/bfloat16/float32/float64, 1-D or more, finite) under ``cfg``.
 
-    Computation runs in float32 on ``x``'s device. ``generator`` drives stochastic rounding;
-    without one, a generator seeded with ``cfg.seed`` is used, so results are reproducible.
-    Raises ``TypeError``/``ValueError`` for bad input (see ``check_float_tensor``,
-    ``layout_for``).
+    Computation runs in float32 on ``x``'s device, detached from autograd. ``generator``
+    drives stochastic rounding; without one, a generator seeded with ``cfg.seed`` is used,
+    so results are reproducible. Raises ``TypeError``/``ValueError`` for bad input (see
+    ``check_float_tensor``, ``layout_for``; a float64 value beyond float32's range is a
+    ``ValueError`` too).
     """
     if not isinstance(cfg, QuantConfig):
         raise TypeError(f"cfg must be a QuantConfig, got {type(cfg).__name__}")
-    check_float_tensor(x)
+    check_float_tensor(x, allow_nonfinite=True)
     layout = layout_for(x.shape, cfg.granularity)
-    blocks = layout.to_blocks(x.to(torch.float32))
+    blocks = layout.to_blocks(x.detach().to(torch.float32))
+    # One pass gives each block's extremes, the finiteness check (NaN propagates; an Inf,
+    # or a float64 value beyond float32, is an extreme) and the min-max range.
+    lo, hi = block_extremes(blocks)
+    (finite,) = map_rows(_all_finite_rows, lo, hi)
+    if not bool(finite.all()):
+        raise_nonfinite(x)
     if cfg.rounding is Rounding.STOCHASTIC and generator is None:
         generator = torch.Generator(device=x.device).manual_seed(cfg.seed)
 
     cb = None if cfg.format is Format.INT else codebook_for(cfg.format, x.device)
-    rng = choose_range(blocks, cfg, _fake_quant_fn(cfg, cb))
+    rng = choose_range(blocks, cfg, _fake_quant_fn(cfg, cb), BlockRange(lo, hi))
+    s, z = map_rows(lambda lo, hi: _block_qparams(BlockRange(lo, hi), cfg, cb), rng.lo, rng.hi)
     if cb is None:
-        s, z = _int_qparams(rng, cfg)
-        code_dtype = torch.int8 if cfg.bits <= 8 else torch.int16
-        codes = _int_codes(blocks, s, z, cfg, generator).to(code_dtype)
+        codes = _encode_int(blocks, s, z, cfg, generator)
     else:
-        s = _codebook_scale(rng, cb, cfg)
-        z = torch.zeros_like(s)
-        codes = cb.codes[_codebook_index(blocks / s, cb, cfg.rounding, generator)]
+        codes = _encode_codebook(blocks, s, cb, cfg, generator)
     return QuantizedTensor(
         codes=layout.from_blocks(codes),
         scale=s.reshape(layout.scale_shape),
-        zero_point=z.to(torch.int32).reshape(layout.scale_shape),
+        zero_point=z.reshape(layout.scale_shape),
         config=cfg,
         layout=layout,
         input_dtype=x.dtype,

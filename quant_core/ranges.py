@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .chunks import block_extremes, map_rows
 from .config import Mode, QuantConfig, RangeMethod
 
 __all__ = ["BlockRange", "choose_range"]
@@ -29,11 +30,16 @@ class BlockRange:
     hi: torch.Tensor
 
 
-def _minmax(blocks: torch.Tensor, mode: Mode) -> BlockRange:
+def _symmetric_ends(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    # max|r| = max(max r, -min r) exactly; abs_: an all-zero block gives +0, not -0.
+    a = torch.maximum(hi, lo.neg()).abs_()
+    return -a, a
+
+
+def _minmax(blocks: torch.Tensor, mode: Mode, extremes: BlockRange | None) -> BlockRange:
+    lo, hi = block_extremes(blocks) if extremes is None else (extremes.lo, extremes.hi)
     if mode is Mode.SYMMETRIC:
-        a = blocks.abs().amax(dim=1, keepdim=True)
-        return BlockRange(-a, a)
-    lo, hi = torch.aminmax(blocks, dim=1, keepdim=True)
+        return BlockRange(*map_rows(_symmetric_ends, lo, hi))
     return BlockRange(lo, hi)
 
 
@@ -85,16 +91,18 @@ def choose_range(
     blocks: torch.Tensor,
     cfg: QuantConfig,
     fake_quant: Callable[[torch.Tensor, BlockRange], torch.Tensor],
+    extremes: BlockRange | None = None,
 ) -> BlockRange:
     """The range of each block under ``cfg.range_method``.
 
     ``fake_quant(blocks, range) -> x_hat`` quantizes and dequantizes with nearest rounding;
-    the MSE search calls it once per candidate ratio (30 candidates).
+    the MSE search calls it once per candidate ratio (30 candidates). ``extremes``: each
+    block's min and max when the caller has them already.
     """
     if cfg.range_method is RangeMethod.MINMAX:
-        return _minmax(blocks, cfg.mode)
+        return _minmax(blocks, cfg.mode, extremes)
     if cfg.range_method is RangeMethod.PERCENTILE:
         return _percentile(blocks, cfg.mode, float(cfg.percentile))
     if cfg.range_method is RangeMethod.MSE:
-        return _mse_search(blocks, _minmax(blocks, cfg.mode), fake_quant)
+        return _mse_search(blocks, _minmax(blocks, cfg.mode, extremes), fake_quant)
     raise ValueError(f"unknown range method {cfg.range_method!r}")

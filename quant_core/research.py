@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .validation import check_float_tensor
+from .validation import check_float_tensor, to_float32
 
 __all__ = ["DoReFaResult", "LevelQuantResult", "dorefa_quantize_weights", "minmax_levels_quantize"]
 
@@ -34,18 +34,22 @@ def minmax_levels_quantize(x: torch.Tensor, bits: int) -> LevelQuantResult:
 
     ``step = (max - min) / (2^n - 1)``, ``code = round((x - min) / step)``,
     ``x_hat = min + code * step``. Example, n = 2 on ``[0, 3]``: levels ``0, 1, 2, 3``.
-    A constant tensor has ``step = 0`` and maps to itself.
+    A constant tensor has ``step = 0`` and maps to itself. Computed in float32, or in
+    float64 when ``max - min`` exceeds float32's range.
     """
     check_float_tensor(x)
     bits = _check_bits(bits)
-    xf = x.to(torch.float32)
+    xf = to_float32(x)
     lo, hi = xf.min(), xf.max()
     n_levels = 1 << bits
+    if not bool(torch.isfinite(hi - lo)):
+        xf, lo, hi = xf.to(torch.float64), lo.to(torch.float64), hi.to(torch.float64)
     step = (hi - lo) / (n_levels - 1)
     safe_step = torch.where(step > 0, step, torch.ones_like(step))
     codes = torch.round((xf - lo) / safe_step).clamp_(0, n_levels - 1).to(torch.int64)
-    levels = lo + torch.arange(n_levels, device=x.device, dtype=torch.float32) * step
+    levels = lo + torch.arange(n_levels, device=x.device, dtype=xf.dtype) * step
     levels[-1] = hi  # the top level is max(x) exactly, not lo + (2^n-1) * step rounded
+    levels = levels.to(torch.float32)
     return LevelQuantResult(codes=codes, levels=levels, dequantized=levels[codes])
 
 
@@ -69,7 +73,7 @@ def dorefa_quantize_weights(w: torch.Tensor, bits: int, rescale: bool = False) -
     """
     check_float_tensor(w, "w")
     bits = _check_bits(bits)
-    wf = w.to(torch.float32)
+    wf = to_float32(w, "w")
     t = torch.tanh(wf)
     t_max = t.abs().max()
     denom = torch.where(t_max > 0, 2 * t_max, torch.ones_like(t_max))

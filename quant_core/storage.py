@@ -42,8 +42,12 @@ def storage_cost(shape: tuple[int, ...] | torch.Size, cfg: QuantConfig) -> Stora
     """Storage of a tensor of ``shape`` under ``cfg`` (scales in ``cfg.scale_dtype``).
 
     Example: ``[4096, 4096]``, int4 asymmetric, groups of 128, fp16 scales:
-    ``4 + 16/128 + 4/128 = 4.156`` bits per element.
+    ``4 + 16/128 + 4/128 = 4.156`` bits per element. Raises ``TypeError`` for a ``cfg`` that
+    is not a ``QuantConfig`` and ``ValueError`` for a shape ``layout_for`` rejects (0-d,
+    empty, an axis out of range, a group size that does not divide the last dimension).
     """
+    if not isinstance(cfg, QuantConfig):
+        raise TypeError(f"cfg must be a QuantConfig, got {type(cfg).__name__}")
     layout = layout_for(tuple(shape), cfg.granularity)
     n = math.prod(layout.shape)
     n_scales = layout.n_blocks

@@ -2,11 +2,40 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import torch
 
-__all__ = ["FLOAT_DTYPES", "check_float_tensor"]
+from .chunks import block_extremes
+
+__all__ = ["FLOAT_DTYPES", "check_float_tensor", "raise_nonfinite", "to_float32"]
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
+def _all_finite(x: torch.Tensor) -> bool:
+    # Two reductions instead of an elementwise isfinite mask: min and max propagate NaN,
+    # and an infinity is an extreme.
+    lo, hi = block_extremes(x.detach().reshape(1, -1))
+    return bool(torch.isfinite(lo).all() & torch.isfinite(hi).all())
+
+
+def raise_nonfinite(x: torch.Tensor, name: str = "x") -> NoReturn:
+    """Raise the ``ValueError`` for an ``x`` that is not finite, or (float64) not finite in
+    float32: the message says how many values are NaN, Inf or beyond float32's range."""
+    n_nan = int(torch.isnan(x).sum())
+    n_inf = int(torch.isinf(x).sum())
+    if n_nan or n_inf:
+        raise ValueError(
+            f"{name} holds {n_nan} NaN and {n_inf} Inf value(s) out of {x.numel()}; "
+            "quantization needs finite values"
+        )
+    n_over = int(torch.isinf(x.detach().to(torch.float32)).sum())
+    limit = torch.finfo(torch.float32).max
+    raise ValueError(
+        f"{name} holds {n_over} {x.dtype} value(s) beyond the float32 range "
+        f"(|x| > {limit:.4g}) out of {x.numel()}; quantization computes in float32"
+    )
 
 
 def check_float_tensor(x: object, name: str = "x", allow_nonfinite: bool = False) -> torch.Tensor:
@@ -26,13 +55,18 @@ def check_float_tensor(x: object, name: str = "x", allow_nonfinite: bool = False
         raise ValueError(f"{name} is 0-d (a scalar); pass a tensor with at least one dimension")
     if x.numel() == 0:
         raise ValueError(f"{name} is empty (shape {tuple(x.shape)}); nothing to quantize")
-    if not allow_nonfinite:
-        finite = torch.isfinite(x)
-        if not bool(finite.all()):
-            n_nan = int(torch.isnan(x).sum())
-            n_inf = int(torch.isinf(x).sum())
-            raise ValueError(
-                f"{name} holds {n_nan} NaN and {n_inf} Inf value(s) out of {x.numel()}; "
-                "quantization needs finite values"
-            )
+    if not allow_nonfinite and not _all_finite(x):
+        raise_nonfinite(x, name)
     return x
+
+
+def to_float32(x: torch.Tensor, name: str = "x") -> torch.Tensor:
+    """``x`` (a checked float tensor) detached and in float32, the dtype computation runs in.
+
+    Raises ``ValueError`` when a float64 value lies beyond float32's range (it would become
+    Inf); float16/bfloat16 always fit.
+    """
+    x32 = x.detach().to(torch.float32)
+    if x.dtype == torch.float64 and not _all_finite(x32):
+        raise_nonfinite(x, name)
+    return x32
