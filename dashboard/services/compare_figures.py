@@ -8,10 +8,6 @@ under about 1.5 MB for any tensor size; a reduced chart says so in its title.
 
 from __future__ import annotations
 
-import enum
-import math
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -19,6 +15,7 @@ from plotly.subplots import make_subplots
 
 from .ab import ABResult
 from .model_eval import EmbeddingComparison, LayerMetric
+from .reduce import DEFAULT_MAX_CELLS, Reduced, Reduction, reduce_2d
 from .sweep import ErrorAxis, pareto_mask
 
 __all__ = [
@@ -34,118 +31,10 @@ __all__ = [
     "sentence_cosine_figure",
 ]
 
-DEFAULT_MAX_CELLS = 512 * 512
-"""Cells per figure: 262,144 float32 values are 1 MB, about 1.4 MB as base64 JSON."""
-
 _DIVERGING = "RdBu_r"  # negative blue, zero white, positive red
 _WINNER_SCALE = [[0.0, "#2166ac"], [0.5, "#e0e0e0"], [1.0, "#b2182b"]]
 _FRONTIER = "#d62728"
 _DOMINATED = "#9e9e9e"
-
-
-class Reduction(enum.Enum):
-    """How ``reduce_2d`` summarises a block of cells.
-
-    MEAN: the block's mean; ``[[1, 3], [-2, 2]]`` -> ``1.0``.
-    MAX_ABS: the value of largest magnitude, sign kept; ``[[1, 3], [-4, 2]]`` -> ``-4.0``.
-    Keeps extremes visible: the right choice for error maps.
-    """
-
-    MEAN = "mean"
-    MAX_ABS = "max_abs"
-
-    @property
-    def label(self) -> str:
-        return "mean" if self is Reduction.MEAN else "max |value|"
-
-
-@dataclass(frozen=True, eq=False)
-class Reduced:
-    """``values`` (float32): the reduced matrix; cell ``(i, j)`` summarises source rows
-    ``i*row_step ..`` and columns ``j*col_step ..`` (edge blocks may be smaller).
-    ``source_shape``: the shape before reduction."""
-
-    values: np.ndarray
-    row_step: int
-    col_step: int
-    source_shape: tuple[int, int]
-    how: Reduction
-
-    @property
-    def is_reduced(self) -> bool:
-        return self.row_step > 1 or self.col_step > 1
-
-    def row_starts(self) -> np.ndarray:
-        """The source row each reduced row starts at (int32), for axis ticks and hover."""
-        return np.arange(self.values.shape[0], dtype=np.int32) * self.row_step
-
-    def col_starts(self) -> np.ndarray:
-        return np.arange(self.values.shape[1], dtype=np.int32) * self.col_step
-
-    def note(self) -> str:
-        """``""`` when nothing was reduced, else e.g.
-        ``"downsampled 4096×4096 → 512×512 (8×8 blocks, max |value|)"``."""
-        if not self.is_reduced:
-            return ""
-        (r, c), (rr, cc) = self.source_shape, self.values.shape
-        return (
-            f"downsampled {r}×{c} → {rr}×{cc} "
-            f"({self.row_step}×{self.col_step} blocks, {self.how.label})"
-        )
-
-
-def _steps(rows: int, cols: int, max_cells: int) -> tuple[int, int]:
-    """The smallest square step ``s`` with ``ceil(rows/s) * ceil(cols/s) <= max_cells``,
-    clipped to each dimension (so a long thin matrix is reduced along its length only)."""
-    if rows * cols <= max_cells:
-        return 1, 1
-    lo, hi = 1, max(rows, cols)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if math.ceil(rows / mid) * math.ceil(cols / mid) <= max_cells:
-            hi = mid
-        else:
-            lo = mid + 1
-    return min(lo, rows), min(lo, cols)
-
-
-def reduce_2d(matrix: np.ndarray, max_cells: int, how: Reduction) -> Reduced:
-    """Block-reduce a 2-D matrix to at most ``max_cells`` cells, as float32.
-
-    Blocks are ``s×s`` with the smallest ``s`` that fits (``s`` clipped to a dimension that
-    is shorter). A matrix already small enough comes back unchanged (as float32), steps 1.
-    Example: ``4096×4096`` with ``max_cells = 512*512`` -> ``8×8`` blocks, ``512×512``.
-    Raises ``ValueError`` for a matrix that is not 2-D and non-empty, or ``max_cells < 1``.
-    """
-    m = np.asarray(matrix)
-    if m.ndim != 2 or m.size == 0:
-        raise ValueError(f"reduce_2d needs a non-empty 2-D matrix, got shape {m.shape}")
-    if isinstance(max_cells, bool) or not isinstance(max_cells, int) or max_cells < 1:
-        raise ValueError(f"max_cells must be a positive int, got {max_cells!r}")
-    if not isinstance(how, Reduction):
-        raise TypeError(f"how must be a Reduction, got {how!r}")
-    rows, cols = m.shape
-    rs, cs = _steps(rows, cols, max_cells)
-    if rs == 1 and cs == 1:
-        values = np.ascontiguousarray(m, dtype=np.float32)
-        return Reduced(values, 1, 1, (rows, cols), how)
-    out_r, out_c = math.ceil(rows / rs), math.ceil(cols / cs)
-    if out_r * rs == rows and out_c * cs == cols:
-        padded = m.astype(np.float32, copy=False)
-    else:
-        padded = np.zeros((out_r * rs, out_c * cs), dtype=np.float32)
-        padded[:rows, :cols] = m
-    blocks = padded.reshape(out_r, rs, out_c, cs)
-    if how is Reduction.MEAN:
-        sums = blocks.sum(axis=(1, 3), dtype=np.float64)
-        row_n = np.minimum(rs, rows - np.arange(out_r) * rs)
-        col_n = np.minimum(cs, cols - np.arange(out_c) * cs)
-        values = sums / np.outer(row_n, col_n)
-    else:
-        flat = blocks.transpose(0, 2, 1, 3).reshape(out_r, out_c, rs * cs)
-        idx = np.abs(flat).argmax(axis=2)[..., None]
-        values = np.take_along_axis(flat, idx, axis=2)[..., 0]
-    return Reduced(np.ascontiguousarray(values, dtype=np.float32), rs, cs, (rows, cols), how)
 
 
 # --- Pareto -------------------------------------------------------------------------------
@@ -241,7 +130,7 @@ def ab_error_figure(
     fig.add_trace(_heatmap(ra, coloraxis="coloraxis"), row=1, col=1)
     fig.add_trace(_heatmap(rb, coloraxis="coloraxis"), row=1, col=2)
     fig.update_layout(
-        title=_title("Quantization error x̂ − x (shared scale)", ra.note()),
+        title=_title("Quantization error x − x̂ (shared scale)", ra.note()),
         coloraxis={"colorscale": _DIVERGING, "cmin": -m, "cmax": m, "colorbar_title": "error"},
     )
     fig.update_yaxes(autorange="reversed")

@@ -1,0 +1,120 @@
+"""The explorer page's computation: quantize a 2-D matrix and measure what happened.
+
+Everything the page shows derives from one ``Exploration``; the page caches it keyed on the
+source and the ``QuantConfig``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from quant_core import (
+    ClipStats,
+    ErrorMetrics,
+    QuantConfig,
+    QuantizedTensor,
+    StorageReport,
+    clip_stats,
+    error_metrics,
+    levels_used,
+    quantize,
+    storage_cost,
+)
+
+from .values import fill_nonfinite
+
+__all__ = ["Exploration", "block_of", "explore"]
+
+
+@dataclass(frozen=True, eq=False)
+class Exploration:
+    """A ``[R, C]`` matrix quantized under ``config``.
+
+    ``original``: the matrix as given (non-finite cells kept, for display); ``dequantized``
+    and ``error = original - dequantized`` (NaN where the original is not finite);
+    ``finite``: the finite-cell mask, or ``None`` when every cell is finite. ``metrics`` and
+    ``clip`` cover finite cells only; ``value_min``/``value_max``: the finite values' range.
+    """
+
+    original: torch.Tensor
+    qt: QuantizedTensor
+    dequantized: torch.Tensor
+    error: torch.Tensor
+    finite: torch.Tensor | None
+    metrics: ErrorMetrics
+    storage: StorageReport
+    clip: ClipStats
+    levels_used: int
+    value_min: float
+    value_max: float
+
+    @property
+    def config(self) -> QuantConfig:
+        return self.qt.config
+
+    @property
+    def n_blocks(self) -> int:
+        return self.qt.n_blocks
+
+
+def explore(matrix: torch.Tensor, cfg: QuantConfig) -> Exploration:
+    """Quantize ``matrix`` (``[R, C]`` float) under ``cfg``.
+
+    NaN/Inf cells are quantized as a stand-in inside their block's finite range (so they
+    stretch no scale; see ``fill_nonfinite``), left out of the metrics and clipping counts,
+    and shown as NaN in ``original``, ``dequantized`` and ``error``. Raises ``ValueError``
+    when nothing is finite or ``cfg`` does not fit the shape.
+    """
+    if matrix.dim() != 2:
+        raise ValueError(f"explore expects a 2-D matrix, got shape {tuple(matrix.shape)}")
+    original = matrix.to(torch.float32)
+    lo, hi = torch.aminmax(original)
+    finite = None
+    work = original
+    if not (bool(torch.isfinite(lo)) and bool(torch.isfinite(hi))):
+        filled = fill_nonfinite(original, cfg.granularity)
+        work, finite = filled.tensor, filled.finite_mask
+        lo, hi = torch.aminmax(work)  # the fills lie inside the finite range
+    qt = quantize(work, cfg)
+    dequantized = qt.dequantize()
+    error = work - dequantized
+    # Count clipping on real values only: a stand-in is replaced by its own dequantized
+    # value, which is representable by construction.
+    stats = clip_stats(work if finite is None else torch.where(finite, work, dequantized), qt)
+    if finite is not None:
+        nan = torch.tensor(float("nan"))
+        metrics = error_metrics(work[finite], dequantized[finite])
+        original = torch.where(finite, original, nan)
+        dequantized = torch.where(finite, dequantized, nan)
+        error = torch.where(finite, error, nan)
+    else:
+        metrics = error_metrics(work, dequantized)
+    return Exploration(
+        original=original,
+        qt=qt,
+        dequantized=dequantized,
+        error=error,
+        finite=finite,
+        metrics=metrics,
+        storage=storage_cost(tuple(matrix.shape), cfg),
+        clip=stats,
+        levels_used=levels_used(qt),
+        value_min=float(lo),
+        value_max=float(hi),
+    )
+
+
+def block_of(exp: Exploration, row: int, col: int) -> int:
+    """The block (scale) index of cell ``(row, col)``."""
+    layout = exp.qt.layout
+    rows, cols = layout.shape
+    if not (0 <= row < rows and 0 <= col < cols):
+        raise ValueError(f"cell ({row}, {col}) is outside the {rows} x {cols} matrix")
+    if layout.axis is not None:
+        return row if layout.axis == 0 else col
+    if layout.n_blocks == 1:
+        return 0
+    groups_per_row = cols // layout.block_len
+    return row * groups_per_row + col // layout.block_len

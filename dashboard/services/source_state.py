@@ -1,0 +1,180 @@
+"""Which tensor a page shows, as a small hashable value that also travels in the URL.
+
+A ``SourceChoice`` keys the dashboard's caches and becomes query parameters
+(``source_to_query``); ``source_from_query`` parses them back, validating every value
+against a fixed pattern or enum and raising ``ValueError`` naming the bad key. Nothing is
+evaluated or unpickled. An uploaded file cannot travel in a link: its choice has no URL form.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from .sources import Distribution, Example, SourceKind, SyntheticSpec
+
+__all__ = [
+    "SOURCE_KEYS",
+    "ExampleSource",
+    "ModelSource",
+    "SourceChoice",
+    "SyntheticSource",
+    "UploadSource",
+    "source_from_query",
+    "source_to_query",
+]
+
+_E = TypeVar("_E", bound=enum.Enum)
+_D = TypeVar("_D")
+
+SOURCE_KEYS = ("src", "dist", "rows", "cols", "dseed", "ofrac", "omag", "ochan", "ex", "tensor")
+_MAX_LEN = 200
+_INT_RE = re.compile(r"0|[1-9][0-9]{0,9}")
+_FLOAT_RE = re.compile(r"[0-9]{1,6}(\.[0-9]{1,12})?")
+_TENSOR_RE = re.compile(r"[A-Za-z0-9_.\-]{1,200}")
+MAX_SIDE = 16_384
+
+
+@dataclass(frozen=True)
+class SyntheticSource:
+    spec: SyntheticSpec
+
+
+@dataclass(frozen=True)
+class ExampleSource:
+    example: Example
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A weight of the bundled all-MiniLM-L6-v2, by its safetensors name."""
+
+    tensor: str
+
+
+@dataclass(frozen=True)
+class UploadSource:
+    """A tensor of an uploaded file: ``file_id`` is Streamlit's id of that upload."""
+
+    file_id: str
+    filename: str
+    tensor: str | None
+
+
+SourceChoice = SyntheticSource | ExampleSource | ModelSource | UploadSource
+
+
+def source_kind(choice: SourceChoice) -> SourceKind:
+    if isinstance(choice, SyntheticSource):
+        return SourceKind.SYNTHETIC
+    if isinstance(choice, ExampleSource):
+        return SourceKind.EXAMPLE
+    if isinstance(choice, ModelSource):
+        return SourceKind.MODEL
+    return SourceKind.UPLOAD
+
+
+def source_to_query(choice: SourceChoice) -> dict[str, str]:
+    """``choice`` as query parameters (an upload gives only ``src=upload``)."""
+    if isinstance(choice, SyntheticSource):
+        spec = choice.spec
+        out = {
+            "src": SourceKind.SYNTHETIC.value,
+            "dist": spec.distribution.value,
+            "rows": str(spec.rows),
+            "cols": str(spec.cols),
+            "dseed": str(spec.seed),
+        }
+        if spec.distribution is Distribution.OUTLIERS:
+            out["ofrac"] = repr(spec.outlier_fraction)
+        if spec.distribution is Distribution.OUTLIERS or spec.outlier_channel is not None:
+            out["omag"] = repr(spec.outlier_magnitude)
+        if spec.outlier_channel is not None:
+            out["ochan"] = str(spec.outlier_channel)
+        return out
+    if isinstance(choice, ExampleSource):
+        return {"src": SourceKind.EXAMPLE.value, "ex": choice.example.value}
+    if isinstance(choice, ModelSource):
+        return {"src": SourceKind.MODEL.value, "tensor": choice.tensor}
+    return {"src": SourceKind.UPLOAD.value}
+
+
+def _get(params: Mapping[str, str], key: str) -> str | None:
+    value = params.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be a single value")
+    if len(value) > _MAX_LEN:
+        raise ValueError(f"{key} is {len(value)} characters long (at most {_MAX_LEN})")
+    return value
+
+
+def _int(params: Mapping[str, str], key: str, default: int, lo: int, hi: int) -> int:
+    raw = _get(params, key)
+    if raw is None:
+        return default
+    if not _INT_RE.fullmatch(raw):
+        raise ValueError(f"{key}={raw!r} is not a non-negative integer")
+    value = int(raw)
+    if not lo <= value <= hi:
+        raise ValueError(f"{key}={value} is outside {lo}..{hi}")
+    return value
+
+
+def _float(params: Mapping[str, str], key: str, default: float) -> float:
+    raw = _get(params, key)
+    if raw is None:
+        return default
+    if not _FLOAT_RE.fullmatch(raw):
+        raise ValueError(f"{key}={raw!r} is not a decimal number")
+    return float(raw)
+
+
+def _enum(params: Mapping[str, str], key: str, enum_type: type[_E], default: _D) -> _E | _D:
+    raw = _get(params, key)
+    if raw is None:
+        return default
+    try:
+        return enum_type(raw)
+    except ValueError:
+        allowed = ", ".join(m.value for m in enum_type)
+        raise ValueError(f"{key}={raw!r} is not one of: {allowed}") from None
+
+
+def source_from_query(params: Mapping[str, str], default: SourceChoice) -> SourceChoice:
+    """Parse the source keys of ``params``; ``default`` when ``src`` is absent.
+
+    Raises ``ValueError`` naming the first bad key (unknown kind, a shape beyond
+    ``MAX_SIDE``, a malformed number, a tensor name with characters outside
+    ``[A-Za-z0-9_.-]``). ``src=upload`` cannot be restored from a link: also a ValueError.
+    """
+    kind = _enum(params, "src", SourceKind, None)
+    if kind is None:
+        return default
+    if kind is SourceKind.SYNTHETIC:
+        base = SyntheticSpec()
+        ochan_raw = _get(params, "ochan")
+        spec = SyntheticSpec(
+            distribution=_enum(params, "dist", Distribution, base.distribution),
+            rows=_int(params, "rows", base.rows, 1, MAX_SIDE),
+            cols=_int(params, "cols", base.cols, 1, MAX_SIDE),
+            seed=_int(params, "dseed", base.seed, 0, 2**31 - 1),
+            outlier_fraction=_float(params, "ofrac", base.outlier_fraction),
+            outlier_magnitude=_float(params, "omag", base.outlier_magnitude),
+            outlier_channel=None
+            if ochan_raw is None
+            else _int(params, "ochan", 0, 0, MAX_SIDE - 1),
+        )
+        return SyntheticSource(spec)
+    if kind is SourceKind.EXAMPLE:
+        return ExampleSource(_enum(params, "ex", Example, Example.COURSE_3X3))
+    if kind is SourceKind.MODEL:
+        name = _get(params, "tensor")
+        if name is None or not _TENSOR_RE.fullmatch(name):
+            raise ValueError(f"tensor={name!r} is not a valid tensor name")
+        return ModelSource(name)
+    raise ValueError("src=upload cannot be restored from a link: upload the file again")

@@ -1,0 +1,359 @@
+"""Plain pytest for the explorer's services: no Streamlit."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load
+
+from dashboard.services import exports, teaching
+from dashboard.services.explore import block_of, explore
+from dashboard.services.figures import (
+    RICH_HOVER_MAX_CELLS,
+    ViewOptions,
+    histogram_figure,
+    overview_figures,
+    zoom_figure,
+)
+from dashboard.services.reduce import Reduction, reduce_2d
+from dashboard.services.source_state import (
+    ExampleSource,
+    ModelSource,
+    SyntheticSource,
+    UploadSource,
+    source_from_query,
+    source_to_query,
+)
+from dashboard.services.sources import (
+    Distribution,
+    Example,
+    SyntheticSpec,
+    example_tensor,
+    make_synthetic,
+)
+from quant_core import (
+    Format,
+    Mode,
+    PerChannel,
+    PerGroup,
+    PerTensor,
+    QuantConfig,
+    unpack,
+)
+
+COURSE = example_tensor(Example.COURSE_3X3)
+MB = 1_000_000
+
+
+def payload(fig) -> int:
+    return len(fig.to_json())
+
+
+# --- sources -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dist", list(Distribution), ids=lambda d: d.value)
+def test_synthetic_is_reproducible_and_shaped(dist: Distribution) -> None:
+    spec = SyntheticSpec(dist, rows=20, cols=30, seed=7)
+    a, b = make_synthetic(spec), make_synthetic(spec)
+    assert a.shape == (20, 30)
+    assert torch.equal(a, b)
+    assert not torch.equal(a, make_synthetic(SyntheticSpec(dist, rows=20, cols=30, seed=8)))
+
+
+def test_outlier_channel_is_scaled() -> None:
+    base = make_synthetic(SyntheticSpec(rows=50, cols=8, seed=1))
+    spiked = make_synthetic(SyntheticSpec(rows=50, cols=8, seed=1, outlier_channel=3))
+    assert torch.allclose(spiked[:, 3], base[:, 3] * 20.0)
+    assert torch.equal(spiked[:, :3], base[:, :3])
+
+
+def test_outliers_fraction_roughly_respected() -> None:
+    x = make_synthetic(
+        SyntheticSpec(Distribution.OUTLIERS, 200, 200, outlier_fraction=0.01, outlier_magnitude=50)
+    )
+    n = int((x.abs() == 50).sum())
+    # Binomial(40000, 0.01): mean 400, sd ~20; 6 sd either side.
+    assert 280 <= n <= 520
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"rows": 0}, "positive"),
+        ({"rows": 10000, "cols": 10000}, "exceeds the limit"),
+        ({"outlier_fraction": 0.9}, "outlier_fraction"),
+        ({"outlier_channel": 999}, "outlier_channel"),
+    ],
+)
+def test_synthetic_spec_rejects_bad_values(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        SyntheticSpec(**kwargs)
+
+
+def test_examples_match_the_teaching_material() -> None:
+    assert example_tensor(Example.COURSE_3X3)[0, 2] == pytest.approx(728.6)
+    assert example_tensor(Example.VECTOR_10).shape == (10,)
+    assert example_tensor(Example.RANDOM_4X4).shape == (4, 4)
+
+
+# --- source URL state ----------------------------------------------------------------
+
+DEFAULT = SyntheticSource(SyntheticSpec())
+
+
+@pytest.mark.parametrize(
+    "choice",
+    [
+        SyntheticSource(SyntheticSpec(Distribution.OUTLIERS, 64, 32, 5, 0.01, 30.0, 4)),
+        SyntheticSource(SyntheticSpec(Distribution.LAPLACE, 7, 9, 2)),
+        ExampleSource(Example.VECTOR_10),
+        ModelSource("encoder.layer.3.output.dense.weight"),
+    ],
+    ids=repr,
+)
+def test_source_round_trips_through_query(choice) -> None:
+    assert source_from_query(source_to_query(choice), DEFAULT) == choice
+
+
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        ({"src": "pickle"}, "src"),
+        ({"src": "synthetic", "rows": "99999"}, "rows"),
+        ({"src": "synthetic", "rows": "1e3"}, "rows"),
+        ({"src": "synthetic", "dist": "cauchy"}, "dist"),
+        ({"src": "synthetic", "rows": "9" * 500}, "characters"),
+        ({"src": "model", "tensor": "a;rm -rf /"}, "tensor"),
+        ({"src": "upload"}, "upload"),
+    ],
+)
+def test_tampered_source_query_raises(params: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        source_from_query(params, DEFAULT)
+
+
+def test_upload_has_no_url_form() -> None:
+    assert source_to_query(UploadSource("id", "w.npy", None)) == {"src": "upload"}
+
+
+def test_missing_source_gives_default() -> None:
+    assert source_from_query({"bits": "4"}, DEFAULT) is DEFAULT
+
+
+# --- explore -------------------------------------------------------------------------
+
+
+def test_explore_reference_scales_on_course_tensor() -> None:
+    exp = explore(COURSE, QuantConfig(8, Mode.SYMMETRIC, PerChannel(0)))
+    assert exp.qt.scale.tolist() == pytest.approx([5.7370, 2.3268, 5.3906], abs=1e-4)
+    assert torch.equal(exp.error, COURSE - exp.dequantized)
+    assert exp.storage.n_scales == 3
+
+
+def test_explore_more_bits_lower_mse() -> None:
+    x = make_synthetic(SyntheticSpec(rows=64, cols=64))
+    mses = [
+        explore(x, QuantConfig(b, Mode.ASYMMETRIC, PerGroup(16))).metrics.mse for b in (2, 4, 8)
+    ]
+    assert mses[0] > mses[1] > mses[2]
+
+
+def test_explore_leaves_nonfinite_cells_out() -> None:
+    x = torch.tensor([[1.0, float("nan"), 3.0], [4.0, 5.0, float("inf")]])
+    exp = explore(x, QuantConfig(8, Mode.SYMMETRIC, PerChannel(0)))
+    assert exp.finite is not None and int(exp.finite.sum()) == 4
+    for t in (exp.original, exp.dequantized, exp.error):
+        assert math.isnan(float(t[0, 1])) and math.isnan(float(t[1, 2]))
+    # Stand-ins stay inside each row's finite range: row 1's scale is 5/127, not inf.
+    assert exp.qt.scale.tolist() == pytest.approx([3 / 127, 5 / 127])
+    finite = torch.isfinite(x)
+    err = (x - exp.dequantized)[finite].double()
+    assert exp.metrics.mse == pytest.approx(float(err.square().mean()))
+    assert math.isfinite(exp.metrics.sqnr_db)
+
+
+def test_block_of_matches_layout() -> None:
+    x = torch.randn(4, 12)
+    for cfg in (
+        QuantConfig(4, granularity=PerTensor()),
+        QuantConfig(4, granularity=PerChannel(0)),
+        QuantConfig(4, granularity=PerChannel(1)),
+        QuantConfig(4, granularity=PerGroup(4)),
+    ):
+        exp = explore(x, cfg)
+        ids = exp.qt.layout.block_ids()
+        for r in range(4):
+            for c in range(12):
+                assert block_of(exp, r, c) == int(ids[r, c])
+
+
+# --- figures -------------------------------------------------------------------------
+
+
+def test_reduce_2d_ignores_nan() -> None:
+    # 2x3 into at most 3 cells: 2x2 blocks; the NaN is skipped, an all-NaN block stays NaN
+    nan = float("nan")
+    m = torch.tensor([[nan, 1.0, 4.0], [3.0, nan, nan]])
+    mean = reduce_2d(m, 3, Reduction.MEAN)
+    np.testing.assert_allclose(mean.values, [[2.0, 4.0]])
+    mx = reduce_2d(torch.tensor([[nan, -5.0, nan], [3.0, 1.0, nan]]), 3, Reduction.MAX_ABS)
+    np.testing.assert_allclose(mx.values[0, 0], -5.0)
+    assert np.isnan(mx.values[0, 1])
+
+
+def test_small_tensor_has_rich_hover_everywhere() -> None:
+    exp = explore(COURSE, QuantConfig(8, Mode.ASYMMETRIC))
+    figs = overview_figures(exp, ViewOptions())
+    for fig in figs.all():
+        trace = json.loads(fig.to_json())["data"][0]
+        assert "customdata" in trace and "scale" in trace["hovertemplate"]
+    assert RICH_HOVER_MAX_CELLS >= 9
+
+
+@pytest.mark.parametrize(
+    "shape", [(1024, 1024), (4096, 4096), (30522, 384)], ids=lambda s: f"{s[0]}x{s[1]}"
+)
+def test_every_chart_payload_under_2mb(shape: tuple[int, int]) -> None:
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+    exp = explore(x, QuantConfig(4, Mode.ASYMMETRIC, PerGroup(128)))
+    figs = overview_figures(exp, ViewOptions(reduction=Reduction.MAX_ABS))
+    sizes = [payload(f) for f in figs.all()]
+    sizes.append(payload(zoom_figure(exp, 100, 100, 64)))
+    sizes.append(payload(histogram_figure(exp, 3, "group 3")))
+    assert max(sizes) < 2 * MB, sizes
+    assert "overview" in figs.original.layout.title.text
+
+
+def test_shared_colour_scale_and_centred_error() -> None:
+    exp = explore(torch.randn(32, 32), QuantConfig(3, Mode.SYMMETRIC))
+    figs = overview_figures(exp, ViewOptions())
+    o, d, e = figs.original.data[0], figs.dequantized.data[0], figs.error.data[0]
+    assert (o.zmin, o.zmax, o.colorscale) == (d.zmin, d.zmax, d.colorscale)
+    assert e.zmin == -e.zmax
+
+
+def test_group_boundaries_drawn() -> None:
+    exp = explore(torch.randn(8, 64), QuantConfig(4, granularity=PerGroup(16)))
+    fig = overview_figures(exp, ViewOptions(show_boundaries=True)).original
+    lines = [t for t in fig.data if t.type == "scatter"]
+    assert len(lines) == 1
+    xs = [v for v in lines[0].x if v is not None]
+    assert sorted(set(xs)) == [15.5, 31.5, 47.5]
+    fig = overview_figures(exp, ViewOptions(show_boundaries=False)).original
+    assert all(t.type == "heatmap" for t in fig.data)
+
+
+def test_histogram_levels_and_counts() -> None:
+    x = torch.linspace(-1, 1, 1000).reshape(10, 100)
+    exp = explore(x, QuantConfig(3, Mode.SYMMETRIC, PerChannel(0)))
+    fig = histogram_figure(exp, 0, "row 0")
+    bars, levels = fig.data[0], fig.data[1]
+    assert float(np.sum(bars.y)) == 100
+    assert levels.name == "8 quantization levels"
+    assert "of 8 levels used" in fig.layout.title.text
+
+
+def test_histogram_shades_clipped_region() -> None:
+    x = torch.cat([torch.randn(999), torch.tensor([40.0])]).reshape(1, -1)
+    cfg = QuantConfig(4, Mode.SYMMETRIC, range_method="percentile", percentile=99.0)
+    exp = explore(x, cfg)
+    assert exp.clip.n_clipped >= 1
+    fig = histogram_figure(exp, 0, "tensor")
+    assert len(fig.layout.shapes) >= 1
+
+
+def test_codebook_format_figures() -> None:
+    exp = explore(torch.randn(16, 32), QuantConfig(format=Format.NF4, granularity=PerGroup(16)))
+    figs = overview_figures(exp, ViewOptions())
+    assert figs.codes.data[0].zmax == 15
+    assert histogram_figure(exp, 1, "g").data[1].name == "16 quantization levels"
+
+
+# --- teaching ------------------------------------------------------------------------
+
+
+def test_formulas_show_live_numbers_asymmetric() -> None:
+    exp = explore(COURSE, QuantConfig(8, Mode.ASYMMETRIC))
+    lines = teaching.formulas(exp, teaching.block_numbers(exp, 0))
+    text = "\n".join(lines)
+    assert "3.5788" in text and "-77" in text and "728.6" in text
+
+
+def test_worked_table_reproduces_codes() -> None:
+    exp = explore(COURSE, QuantConfig(8, Mode.ASYMMETRIC))
+    table = teaching.worked_table(exp, 0, n_values=9)
+    s, z = float(exp.qt.scale), int(exp.qt.zero_point)
+    for _, row in table.iterrows():
+        expected = max(-128, min(127, round(row["r"] / s + z)))
+        assert row["code q (clamped)"] == expected
+        assert row["r̂ = s(q − z)"] == pytest.approx(s * (expected - z), rel=1e-6)
+    # the block's extremes are always listed
+    assert table["r"].min() == pytest.approx(-184.0) and table["r"].max() == pytest.approx(728.6)
+
+
+def test_worked_table_marks_clamping() -> None:
+    vec = example_tensor(Example.VECTOR_10).reshape(1, -1)
+    exp = explore(vec, QuantConfig(8, Mode.ASYMMETRIC))
+    table = teaching.worked_table(exp, 0, n_values=12)
+    assert (table["clamped?"] == "yes").sum() == exp.clip.n_clipped_high >= 1
+
+
+# --- exports -------------------------------------------------------------------------
+
+
+def test_exports_round_trip() -> None:
+    x = torch.randn(6, 10)
+    exp = explore(x, QuantConfig(3, Mode.ASYMMETRIC, PerGroup(5)))
+    tensors = load(exports.quantized_safetensors(exp))
+    assert torch.equal(tensors["codes"], exp.qt.codes)
+    assert torch.equal(tensors["scale"], exp.qt.scale)
+    assert torch.equal(tensors["zero_point"], exp.qt.zero_point)
+    packed = exports.packed_codes(exp)
+    assert len(packed) == math.ceil(60 * 3 / 8)
+    codes = unpack(torch.frombuffer(bytearray(packed), dtype=torch.uint8), 3, 60)
+    assert torch.equal(codes.reshape(6, 10).to(torch.int8), exp.qt.codes)
+    csv = exports.metrics_csv(exp)
+    assert csv.startswith("metric,value") and "mse" in csv and "storage_bits_per_element" in csv
+
+
+# --- view URL state ------------------------------------------------------------------
+
+
+def test_view_state_round_trip_and_defaults() -> None:
+    from dashboard.services.view_state import ViewState, view_from_query, view_to_query
+
+    view = ViewState(Reduction.MAX_ABS, False, 100, 7, 64, 12)
+    assert view_from_query(view_to_query(view)) == view
+    assert view_to_query(ViewState()) == {}
+    assert view_from_query({"bits": "4"}) == ViewState()
+
+
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        ({"red": "median"}, "red"),
+        ({"bnd": "yes"}, "bnd"),
+        ({"zs": "1000"}, "zs"),
+        ({"zr": "-1"}, "zr"),
+        ({"blk": "9" * 40}, "blk"),
+    ],
+)
+def test_view_state_rejects_tampering(params: dict, match: str) -> None:
+    from dashboard.services.view_state import view_from_query
+
+    with pytest.raises(ValueError, match=match):
+        view_from_query(params)
+
+
+def test_block_notes_explain_the_zero_point_clamp() -> None:
+    vec = example_tensor(Example.VECTOR_10).reshape(1, -1)
+    exp = explore(vec, QuantConfig(8, Mode.ASYMMETRIC))
+    (note,) = teaching.block_notes(exp, teaching.block_numbers(exp, 0))
+    assert "clamped to -128" in note and "positive" in note
+    sym = explore(vec, QuantConfig(8, Mode.SYMMETRIC))
+    assert teaching.block_notes(sym, teaching.block_numbers(sym, 0)) == ()
