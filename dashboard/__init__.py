@@ -1,2 +1,2 @@
 """Quantization Lab's Streamlit app. ``services`` never imports Streamlit; ``components`` and
-``pages`` only wire widgets to ``quant_core`` and ``services`` calls."""
+``views`` (the pages) only wire widgets to ``quant_core`` and ``services`` calls."""

@@ -1,0 +1,78 @@
+"""Server time of one explorer rerun after a slider change, and each chart's payload.
+
+Run: ``python benchmarks/explorer.py [--repeats 5]``.
+
+A rerun after a bit-width change finds the source tensor cached (keyed on its spec) and
+misses the exploration cache (new config), so it pays for: quantize + dequantize + metrics
++ clipping (``explore``), the four overview heatmaps, the zoom window, the histogram, the
+teaching numbers and table, and serialising every figure to the JSON Streamlit sends.
+This script replays exactly that path, without Streamlit's own per-element overhead, and
+reports the median over ``--repeats`` changes (alternating bit widths so nothing is reused).
+Targets: 1024x1024 under 150 ms, 4096x4096 under 400 ms; every chart under 2 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import plotly.io as pio
+import torch
+
+from dashboard.services import teaching
+from dashboard.services.explore import explore
+from dashboard.services.figures import (
+    ViewOptions,
+    histogram_figure,
+    overview_figures,
+    zoom_figure,
+)
+from dashboard.services.sources import SyntheticSpec, make_synthetic
+from quant_core import Mode, PerChannel, PerGroup, QuantConfig
+
+TARGET_MS = {1024: 150.0, 4096: 400.0}
+
+
+def rerun(x: torch.Tensor, cfg: QuantConfig) -> tuple[float, list[int]]:
+    t0 = time.perf_counter()
+    exp = explore(x, cfg)
+    figs = [*overview_figures(exp, ViewOptions()).all(), zoom_figure(exp, 0, 0, 32)]
+    figs.append(histogram_figure(exp, 0, "block 0"))
+    teaching.formulas(exp, teaching.block_numbers(exp, 0))
+    teaching.worked_table(exp, 0)
+    sizes = [len(pio.to_json(f, validate=False)) for f in figs]
+    return (time.perf_counter() - t0) * 1e3, sizes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    print(f"torch threads: {torch.get_num_threads()}")
+    ok = True
+    for side in (1024, 4096):
+        x = make_synthetic(SyntheticSpec(rows=side, cols=side))
+        for gran, label in ((PerChannel(0), "per-channel"), (PerGroup(128), "per-group 128")):
+            cfgs = [QuantConfig(b, Mode.ASYMMETRIC, gran) for b in (3, 4, 5, 6, 7, 8)]
+            rerun(x, cfgs[0])  # warm-up: first-call allocations and imports
+            times, sizes = [], []
+            for i in range(args.repeats):
+                ms, sz = rerun(x, cfgs[1 + i % 5])
+                times.append(ms)
+                sizes = sz
+            med = statistics.median(times)
+            target = TARGET_MS[side]
+            biggest = max(sizes) / 1e6
+            passed = med < target and biggest < 2.0
+            ok &= passed
+            print(
+                f"{side}x{side} {label:14s} rerun median {med:7.1f} ms (target < {target:.0f})"
+                f"  charts {', '.join(f'{s / 1e6:.2f}' for s in sizes)} MB"
+                f"  {'PASS' if passed else 'FAIL'}"
+            )
+    print("ALL PASS" if ok else "SOME TARGETS MISSED")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""Streamlit caches over the services, keyed on small hashable inputs only.
+
+Tensors are never hashed (``st.cache_*`` samples big arrays and returned stale results for
+them; see shared notes): every cache takes a short string key built from frozen values
+(``repr`` of a ``SourceChoice``/``QuantConfig``/``ViewOptions``) and receives the heavy
+objects as ``_``-prefixed arguments, which Streamlit leaves out of the hash.
+Every cache has bounded ``max_entries``: a 4096x4096 exploration holds about 300 MB.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+import torch
+
+from dashboard.services import loaders
+from dashboard.services.ab import ABResult, compare_ab
+from dashboard.services.explore import Exploration, explore
+from dashboard.services.figures import OverviewFigures, ViewOptions, overview_figures
+from dashboard.services.model_eval import (
+    EmbeddingComparison,
+    ModelEvalResult,
+    compare_embeddings,
+    evaluate_safetensors,
+    load_bundled_model,
+)
+from dashboard.services.prepared import PreparedSource, prepare
+from dashboard.services.source_state import SourceChoice
+from dashboard.services.sources import SyntheticSpec, bundled_model_path, make_synthetic
+from quant_core import QuantConfig
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def synthetic_tensor(key: str, _spec: SyntheticSpec) -> torch.Tensor:
+    return make_synthetic(_spec)
+
+
+@st.cache_resource(max_entries=1, show_spinner=False)
+def model_file() -> Path:
+    return bundled_model_path()
+
+
+@st.cache_resource(max_entries=1, show_spinner=False)
+def model_tensor_infos() -> tuple[loaders.TensorInfo, ...]:
+    return loaders.list_safetensors_file(model_file())
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def model_tensor(name: str) -> loaders.LoadedTensor:
+    return loaders.load_safetensors_file_tensor(model_file(), name)
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def upload_infos(file_id: str, filename: str, _data: bytes) -> tuple[loaders.TensorInfo, ...]:
+    return loaders.list_tensors(filename, _data)
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def upload_tensor(
+    file_id: str, filename: str, name: str | None, _data: bytes
+) -> loaders.LoadedTensor:
+    return loaders.load_tensor(filename, _data, name)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def prepared(
+    key: str, _choice: SourceChoice, _tensor: torch.Tensor, label: str, notes: tuple[str, ...]
+) -> PreparedSource:
+    """``key``: ``repr`` of the source choice (the tensor it names never changes)."""
+    return prepare(_choice, _tensor, label, notes)
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def exploration(key: str, _matrix: torch.Tensor, _cfg: QuantConfig) -> Exploration:
+    """``key`` must name the matrix (its source) and the config: ``source|config``."""
+    return explore(_matrix, _cfg)
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def overview(key: str, _exp: Exploration, _opts: ViewOptions) -> OverviewFigures:
+    """``key``: the exploration's key plus the view options."""
+    return overview_figures(_exp, _opts)
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def ab_result(
+    key: str, _matrix: torch.Tensor, _cfg_a: QuantConfig, _cfg_b: QuantConfig
+) -> ABResult:
+    """``key``: source, scheme A and scheme B."""
+    return compare_ab(_matrix, _cfg_a, _cfg_b)
+
+
+@st.cache_resource(max_entries=1, show_spinner="Loading all-MiniLM-L6-v2…")
+def bundled_model() -> torch.nn.Module:
+    """The bundled sentence-transformer, loaded once per server (about 8 s)."""
+    return load_bundled_model()
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def model_report(key: str, _path: Path, _cfg: QuantConfig) -> ModelEvalResult:
+    """``key``: the model file's identity and the scheme."""
+    return evaluate_safetensors(_path, _cfg)
+
+
+@st.cache_resource(max_entries=8, show_spinner="Embedding the sentences…")
+def embeddings(key: str, _cfg: QuantConfig, sentences: tuple[str, ...]) -> EmbeddingComparison:
+    """``key``: the scheme; the sentences are hashed as they are (short strings)."""
+    return compare_embeddings(bundled_model(), _cfg, sentences)

@@ -1,0 +1,197 @@
+"""The quantization scheme picker: returns a validated ``QuantConfig``."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard.components import persist, url
+from dashboard.components.persist import PERSIST
+from dashboard.services.url_state import QUERY_KEYS, config_from_query
+from quant_core import (
+    Format,
+    Mode,
+    PerChannel,
+    PerGroup,
+    PerTensor,
+    QuantConfig,
+    RangeMethod,
+    Rounding,
+    ScaleDtype,
+)
+
+DEFAULT_CONFIG = QuantConfig(bits=4, mode=Mode.SYMMETRIC, granularity=PerChannel(axis=0))
+_FORMAT_LABELS = {
+    Format.INT: "Integer (linear)",
+    Format.NF4: "NF4 (normal float, 4 bit)",
+    Format.FP4_E2M1: "FP4 E2M1",
+    Format.FP8_E4M3: "FP8 E4M3",
+    Format.FP8_E5M2: "FP8 E5M2",
+}
+_GRAN_LABELS = {"tensor": "Per tensor", "channel": "Per channel", "group": "Per group"}
+_RANGE_LABELS = {
+    RangeMethod.MINMAX: "Min-max (no clipping)",
+    RangeMethod.PERCENTILE: "Percentile clipping",
+    RangeMethod.MSE: "MSE-optimal clipping",
+}
+
+
+def divisors(n: int) -> list[int]:
+    """All divisors of ``n`` ascending: the group sizes a row of ``n`` values allows."""
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def _state_from_config(cfg: QuantConfig, p: str) -> dict[str, object]:
+    gran = cfg.granularity
+    kind = "tensor" if isinstance(gran, PerTensor) else "channel"
+    if isinstance(gran, PerGroup):
+        kind = "group"
+    return {
+        f"{p}q_fmt": cfg.format,
+        f"{p}q_wide": cfg.format is Format.INT and cfg.bits > 8,
+        f"{p}q_bits": cfg.bits if cfg.format is Format.INT else 4,
+        f"{p}q_mode": cfg.mode,
+        f"{p}q_gran": kind,
+        f"{p}q_axis": gran.axis % 2 if isinstance(gran, PerChannel) else 0,
+        f"{p}q_group": gran.group_size if isinstance(gran, PerGroup) else 32,
+        f"{p}q_range": cfg.range_method,
+        f"{p}q_pct": float(cfg.percentile),
+        f"{p}q_round": cfg.rounding,
+        f"{p}q_seed": cfg.seed,
+        f"{p}q_sdtype": cfg.scale_dtype,
+    }
+
+
+def apply_config(cfg: QuantConfig, prefix: str = "") -> None:
+    """Set the picker's widgets to ``cfg`` (before they are drawn in this run)."""
+    persist.set_values(_state_from_config(cfg, prefix))
+
+
+def seed_from_url() -> None:
+    """On a session's first run, put the URL's scheme into the widgets (or warn)."""
+    params = url.query_snapshot()
+    if not any(k in params for k in QUERY_KEYS):
+        return
+    try:
+        apply_config(config_from_query(params))
+    except ValueError as exc:
+        url.add_warning(f"Ignored the link's scheme ({exc}); using the defaults.")
+
+
+def config_picker(
+    cols: int, ndim: int = 2, prefix: str = "", default: QuantConfig = DEFAULT_CONFIG
+) -> QuantConfig:
+    """Draw the scheme widgets (in the current container) for a matrix with ``cols``
+    columns; ``prefix`` keeps two pickers on one page apart."""
+    p = prefix
+    defaults = _state_from_config(default, p)
+    persist.defaults(defaults)
+    ss = st.session_state
+
+    fmt = st.selectbox(
+        "Format",
+        list(Format),
+        format_func=_FORMAT_LABELS.__getitem__,
+        key=f"{p}q_fmt",
+        persist_state=PERSIST,
+    )
+    if fmt is Format.INT:
+        wide = st.checkbox("Allow 9 to 16 bits", key=f"{p}q_wide", persist_state=PERSIST)
+        top = 16 if wide else 8
+        ss[f"{p}q_bits"] = min(int(ss[f"{p}q_bits"]), top)
+        bits = st.slider("Bit width", 2, top, key=f"{p}q_bits", persist_state=PERSIST)
+        mode = st.radio(
+            "Mode",
+            list(Mode),
+            format_func=lambda m: m.value.capitalize(),
+            key=f"{p}q_mode",
+            persist_state=PERSIST,
+            horizontal=True,
+        )
+    else:
+        bits = fmt.bits or 4
+        mode = Mode.SYMMETRIC
+        st.caption(f"{fmt.value.upper()}: {bits} bits, absmax (symmetric) scaling.")
+
+    kind = st.radio(
+        "Granularity",
+        list(_GRAN_LABELS),
+        format_func=_GRAN_LABELS.__getitem__,
+        key=f"{p}q_gran",
+        persist_state=PERSIST,
+        horizontal=True,
+    )
+    if kind == "channel":
+        axis = st.radio(
+            "Channel axis (keeps its own scale)",
+            [0, 1],
+            format_func=lambda a: "0: one scale per row" if a == 0 else "1: one per column",
+            key=f"{p}q_axis",
+            persist_state=PERSIST,
+            horizontal=True,
+        )
+        granularity = PerChannel(axis=int(axis))
+    elif kind == "group":
+        options = divisors(cols)
+        if ss[f"{p}q_group"] not in options:
+            wanted = int(ss[f"{p}q_group"])
+            ss[f"{p}q_group"] = min(options, key=lambda d: (abs(d - wanted), d))
+        group = st.select_slider(
+            f"Group size (divisors of {cols})",
+            options,
+            key=f"{p}q_group",
+            persist_state=PERSIST,
+        )
+        granularity = PerGroup(group_size=int(group))
+    else:
+        granularity = PerTensor()
+
+    range_method = st.selectbox(
+        "Range",
+        list(RangeMethod),
+        format_func=_RANGE_LABELS.__getitem__,
+        key=f"{p}q_range",
+        persist_state=PERSIST,
+    )
+    percentile = float(ss[f"{p}q_pct"])
+    if range_method is RangeMethod.PERCENTILE:
+        percentile = st.slider(
+            "Percentile kept", 90.0, 100.0, step=0.1, key=f"{p}q_pct", persist_state=PERSIST
+        )
+    rounding = st.radio(
+        "Rounding",
+        list(Rounding),
+        format_func=lambda r: r.value.capitalize(),
+        key=f"{p}q_round",
+        persist_state=PERSIST,
+        horizontal=True,
+    )
+    seed = int(ss[f"{p}q_seed"])
+    if rounding is Rounding.STOCHASTIC:
+        seed = int(
+            st.number_input(
+                "Rounding seed",
+                min_value=0,
+                max_value=2**31 - 1,
+                key=f"{p}q_seed",
+                persist_state=PERSIST,
+            )
+        )
+    scale_dtype = st.selectbox(
+        "Scale dtype (stored)",
+        list(ScaleDtype),
+        format_func=lambda d: d.value,
+        key=f"{p}q_sdtype",
+        persist_state=PERSIST,
+    )
+    return QuantConfig(
+        bits=int(bits),
+        mode=mode,
+        granularity=granularity,
+        format=fmt,
+        range_method=range_method,
+        percentile=percentile,
+        rounding=rounding,
+        seed=seed,
+        scale_dtype=scale_dtype,
+    )

@@ -1,0 +1,121 @@
+"""View options (overview reduction, boundaries, zoom window) and the block chooser."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+from dashboard.components import persist, url
+from dashboard.components.persist import PERSIST
+from dashboard.services.figures import ViewOptions
+from dashboard.services.reduce import Reduction
+from dashboard.services.view_state import ZOOM_SIZES, ViewState, view_from_query
+from quant_core import PerChannel, PerGroup, QuantConfig
+
+
+@dataclass(frozen=True)
+class ZoomWindow:
+    row: int
+    col: int
+    size: int
+
+
+def seed_from_url() -> None:
+    """On a session's first run, put the URL's view settings into the widgets (or warn)."""
+    try:
+        view = view_from_query(url.query_snapshot())
+    except ValueError as exc:
+        url.add_warning(f"Ignored the link's view settings ({exc}); using the defaults.")
+        return
+    persist.set_values(
+        {
+            "v_red": view.reduction,
+            "v_bounds": view.boundaries,
+            "v_zrow": view.zoom_row,
+            "v_zcol": view.zoom_col,
+            "v_zsize": view.zoom_size,
+            "v_block": view.block,
+        }
+    )
+
+
+def current_view() -> ViewState:
+    """The view widgets' values (after they were drawn in this run), for the URL."""
+    ss = st.session_state
+    return ViewState(
+        reduction=ss.get("v_red", Reduction.MEAN),
+        boundaries=bool(ss.get("v_bounds", True)),
+        zoom_row=int(ss.get("v_zrow", 0)),
+        zoom_col=int(ss.get("v_zcol", 0)),
+        zoom_size=int(ss.get("v_zsize", 32)),
+        block=int(ss.get("v_block", 0)),
+    )
+
+
+def view_options() -> ViewOptions:
+    with st.sidebar.expander("View", expanded=False):
+        persist.defaults({"v_red": Reduction.MEAN, "v_bounds": True})
+        reduction = st.radio(
+            "Overview of large tensors: each cell is the",
+            list(Reduction),
+            format_func=lambda r: r.label + " of its block",
+            key="v_red",
+            persist_state=PERSIST,
+        )
+        bounds = st.checkbox("Draw channel/group boundaries", key="v_bounds", persist_state=PERSIST)
+    return ViewOptions(reduction=reduction, show_boundaries=bool(bounds))
+
+
+def zoom_window(rows: int, cols: int) -> ZoomWindow:
+    """Row and column offsets and size of the full-resolution zoom window."""
+    c1, c2, c3 = st.columns(3)
+    persist.defaults({"v_zsize": 32, "v_zrow": 0, "v_zcol": 0})
+    for key, limit in (("v_zrow", rows), ("v_zcol", cols)):
+        st.session_state[key] = min(int(st.session_state[key]), max(0, limit - 1))
+    row = c1.number_input(
+        "Zoom: first row",
+        min_value=0,
+        max_value=max(0, rows - 1),
+        key="v_zrow",
+        persist_state=PERSIST,
+    )
+    col = c2.number_input(
+        "Zoom: first column",
+        min_value=0,
+        max_value=max(0, cols - 1),
+        key="v_zcol",
+        persist_state=PERSIST,
+    )
+    size = c3.selectbox("Window", ZOOM_SIZES, key="v_zsize", persist_state=PERSIST)
+    return ZoomWindow(int(row), int(col), int(size))
+
+
+def block_label(cfg: QuantConfig, block: int, groups_per_row: int) -> str:
+    gran = cfg.granularity
+    if isinstance(gran, PerChannel):
+        return f"{'Row' if gran.axis % 2 == 0 else 'Column'} (channel) {block}"
+    if isinstance(gran, PerGroup):
+        row, g = divmod(block, groups_per_row)
+        first = g * gran.group_size
+        return f"Group {block} (row {row}, columns {first}–{first + gran.group_size - 1})"
+    return "Whole tensor"
+
+
+def block_chooser(cfg: QuantConfig, n_blocks: int, key: str = "v_block") -> int:
+    """Which channel or group the histogram and the teaching panel show."""
+    if n_blocks == 1:
+        return 0
+    persist.defaults({key: 0})
+    st.session_state[key] = min(int(st.session_state[key]), n_blocks - 1)
+    what = "channel" if isinstance(cfg.granularity, PerChannel) else "group"
+    block = int(
+        st.number_input(
+            f"Show {what} (0–{n_blocks - 1})",
+            min_value=0,
+            max_value=n_blocks - 1,
+            key=key,
+            persist_state=PERSIST,
+        )
+    )
+    return block

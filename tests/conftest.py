@@ -1,0 +1,8 @@
+"""Shared test settings: never reach for a model hub (the model ships as a package)."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

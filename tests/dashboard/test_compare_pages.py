@@ -1,0 +1,110 @@
+"""AppTest: the sweep, A/B and whole-model pages run and their controls act."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dashboard.services.sweep import pareto_mask
+from quant_core import Format
+
+PAGES = Path(__file__).resolve().parents[2] / "dashboard" / "views"
+
+
+def open_page(page: str, **query: str) -> AppTest:
+    """Run one page script on its own, starting from the URL ``query``.
+
+    (AppTest's ``switch_page`` does not carry widget state across pages the way the browser
+    does; the browser test covers page switching.)
+    """
+    at = AppTest.from_file(str(PAGES / page), default_timeout=120)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def no_errors(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def figure(at: AppTest, index: int) -> dict:
+    return json.loads(at.get("plotly_chart")[index].proto.spec)
+
+
+def decode(arr) -> np.ndarray:
+    """Plotly's typed-array JSON (``{"dtype", "bdata"}``) or a plain list, as numpy."""
+    if isinstance(arr, dict):
+        import base64
+
+        return np.frombuffer(base64.b64decode(arr["bdata"]), dtype=arr["dtype"])
+    return np.asarray(arr, dtype=float)
+
+
+def test_sweep_runs_and_frontier_is_non_dominated() -> None:
+    at = open_page("sweep.py", src="synthetic", rows="64", cols="128")
+    no_errors(at)
+    assert "[64, 128]" in at.caption[0].value
+    at.button[0].click().run()  # "Run sweep" with the default grid
+    no_errors(at)
+    frame = at.dataframe[0].value
+    assert len(frame) >= 10
+    fig = figure(at, 0)
+    traces = {t["name"]: t for t in fig["data"]}
+    front = traces["frontier"]
+    fx, fy = decode(front["x"]), decode(front["y"])
+    all_x = np.concatenate([decode(t["x"]) for t in fig["data"]])
+    all_y = np.concatenate([decode(t["y"]) for t in fig["data"]])
+    # every frontier point is non-dominated among all points drawn
+    mask = pareto_mask(all_x.tolist(), all_y.tolist())
+    n_front = len(fx)
+    assert all(mask[len(all_x) - n_front :]) and not any(mask[: len(all_x) - n_front])
+    assert set(fy) <= set(all_y)
+
+
+def test_sweep_grid_controls_act() -> None:
+    at = open_page("sweep.py", src="example", ex="random_4x4")
+    at.multiselect(key="sw_formats").set_value([Format.INT])
+    at.multiselect(key="sw_bits").set_value([4, 8])
+    at.multiselect(key="sw_kinds").set_value([])
+    at.button[0].click().run()
+    no_errors(at)
+    # empty granularity list falls back to per-tensor; 2 bits x 2 modes x 1 = 4 schemes
+    assert len(at.dataframe[0].value) == 4
+
+
+def test_ab_runs_with_shared_scale_and_totals() -> None:
+    at = open_page("ab.py", src="synthetic", rows="32", cols="64")
+    no_errors(at)
+    assert "[32, 64]" in at.caption[0].value
+    fig = figure(at, 0)
+    heat = [t for t in fig["data"] if t["type"] == "heatmap"]
+    assert len(heat) == 2
+    text = " ".join(m.value for m in at.markdown)
+    assert "Blocks won" in text
+    before = at.dataframe[0].value["MSE"].tolist()
+    at.slider(key="b_q_bits").set_value(8).run()
+    no_errors(at)
+    after = at.dataframe[0].value["MSE"].tolist()
+    assert after[0] == pytest.approx(before[0]) and after[1] < before[1]
+
+
+@pytest.mark.slow
+def test_model_page_reports_layers_and_embeddings() -> None:
+    at = open_page("model.py")
+    no_errors(at)
+    table = at.dataframe[0].value
+    assert len(table) == 37  # 36 encoder linears + the pooler
+    values = {m.label: m.value for m in at.metric}
+    assert values["Smaller by"].endswith("×")
+    assert 0.9 < float(values["Mean cosine (fp32 vs quantized)"]) <= 1.0
+    at.slider(key="m_q_bits").set_value(8).run()
+    no_errors(at)
+    better = {m.label: m.value for m in at.metric}
+    assert float(better["Mean cosine (fp32 vs quantized)"]) > float(
+        values["Mean cosine (fp32 vs quantized)"]
+    )

@@ -1,0 +1,148 @@
+"""AppTest: the explorer page from each tensor source, and each control's effect."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from dashboard.services.sources import Distribution, Example, SourceKind
+
+# The page script runs on its own (it then draws the tensor picker itself): AppTest does not
+# carry the entrypoint's widget state between runs the way the browser does, and the
+# browser tests cover the entrypoint and page switching.
+APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "views" / "explorer.py")
+
+
+def new_app(**query: str) -> AppTest:
+    st.cache_data.clear()
+    at = AppTest.from_file(APP, default_timeout=60)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at
+
+
+def metric(at: AppTest, label: str) -> str:
+    for m in at.metric:
+        if m.label == label:
+            return m.value
+    raise AssertionError(f"no metric {label!r}: {[m.label for m in at.metric]}")
+
+
+def charts(at: AppTest) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def no_errors(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def test_default_runs_and_shows_four_heatmaps() -> None:
+    at = new_app().run()
+    no_errors(at)
+    heatmaps = [c for c in charts(at) if c["data"] and c["data"][0]["type"] == "heatmap"]
+    assert len(heatmaps) >= 4
+    assert metric(at, "Bits per element")
+    assert len(at.latex) >= 3
+
+
+@pytest.mark.parametrize("example", list(Example), ids=lambda e: e.value)
+def test_examples_run(example: Example) -> None:
+    at = new_app().run()
+    at.selectbox(key="src_kind").set_value(SourceKind.EXAMPLE).run()
+    at.selectbox(key="src_example").set_value(example).run()
+    no_errors(at)
+    assert "Bits per element" in [m.label for m in at.metric]
+
+
+@pytest.mark.parametrize("dist", list(Distribution), ids=lambda d: d.value)
+def test_synthetic_distributions_run(dist: Distribution) -> None:
+    at = new_app().run()
+    at.selectbox(key="src_dist").set_value(dist).run()
+    no_errors(at)
+
+
+@pytest.mark.slow
+def test_bundled_model_source_runs() -> None:
+    at = new_app().run()
+    at.selectbox(key="src_kind").set_value(SourceKind.MODEL).run()
+    no_errors(at)
+    assert "query.weight" in at.selectbox(key="src_model").value
+    assert "[384, 384]" in " ".join(c.value for c in at.caption)
+
+
+def test_more_bits_lowers_mse() -> None:
+    at = new_app().run()
+    at.slider(key="q_bits").set_value(3).run()
+    low = float(metric(at, "MSE"))
+    at.slider(key="q_bits").set_value(7).run()
+    no_errors(at)
+    assert float(metric(at, "MSE")) < low
+
+
+def test_symmetric_course_example_shows_reference_scale() -> None:
+    at = new_app(src="example", ex="course_3x3", bits="8", mode="symmetric", gran="channel").run()
+    no_errors(at)
+    latex = " ".join(el.value for el in at.latex)
+    assert "5.737" in latex  # row 0: 728.6 / 127
+    at.number_input(key="v_block").set_value(1).run()
+    assert "2.3268" in " ".join(el.value for el in at.latex)
+
+
+def test_per_group_shows_as_many_scales_as_groups() -> None:
+    at = new_app(src="synthetic", rows="8", cols="64", bits="4", gran="group", group="16").run()
+    no_errors(at)
+    heat = charts(at)[0]["data"][0]
+    # rich hover on a small tensor: customdata[..., 3] is each cell's scale
+    assert "customdata" in heat
+    help_text = next(m for m in at.metric if m.label == "Bits per element").help
+    assert "32 scales" in help_text  # 8 rows x 64/16 groups
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"bits": "999"},
+        {"mode": "sideways"},
+        {"gran": "group", "group": "7", "src": "example", "ex": "course_3x3"},
+        {"src": "synthetic", "rows": "x" * 5000},
+        {"fmt": "__import__('os').system('id')"},
+    ],
+    ids=["bits", "mode", "group", "long", "code"],
+)
+def test_bad_query_params_warn_and_fall_back(query: dict[str, str]) -> None:
+    at = new_app(**query).run()
+    assert not at.exception
+    if query.get("group") == "7":
+        # a group size that does not divide 3 columns snaps to a valid divisor
+        assert at.select_slider(key="q_group").value in (1, 3)
+    else:
+        assert at.warning, "expected a warning about the link"
+    assert "Bits per element" in [m.label for m in at.metric]
+
+
+def test_url_reflects_settings() -> None:
+    at = new_app().run()
+    at.slider(key="q_bits").set_value(6).run()
+    assert at.query_params["bits"] == "6"
+
+
+def test_view_settings_come_from_the_link() -> None:
+    at = new_app(
+        src="synthetic",
+        rows="64",
+        cols="64",
+        gran="group",
+        group="16",
+        blk="5",
+        zs="16",
+        red="max_abs",
+    ).run()
+    no_errors(at)
+    assert at.number_input(key="v_block").value == 5
+    assert at.selectbox(key="v_zsize").value == 16
+    assert "Group 5" in charts(at)[-1]["layout"]["title"]["text"]
