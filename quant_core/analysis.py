@@ -68,13 +68,18 @@ def clip_bounds(qt: QuantizedTensor) -> BlockRange:
     )
 
 
-def clip_stats(x: torch.Tensor, qt: QuantizedTensor) -> ClipStats:
-    """Clipping and saturation counts of ``x`` quantized as ``qt`` (same shape)."""
+def clip_stats(
+    x: torch.Tensor, qt: QuantizedTensor, counts: torch.Tensor | None = None
+) -> ClipStats:
+    """Clipping and saturation counts of ``x`` quantized as ``qt`` (same shape).
+
+    ``counts``: ``code_counts(qt)`` when the caller already has it (saves a pass)."""
     if tuple(x.shape) != tuple(qt.shape):
         raise ValueError(f"shapes differ: x {tuple(x.shape)} vs codes {tuple(qt.shape)}")
     rng = clip_bounds(qt)
     blocks = qt.layout.to_blocks(x.to(torch.float32))
-    counts = code_counts(qt)
+    if counts is None:
+        counts = code_counts(qt)
     lo_code, hi_code = _end_codes(qt)
     return ClipStats(
         n_elements=x.numel(),

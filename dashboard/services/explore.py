@@ -6,6 +6,7 @@ source and the ``QuantConfig``.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -17,15 +18,15 @@ from quant_core import (
     QuantizedTensor,
     StorageReport,
     clip_stats,
+    code_counts,
     error_metrics,
-    levels_used,
     quantize,
     storage_cost,
 )
 
 from .values import fill_nonfinite
 
-__all__ = ["Exploration", "block_of", "explore"]
+__all__ = ["Exploration", "block_ids", "block_of", "explore"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -41,7 +42,6 @@ class Exploration:
     original: torch.Tensor
     qt: QuantizedTensor
     dequantized: torch.Tensor
-    error: torch.Tensor
     finite: torch.Tensor | None
     metrics: ErrorMetrics
     storage: StorageReport
@@ -49,6 +49,16 @@ class Exploration:
     levels_used: int
     value_min: float
     value_max: float
+
+    @functools.cached_property
+    def error(self) -> torch.Tensor:
+        """``original - dequantized`` (NaN at non-finite cells), computed on first use: a
+        mean overview and the zoom window do not need the whole map."""
+        return self.original - self.dequantized
+
+    def error_window(self, rows: slice, cols: slice) -> torch.Tensor:
+        """``error[rows, cols]`` without computing the whole map."""
+        return self.original[rows, cols] - self.dequantized[rows, cols]
 
     @property
     def config(self) -> QuantConfig:
@@ -79,31 +89,45 @@ def explore(matrix: torch.Tensor, cfg: QuantConfig) -> Exploration:
         lo, hi = torch.aminmax(work)  # the fills lie inside the finite range
     qt = quantize(work, cfg)
     dequantized = qt.dequantize()
-    error = work - dequantized
+    counts = code_counts(qt)
     # Count clipping on real values only: a stand-in is replaced by its own dequantized
     # value, which is representable by construction.
-    stats = clip_stats(work if finite is None else torch.where(finite, work, dequantized), qt)
+    clip_x = work if finite is None else torch.where(finite, work, dequantized)
+    stats = clip_stats(clip_x, qt, counts)
     if finite is not None:
         nan = torch.tensor(float("nan"))
         metrics = error_metrics(work[finite], dequantized[finite])
         original = torch.where(finite, original, nan)
         dequantized = torch.where(finite, dequantized, nan)
-        error = torch.where(finite, error, nan)
     else:
         metrics = error_metrics(work, dequantized)
     return Exploration(
         original=original,
         qt=qt,
         dequantized=dequantized,
-        error=error,
         finite=finite,
         metrics=metrics,
         storage=storage_cost(tuple(matrix.shape), cfg),
         clip=stats,
-        levels_used=levels_used(qt),
+        levels_used=int(torch.count_nonzero(counts)),
         value_min=float(lo),
         value_max=float(hi),
     )
+
+
+def block_ids(exp: Exploration, rows: slice, cols: slice) -> torch.Tensor:
+    """The block (scale) index of every cell of the window ``[rows, cols]`` (int64)."""
+    layout = exp.qt.layout
+    n_rows, n_cols = layout.shape
+    r = torch.arange(n_rows)[rows].unsqueeze(1)
+    c = torch.arange(n_cols)[cols].unsqueeze(0)
+    if layout.axis is not None:
+        ids = r if layout.axis == 0 else c
+    elif layout.n_blocks == 1:
+        ids = torch.zeros_like(r)
+    else:
+        ids = r * (n_cols // layout.block_len) + c // layout.block_len
+    return ids.expand(r.shape[0], c.shape[1])
 
 
 def block_of(exp: Exploration, row: int, col: int) -> int:

@@ -17,7 +17,7 @@ import torch
 
 from quant_core import Format, PerChannel, PerGroup, clip_bounds, levels_used
 
-from .explore import Exploration
+from .explore import Exploration, block_ids
 from .reduce import DEFAULT_MAX_CELLS, Reduced, Reduction, reduce_2d
 
 __all__ = [
@@ -86,14 +86,14 @@ def _code_range(exp: Exploration) -> tuple[float, float]:
 
 def _rich_customdata(exp: Exploration, rows: slice, cols: slice) -> np.ndarray:
     """``[r, c, 5]`` float32: code, dequantized, error, scale, zero point of each cell."""
-    layout = exp.qt.layout
-    scale = layout.expand(exp.qt.scale)[rows, cols]
-    zp = layout.expand(exp.qt.zero_point.to(torch.float32))[rows, cols]
+    ids = block_ids(exp, rows, cols).to(exp.qt.scale.device)
+    scale = exp.qt.scale.reshape(-1)[ids]
+    zp = exp.qt.zero_point.reshape(-1)[ids].to(torch.float32)
     stack = torch.stack(
         [
             exp.qt.codes[rows, cols].to(torch.float32),
             exp.dequantized[rows, cols],
-            exp.error[rows, cols],
+            exp.error_window(rows, cols),
             scale,
             zp,
         ],
@@ -293,11 +293,12 @@ def zoom_figure(exp: Exploration, row0: int, col0: int, size: int) -> go.Figure:
     cmin, cmax = _code_range(exp)
     emax = _error_limit(exp)
     titles = ("Original", "Codes", "Dequantized", "Error")
+    # Slice before any conversion: only the window is ever copied.
     panels = (
-        (exp.original, vscale, vmin, vmax),
-        (exp.qt.codes.to(torch.float32), "Cividis", cmin, cmax),
-        (exp.dequantized, vscale, vmin, vmax),
-        (exp.error, "RdBu", -emax, emax),
+        (exp.original[rsl, csl], vscale, vmin, vmax),
+        (exp.qt.codes[rsl, csl].to(torch.float32), "Cividis", cmin, cmax),
+        (exp.dequantized[rsl, csl], vscale, vmin, vmax),
+        (exp.error_window(rsl, csl), "RdBu", -emax, emax),
     )
     gap, width = 0.03, (1 - 3 * 0.03) / 4
     data, layout = [], {}
@@ -306,7 +307,7 @@ def zoom_figure(exp: Exploration, row0: int, col0: int, size: int) -> go.Figure:
         left = i * (width + gap)
         data.append(
             go.Heatmap(
-                z=t[rsl, csl].numpy(force=True).astype(np.float32),
+                z=t.numpy(force=True).astype(np.float32),
                 x=x,
                 y=y,
                 colorscale=scale,

@@ -357,3 +357,14 @@ def test_block_notes_explain_the_zero_point_clamp() -> None:
     assert "clamped to -128" in note and "positive" in note
     sym = explore(vec, QuantConfig(8, Mode.SYMMETRIC))
     assert teaching.block_notes(sym, teaching.block_numbers(sym, 0)) == ()
+
+
+def test_block_ids_window_matches_layout() -> None:
+    from dashboard.services.explore import block_ids
+
+    x = torch.randn(6, 12)
+    for gran in (PerTensor(), PerChannel(0), PerChannel(1), PerGroup(4), PerGroup(12)):
+        exp = explore(x, QuantConfig(4, granularity=gran))
+        full = exp.qt.layout.block_ids()
+        window = block_ids(exp, slice(1, 5), slice(3, 11))
+        assert torch.equal(window, full[1:5, 3:11])
