@@ -31,10 +31,19 @@ class ClipStats:
         return self.n_clipped_low + self.n_clipped_high
 
 
-def code_counts(qt: QuantizedTensor, block: int | None = None) -> torch.Tensor:
+def code_counts(
+    qt: QuantizedTensor, block: int | None = None, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """How often each code occurs (int64): index ``c - qmin`` for linear codes, the raw code
-    (``0 .. 2^bits - 1``) for codebook formats; in one block or the whole tensor."""
+    (``0 .. 2^bits - 1``) for codebook formats; in one block or the whole tensor.
+    ``mask`` (bool, the tensor's shape; not with ``block``) counts only the cells it marks."""
     codes = qt.codes
+    if mask is not None:
+        if block is not None:
+            raise ValueError("code_counts takes a block or a mask, not both")
+        if tuple(mask.shape) != tuple(codes.shape):
+            raise ValueError(f"mask shape {tuple(mask.shape)} differs from {tuple(codes.shape)}")
+        codes = codes[mask]
     if block is not None:
         if not 0 <= block < qt.n_blocks:
             raise ValueError(f"block {block} out of range: this tensor has {qt.n_blocks} blocks")

@@ -29,7 +29,7 @@ _FORMAT_LABELS = {
 }
 _GRAN_LABELS = {"tensor": "Per tensor", "channel": "Per channel", "group": "Per group"}
 _RANGE_LABELS = {
-    RangeMethod.MINMAX: "Min-max (no clipping)",
+    RangeMethod.MINMAX: "Min-max",
     RangeMethod.PERCENTILE: "Percentile clipping",
     RangeMethod.MSE: "MSE-optimal clipping",
 }

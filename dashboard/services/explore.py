@@ -7,7 +7,7 @@ source and the ``QuantConfig``.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -89,11 +89,13 @@ def explore(matrix: torch.Tensor, cfg: QuantConfig) -> Exploration:
         lo, hi = torch.aminmax(work)  # the fills lie inside the finite range
     qt = quantize(work, cfg)
     dequantized = qt.dequantize()
-    counts = code_counts(qt)
-    # Count clipping on real values only: a stand-in is replaced by its own dequantized
-    # value, which is representable by construction.
+    # Clipping, saturation and levels count real values only: a stand-in is replaced by its
+    # own dequantized value (representable by construction) and its code is not counted.
+    counts = code_counts(qt, mask=finite)
     clip_x = work if finite is None else torch.where(finite, work, dequantized)
     stats = clip_stats(clip_x, qt, counts)
+    if finite is not None:
+        stats = replace(stats, n_elements=int(finite.sum()))
     if finite is not None:
         nan = torch.tensor(float("nan"))
         metrics = error_metrics(work[finite], dequantized[finite])

@@ -84,6 +84,15 @@ def _code_range(exp: Exploration) -> tuple[float, float]:
     return 0.0, float((1 << cfg.bits) - 1)
 
 
+def _display_codes(exp: Exploration, rows: slice, cols: slice) -> torch.Tensor:
+    """Codes of the window as float32, NaN where the original is not finite (a stand-in's
+    code is no real code)."""
+    codes = exp.qt.codes[rows, cols].to(torch.float32)
+    if exp.finite is not None:
+        codes = torch.where(exp.finite[rows, cols], codes, float("nan"))
+    return codes
+
+
 def _rich_customdata(exp: Exploration, rows: slice, cols: slice) -> np.ndarray:
     """``[r, c, 5]`` float32: code, dequantized, error, scale, zero point of each cell."""
     ids = block_ids(exp, rows, cols).to(exp.qt.scale.device)
@@ -91,7 +100,7 @@ def _rich_customdata(exp: Exploration, rows: slice, cols: slice) -> np.ndarray:
     zp = exp.qt.zero_point.reshape(-1)[ids].to(torch.float32)
     stack = torch.stack(
         [
-            exp.qt.codes[rows, cols].to(torch.float32),
+            _display_codes(exp, rows, cols),
             exp.dequantized[rows, cols],
             exp.error_window(rows, cols),
             scale,
@@ -215,7 +224,7 @@ def overview_figures(exp: Exploration, opts: ViewOptions) -> OverviewFigures:
     custom = _rich_customdata(exp, full, full) if rich else None
     reduce = {
         "original": exp.original,
-        "codes": exp.qt.codes,
+        "codes": _display_codes(exp, slice(None), slice(None)),
         "dequantized": exp.dequantized,
     }
     red = {name: reduce_2d(t, opts.max_cells, opts.reduction) for name, t in reduce.items()}
@@ -296,7 +305,7 @@ def zoom_figure(exp: Exploration, row0: int, col0: int, size: int) -> go.Figure:
     # Slice before any conversion: only the window is ever copied.
     panels = (
         (exp.original[rsl, csl], vscale, vmin, vmax),
-        (exp.qt.codes[rsl, csl].to(torch.float32), "Cividis", cmin, cmax),
+        (_display_codes(exp, rsl, csl), "Cividis", cmin, cmax),
         (exp.dequantized[rsl, csl], vscale, vmin, vmax),
         (exp.error_window(rsl, csl), "RdBu", -emax, emax),
     )
@@ -361,10 +370,21 @@ def histogram_figure(exp: Exploration, block: int, block_label: str) -> go.Figur
     """Histogram of a block's original values with its quantization levels drawn over it
     and the clipped regions (outside the representable range) shaded."""
     values = block_values(exp, block)
+    if values.numel() == 0:
+        return go.Figure(
+            layout={
+                "title": {"text": f"{block_label}: no finite values to draw", "font": {"size": 13}},
+                "height": 200,
+            }
+        )
     levels = exp.qt.levels(block).numpy(force=True).astype(np.float32)
-    rng = exp.qt.representable_range()
-    rep_lo, rep_hi = float(rng.lo.reshape(-1)[block]), float(rng.hi.reshape(-1)[block])
+    bounds = clip_bounds(exp.qt)
+    clip_lo, clip_hi = float(bounds.lo.reshape(-1)[block]), float(bounds.hi.reshape(-1)[block])
+    # float64: a range wider than float32's max would make every bin empty.
+    values = values.to(torch.float64)
     vmin, vmax = float(values.min()), float(values.max())
+    rep = exp.qt.representable_range()
+    rep_lo, rep_hi = float(rep.lo.reshape(-1)[block]), float(rep.hi.reshape(-1)[block])
     n_bins = int(min(120, max(10, values.numel() // 4)))
     lo, hi = min(vmin, rep_lo), max(vmax, rep_hi)
     if hi == lo:
@@ -401,8 +421,6 @@ def histogram_figure(exp: Exploration, block: int, block_label: str) -> go.Figur
                 hoverinfo="skip",
             )
         )
-    bounds = clip_bounds(exp.qt)
-    clip_lo, clip_hi = float(bounds.lo.reshape(-1)[block]), float(bounds.hi.reshape(-1)[block])
     shapes = [
         {
             "type": "rect",

@@ -44,8 +44,9 @@ def block_numbers(exp: Exploration, block: int) -> BlockNumbers:
         zero_point=int(exp.qt.zero_point.reshape(-1)[block]),
         qmin=cfg.qmin,
         qmax=cfg.qmax,
-        data_min=float(values.min()),
-        data_max=float(values.max()),
+        # A block of non-finite cells only was quantized as stand-in zeros.
+        data_min=float(values.min()) if values.numel() else 0.0,
+        data_max=float(values.max()) if values.numel() else 0.0,
         range_lo=float(rng.lo.reshape(-1)[block]),
         range_hi=float(rng.hi.reshape(-1)[block]),
     )
