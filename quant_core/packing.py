@@ -31,30 +31,48 @@ def packed_size(count: int, bits: int) -> int:
     return math.ceil(count * _check_bits(bits) / 8)
 
 
+# Codes per piece: a multiple of 8, so every piece fills whole bytes; its temporaries stay
+# a few MB whatever the tensor's size (a 64M-element tensor at 16 bits never holds a
+# one-element-per-bit int64 stream).
+_PIECE = 1 << 16
+
+
+def _bit_weights(n: int, device: torch.device) -> torch.Tensor:
+    return torch.ones(n, dtype=torch.int32, device=device) << torch.arange(n, device=device)
+
+
 def pack(codes: torch.Tensor, bits: int) -> torch.Tensor:
     """Pack ``codes`` (any integer dtype and shape, flattened in order) into uint8.
 
     Each code's low ``bits`` bits are stored (two's complement, so signed codes in
     ``[-2^(b-1), 2^(b-1)-1]`` round-trip with ``unpack(..., signed=True)``). Raises
-    ``ValueError`` if a code does not fit in ``bits`` as signed or unsigned.
+    ``ValueError`` if a code does not fit in ``bits`` as signed or unsigned. Works in
+    pieces of 65,536 codes, so extra memory stays a few MB for any length.
     """
     bits = _check_bits(bits)
     if not isinstance(codes, torch.Tensor) or codes.dtype not in _INT_DTYPES:
         got = codes.dtype if isinstance(codes, torch.Tensor) else type(codes).__name__
         raise TypeError(f"codes must be an integer tensor, got {got}")
-    flat = codes.reshape(-1).to(torch.int64)
-    if flat.numel():
+    flat = codes.reshape(-1)
+    count = flat.numel()
+    if count:
         lo, hi = int(flat.min()), int(flat.max())
         if lo < -(1 << (bits - 1)) or hi > (1 << bits) - 1:
             raise ValueError(f"codes span [{lo}, {hi}], which does not fit in {bits} bits")
-    flat = flat & ((1 << bits) - 1)
+    out = torch.empty(packed_size(count, bits), dtype=torch.uint8, device=flat.device)
     shifts = torch.arange(bits, device=flat.device)
-    bitstream = ((flat.unsqueeze(1) >> shifts) & 1).reshape(-1).to(torch.uint8)
-    pad = (-bitstream.numel()) % 8
-    if pad:
-        bitstream = torch.cat([bitstream, bitstream.new_zeros(pad)])
-    weights = (1 << torch.arange(8, device=flat.device)).to(torch.uint8)
-    return (bitstream.reshape(-1, 8) * weights).sum(dim=1, dtype=torch.int64).to(torch.uint8)
+    byte_weights = _bit_weights(8, flat.device)
+    mask = (1 << bits) - 1
+    for start in range(0, count, _PIECE):
+        piece = flat[start : start + _PIECE].to(torch.int32) & mask
+        stream = ((piece.unsqueeze(1) >> shifts) & 1).reshape(-1)
+        pad = (-stream.numel()) % 8
+        if pad:
+            stream = torch.cat([stream, stream.new_zeros(pad)])
+        first = start * bits // 8
+        packed = (stream.reshape(-1, 8) * byte_weights).sum(dim=1)
+        out[first : first + packed.numel()] = packed.to(torch.uint8)
+    return out
 
 
 def unpack(
@@ -80,12 +98,6 @@ def unpack(
         raise ValueError(
             f"{count} codes of {bits} bits need {needed} bytes, but packed holds {packed.numel()}"
         )
-    data = packed.reshape(-1)[:needed].to(torch.int64)
-    stream = ((data.unsqueeze(1) >> torch.arange(8, device=data.device)) & 1).reshape(-1)
-    stream = stream[: count * bits].reshape(count, bits)
-    values = (stream << torch.arange(bits, device=data.device)).sum(dim=1)
-    if signed:
-        values = torch.where(values >= (1 << (bits - 1)), values - (1 << bits), values)
     if dtype is None:
         if (signed and bits <= 8) or (not signed and bits <= 7):
             dtype = torch.int8
@@ -93,4 +105,17 @@ def unpack(
             dtype = torch.int16
         else:
             dtype = torch.int32
-    return values.to(dtype)
+    data = packed.reshape(-1)
+    out = torch.empty(count, dtype=dtype, device=data.device)
+    byte_shifts = torch.arange(8, device=data.device)
+    code_weights = _bit_weights(bits, data.device)
+    for start in range(0, count, _PIECE):
+        n = min(_PIECE, count - start)
+        first = start * bits // 8
+        chunk = data[first : first + packed_size(n, bits)].to(torch.int32)
+        stream = ((chunk.unsqueeze(1) >> byte_shifts) & 1).reshape(-1)[: n * bits]
+        values = (stream.reshape(n, bits) * code_weights).sum(dim=1)
+        if signed:
+            values = torch.where(values >= (1 << (bits - 1)), values - (1 << bits), values)
+        out[start : start + n] = values.to(dtype)
+    return out
