@@ -31,7 +31,15 @@ from dashboard.services.figures import (
     zoom_figure,
 )
 from dashboard.services.sources import SyntheticSpec, make_synthetic
-from quant_core import Mode, PerChannel, PerGroup, QuantConfig, error_metrics, quantize
+from quant_core import (
+    Mode,
+    PerChannel,
+    PerGroup,
+    PerTensor,
+    QuantConfig,
+    error_metrics,
+    quantize,
+)
 
 TARGET_MS = {1024: 150.0, 4096: 400.0}
 
@@ -41,8 +49,7 @@ def rerun(x: torch.Tensor, cfg: QuantConfig) -> tuple[float, list[int]]:
     exp = explore(x, cfg)
     figs = [*overview_figures(exp, ViewOptions()).all(), zoom_figure(exp, 0, 0, 32)]
     figs.append(histogram_figure(exp, 0, "block 0"))
-    teaching.formulas(exp, teaching.block_numbers(exp, 0))
-    teaching.worked_table(exp, 0)
+    teaching.teaching_panel(exp, 0)
     sizes = [len(pio.to_json(f, validate=False)) for f in figs]
     return (time.perf_counter() - t0) * 1e3, sizes
 
@@ -62,7 +69,12 @@ def main() -> None:
     ok = True
     for side in (1024, 4096):
         x = make_synthetic(SyntheticSpec(rows=side, cols=side))
-        for gran, label in ((PerChannel(0), "per-channel"), (PerGroup(128), "per-group 128")):
+        grans = (
+            (PerTensor(), "per-tensor"),
+            (PerChannel(0), "per-channel"),
+            (PerGroup(128), "per-group 128"),
+        )
+        for gran, label in grans:
             cfgs = [QuantConfig(b, Mode.ASYMMETRIC, gran) for b in (3, 4, 5, 6, 7, 8)]
             rerun(x, cfgs[0])  # warm-up: first-call allocations and imports
             reference(x, cfgs[0])

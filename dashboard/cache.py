@@ -11,13 +11,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import plotly.graph_objects as go
 import streamlit as st
 import torch
 
 from dashboard.services import loaders
 from dashboard.services.ab import ABResult, compare_ab
 from dashboard.services.explore import Exploration, explore
-from dashboard.services.figures import OverviewFigures, ViewOptions, overview_figures
+from dashboard.services.figures import (
+    OverviewFigures,
+    ViewOptions,
+    histogram_figure,
+    overview_figures,
+)
 from dashboard.services.model_eval import (
     EmbeddingComparison,
     ModelEvalResult,
@@ -28,6 +34,7 @@ from dashboard.services.model_eval import (
 from dashboard.services.prepared import PreparedSource, prepare
 from dashboard.services.source_state import SourceChoice
 from dashboard.services.sources import SyntheticSpec, bundled_model_path, make_synthetic
+from dashboard.services.teaching import TeachingPanel, teaching_panel
 from quant_core import QuantConfig
 
 
@@ -81,6 +88,18 @@ def exploration(key: str, _matrix: torch.Tensor, _cfg: QuantConfig) -> Explorati
 def overview(key: str, _exp: Exploration, _opts: ViewOptions) -> OverviewFigures:
     """``key``: the exploration's key plus the view options."""
     return overview_figures(_exp, _opts)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def histogram(key: str, _exp: Exploration, block: int, label: str) -> go.Figure:
+    """``key``: the exploration's key; a block's histogram changes only with it."""
+    return histogram_figure(_exp, block, label)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def teaching(key: str, _exp: Exploration, block: int) -> TeachingPanel:
+    """``key``: the exploration's key."""
+    return teaching_panel(_exp, block)
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)

@@ -26,7 +26,14 @@ from quant_core import (
 
 from .values import fill_nonfinite
 
-__all__ = ["Exploration", "block_ids", "block_of", "explore"]
+__all__ = [
+    "Exploration",
+    "block_cells",
+    "block_ids",
+    "block_of",
+    "block_values",
+    "explore",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,6 +122,27 @@ def explore(matrix: torch.Tensor, cfg: QuantConfig) -> Exploration:
         value_min=float(lo),
         value_max=float(hi),
     )
+
+
+def block_cells(exp: Exploration, block: int) -> tuple[int | slice, int | slice]:
+    """Index of one block's cells in the ``[R, C]`` matrix (a row, a column, part of a row
+    or everything), so a block is read without copying the whole matrix."""
+    layout = exp.qt.layout
+    if not 0 <= block < layout.n_blocks:
+        raise ValueError(f"block {block} out of range: this tensor has {layout.n_blocks} blocks")
+    if layout.axis is not None:
+        return (block, slice(None)) if layout.axis == 0 else (slice(None), block)
+    if layout.n_blocks == 1:
+        return slice(None), slice(None)
+    groups_per_row = layout.shape[1] // layout.block_len
+    row, g = divmod(block, groups_per_row)
+    return row, slice(g * layout.block_len, (g + 1) * layout.block_len)
+
+
+def block_values(exp: Exploration, block: int) -> torch.Tensor:
+    """The finite original values of one block (1-D, in the block's order)."""
+    values = exp.original[block_cells(exp, block)].reshape(-1)
+    return values if exp.finite is None else values[torch.isfinite(values)]
 
 
 def block_ids(exp: Exploration, rows: slice, cols: slice) -> torch.Tensor:

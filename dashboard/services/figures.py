@@ -17,7 +17,7 @@ import torch
 
 from quant_core import Format, PerChannel, PerGroup, clip_bounds, levels_used
 
-from .explore import Exploration, block_ids
+from .explore import Exploration, block_ids, block_values
 from .reduce import DEFAULT_MAX_CELLS, Reduced, Reduction, reduce_2d
 
 __all__ = [
@@ -359,13 +359,6 @@ def zoom_figure(exp: Exploration, row0: int, col0: int, size: int) -> go.Figure:
     return go.Figure(data=data, layout=layout)
 
 
-def block_values(exp: Exploration, block: int) -> torch.Tensor:
-    """The finite original values of one block (1-D)."""
-    layout = exp.qt.layout
-    values = layout.to_blocks(exp.original)[block]
-    return values[torch.isfinite(values)]
-
-
 def histogram_figure(exp: Exploration, block: int, block_label: str) -> go.Figure:
     """Histogram of a block's original values with its quantization levels drawn over it
     and the clipped regions (outside the representable range) shaded."""
@@ -380,9 +373,11 @@ def histogram_figure(exp: Exploration, block: int, block_label: str) -> go.Figur
     levels = exp.qt.levels(block).numpy(force=True).astype(np.float32)
     bounds = clip_bounds(exp.qt)
     clip_lo, clip_hi = float(bounds.lo.reshape(-1)[block]), float(bounds.hi.reshape(-1)[block])
-    # float64: a range wider than float32's max would make every bin empty.
-    values = values.to(torch.float64)
-    vmin, vmax = float(values.min()), float(values.max())
+    lo32, hi32 = torch.aminmax(values)
+    vmin, vmax = float(lo32), float(hi32)
+    if not bool(torch.isfinite(hi32 - lo32)):
+        # A range wider than float32's max would make every float32 bin empty.
+        values = values.to(torch.float64)
     rep = exp.qt.representable_range()
     rep_lo, rep_hi = float(rep.lo.reshape(-1)[block]), float(rep.hi.reshape(-1)[block])
     n_bins = int(min(120, max(10, values.numel() // 4)))

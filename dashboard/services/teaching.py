@@ -10,9 +10,17 @@ import torch
 
 from quant_core import Format, Mode, RangeMethod, Rounding, codebook_for
 
-from .explore import Exploration
+from .explore import Exploration, block_cells, block_values
 
-__all__ = ["BlockNumbers", "block_notes", "block_numbers", "formulas", "worked_table"]
+__all__ = [
+    "BlockNumbers",
+    "TeachingPanel",
+    "block_notes",
+    "block_numbers",
+    "formulas",
+    "teaching_panel",
+    "worked_table",
+]
 
 
 @dataclass(frozen=True)
@@ -32,10 +40,8 @@ class BlockNumbers:
 
 def block_numbers(exp: Exploration, block: int) -> BlockNumbers:
     """Scale, zero point and ranges of ``block`` (finite values only)."""
-    if not 0 <= block < exp.n_blocks:
-        raise ValueError(f"block {block} out of range: {exp.n_blocks} blocks")
-    values = exp.qt.layout.to_blocks(exp.original)[block]
-    values = values[torch.isfinite(values)]
+    values = block_values(exp, block)
+    lo, hi = torch.aminmax(values) if values.numel() else (torch.tensor(0.0), torch.tensor(0.0))
     rng = exp.qt.representable_range()
     cfg = exp.config
     return BlockNumbers(
@@ -45,8 +51,8 @@ def block_numbers(exp: Exploration, block: int) -> BlockNumbers:
         qmin=cfg.qmin,
         qmax=cfg.qmax,
         # A block of non-finite cells only was quantized as stand-in zeros.
-        data_min=float(values.min()) if values.numel() else 0.0,
-        data_max=float(values.max()) if values.numel() else 0.0,
+        data_min=float(lo),
+        data_max=float(hi),
         range_lo=float(rng.lo.reshape(-1)[block]),
         range_hi=float(rng.hi.reshape(-1)[block]),
     )
@@ -114,18 +120,21 @@ def formulas(exp: Exploration, nums: BlockNumbers) -> tuple[str, ...]:
 def worked_table(exp: Exploration, block: int, n_values: int = 8) -> pd.DataFrame:
     """Step-by-step quantization of up to ``n_values`` values of ``block``: its first values
     plus its minimum and maximum (so the ends of the range are always shown)."""
-    layout = exp.qt.layout
-    values = layout.to_blocks(exp.original)[block]
-    codes = layout.to_blocks(exp.qt.codes)[block]
-    deq = layout.to_blocks(exp.dequantized)[block]
-    finite = torch.isfinite(values).nonzero().reshape(-1)
-    if finite.numel() == 0:
-        return pd.DataFrame()
-    pick = finite[: max(1, n_values - 2)].tolist()
-    fv = values[finite]
-    for extreme in (int(finite[fv.argmin()]), int(finite[fv.argmax()])):
-        if extreme not in pick:
-            pick.append(extreme)
+    cells = block_cells(exp, block)
+    values = exp.original[cells].reshape(-1)
+    codes = exp.qt.codes[cells].reshape(-1)
+    deq = exp.dequantized[cells].reshape(-1)
+    if exp.finite is None:
+        first = list(range(min(values.numel(), max(1, n_values - 2))))
+        extremes = (int(values.argmin()), int(values.argmax()))
+    else:
+        finite = torch.isfinite(values).nonzero().reshape(-1)
+        if finite.numel() == 0:
+            return pd.DataFrame()
+        first = finite[: max(1, n_values - 2)].tolist()
+        fv = values[finite]
+        extremes = (int(finite[fv.argmin()]), int(finite[fv.argmax()]))
+    pick = first + [i for i in dict.fromkeys(extremes) if i not in first]
     nums = block_numbers(exp, block)
     cfg = exp.config
     rows = []
@@ -191,3 +200,20 @@ def block_notes(exp: Exploration, nums: BlockNumbers) -> tuple[str, ...]:
             "outside it are clipped, in exchange for a finer step inside."
         )
     return tuple(notes)
+
+
+@dataclass(frozen=True, eq=False)
+class TeachingPanel:
+    """Everything the teaching panel shows for one block."""
+
+    numbers: BlockNumbers
+    formulas: tuple[str, ...]
+    notes: tuple[str, ...]
+    table: pd.DataFrame
+
+
+def teaching_panel(exp: Exploration, block: int) -> TeachingPanel:
+    nums = block_numbers(exp, block)
+    return TeachingPanel(
+        nums, formulas(exp, nums), block_notes(exp, nums), worked_table(exp, block)
+    )

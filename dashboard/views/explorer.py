@@ -19,8 +19,8 @@ from dashboard.components.view import (
     zoom_window,
 )
 from dashboard.components.view import seed_from_url as seed_view_from_url
-from dashboard.services import exports, teaching
-from dashboard.services.figures import histogram_figure, zoom_figure
+from dashboard.services import exports
+from dashboard.services.figures import zoom_figure
 from dashboard.services.source_state import source_to_query
 from dashboard.services.url_state import config_to_query
 from dashboard.services.view_state import view_to_query
@@ -77,15 +77,15 @@ st.subheader("Distribution and levels")
 groups_per_row = exp.n_blocks // rows if exp.n_blocks >= rows and rows else 1
 block = block_chooser(cfg, exp.n_blocks)
 label = block_label(cfg, block, max(1, groups_per_row))
-st.plotly_chart(histogram_figure(exp, block, label), key="histogram")
+st.plotly_chart(cache.histogram(key, exp, block, label), key="histogram")
 
 st.subheader("How a value becomes a code")
-nums = teaching.block_numbers(exp, block)
-for line in teaching.formulas(exp, nums):
+panel = cache.teaching(key, exp, block)
+for line in panel.formulas:
     st.latex(line)
-for note in teaching.block_notes(exp, nums):
+for note in panel.notes:
     st.info(note)
-st.dataframe(teaching.worked_table(exp, block), hide_index=True, key="worked")
+st.dataframe(panel.table, hide_index=True, key="worked")
 
 url.write(
     {**source_to_query(source.choice), **config_to_query(cfg), **view_to_query(current_view())}
