@@ -136,7 +136,9 @@ def _round_scale(s: torch.Tensor, scale_dtype: ScaleDtype) -> torch.Tensor:
         return s
     dtype = _SCALE_TORCH_DTYPE[scale_dtype]
     info = torch.finfo(dtype)
-    return s.clamp(min=info.tiny, max=info.max).to(dtype).to(torch.float32)
+    # The floor is the smallest subnormal (tiny * eps: 2^-24 for fp16), not the smallest
+    # normal: clamping to 6.1e-5 would coarsen every fp16 block whose step is below it.
+    return s.clamp(min=info.tiny * info.eps, max=info.max).to(dtype).to(torch.float32)
 
 
 def _positive_scale(s: torch.Tensor, nonzero_range: torch.Tensor) -> torch.Tensor:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+
 import streamlit as st
 
 from dashboard.components import persist, url
@@ -19,6 +22,8 @@ from quant_core import (
     ScaleDtype,
 )
 
+PERCENTILE_RANGE = (90.0, 100.0)
+MAX_SEED = 2**31 - 1
 DEFAULT_CONFIG = QuantConfig(bits=4, mode=Mode.SYMMETRIC, granularity=PerChannel(axis=0))
 _FORMAT_LABELS = {
     Format.INT: "Integer (linear)",
@@ -73,16 +78,32 @@ def seed_from_url() -> None:
     if not any(k in params for k in QUERY_KEYS):
         return
     try:
-        apply_config(config_from_query(params))
+        cfg = config_from_query(params)
     except ValueError as exc:
         url.add_warning(f"Ignored the link's scheme ({exc}); using the defaults.")
+        return
+    # The URL grammar is wider than the widgets: bring such values into the widgets' range.
+    lo, hi = PERCENTILE_RANGE
+    if not lo <= cfg.percentile <= hi:
+        url.add_warning(
+            f"pct={cfg.percentile:g} is outside the slider's {lo:g}–{hi:g}; using {lo:g}."
+        )
+        cfg = replace(cfg, percentile=lo)
+    if not 0 <= cfg.seed <= MAX_SEED:
+        url.add_warning(f"seed={cfg.seed} is outside 0–{MAX_SEED}; using 0.")
+        cfg = replace(cfg, seed=0)
+    apply_config(cfg)
 
 
 def config_picker(
-    cols: int, ndim: int = 2, prefix: str = "", default: QuantConfig = DEFAULT_CONFIG
+    cols: int,
+    prefix: str = "",
+    default: QuantConfig = DEFAULT_CONFIG,
+    group_sizes: Sequence[int] | None = None,
 ) -> QuantConfig:
     """Draw the scheme widgets (in the current container) for a matrix with ``cols``
-    columns; ``prefix`` keeps two pickers on one page apart."""
+    columns; ``prefix`` keeps two pickers on one page apart; ``group_sizes`` replaces the
+    divisors of ``cols`` as the group sizes offered."""
     p = prefix
     defaults = _state_from_config(default, p)
     persist.defaults(defaults)
@@ -132,12 +153,12 @@ def config_picker(
         )
         granularity = PerChannel(axis=int(axis))
     elif kind == "group":
-        options = divisors(cols)
+        options = sorted(group_sizes) if group_sizes else divisors(cols)
         if ss[f"{p}q_group"] not in options:
             wanted = int(ss[f"{p}q_group"])
             ss[f"{p}q_group"] = min(options, key=lambda d: (abs(d - wanted), d))
         group = st.select_slider(
-            f"Group size (divisors of {cols})",
+            "Group size" if group_sizes else f"Group size (divisors of {cols})",
             options,
             key=f"{p}q_group",
             persist_state=PERSIST,
@@ -156,7 +177,7 @@ def config_picker(
     percentile = float(ss[f"{p}q_pct"])
     if range_method is RangeMethod.PERCENTILE:
         percentile = st.slider(
-            "Percentile kept", 90.0, 100.0, step=0.1, key=f"{p}q_pct", persist_state=PERSIST
+            "Percentile kept", *PERCENTILE_RANGE, step=0.1, key=f"{p}q_pct", persist_state=PERSIST
         )
     rounding = st.radio(
         "Rounding",
@@ -172,7 +193,7 @@ def config_picker(
             st.number_input(
                 "Rounding seed",
                 min_value=0,
-                max_value=2**31 - 1,
+                max_value=MAX_SEED,
                 key=f"{p}q_seed",
                 persist_state=PERSIST,
             )

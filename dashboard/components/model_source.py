@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,9 @@ def _store_upload(name: str, data: bytes) -> Path:
     kept = st.session_state.get(_FILES)
     if kept is not None and kept[0] == digest and Path(kept[1]).exists():
         return Path(kept[1])
+    if kept is not None:
+        # One file per session: the previous upload's folder goes when a new one arrives.
+        shutil.rmtree(Path(kept[1]).parent, ignore_errors=True)
     folder = Path(tempfile.mkdtemp(prefix="qlab-model-"))
     path = folder / "upload.safetensors"
     path.write_bytes(data)

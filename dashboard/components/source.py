@@ -228,7 +228,8 @@ def _load(choice: SourceChoice, data: bytes | None) -> PreparedSource:
         loaded = cache.model_tensor(choice.tensor)
         label = f"all-MiniLM-L6-v2 · {choice.tensor}"
         return cache.prepared(repr(choice), choice, loaded.tensor, label, loaded.notes)
-    assert isinstance(choice, UploadSource) and data is not None
+    if not isinstance(choice, UploadSource) or data is None:
+        raise TypeError(f"unexpected source {choice!r}")
     loaded = cache.upload_tensor(choice.file_id, choice.filename, choice.tensor, data)
     label = choice.filename + (f" · {loaded.name}" if loaded.name else "")
     return cache.prepared(repr(choice), choice, loaded.tensor, label, loaded.notes)

@@ -74,13 +74,27 @@ def sweep_grid_form(shape: tuple[int, int], source_key: str) -> SweepRequest | N
         )
         submitted = st.form_submit_button("Run sweep", type="primary")
     if submitted:
+        empty = [
+            name
+            for name, chosen, needed in (
+                ("formats", formats, True),
+                ("granularities", kinds, True),
+                ("bit widths", bits, Format.INT in formats),
+                ("modes", modes, Format.INT in formats),
+                ("group sizes", sizes, GranularityKind.GROUP in kinds),
+            )
+            if needed and not chosen
+        ]
+        if empty:
+            st.warning(f"Pick at least one of: {', '.join(empty)}. Nothing was run.")
+            return None
         try:
             grid = SchemeGrid(
                 bits=tuple(sorted(bits)) or (4,),
                 modes=tuple(modes) or (Mode.SYMMETRIC,),
-                kinds=tuple(kinds) or (GranularityKind.TENSOR,),
+                kinds=tuple(kinds),
                 group_sizes=tuple(sorted(sizes)) or (groups[0],),
-                formats=tuple(formats) or (Format.INT,),
+                formats=tuple(formats),
                 base=QuantConfig(range_method=range_method, scale_dtype=scale_dtype),
             )
         except (TypeError, ValueError) as exc:

@@ -3,6 +3,7 @@ table that answers "how did this value become that one" step by step."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pandas as pd
@@ -137,6 +138,9 @@ def worked_table(exp: Exploration, block: int, n_values: int = 8) -> pd.DataFram
     pick = first + [i for i in dict.fromkeys(extremes) if i not in first]
     nums = block_numbers(exp, block)
     cfg = exp.config
+    stochastic = cfg.rounding is Rounding.STOCHASTIC
+    rounded_label = "rounded (stochastic)" if stochastic else "rounded"
+    value_label = "value v picked (stochastic)" if stochastic else "nearest value v"
     rows = []
     for i in pick:
         r = float(values[i])
@@ -145,16 +149,21 @@ def worked_table(exp: Exploration, block: int, n_values: int = 8) -> pd.DataFram
         if cfg.format is Format.INT:
             v = r / nums.scale
             shifted = v + nums.zero_point
-            rounded = float(torch.round(torch.tensor(shifted, dtype=torch.float32)))
+            if stochastic:
+                # floor or ceil, drawn: the code itself says which (unless it was clamped)
+                rounded = float(min(max(q, math.floor(shifted)), math.ceil(shifted)))
+            else:
+                rounded = float(torch.round(torch.tensor(shifted, dtype=torch.float32)))
+            clamped = rounded < nums.qmin or rounded > nums.qmax
             rows.append(
                 {
                     "index in block": i,
                     "r": r,
                     "r / s": v,
                     "+ z": shifted,
-                    "rounded": rounded,
+                    rounded_label: rounded,
                     "code q (clamped)": q,
-                    "clamped?": "yes" if rounded != q else "",
+                    "clamped?": "yes" if clamped else "",
                     "r̂ = s(q − z)": r_hat,
                     "error r − r̂": r - r_hat,
                 }
@@ -165,7 +174,7 @@ def worked_table(exp: Exploration, block: int, n_values: int = 8) -> pd.DataFram
                     "index in block": i,
                     "r": r,
                     "r / s": r / nums.scale,
-                    "nearest value v": r_hat / nums.scale,
+                    value_label: r_hat / nums.scale,
                     "code q": q,
                     "r̂ = s·v": r_hat,
                     "error r − r̂": r - r_hat,

@@ -3,17 +3,16 @@ computes."""
 
 from __future__ import annotations
 
-import math
-
 import streamlit as st
 
 from dashboard import cache
-from dashboard.components.config import config_picker
+from dashboard.components.config import config_picker, divisors
 from dashboard.components.model_source import model_picker
 from dashboard.services.compare_figures import layer_figure, sentence_cosine_figure
 from dashboard.services.model_eval import LayerMetric, layer_table, list_linear_weights
 from quant_core import Mode, PerGroup, QuantConfig
 
+MAX_GROUP = 4096
 DEFAULT = QuantConfig(bits=4, mode=Mode.ASYMMETRIC, granularity=PerGroup(group_size=64))
 SENTENCES = (
     "Quantization stores each weight in a few bits.\n"
@@ -35,11 +34,13 @@ if not weights:
     st.warning(f"{model.label} holds no 2-D linear weights to quantize.")
     st.stop()
 
-# Group sizes offered: divisors of every weight's row length, so each layer can fit.
-cols = math.gcd(*(w.shape[1] for w in weights))
+# Group sizes offered: those that fit at least one weight's rows; a layer a size does not
+# fit is listed as skipped.
+widths = sorted({w.shape[1] for w in weights if w.shape[1] > 0})
+sizes = sorted({d for width in widths for d in divisors(width) if d <= MAX_GROUP})
 with st.sidebar:
     st.header("Scheme")
-    cfg = config_picker(cols, prefix="m_", default=DEFAULT)
+    cfg = config_picker(widths[0] if widths else 1, prefix="m_", default=DEFAULT, group_sizes=sizes)
 
 st.caption(f"**{model.label}** · {len(weights)} linear weights · scheme **{cfg.describe()}**")
 result = cache.model_report(f"{model.key}|{cfg!r}", model.path, cfg)

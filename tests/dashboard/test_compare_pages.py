@@ -10,6 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboard.services.sweep import pareto_mask
+from dashboard.services.url_state import GranularityKind
 from quant_core import Format
 
 PAGES = Path(__file__).resolve().parents[2] / "dashboard" / "views"
@@ -73,7 +74,12 @@ def test_sweep_grid_controls_act() -> None:
     at.multiselect(key="sw_kinds").set_value([])
     at.button[0].click().run()
     no_errors(at)
-    # empty granularity list falls back to per-tensor; 2 bits x 2 modes x 1 = 4 schemes
+    # an empty granularity list runs nothing and says what is missing
+    assert "granularities" in at.warning[0].value and not at.dataframe
+    at.multiselect(key="sw_kinds").set_value([GranularityKind.TENSOR])
+    at.button[0].click().run()
+    no_errors(at)
+    # 2 bits x 2 modes x per-tensor = 4 schemes
     assert len(at.dataframe[0].value) == 4
 
 

@@ -111,8 +111,11 @@ def test_per_group_shows_as_many_scales_as_groups() -> None:
         {"gran": "group", "group": "7", "src": "example", "ex": "course_3x3"},
         {"src": "synthetic", "rows": "x" * 5000},
         {"fmt": "__import__('os').system('id')"},
+        {"range": "percentile", "pct": "60"},
+        {"round": "stochastic", "seed": "-5"},
+        {"red": "median", "zs": "999"},
     ],
-    ids=["bits", "mode", "group", "long", "code"],
+    ids=["bits", "mode", "group", "long", "code", "pct-below-slider", "seed", "view"],
 )
 def test_bad_query_params_warn_and_fall_back(query: dict[str, str]) -> None:
     at = new_app(**query).run()
