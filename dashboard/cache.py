@@ -4,7 +4,9 @@ Tensors are never hashed (``st.cache_*`` samples big arrays and returned stale r
 them; see shared notes): every cache takes a short string key built from frozen values
 (``repr`` of a ``SourceChoice``/``QuantConfig``/``ViewOptions``) and receives the heavy
 objects as ``_``-prefixed arguments, which Streamlit leaves out of the hash.
-Every cache has bounded ``max_entries``: a 4096x4096 exploration holds about 300 MB.
+Every cache has bounded ``max_entries``. An exploration holds the dequantized matrix and the
+codes (about 80 MB at 4096x4096, 1.3 GB at the 64-million-element limit, plus the error map
+when a max-|value| overview asks for it), so at most four are kept.
 """
 
 from __future__ import annotations
