@@ -21,6 +21,8 @@ from dashboard.services.source_state import (
 )
 from dashboard.services.sources import (
     MAX_SYNTHETIC_ELEMENTS,
+    OUTLIER_FRACTION_RANGE,
+    OUTLIER_MAGNITUDE_RANGE,
     Distribution,
     Example,
     SourceKind,
@@ -111,8 +113,8 @@ def _synthetic_choice() -> SourceChoice:
     if dist is Distribution.OUTLIERS:
         frac = st.slider(
             "Outlier fraction",
-            min_value=0.0,
-            max_value=0.05,
+            min_value=OUTLIER_FRACTION_RANGE[0],
+            max_value=OUTLIER_FRACTION_RANGE[1],
             step=0.0005,
             format="%.4f",
             key="src_ofrac",
@@ -121,8 +123,8 @@ def _synthetic_choice() -> SourceChoice:
     if dist is Distribution.OUTLIERS or st.session_state.get("src_ochan_on"):
         magnitude = st.number_input(
             "Outlier magnitude",
-            min_value=1.0,
-            max_value=1e6,
+            min_value=OUTLIER_MAGNITUDE_RANGE[0],
+            max_value=OUTLIER_MAGNITUDE_RANGE[1],
             key="src_omag",
             persist_state=PERSIST,
         )

@@ -15,6 +15,8 @@ import torch
 
 __all__ = [
     "MAX_SYNTHETIC_ELEMENTS",
+    "OUTLIER_FRACTION_RANGE",
+    "OUTLIER_MAGNITUDE_RANGE",
     "Distribution",
     "Example",
     "SourceKind",
@@ -25,6 +27,10 @@ __all__ = [
 ]
 
 MAX_SYNTHETIC_ELEMENTS = 64_000_000
+# Shared by the spec's checks, the URL parser and the widgets, so no value one accepts can
+# crash another.
+OUTLIER_FRACTION_RANGE = (0.0, 0.5)
+OUTLIER_MAGNITUDE_RANGE = (0.001, 1e6)
 
 
 class SourceKind(enum.Enum):
@@ -109,10 +115,14 @@ class SyntheticSpec:
                 f"{self.rows} x {self.cols} = {self.rows * self.cols:,} elements exceeds the "
                 f"limit of {MAX_SYNTHETIC_ELEMENTS:,}"
             )
-        if not 0.0 <= self.outlier_fraction <= 0.5:
-            raise ValueError(f"outlier_fraction={self.outlier_fraction} must be in [0, 0.5]")
-        if not math.isfinite(self.outlier_magnitude) or self.outlier_magnitude <= 0:
-            raise ValueError(f"outlier_magnitude={self.outlier_magnitude} must be positive")
+        lo, hi = OUTLIER_FRACTION_RANGE
+        if not lo <= self.outlier_fraction <= hi:
+            raise ValueError(f"outlier_fraction={self.outlier_fraction} must be in [{lo}, {hi}]")
+        lo, hi = OUTLIER_MAGNITUDE_RANGE
+        if not math.isfinite(self.outlier_magnitude) or not lo <= self.outlier_magnitude <= hi:
+            raise ValueError(
+                f"outlier_magnitude={self.outlier_magnitude} must be in [{lo:g}, {hi:g}]"
+            )
         if self.outlier_channel is not None and not 0 <= self.outlier_channel < self.cols:
             raise ValueError(
                 f"outlier_channel={self.outlier_channel} is not a column of a "

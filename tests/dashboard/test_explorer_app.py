@@ -114,8 +114,9 @@ def test_per_group_shows_as_many_scales_as_groups() -> None:
         {"range": "percentile", "pct": "60"},
         {"round": "stochastic", "seed": "-5"},
         {"red": "median", "zs": "999"},
+        {"src": "synthetic", "dist": "outliers", "omag": "0.0001"},
     ],
-    ids=["bits", "mode", "group", "long", "code", "pct-below-slider", "seed", "view"],
+    ids=["bits", "mode", "group", "long", "code", "pct-below-slider", "seed", "view", "omag"],
 )
 def test_bad_query_params_warn_and_fall_back(query: dict[str, str]) -> None:
     at = new_app(**query).run()
@@ -149,3 +150,10 @@ def test_view_settings_come_from_the_link() -> None:
     assert at.number_input(key="v_block").value == 5
     assert at.selectbox(key="v_zsize").value == 16
     assert "Group 5" in charts(at)[-1]["layout"]["title"]["text"]
+
+
+def test_link_with_large_outlier_fraction_runs() -> None:
+    at = new_app(src="synthetic", dist="outliers", ofrac="0.3", omag="50", rows="32", cols="32")
+    at.run()
+    no_errors(at)
+    assert at.slider(key="src_ofrac").value == pytest.approx(0.3)
