@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -91,17 +92,41 @@ def clip_stats(
     ``counts``: ``code_counts(qt)`` when the caller already has it (saves a pass)."""
     if tuple(x.shape) != tuple(qt.shape):
         raise ValueError(f"shapes differ: x {tuple(x.shape)} vs codes {tuple(qt.shape)}")
-    rng = clip_bounds(qt)
-    blocks = qt.layout.to_blocks(x.to(torch.float32))
     if counts is None:
         counts = code_counts(qt)
-    lo_code, hi_code = _end_codes(qt)
+    lo_index, hi_index = _end_codes(qt)
+    n_low, n_high = int(counts[lo_index]), int(counts[hi_index])
+    bounds = clip_bounds(qt)
     return ClipStats(
         n_elements=x.numel(),
-        n_clipped_low=int((blocks < rng.lo).sum()),
-        n_clipped_high=int((blocks > rng.hi).sum()),
-        n_saturated=int(counts[lo_code] + counts[hi_code]),
+        n_clipped_low=_clipped(x, qt, lo_index, n_low, bounds.lo, torch.lt),
+        n_clipped_high=_clipped(x, qt, hi_index, n_high, bounds.hi, torch.gt),
+        n_saturated=n_low + n_high,
     )
+
+
+def _clipped(
+    x: torch.Tensor,
+    qt: QuantizedTensor,
+    index: int,
+    n_at_end: int,
+    bound: torch.Tensor,
+    beyond: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+) -> int:
+    """How many inputs lie ``beyond`` their block's ``bound`` at one end of the range.
+
+    Such an input rounds past the end and is clamped onto the end code, so only cells
+    holding that code are compared: none when the end code is unused (the usual min-max
+    case), else a gather of those cells instead of a pass over the whole tensor.
+    """
+    if n_at_end == 0:
+        return 0
+    code = index + qt.config.qmin if qt.config.format is Format.INT else index
+    codes = qt.layout.to_blocks(qt.codes).reshape(-1)
+    cells = (codes == code).nonzero().reshape(-1)
+    values = qt.layout.to_blocks(x).reshape(-1)[cells].to(torch.float32)
+    limits = bound.reshape(-1)[cells // qt.layout.block_len]
+    return int(beyond(values, limits).sum())
 
 
 def levels_used(qt: QuantizedTensor, block: int | None = None) -> int:
