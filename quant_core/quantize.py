@@ -317,7 +317,11 @@ def _fake_quant_fn(
 
 
 def quantize(
-    x: torch.Tensor, cfg: QuantConfig, generator: torch.Generator | None = None
+    x: torch.Tensor,
+    cfg: QuantConfig,
+    generator: torch.Generator | None = None,
+    *,
+    range_mask: torch.Tensor | None = None,
 ) -> QuantizedTensor:
     """Quantize ``x`` (float16/bfloat16/float32/float64, 1-D or more, finite) under ``cfg``.
 
@@ -326,6 +330,10 @@ def quantize(
     so results are reproducible. Raises ``TypeError``/``ValueError`` for bad input (see
     ``check_float_tensor``, ``layout_for``; a float64 value beyond float32's range is a
     ``ValueError`` too).
+
+    ``range_mask`` (bool, ``x``'s shape): only the cells it marks choose each block's range
+    (min-max, percentile or MSE); the others are quantized under that range but influence
+    no scale (for stand-ins of missing values). A block with no marked cell uses all.
     """
     if not isinstance(cfg, QuantConfig):
         raise TypeError(f"cfg must be a QuantConfig, got {type(cfg).__name__}")
@@ -342,7 +350,16 @@ def quantize(
         generator = torch.Generator(device=x.device).manual_seed(cfg.seed)
 
     cb = None if cfg.format is Format.INT else codebook_for(cfg.format, x.device)
-    rng = choose_range(blocks, cfg, _fake_quant_fn(cfg, cb), BlockRange(lo, hi))
+    mask_blocks = None
+    if range_mask is not None:
+        if not isinstance(range_mask, torch.Tensor) or range_mask.dtype != torch.bool:
+            raise TypeError("range_mask must be a bool tensor")
+        if tuple(range_mask.shape) != tuple(x.shape):
+            raise ValueError(
+                f"range_mask shape {tuple(range_mask.shape)} differs from x {tuple(x.shape)}"
+            )
+        mask_blocks = layout.to_blocks(range_mask.to(blocks.device))
+    rng = choose_range(blocks, cfg, _fake_quant_fn(cfg, cb), BlockRange(lo, hi), mask_blocks)
     s, z = map_rows(lambda lo, hi: _block_qparams(BlockRange(lo, hi), cfg, cb), rng.lo, rng.hi)
     if cb is None:
         codes = _encode_int(blocks, s, z, cfg, generator)

@@ -58,12 +58,50 @@ def _percentile(blocks: torch.Tensor, mode: Mode, percentile: float) -> BlockRan
     return BlockRange(_kth(blocks, 1.0 - p), _kth(blocks, p))
 
 
+def _masked_minmax(blocks: torch.Tensor, mode: Mode, mask: torch.Tensor) -> BlockRange:
+    """Extremes over the cells ``mask`` keeps (a block with none keeps all its cells)."""
+    keep = mask | ~mask.any(dim=1, keepdim=True)
+    inf = torch.tensor(math.inf, dtype=blocks.dtype, device=blocks.device)
+    lo = torch.where(keep, blocks, inf).amin(dim=1, keepdim=True)
+    hi = torch.where(keep, blocks, -inf).amax(dim=1, keepdim=True)
+    if mode is Mode.SYMMETRIC:
+        return BlockRange(*_symmetric_ends(lo, hi))
+    return BlockRange(lo, hi)
+
+
+def _masked_kth(values: torch.Tensor, keep: torch.Tensor, fraction: float) -> torch.Tensor:
+    """``_kth`` over each row's kept cells: rank ``ceil(f * n_i)`` of its ``n_i`` cells."""
+    n = keep.sum(dim=1, keepdim=True)
+    inf = torch.tensor(math.inf, dtype=values.dtype, device=values.device)
+    ordered = torch.where(keep, values, inf).sort(dim=1).values
+    k = torch.ceil(fraction * n.to(torch.float64)).to(torch.int64).clamp(min=1)
+    k = torch.minimum(k, n)
+    return ordered.gather(1, k - 1)
+
+
+def _masked_percentile(
+    blocks: torch.Tensor, mode: Mode, percentile: float, mask: torch.Tensor
+) -> BlockRange:
+    p = percentile / 100.0
+    keep = mask | ~mask.any(dim=1, keepdim=True)
+    if mode is Mode.SYMMETRIC:
+        a = _masked_kth(blocks.abs(), keep, p)
+        return BlockRange(-a, a)
+    return BlockRange(_masked_kth(blocks, keep, 1.0 - p), _masked_kth(blocks, keep, p))
+
+
 def _mse_search(
     blocks: torch.Tensor,
     base: BlockRange,
     fake_quant: Callable[[torch.Tensor, BlockRange], torch.Tensor],
+    mask: torch.Tensor | None = None,
 ) -> BlockRange:
-    """Per block, the ratio ``alpha`` minimising ``mean((x - fq(x; alpha*range))^2)``."""
+    """Per block, the ratio ``alpha`` minimising ``mean((x - fq(x; alpha*range))^2)`` over
+    the cells ``mask`` keeps (all cells without a mask)."""
+    weight = None
+    if mask is not None:
+        keep = mask | ~mask.any(dim=1, keepdim=True)
+        weight = keep.to(blocks.dtype) / keep.sum(dim=1, keepdim=True)
 
     def errors(alphas: torch.Tensor) -> torch.Tensor:
         # alphas: [n_blocks, n_candidates] -> errors of the same shape
@@ -71,7 +109,8 @@ def _mse_search(
         for j in range(alphas.shape[1]):
             a = alphas[:, j : j + 1]
             x_hat = fake_quant(blocks, BlockRange(base.lo * a, base.hi * a))
-            out[:, j] = (blocks - x_hat).square_().mean(dim=1)
+            sq = (blocks - x_hat).square_()
+            out[:, j] = sq.mean(dim=1) if weight is None else (sq * weight).sum(dim=1)
         return out
 
     n = blocks.shape[0]
@@ -92,13 +131,23 @@ def choose_range(
     cfg: QuantConfig,
     fake_quant: Callable[[torch.Tensor, BlockRange], torch.Tensor],
     extremes: BlockRange | None = None,
+    mask: torch.Tensor | None = None,
 ) -> BlockRange:
     """The range of each block under ``cfg.range_method``.
 
     ``fake_quant(blocks, range) -> x_hat`` quantizes and dequantizes with nearest rounding;
     the MSE search calls it once per candidate ratio (30 candidates). ``extremes``: each
-    block's min and max when the caller has them already.
+    block's min and max when the caller has them already. ``mask`` (bool, like ``blocks``):
+    only the cells it keeps choose the range (a block with none keeps all).
     """
+    if mask is not None:
+        if cfg.range_method is RangeMethod.MINMAX:
+            return _masked_minmax(blocks, cfg.mode, mask)
+        if cfg.range_method is RangeMethod.PERCENTILE:
+            return _masked_percentile(blocks, cfg.mode, float(cfg.percentile), mask)
+        if cfg.range_method is RangeMethod.MSE:
+            base = _masked_minmax(blocks, cfg.mode, mask)
+            return _mse_search(blocks, base, fake_quant, mask)
     if cfg.range_method is RangeMethod.MINMAX:
         return _minmax(blocks, cfg.mode, extremes)
     if cfg.range_method is RangeMethod.PERCENTILE:

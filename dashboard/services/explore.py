@@ -94,7 +94,8 @@ def explore(matrix: torch.Tensor, cfg: QuantConfig) -> Exploration:
         filled = fill_nonfinite(original, cfg.granularity)
         work, finite = filled.tensor, filled.finite_mask
         lo, hi = torch.aminmax(work)  # the fills lie inside the finite range
-    qt = quantize(work, cfg)
+    # Only real values choose the ranges; the stand-ins are quantized but set no scale.
+    qt = quantize(work, cfg, range_mask=finite)
     dequantized = qt.dequantize()
     # Clipping, saturation and levels count real values only: a stand-in is replaced by its
     # own dequantized value (representable by construction) and its code is not counted.

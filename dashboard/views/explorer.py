@@ -24,7 +24,6 @@ from dashboard.services.figures import zoom_figure
 from dashboard.services.source_state import source_to_query
 from dashboard.services.url_state import config_to_query
 from dashboard.services.view_state import view_to_query
-from quant_core import RangeMethod
 
 if url.first_run("explorer_scheme"):
     seed_from_url()
@@ -52,12 +51,6 @@ if source.nonfinite is not None:
     )
     if not st.checkbox("Quantize the finite values only", value=True, key="v_finite_only"):
         st.stop()
-    if cfg.range_method is not RangeMethod.MINMAX:
-        st.info(
-            "Known limitation: the percentile and MSE ranges are chosen with the non-finite "
-            "cells' stand-ins (in-range values) counted, so they differ slightly from the "
-            "range of the finite values alone."
-        )
 
 key = f"{source.key}|{cfg!r}"
 try:

@@ -469,23 +469,8 @@ def _few_values_many_nan() -> tuple[torch.Tensor, torch.Tensor]:
     [
         QuantConfig(3, Mode.SYMMETRIC),
         QuantConfig(format=Format.NF4),
-        pytest.param(
-            QuantConfig(4, Mode.SYMMETRIC, range_method=RangeMethod.PERCENTILE, percentile=90.0),
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="Known limitation: the stand-ins are quantized with the finite values, so a "
-                "percentile range is taken over them too: the scale depends on how many "
-                "cells are NaN, not only on the finite values",
-            ),
-        ),
-        pytest.param(
-            QuantConfig(3, Mode.SYMMETRIC, range_method=RangeMethod.MSE),
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="Known limitation: the MSE range search counts the stand-ins' errors, "
-                "so the chosen scale depends on the NaN cells",
-            ),
-        ),
+        QuantConfig(4, Mode.SYMMETRIC, range_method=RangeMethod.PERCENTILE, percentile=90.0),
+        QuantConfig(3, Mode.SYMMETRIC, range_method=RangeMethod.MSE),
     ],
     ids=["int3_minmax", "nf4_minmax", "int4_percentile", "int3_mse"],
 )
