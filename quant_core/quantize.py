@@ -58,6 +58,9 @@ class QuantizedTensor:
     ``scale`` (float32) and ``zero_point`` (int32, zeros when symmetric) have
     ``layout.scale_shape``: ``[]`` per tensor, ``[C]`` per channel, ``shape[:-1] + [C/g]``
     per group; ``.flatten()`` lists them block by block.
+    ``chosen_range``: the range each block's grid was fitted to (``[n_blocks, 1]`` each;
+    the data's extremes under min-max, the clipping range under percentile/MSE), before
+    the zero point's rounding and clamp; ``None`` when not known.
     """
 
     codes: torch.Tensor
@@ -66,6 +69,7 @@ class QuantizedTensor:
     config: QuantConfig
     layout: BlockLayout
     input_dtype: torch.dtype
+    chosen_range: BlockRange | None = None
 
     @property
     def shape(self) -> torch.Size:
@@ -372,4 +376,5 @@ def quantize(
         config=cfg,
         layout=layout,
         input_dtype=x.dtype,
+        chosen_range=rng,
     )

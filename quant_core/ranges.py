@@ -20,6 +20,9 @@ __all__ = ["BlockRange", "choose_range"]
 # MSE search: a coarse grid of clipping ratios, then a fine grid around the best.
 _COARSE_ALPHAS = tuple(i / 20 for i in range(20, 0, -1))  # 1.00, 0.95, ..., 0.05
 _FINE_STEPS = 10
+# 1 - 0.95 is 0.05000000000000004 in floating point: without slack, the 5th percentile of
+# 200 values would be rank ceil(10.000000000000009) = 11 instead of 10.
+_RANK_SLACK = 1e-9
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,7 @@ def _minmax(blocks: torch.Tensor, mode: Mode, extremes: BlockRange | None) -> Bl
 def _kth(values: torch.Tensor, fraction: float) -> torch.Tensor:
     """Per-row order statistic at ``fraction`` of the way (1-based rank ``ceil(f * L)``)."""
     length = values.shape[1]
-    k = min(length, max(1, math.ceil(fraction * length)))
+    k = min(length, max(1, math.ceil(fraction * length - _RANK_SLACK)))
     return values.kthvalue(k, dim=1, keepdim=True).values
 
 
@@ -74,7 +77,7 @@ def _masked_kth(values: torch.Tensor, keep: torch.Tensor, fraction: float) -> to
     n = keep.sum(dim=1, keepdim=True)
     inf = torch.tensor(math.inf, dtype=values.dtype, device=values.device)
     ordered = torch.where(keep, values, inf).sort(dim=1).values
-    k = torch.ceil(fraction * n.to(torch.float64)).to(torch.int64).clamp(min=1)
+    k = torch.ceil(fraction * n.to(torch.float64) - _RANK_SLACK).to(torch.int64).clamp(min=1)
     k = torch.minimum(k, n)
     return ordered.gather(1, k - 1)
 

@@ -26,7 +26,9 @@ __all__ = [
 
 @dataclass(frozen=True)
 class BlockNumbers:
-    """The live numbers of one block: its scale, zero point, code range and data range."""
+    """The live numbers of one block: its scale, zero point, code range, data range, the
+    representable range ``[range_lo, range_hi]`` and the range the grid was fitted to
+    (``chosen_lo``/``chosen_hi``: the clipping range under percentile/MSE)."""
 
     block: int
     scale: float
@@ -37,6 +39,8 @@ class BlockNumbers:
     data_max: float
     range_lo: float
     range_hi: float
+    chosen_lo: float
+    chosen_hi: float
 
 
 def block_numbers(exp: Exploration, block: int) -> BlockNumbers:
@@ -44,6 +48,7 @@ def block_numbers(exp: Exploration, block: int) -> BlockNumbers:
     values = block_values(exp, block)
     lo, hi = torch.aminmax(values) if values.numel() else (torch.tensor(0.0), torch.tensor(0.0))
     rng = exp.qt.representable_range()
+    chosen = exp.qt.chosen_range or rng
     cfg = exp.config
     return BlockNumbers(
         block=block,
@@ -56,6 +61,8 @@ def block_numbers(exp: Exploration, block: int) -> BlockNumbers:
         data_max=float(hi),
         range_lo=float(rng.lo.reshape(-1)[block]),
         range_hi=float(rng.hi.reshape(-1)[block]),
+        chosen_lo=float(chosen.lo.reshape(-1)[block]),
+        chosen_hi=float(chosen.hi.reshape(-1)[block]),
     )
 
 
@@ -102,7 +109,7 @@ def formulas(exp: Exploration, nums: BlockNumbers) -> tuple[str, ...]:
             rf" {qmin}, {qmax}\right)",
             rf"\hat r = s\,q = {_f(s)}\,q",
         )
-    lo, hi = (nums.range_lo, nums.range_hi) if clipped else (nums.data_min, nums.data_max)
+    lo, hi = (nums.chosen_lo, nums.chosen_hi) if clipped else (nums.data_min, nums.data_max)
     lo_name, hi_name = (r"\ell", "h") if clipped else (r"r_{\min}", r"r_{\max}")
     z_raw = qmin - lo / s
     return (
@@ -190,21 +197,21 @@ def block_notes(exp: Exploration, nums: BlockNumbers) -> tuple[str, ...]:
     if cfg.has_zero_point:
         z_raw = (
             nums.qmin
-            - (nums.data_min if cfg.range_method is RangeMethod.MINMAX else nums.range_lo)
+            - (nums.data_min if cfg.range_method is RangeMethod.MINMAX else nums.chosen_lo)
             / nums.scale
         )
         if round(z_raw) < nums.qmin or round(z_raw) > nums.qmax:
-            side = "positive" if nums.data_min > 0 else "negative"
+            side = "positive" if nums.chosen_lo > 0 else "negative"
             notes.append(
                 f"The zero point wanted {z_raw:.4g} but is clamped to {nums.zero_point}: every "
                 f"value of this block is {side}, so its range excludes 0. With the clamp the "
                 f"grid covers [{nums.range_lo:.4g}, {nums.range_hi:.4g}] and values beyond it "
                 "are clipped. Symmetric mode, or a range that includes 0, avoids this."
             )
-    outside = nums.data_max > nums.range_hi or nums.data_min < nums.range_lo
+    outside = nums.data_max > nums.chosen_hi or nums.data_min < nums.chosen_lo
     if outside and cfg.range_method is not RangeMethod.MINMAX:
         notes.append(
-            f"The {cfg.range_method.value} range [{nums.range_lo:.4g}, {nums.range_hi:.4g}] "
+            f"The {cfg.range_method.value} range [{nums.chosen_lo:.4g}, {nums.chosen_hi:.4g}] "
             f"is narrower than the data [{nums.data_min:.4g}, {nums.data_max:.4g}]: values "
             "outside it are clipped, in exchange for a finer step inside."
         )

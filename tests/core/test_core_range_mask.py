@@ -63,3 +63,18 @@ def test_block_without_kept_cells_uses_all(gen: torch.Generator) -> None:
 def test_bad_range_mask(mask: torch.Tensor, error: type, match: str) -> None:
     with pytest.raises(error, match=match):
         quantize(torch.randn(3, 4), QuantConfig(4), range_mask=mask)
+
+
+def test_percentile_ranks_by_hand() -> None:
+    # 200 distinct values 0..199, asymmetric percentile 95: the range is the 10th and the
+    # 190th smallest (ranks ceil(0.05 * 200) and ceil(0.95 * 200)), i.e. [9, 189].
+    x = torch.arange(200, dtype=torch.float32)
+    qt = quantize(x, QuantConfig(8, Mode.ASYMMETRIC, range_method="percentile", percentile=95.0))
+    assert qt.chosen_range is not None
+    assert float(qt.chosen_range.lo) == 9.0 and float(qt.chosen_range.hi) == 189.0
+    masked = quantize(
+        x,
+        QuantConfig(8, Mode.ASYMMETRIC, range_method="percentile", percentile=95.0),
+        range_mask=torch.ones(200, dtype=torch.bool),
+    )
+    assert torch.equal(masked.scale, qt.scale)

@@ -368,3 +368,20 @@ def test_block_ids_window_matches_layout() -> None:
         full = exp.qt.layout.block_ids()
         window = block_ids(exp, slice(1, 5), slice(3, 11))
         assert torch.equal(window, full[1:5, 3:11])
+
+
+def test_teaching_uses_the_chosen_clipping_range() -> None:
+    # All-positive rows under a percentile range: the formula shows the range the grid was
+    # fitted to (about [5, 6]), not the representable range after the zero-point clamp.
+    x = torch.rand(4, 200, generator=torch.Generator().manual_seed(0)) + 5
+    cfg = QuantConfig(4, Mode.ASYMMETRIC, PerChannel(0), range_method="percentile", percentile=95.0)
+    exp = explore(x, cfg)
+    nums = teaching.block_numbers(exp, 0)
+    row = x[0].sort().values
+    assert nums.chosen_hi == pytest.approx(float(row[189]))  # rank ceil(0.95 * 200) = 190
+    assert nums.chosen_lo == pytest.approx(float(row[9]))  # rank ceil(0.05 * 200) = 10
+    text = " ".join(teaching.formulas(exp, nums))
+    assert f"{nums.chosen_hi:.5g}" in text
+    notes = teaching.block_notes(exp, nums)
+    assert any("clamped to -8" in n for n in notes)
+    assert any("percentile range" in n and "narrower" in n for n in notes)
