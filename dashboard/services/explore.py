@@ -167,9 +167,4 @@ def block_of(exp: Exploration, row: int, col: int) -> int:
     rows, cols = layout.shape
     if not (0 <= row < rows and 0 <= col < cols):
         raise ValueError(f"cell ({row}, {col}) is outside the {rows} x {cols} matrix")
-    if layout.axis is not None:
-        return row if layout.axis == 0 else col
-    if layout.n_blocks == 1:
-        return 0
-    groups_per_row = cols // layout.block_len
-    return row * groups_per_row + col // layout.block_len
+    return int(block_ids(exp, slice(row, row + 1), slice(col, col + 1)))

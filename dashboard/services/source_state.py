@@ -67,16 +67,6 @@ class UploadSource:
 SourceChoice = SyntheticSource | ExampleSource | ModelSource | UploadSource
 
 
-def source_kind(choice: SourceChoice) -> SourceKind:
-    if isinstance(choice, SyntheticSource):
-        return SourceKind.SYNTHETIC
-    if isinstance(choice, ExampleSource):
-        return SourceKind.EXAMPLE
-    if isinstance(choice, ModelSource):
-        return SourceKind.MODEL
-    return SourceKind.UPLOAD
-
-
 def source_to_query(choice: SourceChoice) -> dict[str, str]:
     """``choice`` as query parameters (an upload gives only ``src=upload``)."""
     if isinstance(choice, SyntheticSource):
