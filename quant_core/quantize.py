@@ -28,7 +28,7 @@ from .chunks import block_extremes, chunk_slices, for_each_piece, map_rows, scra
 from .config import Format, Mode, QuantConfig, Rounding, ScaleDtype
 from .formats import Codebook, codebook_for
 from .granularity import BlockLayout, layout_for
-from .ranges import BlockRange, choose_range
+from .ranges import BlockRange, choose_range, symmetric_ends
 from .validation import check_float_tensor, raise_nonfinite
 
 __all__ = ["QuantizedTensor", "quantize"]
@@ -320,12 +320,50 @@ def _fake_quant_fn(
     return fq
 
 
+def _given_ranges(ranges: object, n_blocks: int, mode: Mode, device: torch.device) -> BlockRange:
+    """Check a caller's ``ranges`` and return them as float32 ``[n_blocks, 1]`` on ``device``
+    (``[-a, a]`` with ``a = max(|lo|, |hi|)`` in symmetric mode, as ``choose_range`` gives)."""
+    if not isinstance(ranges, BlockRange):
+        raise TypeError(f"ranges must be a BlockRange, got {type(ranges).__name__}")
+    ends = []
+    for name, t in (("lo", ranges.lo), ("hi", ranges.hi)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"ranges.{name} must be a torch.Tensor, got {type(t).__name__}")
+        if not t.is_floating_point():
+            raise TypeError(f"ranges.{name} has dtype {t.dtype}; expected a float tensor")
+        if tuple(t.shape) not in ((n_blocks, 1), (1, 1)):
+            raise ValueError(
+                f"ranges.{name} has shape {tuple(t.shape)}; expected [{n_blocks}, 1] (one "
+                "row per block) or [1, 1] (one range for every block)"
+            )
+        t32 = t.detach().to(device=device, dtype=torch.float32)
+        n_bad = int((~torch.isfinite(t32)).sum())
+        if n_bad:
+            raise ValueError(
+                f"ranges.{name} holds {n_bad} value(s) that are not finite in float32 "
+                f"(out of {t32.numel()})"
+            )
+        ends.append(t32.expand(n_blocks, 1))
+    lo, hi = ends
+    inverted = lo > hi
+    if bool(inverted.any()):
+        block = int(inverted.reshape(-1).nonzero()[0])
+        raise ValueError(
+            f"ranges has lo > hi in {int(inverted.sum())} block(s), first block {block}: "
+            f"lo={float(lo[block]):.6g} > hi={float(hi[block]):.6g}"
+        )
+    if mode is Mode.SYMMETRIC:
+        return BlockRange(*symmetric_ends(lo, hi))
+    return BlockRange(lo.contiguous(), hi.contiguous())
+
+
 def quantize(
     x: torch.Tensor,
     cfg: QuantConfig,
     generator: torch.Generator | None = None,
     *,
     range_mask: torch.Tensor | None = None,
+    ranges: BlockRange | None = None,
 ) -> QuantizedTensor:
     """Quantize ``x`` (float16/bfloat16/float32/float64, 1-D or more, finite) under ``cfg``.
 
@@ -338,6 +376,15 @@ def quantize(
     ``range_mask`` (bool, ``x``'s shape): only the cells it marks choose each block's range
     (min-max, percentile or MSE); the others are quantized under that range but influence
     no scale (for stand-ins of missing values). A block with no marked cell uses all.
+
+    ``ranges`` (a ``BlockRange``, ``lo``/``hi`` float tensors of shape ``[n_blocks, 1]``, or
+    ``[1, 1]`` for one range shared by every block, finite, ``lo <= hi``): every block's
+    range is given instead of chosen from ``x`` (``cfg.range_method`` is then unused), and
+    scales and zero points follow from it exactly as from a chosen range; symmetric and
+    codebook formats use ``max(|lo|, |hi|)``. This applies a static (calibrated) range to
+    new data, or one group's grid to one column of it. Values outside the range are clamped
+    to its end codes (``clip_stats`` counts them). With ``range_mask`` it is a
+    ``ValueError``: a given range leaves nothing for the mask to choose.
     """
     if not isinstance(cfg, QuantConfig):
         raise TypeError(f"cfg must be a QuantConfig, got {type(cfg).__name__}")
@@ -355,6 +402,11 @@ def quantize(
 
     cb = None if cfg.format is Format.INT else codebook_for(cfg.format, x.device)
     mask_blocks = None
+    if range_mask is not None and ranges is not None:
+        raise ValueError(
+            "pass range_mask or ranges, not both: ranges fixes every block's range, so no "
+            "cell is left to choose it"
+        )
     if range_mask is not None:
         if not isinstance(range_mask, torch.Tensor) or range_mask.dtype != torch.bool:
             raise TypeError("range_mask must be a bool tensor")
@@ -363,7 +415,10 @@ def quantize(
                 f"range_mask shape {tuple(range_mask.shape)} differs from x {tuple(x.shape)}"
             )
         mask_blocks = layout.to_blocks(range_mask.to(blocks.device))
-    rng = choose_range(blocks, cfg, _fake_quant_fn(cfg, cb), BlockRange(lo, hi), mask_blocks)
+    if ranges is not None:
+        rng = _given_ranges(ranges, layout.n_blocks, cfg.mode, blocks.device)
+    else:
+        rng = choose_range(blocks, cfg, _fake_quant_fn(cfg, cb), BlockRange(lo, hi), mask_blocks)
     s, z = map_rows(lambda lo, hi: _block_qparams(BlockRange(lo, hi), cfg, cb), rng.lo, rng.hi)
     if cb is None:
         codes = _encode_int(blocks, s, z, cfg, generator)

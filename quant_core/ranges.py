@@ -15,7 +15,7 @@ import torch
 from .chunks import block_extremes, map_rows
 from .config import Mode, QuantConfig, RangeMethod
 
-__all__ = ["BlockRange", "choose_range"]
+__all__ = ["BlockRange", "choose_range", "symmetric_ends"]
 
 # MSE search: a coarse grid of clipping ratios, then a fine grid around the best.
 _COARSE_ALPHAS = tuple(i / 20 for i in range(20, 0, -1))  # 1.00, 0.95, ..., 0.05
@@ -33,7 +33,8 @@ class BlockRange:
     hi: torch.Tensor
 
 
-def _symmetric_ends(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def symmetric_ends(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(-a, a)`` with ``a = max(|lo|, |hi|)``: the symmetric range covering ``[lo, hi]``."""
     # max|r| = max(max r, -min r) exactly; abs_: an all-zero block gives +0, not -0.
     a = torch.maximum(hi, lo.neg()).abs_()
     return -a, a
@@ -42,7 +43,7 @@ def _symmetric_ends(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, t
 def _minmax(blocks: torch.Tensor, mode: Mode, extremes: BlockRange | None) -> BlockRange:
     lo, hi = block_extremes(blocks) if extremes is None else (extremes.lo, extremes.hi)
     if mode is Mode.SYMMETRIC:
-        return BlockRange(*map_rows(_symmetric_ends, lo, hi))
+        return BlockRange(*map_rows(symmetric_ends, lo, hi))
     return BlockRange(lo, hi)
 
 
@@ -68,7 +69,7 @@ def _masked_minmax(blocks: torch.Tensor, mode: Mode, mask: torch.Tensor) -> Bloc
     lo = torch.where(keep, blocks, inf).amin(dim=1, keepdim=True)
     hi = torch.where(keep, blocks, -inf).amax(dim=1, keepdim=True)
     if mode is Mode.SYMMETRIC:
-        return BlockRange(*_symmetric_ends(lo, hi))
+        return BlockRange(*symmetric_ends(lo, hi))
     return BlockRange(lo, hi)
 
 
