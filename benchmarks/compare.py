@@ -25,19 +25,16 @@ from collections.abc import Callable
 import torch
 from safetensors import safe_open
 
-from dashboard.services.ab import compare_ab
-from dashboard.services.compare_figures import (
+from dashboard.services.compare.ab import compare_ab
+from dashboard.services.compare.ab_figures import (
     ab_difference_figure,
     ab_error_figure,
     ab_winner_figure,
 )
-from dashboard.services.model_eval import (
-    bundled_model_file,
-    evaluate_safetensors,
-    list_linear_weights,
-)
-from dashboard.services.sweep import SchemeGrid, expand_grid, run_sweep
-from dashboard.services.url_state import GranularityKind
+from dashboard.services.compare.sweep import SchemeGrid, expand_grid, run_sweep
+from dashboard.services.model.evaluate import evaluate_safetensors
+from dashboard.services.model.files import bundled_model_file, list_linear_weights
+from dashboard.services.state.scheme import GranularityKind
 from quant_core import (
     Mode,
     PerChannel,

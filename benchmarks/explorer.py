@@ -22,15 +22,11 @@ import time
 import plotly.io as pio
 import torch
 
-from dashboard.services import teaching
-from dashboard.services.explore import explore
-from dashboard.services.figures import (
-    ViewOptions,
-    histogram_figure,
-    overview_figures,
-    zoom_figure,
-)
-from dashboard.services.sources import SyntheticSpec, make_synthetic
+from dashboard.services.explorer import teaching
+from dashboard.services.explorer.explore import explore
+from dashboard.services.explorer.heatmaps import ViewOptions, overview_figures, zoom_figure
+from dashboard.services.explorer.histogram import histogram_figure
+from dashboard.services.sources.synthetic import SyntheticSpec, make_synthetic
 from quant_core import (
     Mode,
     PerChannel,

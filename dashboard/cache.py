@@ -17,26 +17,29 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from dashboard.services import loaders
-from dashboard.services.ab import ABResult, compare_ab
-from dashboard.services.explore import Exploration, explore
-from dashboard.services.figures import (
-    OverviewFigures,
-    ViewOptions,
-    histogram_figure,
-    overview_figures,
+from dashboard.services.compare.ab import ABResult, compare_ab
+from dashboard.services.explorer.explore import Exploration, explore
+from dashboard.services.explorer.heatmaps import OverviewFigures, ViewOptions, overview_figures
+from dashboard.services.explorer.histogram import histogram_figure
+from dashboard.services.explorer.teaching import TeachingPanel, teaching_panel
+from dashboard.services.io import (
+    LoadedTensor,
+    TensorInfo,
+    list_safetensors_file,
+    list_tensors,
+    load_safetensors_file_tensor,
+    load_tensor,
 )
-from dashboard.services.model_eval import (
+from dashboard.services.model.embeddings import (
     EmbeddingComparison,
-    ModelEvalResult,
     compare_embeddings,
-    evaluate_safetensors,
     load_bundled_model,
 )
-from dashboard.services.prepared import PreparedSource, prepare
-from dashboard.services.source_state import SourceChoice
-from dashboard.services.sources import SyntheticSpec, bundled_model_path, make_synthetic
-from dashboard.services.teaching import TeachingPanel, teaching_panel
+from dashboard.services.model.evaluate import ModelEvalResult, evaluate_safetensors
+from dashboard.services.model.files import bundled_model_file
+from dashboard.services.sources.choice import SourceChoice
+from dashboard.services.sources.prepared import PreparedSource, prepare
+from dashboard.services.sources.synthetic import SyntheticSpec, make_synthetic
 from quant_core import QuantConfig
 
 
@@ -47,29 +50,27 @@ def synthetic_tensor(key: str, _spec: SyntheticSpec) -> torch.Tensor:
 
 @st.cache_resource(max_entries=1, show_spinner=False)
 def model_file() -> Path:
-    return bundled_model_path()
+    return bundled_model_file()
 
 
 @st.cache_resource(max_entries=1, show_spinner=False)
-def model_tensor_infos() -> tuple[loaders.TensorInfo, ...]:
-    return loaders.list_safetensors_file(model_file())
+def model_tensor_infos() -> tuple[TensorInfo, ...]:
+    return list_safetensors_file(model_file())
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
-def model_tensor(name: str) -> loaders.LoadedTensor:
-    return loaders.load_safetensors_file_tensor(model_file(), name)
+def model_tensor(name: str) -> LoadedTensor:
+    return load_safetensors_file_tensor(model_file(), name)
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
-def upload_infos(file_id: str, filename: str, _data: bytes) -> tuple[loaders.TensorInfo, ...]:
-    return loaders.list_tensors(filename, _data)
+def upload_infos(file_id: str, filename: str, _data: bytes) -> tuple[TensorInfo, ...]:
+    return list_tensors(filename, _data)
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
-def upload_tensor(
-    file_id: str, filename: str, name: str | None, _data: bytes
-) -> loaders.LoadedTensor:
-    return loaders.load_tensor(filename, _data, name)
+def upload_tensor(file_id: str, filename: str, name: str | None, _data: bytes) -> LoadedTensor:
+    return load_tensor(filename, _data, name)
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)

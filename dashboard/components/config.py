@@ -9,7 +9,7 @@ import streamlit as st
 
 from dashboard.components import persist, url
 from dashboard.components.persist import PERSIST
-from dashboard.services.url_state import QUERY_KEYS, config_from_query
+from dashboard.services.state.scheme import QUERY_KEYS, config_from_query
 from quant_core import (
     Format,
     Mode,

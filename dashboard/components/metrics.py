@@ -6,7 +6,7 @@ import math
 
 import streamlit as st
 
-from dashboard.services.explore import Exploration
+from dashboard.services.explorer.explore import Exploration
 
 
 def _db(v: float) -> str:

@@ -7,9 +7,9 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from dashboard.components.config import apply_config
-from dashboard.services.prepared import PreparedSource
-from dashboard.services.source_state import source_to_query
-from dashboard.services.url_state import config_from_scheme_id, config_to_query
+from dashboard.services.sources.prepared import PreparedSource
+from dashboard.services.state.scheme import config_from_scheme_id, config_to_query
+from dashboard.services.state.source import source_to_query
 from quant_core import QuantConfig
 
 EXPLORER = "views/explorer.py"

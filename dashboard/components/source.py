@@ -8,27 +8,25 @@ import streamlit as st
 from dashboard import cache
 from dashboard.components import persist, url
 from dashboard.components.persist import PERSIST
-from dashboard.services import loaders
-from dashboard.services.prepared import PreparedSource
-from dashboard.services.source_state import (
+from dashboard.services.io import LoadError
+from dashboard.services.sources.choice import (
     ExampleSource,
     ModelSource,
     SourceChoice,
+    SourceKind,
     SyntheticSource,
     UploadSource,
-    source_from_query,
-    source_to_query,
 )
-from dashboard.services.sources import (
+from dashboard.services.sources.examples import Example, example_tensor
+from dashboard.services.sources.prepared import PreparedSource
+from dashboard.services.sources.synthetic import (
     MAX_SYNTHETIC_ELEMENTS,
     OUTLIER_FRACTION_RANGE,
     OUTLIER_MAGNITUDE_RANGE,
     Distribution,
-    Example,
-    SourceKind,
     SyntheticSpec,
-    example_tensor,
 )
+from dashboard.services.state.source import source_from_query, source_to_query
 
 _LAST_GOOD = "_last_good_source"
 _UPLOAD = "_uploaded_file"
@@ -195,7 +193,7 @@ def _upload_choice() -> tuple[SourceChoice, bytes]:
             st.rerun()
     try:
         infos = cache.upload_infos(file_id, filename, data)
-    except loaders.LoadError as exc:
+    except LoadError as exc:
         st.error(str(exc))
         raise _SourceError from None
     name = None
@@ -278,7 +276,7 @@ def source_picker(collapsed: bool = False) -> PreparedSource | None:
             source = _load(choice, data)
         except _SourceError:
             source = None
-        except (loaders.LoadError, ValueError) as exc:
+        except (LoadError, ValueError) as exc:
             st.error(str(exc))
             source = None
     if source is None:

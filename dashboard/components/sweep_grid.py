@@ -8,8 +8,14 @@ import streamlit as st
 import torch
 
 from dashboard.components.config import divisors
-from dashboard.services.sweep import GridExpansion, SchemeGrid, SweepResult, expand_grid, run_sweep
-from dashboard.services.url_state import GranularityKind
+from dashboard.services.compare.sweep import (
+    GridExpansion,
+    SchemeGrid,
+    SweepResult,
+    expand_grid,
+    run_sweep,
+)
+from dashboard.services.state.scheme import GranularityKind
 from quant_core import Format, Mode, QuantConfig, RangeMethod, ScaleDtype
 
 _GRID = "_sweep_grid"

@@ -8,9 +8,9 @@ import streamlit as st
 
 from dashboard.components import persist, url
 from dashboard.components.persist import PERSIST
-from dashboard.services.figures import ViewOptions
-from dashboard.services.reduce import Reduction
-from dashboard.services.view_state import ZOOM_SIZES, ViewState, view_from_query
+from dashboard.services.display.reduce import Reduction
+from dashboard.services.explorer.heatmaps import ViewOptions
+from dashboard.services.state.view import ZOOM_SIZES, ViewState, view_from_query
 from quant_core import PerChannel, PerGroup, QuantConfig
 
 

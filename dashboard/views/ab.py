@@ -7,8 +7,8 @@ import streamlit as st
 from dashboard import cache
 from dashboard.components.config import config_picker
 from dashboard.components.source import finite_source_or_stop
-from dashboard.services.ab import metrics_table
-from dashboard.services.compare_figures import (
+from dashboard.services.compare.ab import metrics_table
+from dashboard.services.compare.ab_figures import (
     ab_difference_figure,
     ab_error_figure,
     ab_winner_figure,

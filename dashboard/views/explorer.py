@@ -19,11 +19,11 @@ from dashboard.components.view import (
     zoom_window,
 )
 from dashboard.components.view import seed_from_url as seed_view_from_url
-from dashboard.services import exports
-from dashboard.services.figures import zoom_figure
-from dashboard.services.source_state import source_to_query
-from dashboard.services.url_state import config_to_query
-from dashboard.services.view_state import view_to_query
+from dashboard.services.explorer import exports
+from dashboard.services.explorer.heatmaps import zoom_figure
+from dashboard.services.state.scheme import config_to_query
+from dashboard.services.state.source import source_to_query
+from dashboard.services.state.view import view_to_query
 
 if url.first_run("explorer_scheme"):
     seed_from_url()

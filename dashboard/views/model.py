@@ -8,8 +8,9 @@ import streamlit as st
 from dashboard import cache
 from dashboard.components.config import config_picker, divisors
 from dashboard.components.model_source import model_picker
-from dashboard.services.compare_figures import layer_figure, sentence_cosine_figure
-from dashboard.services.model_eval import LayerMetric, layer_table, list_linear_weights
+from dashboard.services.model.evaluate import LayerMetric, layer_table
+from dashboard.services.model.figures import layer_figure, sentence_cosine_figure
+from dashboard.services.model.files import list_linear_weights
 from quant_core import Mode, PerGroup, QuantConfig
 
 MAX_GROUP = 4096

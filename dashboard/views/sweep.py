@@ -7,8 +7,8 @@ import streamlit as st
 from dashboard.components.open_scheme import open_in_explorer
 from dashboard.components.source import finite_source_or_stop
 from dashboard.components.sweep_grid import run_with_progress, sweep_grid_form
-from dashboard.services.compare_figures import pareto_figure
-from dashboard.services.sweep import ErrorAxis, sweep_table
+from dashboard.services.compare.frontier import ErrorAxis, pareto_figure
+from dashboard.services.compare.sweep import sweep_table
 
 st.title("Sweep & Pareto frontier")
 source = finite_source_or_stop("a sweep")

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard.services.sweep import pareto_mask
-from dashboard.services.url_state import GranularityKind
+from dashboard.services.compare.frontier import pareto_mask
+from dashboard.services.state.scheme import GranularityKind
 from quant_core import Format
 
 PAGES = Path(__file__).resolve().parents[2] / "dashboard" / "views"

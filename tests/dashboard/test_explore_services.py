@@ -10,31 +10,25 @@ import pytest
 import torch
 from safetensors.torch import load
 
-from dashboard.services import exports, teaching
-from dashboard.services.explore import block_of, explore
-from dashboard.services.figures import (
+from dashboard.services.display.reduce import Reduction, reduce_2d
+from dashboard.services.explorer import exports, teaching
+from dashboard.services.explorer.explore import block_of, explore
+from dashboard.services.explorer.heatmaps import (
     RICH_HOVER_MAX_CELLS,
     ViewOptions,
-    histogram_figure,
     overview_figures,
     zoom_figure,
 )
-from dashboard.services.reduce import Reduction, reduce_2d
-from dashboard.services.source_state import (
+from dashboard.services.explorer.histogram import histogram_figure
+from dashboard.services.sources.choice import (
     ExampleSource,
     ModelSource,
     SyntheticSource,
     UploadSource,
-    source_from_query,
-    source_to_query,
 )
-from dashboard.services.sources import (
-    Distribution,
-    Example,
-    SyntheticSpec,
-    example_tensor,
-    make_synthetic,
-)
+from dashboard.services.sources.examples import Example, example_tensor
+from dashboard.services.sources.synthetic import Distribution, SyntheticSpec, make_synthetic
+from dashboard.services.state.source import source_from_query, source_to_query
 from quant_core import (
     Format,
     Mode,
@@ -325,7 +319,7 @@ def test_exports_round_trip() -> None:
 
 
 def test_view_state_round_trip_and_defaults() -> None:
-    from dashboard.services.view_state import ViewState, view_from_query, view_to_query
+    from dashboard.services.state.view import ViewState, view_from_query, view_to_query
 
     view = ViewState(Reduction.MAX_ABS, False, 100, 7, 64, 12)
     assert view_from_query(view_to_query(view)) == view
@@ -344,7 +338,7 @@ def test_view_state_round_trip_and_defaults() -> None:
     ],
 )
 def test_view_state_rejects_tampering(params: dict, match: str) -> None:
-    from dashboard.services.view_state import view_from_query
+    from dashboard.services.state.view import view_from_query
 
     with pytest.raises(ValueError, match=match):
         view_from_query(params)
@@ -360,7 +354,7 @@ def test_block_notes_explain_the_zero_point_clamp() -> None:
 
 
 def test_block_ids_window_matches_layout() -> None:
-    from dashboard.services.explore import block_ids
+    from dashboard.services.explorer.explore import block_ids
 
     x = torch.randn(6, 12)
     for gran in (PerTensor(), PerChannel(0), PerChannel(1), PerGroup(4), PerGroup(12)):

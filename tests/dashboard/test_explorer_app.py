@@ -9,7 +9,9 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from dashboard.services.sources import Distribution, Example, SourceKind
+from dashboard.services.sources.choice import SourceKind
+from dashboard.services.sources.examples import Example
+from dashboard.services.sources.synthetic import Distribution
 
 # The page script runs on its own (it then draws the tensor picker itself): AppTest does not
 # carry the entrypoint's widget state between runs the way the browser does, and the

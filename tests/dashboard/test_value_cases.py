@@ -2,7 +2,7 @@
 
 Each case is a file as a user would have it (``np.save``, ``safetensors.torch.save``,
 ``torch.save`` of a state dict, CSV text), taken through the real path the page uses:
-``loaders.list_tensors`` -> ``loaders.load_tensor`` -> ``prepared.prepare`` ->
+``io.list_tensors`` -> ``io.load_tensor`` -> ``prepared.prepare`` ->
 ``explore.explore`` under many schemes -> figures -> teaching panel -> exports.
 The explorer page itself runs under AppTest for the teaching examples and for an upload
 holding NaN and Inf.
@@ -26,17 +26,14 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 from streamlit.testing.v1 import AppTest
 
-from dashboard.services import exports, loaders, teaching
-from dashboard.services.explore import Exploration, block_of, explore
-from dashboard.services.figures import (
-    ViewOptions,
-    histogram_figure,
-    overview_figures,
-    zoom_figure,
-)
-from dashboard.services.prepared import PreparedSource, prepare
-from dashboard.services.source_state import UploadSource
-from dashboard.services.sources import Example, SourceKind
+from dashboard.services.explorer import exports, teaching
+from dashboard.services.explorer.explore import Exploration, block_of, explore
+from dashboard.services.explorer.heatmaps import ViewOptions, overview_figures, zoom_figure
+from dashboard.services.explorer.histogram import histogram_figure
+from dashboard.services.io import LoadedTensor, TensorInfo, list_tensors, load_tensor
+from dashboard.services.sources.choice import SourceKind, UploadSource
+from dashboard.services.sources.examples import Example
+from dashboard.services.sources.prepared import PreparedSource, prepare
 from quant_core import (
     Format,
     Mode,
@@ -81,16 +78,16 @@ def safetensors_bytes(tensors: dict[str, torch.Tensor]) -> bytes:
 class Loaded:
     """One tensor of a file after the page's loading path."""
 
-    info: loaders.TensorInfo
-    loaded: loaders.LoadedTensor
+    info: TensorInfo
+    loaded: LoadedTensor
     source: PreparedSource
 
 
 def load_all(filename: str, data: bytes) -> list[Loaded]:
     """Every tensor of a file, as the upload picker and ``_load`` would prepare it."""
     out = []
-    for info in loaders.list_tensors(filename, data):
-        loaded = loaders.load_tensor(filename, data, info.name)
+    for info in list_tensors(filename, data):
+        loaded = load_tensor(filename, data, info.name)
         label = f"{filename} · {loaded.name}"
         choice = UploadSource("id", filename, info.name)
         out.append(Loaded(info, loaded, prepare(choice, loaded.tensor, label, loaded.notes)))
@@ -573,17 +570,17 @@ def test_levels_used_counts_finite_cells_only() -> None:
     ids=["all_nan_npy", "all_inf_csv", "all_nonfinite_f16"],
 )
 def test_nothing_finite_is_a_clear_value_error(filename: str, data: bytes) -> None:
-    loaded = loaders.load_tensor(filename, data)
+    loaded = load_tensor(filename, data)
     with pytest.raises(ValueError, match=r"nothing to show: .*NaN and .*Inf among"):
         prepare(UploadSource("id", filename, None), loaded.tensor, filename, loaded.notes)
 
 
 def test_zero_d_and_empty_tensors_are_clear_errors() -> None:
     with pytest.raises(ValueError, match="0-d tensor"):
-        item = loaders.load_tensor("s.pt", pt_bytes({"s": torch.tensor(1.5)}))
+        item = load_tensor("s.pt", pt_bytes({"s": torch.tensor(1.5)}))
         prepare(UploadSource("id", "s.pt", "s"), item.tensor, "s", item.notes)
     with pytest.raises(ValueError, match="empty"):
-        loaders.load_tensor("e.npy", npy_bytes(np.zeros((0, 4), np.float32)))
+        load_tensor("e.npy", npy_bytes(np.zeros((0, 4), np.float32)))
 
 
 def _first_row_nan() -> torch.Tensor:
@@ -674,7 +671,7 @@ def test_float16_and_bfloat16_keep_their_values_and_say_so() -> None:
     g = torch.Generator().manual_seed(2)
     a, b = torch.randn(3, 4, generator=g).half(), torch.randn(5, 2, generator=g).bfloat16()
     data = safetensors_bytes({"a": a, "b": b})
-    infos = loaders.list_tensors("two.safetensors", data)
+    infos = list_tensors("two.safetensors", data)
     assert [(i.name, i.shape, i.dtype) for i in infos] == [
         ("a", (3, 4), "float16"),
         ("b", (5, 2), "bfloat16"),

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from dashboard.services.ab import (
+from dashboard.services.compare.ab import (
     Winner,
     WinTotals,
     compare_ab,

@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import save as st_save
 from safetensors.torch import save_file as st_save_file
 
-from dashboard.services.loaders import (
+from dashboard.services.io import (
     DEFAULT_LIMITS,
     SUPPORTED_EXTENSIONS,
     Limits,
@@ -90,7 +90,7 @@ def rezip(raw: bytes, replace: dict[str, bytes], compression: int = zipfile.ZIP_
 
 def test_services_never_import_streamlit() -> None:
     code = (
-        "import sys, dashboard.services.loaders, dashboard.services.values; "
+        "import sys, dashboard.services.io, dashboard.services.sources.values; "
         "print('streamlit' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -210,9 +210,9 @@ def test_safetensors_lists_in_natural_order_and_loads_each() -> None:
 
 
 def test_safetensors_with_too_many_tensors_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dashboard.services import loaders
+    from dashboard.services.io import safetensors_format
 
-    monkeypatch.setattr(loaders, "_MAX_TENSORS", 3)
+    monkeypatch.setattr(safetensors_format, "MAX_TENSORS", 3)
     data = st_save({f"t{i}": torch.ones(1) for i in range(4)})
     assert "lists 4 tensors; the limit is 3" in error_of("m.safetensors", data)
 
@@ -775,13 +775,13 @@ def test_csv_old_mac_line_endings() -> None:
 
 def test_csv_long_lines_and_blocks_parse_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tiny piece and block sizes exercise the paths a huge file takes."""
-    from dashboard.services import loaders
+    from dashboard.services.io import csv_format
 
     text = "x,y,z\n" + "\n".join(f"{i},{i * 0.5},-{i}e3" for i in range(40)) + "\n"
     spaced = text.replace(",", "  ")
     expected = load_tensor("g.csv", text.encode()).tensor
-    monkeypatch.setattr(loaders, "_LONG_LINE", 3)
-    monkeypatch.setattr(loaders, "_CSV_BLOCK", 7)
+    monkeypatch.setattr(csv_format, "_LONG_LINE", 3)
+    monkeypatch.setattr(csv_format, "_CSV_BLOCK", 7)
     assert torch.equal(load_tensor("g.csv", text.encode()).tensor, expected)
     assert torch.equal(load_tensor("g.csv", spaced.encode()).tensor, expected)
     bad = text.replace("30,15.0", "30,1 5.0")

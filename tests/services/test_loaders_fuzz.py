@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import save as st_save
 
-from dashboard.services.loaders import (
+from dashboard.services.io import (
     Limits,
     LoadedTensor,
     LoadError,

@@ -1,4 +1,4 @@
-"""model_eval: linear weights of a safetensors file, layer by layer; embeddings before/after."""
+"""model: linear weights of a safetensors file, layer by layer; embeddings before/after."""
 
 from __future__ import annotations
 
@@ -10,16 +10,13 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
-from dashboard.services import model_eval
-from dashboard.services.model_eval import (
-    LAYER_COLUMNS,
-    MAX_SENTENCES,
+from dashboard.services.model import embeddings, files
+from dashboard.services.model.embeddings import MAX_SENTENCES, compare_embeddings
+from dashboard.services.model.evaluate import LAYER_COLUMNS, evaluate_safetensors, layer_table
+from dashboard.services.model.files import (
     TensorEntry,
     bundled_model_file,
-    compare_embeddings,
-    evaluate_safetensors,
     is_linear_weight,
-    layer_table,
     list_linear_weights,
     list_tensors,
 )
@@ -137,7 +134,7 @@ def test_tensors_are_read_one_at_a_time_and_only_linear_ones(
     tiny_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     read: list[str] = []
-    real_open = model_eval.safe_open
+    real_open = files.safe_open
 
     class Spy:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -160,7 +157,7 @@ def test_tensors_are_read_one_at_a_time_and_only_linear_ones(
             read.append(name)
             return self._f.get_tensor(name)
 
-    monkeypatch.setattr(model_eval, "safe_open", Spy)
+    monkeypatch.setattr(files, "safe_open", Spy)
     list_linear_weights(tiny_file)
     assert read == []
     evaluate_safetensors(tiny_file, QuantConfig(bits=8, granularity=PerChannel(0)))
@@ -288,7 +285,7 @@ def test_model_must_be_an_encoder_module() -> None:
 
 @pytest.fixture(scope="module")
 def minilm() -> nn.Module:
-    return model_eval.load_bundled_model()
+    return embeddings.load_bundled_model()
 
 
 def _hf_linear_names(model: nn.Module) -> set[str]:

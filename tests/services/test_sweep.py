@@ -11,16 +11,15 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dashboard.services.sweep import (
+from dashboard.services.compare.frontier import ErrorAxis, pareto_mask
+from dashboard.services.compare.sweep import (
     TABLE_COLUMNS,
-    ErrorAxis,
     SchemeGrid,
     expand_grid,
-    pareto_mask,
     run_sweep,
     sweep_table,
 )
-from dashboard.services.url_state import GranularityKind, config_from_scheme_id, scheme_id
+from dashboard.services.state.scheme import GranularityKind, config_from_scheme_id, scheme_id
 from quant_core import (
     Format,
     Mode,

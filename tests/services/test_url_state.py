@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dashboard.services.url_state import (
+from dashboard.services.state.scheme import (
     AXIS_RANGE,
     GROUP_RANGE,
     MAX_VALUE_LENGTH,

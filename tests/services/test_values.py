@@ -9,8 +9,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dashboard.services import values
-from dashboard.services.values import fill_nonfinite, nonfinite_summary, to_2d_view
+from dashboard.services.sources import values
+from dashboard.services.sources.values import fill_nonfinite, nonfinite_summary, to_2d_view
 from quant_core import PerChannel, PerGroup, PerTensor, layout_for
 
 NAN, INF = math.nan, math.inf

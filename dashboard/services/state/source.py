@@ -1,9 +1,7 @@
-"""Which tensor a page shows, as a small hashable value that also travels in the URL.
-
-A ``SourceChoice`` keys the dashboard's caches and becomes query parameters
-(``source_to_query``); ``source_from_query`` parses them back, validating every value
-against a fixed pattern or enum and raising ``ValueError`` naming the bad key. Nothing is
-evaluated or unpickled. An uploaded file cannot travel in a link: its choice has no URL form.
+"""A ``SourceChoice`` as URL query parameters: ``source_to_query`` writes them;
+``source_from_query`` parses them back, validating every value against a fixed pattern or
+enum and raising ``ValueError`` naming the bad key. Nothing is evaluated or unpickled. An
+uploaded file cannot travel in a link: its choice has no URL form.
 """
 
 from __future__ import annotations
@@ -11,21 +9,19 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TypeVar
 
-from .sources import Distribution, Example, SourceKind, SyntheticSpec
+from ..sources.choice import (
+    ExampleSource,
+    ModelSource,
+    SourceChoice,
+    SourceKind,
+    SyntheticSource,
+)
+from ..sources.examples import Example
+from ..sources.synthetic import Distribution, SyntheticSpec
 
-__all__ = [
-    "SOURCE_KEYS",
-    "ExampleSource",
-    "ModelSource",
-    "SourceChoice",
-    "SyntheticSource",
-    "UploadSource",
-    "source_from_query",
-    "source_to_query",
-]
+__all__ = ["SOURCE_KEYS", "source_from_query", "source_to_query"]
 
 _E = TypeVar("_E", bound=enum.Enum)
 _D = TypeVar("_D")
@@ -36,35 +32,6 @@ _INT_RE = re.compile(r"0|[1-9][0-9]{0,9}")
 _FLOAT_RE = re.compile(r"[0-9]{1,6}(\.[0-9]{1,12})?")
 _TENSOR_RE = re.compile(r"[A-Za-z0-9_.\-]{1,200}")
 MAX_SIDE = 16_384
-
-
-@dataclass(frozen=True)
-class SyntheticSource:
-    spec: SyntheticSpec
-
-
-@dataclass(frozen=True)
-class ExampleSource:
-    example: Example
-
-
-@dataclass(frozen=True)
-class ModelSource:
-    """A weight of the bundled all-MiniLM-L6-v2, by its safetensors name."""
-
-    tensor: str
-
-
-@dataclass(frozen=True)
-class UploadSource:
-    """A tensor of an uploaded file: ``file_id`` is Streamlit's id of that upload."""
-
-    file_id: str
-    filename: str
-    tensor: str | None
-
-
-SourceChoice = SyntheticSource | ExampleSource | ModelSource | UploadSource
 
 
 def source_to_query(choice: SourceChoice) -> dict[str, str]:

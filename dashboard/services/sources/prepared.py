@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .source_state import SourceChoice
+from .choice import SourceChoice
 from .values import NonFiniteSummary, nonfinite_summary, to_2d_view
 
 __all__ = ["PreparedSource", "prepare"]

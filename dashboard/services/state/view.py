@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .reduce import Reduction
+from ..display.reduce import Reduction
 
 __all__ = ["VIEW_KEYS", "ZOOM_SIZES", "ViewState", "view_from_query", "view_to_query"]
 

@@ -1,0 +1,1 @@
+"""What figures share: block reduction of large matrices for heatmaps."""

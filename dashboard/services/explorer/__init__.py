@@ -1,0 +1,2 @@
+"""The explorer page: one tensor under one scheme (``explore``), its heatmaps, histogram,
+teaching panel and downloads."""

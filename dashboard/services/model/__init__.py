@@ -1,0 +1,2 @@
+"""A whole model under one scheme: its weights file (``files``), the per-layer report
+(``evaluate``), the sentence embeddings (``embeddings``) and their figures."""
