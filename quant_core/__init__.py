@@ -21,6 +21,7 @@ from .config import (
     RangeMethod,
     Rounding,
     ScaleDtype,
+    ZeroPoint,
     int_range,
 )
 from .formats import NF4_VALUES, Codebook, codebook_for
@@ -65,6 +66,7 @@ __all__ = [
     "Rounding",
     "ScaleDtype",
     "StorageReport",
+    "ZeroPoint",
     "check_float_tensor",
     "clip_bounds",
     "clip_stats",

@@ -18,9 +18,10 @@ __all__ = ["ClipStats", "clip_bounds", "clip_stats", "code_counts", "levels_used
 @dataclass(frozen=True)
 class ClipStats:
     """``n_clipped_low/high``: inputs below/above their block's representable range
-    ``[s (qmin - z), s (qmax - z)]`` by more than half a step, so clamping made their error
-    exceed the rounding bound (see ``clip_bounds``); ``n_saturated``: codes at either end of
-    the code range (``qmin``/``qmax``, or the codebook's extremes)."""
+    ``[s (qmin - z) + m, s (qmax - z) + m]`` (``m`` only under ``ZeroPoint.FLOAT_MIN``) by
+    more than half a step, so clamping made their error exceed the rounding bound (see
+    ``clip_bounds``); ``n_saturated``: codes at either end of the code range
+    (``qmin``/``qmax``, or the codebook's extremes)."""
 
     n_elements: int
     n_clipped_low: int

@@ -23,6 +23,7 @@ __all__ = [
     "RangeMethod",
     "Rounding",
     "ScaleDtype",
+    "ZeroPoint",
     "int_range",
 ]
 
@@ -36,13 +37,44 @@ class Mode(enum.Enum):
     SYMMETRIC: ``s = max|r| / qmax``, ``z = 0``. Example, 8 bits, r in [-2.0, 1.0]:
     ``s = 2/127 = 0.015748``; ``r = 1.0`` gives ``q = round(63.5) = 64`` (half to even).
 
-    ASYMMETRIC: ``s = (r_max - r_min) / (qmax - qmin)``, ``z = clamp(round(qmin - r_min/s))``.
-    Example, 8 bits, r in [-2.0, 1.0]: ``s = 3/255 = 0.011765``,
-    ``z = round(-128 + 170) = 42``; ``r = 1.0`` gives ``q = round(85 + 42) = 127``.
+    ASYMMETRIC: ``s = (r_max - r_min) / (qmax - qmin)``, ``z = qmin - round(r_min / s)``,
+    under the config's ``ZeroPoint`` convention, by default ``INCLUDE_ZERO``: the range is
+    first widened to contain 0 (``r_min <= 0 <= r_max``), so ``z`` is never clamped and 0
+    is exact. Example, 8 bits, r in [-2.0, 1.0] (contains 0, so every convention agrees):
+    ``s = 3/255 = 0.011765``, ``z = -128 - round(-170) = 42``; ``r = 1.0`` gives
+    ``q = round(85 + 42) = 127``. A range without 0: see ``ZeroPoint``.
     """
 
     SYMMETRIC = "symmetric"
     ASYMMETRIC = "asymmetric"
+
+
+class ZeroPoint(enum.Enum):
+    """Where an asymmetric block's grid sits; they differ only for a range without 0.
+
+    Example, 2 bits (codes -2..1, 3 steps), a block with range [1.0, 4.0]:
+
+    INCLUDE_ZERO (the default, as PyTorch's observers and torchao do): widen the range to
+    contain 0, ``[min(lo, 0), max(hi, 0)] = [0, 4]``; ``s = 4/3``, ``z = qmin - round(0/s)
+    = -2``, levels ``s (q - z) = 0, 4/3, 8/3, 4``. ``z`` is an integer in ``[qmin, qmax]``
+    that is never clamped, and 0 is exactly representable.
+
+    FLOAT_MIN (as tinygemm and GGUF Q4_1 store it): ``x_hat = s q + m`` with a float
+    offset ``m``, stored in the scale dtype, the value of code 0: ``s = (hi - lo)/(qmax -
+    qmin) = 1``, ``m = lo - s qmin = 3``, levels ``1, 2, 3, 4``: the block's own extremes.
+    (GGUF's "min" is the value of the lowest code, ``m + s qmin``.) 0 need not be a level.
+
+    COURSE_CLAMP (the course's convention, kept to follow its lessons): ``s = 1``,
+    ``z = clamp(round(qmin - lo/s), qmin, qmax) = clamp(-3) = -2``, levels ``0, 1, 2, 3``:
+    the grid covers ``[0, hi - lo]`` instead of ``[lo, hi]``, and 4.0 saturates at 3.0.
+
+    Symmetric and codebook formats have no zero point (their grids always contain 0); a
+    config with one of them always holds ``INCLUDE_ZERO``.
+    """
+
+    INCLUDE_ZERO = "include_zero"
+    FLOAT_MIN = "float_min"
+    COURSE_CLAMP = "course_clamp"
 
 
 class Format(enum.Enum):
@@ -184,6 +216,8 @@ class QuantConfig:
     ``percentile``: used by ``RangeMethod.PERCENTILE``, in ``(50, 100]``: 99.9 keeps the
     range between the 0.1st and 99.9th percentiles.
     ``seed``: seeds stochastic rounding when no generator is passed to ``quantize``.
+    ``zero_point``: the asymmetric zero-point convention (see ``ZeroPoint``); set to
+    ``INCLUDE_ZERO`` for symmetric and codebook schemes, which have no zero point.
     """
 
     bits: int = 8
@@ -195,6 +229,7 @@ class QuantConfig:
     rounding: Rounding = Rounding.NEAREST
     seed: int = 0
     scale_dtype: ScaleDtype = ScaleDtype.FP32
+    zero_point: ZeroPoint = ZeroPoint.INCLUDE_ZERO
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -203,6 +238,7 @@ class QuantConfig:
         set_(self, "range_method", _coerce_enum(self.range_method, RangeMethod, "range_method"))
         set_(self, "rounding", _coerce_enum(self.rounding, Rounding, "rounding"))
         set_(self, "scale_dtype", _coerce_enum(self.scale_dtype, ScaleDtype, "scale_dtype"))
+        set_(self, "zero_point", _coerce_enum(self.zero_point, ZeroPoint, "zero_point"))
         if not isinstance(self.granularity, PerTensor | PerChannel | PerGroup):
             raise TypeError(
                 "granularity must be PerTensor(), PerChannel(axis) or PerGroup(group_size), "
@@ -230,6 +266,9 @@ class QuantConfig:
             raise ValueError(f"percentile={self.percentile} must be in (50, 100]")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise TypeError(f"seed must be an int, got {self.seed!r}")
+        if not self.has_zero_point:
+            # one spelling per scheme: the convention means nothing without a zero point
+            set_(self, "zero_point", ZeroPoint.INCLUDE_ZERO)
 
     @property
     def qmin(self) -> int:
@@ -241,10 +280,18 @@ class QuantConfig:
 
     @property
     def has_zero_point(self) -> bool:
+        """Asymmetric integer schemes: each block stores an offset besides its scale (an
+        integer ``z``, or the float ``m`` under ``ZeroPoint.FLOAT_MIN``)."""
         return self.format is Format.INT and self.mode is Mode.ASYMMETRIC
 
+    @property
+    def float_offset(self) -> bool:
+        """``x_hat = s q + m`` with a float ``m`` per block (``ZeroPoint.FLOAT_MIN``)."""
+        return self.has_zero_point and self.zero_point is ZeroPoint.FLOAT_MIN
+
     def describe(self) -> str:
-        """A short human label, e.g. ``int4 asym g32`` or ``nf4 per-channel(0)``."""
+        """A short human label, e.g. ``int4 asym g32``, ``int4 asym g32 float-min`` or
+        ``nf4 per-channel(0)`` (the default ``INCLUDE_ZERO`` convention is not named)."""
         gran = self.granularity
         if isinstance(gran, PerTensor):
             g = "per-tensor"
@@ -261,6 +308,8 @@ class QuantConfig:
             extras.append(f"p{self.percentile:g}")
         elif self.range_method is RangeMethod.MSE:
             extras.append("mse-clip")
+        if self.has_zero_point and self.zero_point is not ZeroPoint.INCLUDE_ZERO:
+            extras.append("float-min" if self.float_offset else "clamped-z")
         if self.rounding is Rounding.STOCHASTIC:
             extras.append("stoch")
         if self.scale_dtype is not ScaleDtype.FP32:

@@ -59,13 +59,15 @@ def report_tensor(name: str, w: torch.Tensor, qt: QuantizedTensor) -> LayerRepor
 class QuantizedLinear(nn.Module):
     """A linear layer whose weight is stored as codes + scales (+ zero points).
 
-    The weight ``[out, in]`` is dequantized in ``forward`` (``W_hat = s * (q - z)``) and
-    applied as ``x @ W_hat.T + b``; buffers move with ``.to(device)``.
+    The weight ``[out, in]`` is dequantized in ``forward`` (``W_hat = s (q - z) + m``, see
+    ``QuantizedTensor``) and applied as ``x @ W_hat.T + b``; buffers (``offset`` is ``None``
+    but under ``ZeroPoint.FLOAT_MIN``) move with ``.to(device)``.
     """
 
     codes: torch.Tensor
     scale: torch.Tensor
     zero_point: torch.Tensor
+    offset: torch.Tensor | None
 
     def __init__(self, qt: QuantizedTensor, bias: torch.Tensor | None) -> None:
         super().__init__()
@@ -76,6 +78,7 @@ class QuantizedLinear(nn.Module):
         self.register_buffer("codes", qt.codes)
         self.register_buffer("scale", qt.scale)
         self.register_buffer("zero_point", qt.zero_point)
+        self.register_buffer("offset", qt.offset)
         self.bias = (
             nn.Parameter(bias.detach().clone(), requires_grad=False) if bias is not None else None
         )
@@ -86,7 +89,13 @@ class QuantizedLinear(nn.Module):
 
     def quantized_weight(self) -> QuantizedTensor:
         return QuantizedTensor(
-            self.codes, self.scale, self.zero_point, self.config, self._layout, self._input_dtype
+            self.codes,
+            self.scale,
+            self.zero_point,
+            self.config,
+            self._layout,
+            self._input_dtype,
+            offset=self.offset,
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -1,20 +1,35 @@
 """``quantize``: float tensor -> ``QuantizedTensor`` (codes + scales + zero points).
 
-Linear (``Format.INT``), per block ``i`` with range ``[lo_i, hi_i]``:
+Linear (``Format.INT``), per block ``i`` with range ``[lo_i, hi_i]``, ``n = qmax - qmin``:
 
-- symmetric:  ``s = max(|lo|, |hi|) / qmax``, ``z = 0``
-- asymmetric: ``s = (hi - lo) / (qmax - qmin)``, ``z = clamp(round(qmin - lo / s), qmin, qmax)``
-- codes:      ``q = clamp(round(r / s + z), qmin, qmax)``; dequantized ``r_hat = s * (q - z)``
+- symmetric: ``s = max(|lo|, |hi|) / qmax``, ``z = 0``;
+  codes ``q = clamp(round(r / s), qmin, qmax)``, dequantized ``r_hat = s q``.
+- asymmetric, by ``cfg.zero_point`` (see ``ZeroPoint``):
 
-A zero range (a constant block) is widened to include 0, and an all-zero block gets
+  - ``INCLUDE_ZERO`` (default): ``lo' = min(lo, 0)``, ``hi' = max(hi, 0)``,
+    ``s = (hi' - lo') / n``, ``z = clamp(qmin - round(lo' / s), qmin, qmax)`` (the clamp
+    never acts but for float slack), as torchao's ``choose_qparams_affine``;
+    ``q = clamp(round(r / s + z), qmin, qmax)``, ``r_hat = s (q - z)``.
+  - ``FLOAT_MIN``: ``s = (hi - lo) / n``, ``m = lo - s qmin`` (the value of code 0, in the
+    scale dtype), ``z = 0``; ``q = clamp(round((r - m) / s), qmin, qmax)``,
+    ``r_hat = s q + m``: levels ``m + s qmin = lo`` to ``m + s qmax = hi``.
+  - ``COURSE_CLAMP``: ``s = (hi - lo) / n``, ``z = clamp(round(qmin - lo / s), qmin, qmax)``,
+    and codes as under ``INCLUDE_ZERO``; a range without 0 pins ``z`` at an end.
+
+A zero range (a constant block) is widened to include 0 (under ``FLOAT_MIN`` it gets
+``s = 1`` and ``m = lo`` instead, so code 0 is the constant), and an all-zero block gets
 ``s = 1``, so constant tensors quantize without NaN/Inf and dequantize to themselves. A
 nonzero range whose scale underflows float32 gets the smallest subnormal, ``2^-149``; a
-range wider than float32's max gets ``s = hi/(qmax-qmin) - lo/(qmax-qmin)``, and a level
-``s * (q - z)`` beyond float32's range saturates to ``+-max``, so every scale, level and
-dequantized value is finite.
+range wider than float32's max gets ``s = hi/n - lo/n``, and a level beyond float32's range
+saturates to ``+-max``, so every scale, level and dequantized value is finite. Scales, and
+``m``, are rounded to ``cfg.scale_dtype`` (saturating at its largest finite value) before
+the codes are computed from them, and ``z`` and ``m`` follow the rounded scale.
 
 Codebook formats (NF4, FP4, FP8): ``s = max(|lo|, |hi|) / max|values|``; the code is that of
-the value nearest to ``r / s`` (ties to the even code, as IEEE rounding does for FP8).
+the value nearest to ``r / s``. FP4/FP8 send an exact midpoint to the even code, as IEEE
+rounding (a native float8 cast) does. NF4 computes ``r * (1/s)`` and sends an exact midpoint
+to the lower code, as bitsandbytes' ``quantize_4bit(..., quant_type="nf4")`` does, so its
+codes equal bitsandbytes' everywhere.
 """
 
 from __future__ import annotations
@@ -25,7 +40,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from .chunks import block_extremes, chunk_slices, for_each_piece, map_rows, scratch_buffer
-from .config import Format, Mode, QuantConfig, Rounding, ScaleDtype
+from .config import Format, Mode, QuantConfig, Rounding, ScaleDtype, ZeroPoint
 from .formats import Codebook, codebook_for
 from .granularity import BlockLayout, layout_for
 from .ranges import BlockRange, choose_range, symmetric_ends
@@ -53,14 +68,28 @@ _SCALE_TORCH_DTYPE = {
 class QuantizedTensor:
     """Codes, scales and zero points of one quantized tensor.
 
-    ``codes``: same shape as the input; int8 (bits <= 8) or int16 in ``[qmin, qmax]`` for
-    ``Format.INT``; uint8 codebook codes (NF4 index, FP4/FP8 bit pattern) otherwise.
-    ``scale`` (float32) and ``zero_point`` (int32, zeros when symmetric) have
-    ``layout.scale_shape``: ``[]`` per tensor, ``[C]`` per channel, ``shape[:-1] + [C/g]``
-    per group; ``.flatten()`` lists them block by block.
-    ``chosen_range``: the range each block's grid was fitted to (``[n_blocks, 1]`` each;
-    the data's extremes under min-max, the clipping range under percentile/MSE), before
-    the zero point's rounding and clamp; ``None`` when not known.
+    Every linear block dequantizes as ``r_hat = s (q - z) + m``:
+
+    - ``codes`` (``q``): same shape as the input; int8 (bits <= 8) or int16 in
+      ``[qmin, qmax]`` for ``Format.INT``; uint8 codebook codes (NF4 index, FP4/FP8 bit
+      pattern) otherwise.
+    - ``scale`` (``s``, float32, holding values of ``config.scale_dtype``) and
+      ``zero_point`` (``z``, int32; zeros when symmetric, under ``ZeroPoint.FLOAT_MIN`` and
+      for codebooks) have ``layout.scale_shape``: ``[]`` per tensor, ``[C]`` per channel,
+      ``shape[:-1] + [C/g]`` per group; ``.flatten()`` lists them block by block.
+    - ``offset`` (``m``): the float zero point of ``ZeroPoint.FLOAT_MIN``, float32 (values
+      of the scale dtype), ``layout.scale_shape``: the value code 0 dequantizes to, so a
+      block's levels run from ``m + s qmin`` to ``m + s qmax``. ``None`` under every other
+      scheme (``m = 0``); it must be given exactly when ``config.float_offset``.
+      A zero point in another float convention converts to it: tinygemm's and torchao's
+      float ``zero_point`` (codes ``u = q - qmin``, ``r_hat = (u - 2^(b-1)) s + zp``) is
+      ``m`` itself; GGUF Q4_1's ``min`` (``r_hat = d u + min``) is ``m + s qmin``; HQQ's
+      ``r_hat = s (u - z_f)`` with a float ``z_f`` is ``m = -s (qmin + z_f)``.
+    - ``chosen_range``: the range each block's grid was fitted to (``[n_blocks, 1]`` each;
+      the data's extremes under min-max, the clipping range under percentile/MSE, the
+      caller's under ``quantize(..., ranges=)``; ``[-a, a]`` when symmetric), before the
+      zero point convention widens it (``INCLUDE_ZERO``) or rounds and clamps ``z``;
+      ``None`` when not known.
     """
 
     codes: torch.Tensor
@@ -70,6 +99,25 @@ class QuantizedTensor:
     layout: BlockLayout
     input_dtype: torch.dtype
     chosen_range: BlockRange | None = None
+    offset: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        wants = self.config.float_offset
+        if wants and not isinstance(self.offset, torch.Tensor):
+            raise ValueError(
+                f"config {self.config.describe()!r} stores a float offset m per block: "
+                "pass offset (float32, the scale's shape)"
+            )
+        if not wants and self.offset is not None:
+            raise ValueError(
+                f"config {self.config.describe()!r} has no float offset; offset must be None "
+                "(use ZeroPoint.FLOAT_MIN for x_hat = s q + m)"
+            )
+        if self.offset is not None and tuple(self.offset.shape) != tuple(self.scale.shape):
+            raise ValueError(
+                f"offset shape {tuple(self.offset.shape)} differs from the scale's "
+                f"{tuple(self.scale.shape)}"
+            )
 
     @property
     def shape(self) -> torch.Size:
@@ -85,21 +133,29 @@ class QuantizedTensor:
     def _zp_col(self) -> torch.Tensor:
         return self.zero_point.reshape(-1, 1).to(torch.float32)
 
+    def _offset_col(self) -> torch.Tensor | None:
+        return None if self.offset is None else self.offset.reshape(-1, 1).to(torch.float32)
+
     def dequantize(self) -> torch.Tensor:
-        """``r_hat = s * (q - z)`` (linear) or ``s * value[q]`` (codebook): float32, input shape."""
+        """``r_hat = s (q - z) + m`` (linear; ``m`` only under ``ZeroPoint.FLOAT_MIN``) or
+        ``s * value[q]`` (codebook): float32, input shape, saturated to float32's range."""
         codes = self.layout.to_blocks(self.codes)
         out = torch.empty(codes.shape, dtype=torch.float32, device=codes.device)
         s = self._scale_col()
         if self.config.format is Format.INT:
             # int32 zero points subtract from float32 exactly (|z| <= 2^15)
             zp = self.zero_point.reshape(-1, 1) if self.config.has_zero_point else None
+            m = self._offset_col()
 
             def work(rows: slice, cols: slice, scratch: dict[str, torch.Tensor]) -> None:
                 part = out[rows, cols]
                 part.copy_(codes[rows, cols])
-                if zp is not None:
+                if zp is not None and m is None:
                     part.sub_(zp[rows])
-                part.mul_(s[rows]).clamp_(-_F32_MAX, _F32_MAX)
+                part.mul_(s[rows])
+                if m is not None:
+                    part.add_(m[rows])
+                part.clamp_(-_F32_MAX, _F32_MAX)
 
         else:
             table = codebook_for(self.config.format, codes.device).decode_table
@@ -119,7 +175,10 @@ class QuantizedTensor:
         if self.config.format is Format.INT:
             q = torch.arange(self.config.qmin, self.config.qmax + 1, device=s.device)
             z = self.zero_point.reshape(-1)[block]
-            return ((q - z).to(torch.float32) * s).clamp_(-_F32_MAX, _F32_MAX)
+            levels = (q - z).to(torch.float32) * s
+            if self.offset is not None:
+                levels = levels + self.offset.reshape(-1)[block]
+            return levels.clamp_(-_F32_MAX, _F32_MAX)
         return (codebook_for(self.config.format, s.device).values * s).clamp_(-_F32_MAX, _F32_MAX)
 
     def representable_range(self) -> BlockRange:
@@ -128,6 +187,9 @@ class QuantizedTensor:
         if self.config.format is Format.INT:
             z = self._zp_col()
             lo, hi = s * (self.config.qmin - z), s * (self.config.qmax - z)
+            m = self._offset_col()
+            if m is not None:
+                lo, hi = lo + m, hi + m
         else:
             values = codebook_for(self.config.format, s.device).values
             lo, hi = s * values[0], s * values[-1]
@@ -156,28 +218,63 @@ def _round_half_even_(v: torch.Tensor) -> torch.Tensor:
     return v.add_(_RNE_MAGIC).sub_(_RNE_MAGIC)
 
 
-def _zero_point(lo: torch.Tensor, s: torch.Tensor, qmin: int, qmax: int) -> torch.Tensor:
+def _round_offset(m: torch.Tensor, scale_dtype: ScaleDtype) -> torch.Tensor:
+    """Round float offsets to the scale dtype, saturating at its largest finite value."""
+    if scale_dtype is ScaleDtype.FP32:
+        return m
+    dtype = _SCALE_TORCH_DTYPE[scale_dtype]
+    info = torch.finfo(dtype)
+    return m.clamp(-info.max, info.max).to(dtype).to(torch.float32)
+
+
+def _course_zero_point(lo: torch.Tensor, s: torch.Tensor, qmin: int, qmax: int) -> torch.Tensor:
     """``clamp(round(qmin - lo / s), qmin, qmax)`` (float); clamping first is the same, as
     the bounds are integers, and keeps the rounding in ``_round_half_even_``'s range."""
     return _round_half_even_((qmin - lo / s).clamp_(qmin, qmax))
 
 
-def _int_qparams(rng: BlockRange, cfg: QuantConfig) -> tuple[torch.Tensor, torch.Tensor]:
+def _include_zero_point(lo: torch.Tensor, s: torch.Tensor, qmin: int, qmax: int) -> torch.Tensor:
+    """``clamp(qmin - round(lo / s), qmin, qmax)`` (float), torchao's order of operations;
+    ``round(lo/s)`` is clamped to ``[qmin - qmax, 0]`` first (the same result, as the bounds
+    are integers), which keeps it in ``_round_half_even_``'s range."""
+    return qmin - _round_half_even_((lo / s).clamp_(qmin - qmax, 0))
+
+
+def _int_qparams(
+    rng: BlockRange, cfg: QuantConfig
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Scales, zero points and float offsets (float32 ``[n_blocks, 1]`` each) of blocks
+    with ranges ``rng``; the offsets are zeros but under ``ZeroPoint.FLOAT_MIN``."""
     qmin, qmax = cfg.qmin, cfg.qmax
     if cfg.mode is Mode.SYMMETRIC:
         a = torch.maximum(rng.lo.abs(), rng.hi.abs())
         s = _round_scale(_positive_scale(a / qmax, a > 0), cfg.scale_dtype)
-        return s, torch.zeros_like(s)
+        return s, torch.zeros_like(s), torch.zeros_like(s)
     lo, hi = rng.lo, rng.hi
-    degenerate = hi <= lo
-    lo = torch.where(degenerate, lo.clamp(max=0), lo)
-    hi = torch.where(degenerate, hi.clamp(min=0), hi)
+    convention = cfg.zero_point
+    if convention is ZeroPoint.INCLUDE_ZERO:
+        lo, hi = lo.clamp(max=0), hi.clamp(min=0)
+    elif convention is ZeroPoint.COURSE_CLAMP:
+        degenerate = hi <= lo
+        lo = torch.where(degenerate, lo.clamp(max=0), lo)
+        hi = torch.where(degenerate, hi.clamp(min=0), hi)
     n = qmax - qmin
     span = hi - lo
     # hi - lo overflows for ranges wider than float32's max; hi/n - lo/n does not.
     s = torch.where(torch.isfinite(span), span / n, hi / n - lo / n)
     s = _round_scale(_positive_scale(s, hi > lo), cfg.scale_dtype)
-    return s, _zero_point(lo, s, qmin, qmax)
+    if convention is ZeroPoint.FLOAT_MIN:
+        # m = lo - s qmin puts code qmin on lo; s * 2^(b-1) is exact. m lies in [lo, hi],
+        # but s * 2^(b-1) alone can overflow for ranges near float32's max: halve both
+        # terms there (exact) and double the sum. A constant block (s = 1) puts code 0 on
+        # the constant instead, so it dequantizes to itself.
+        up = s * (-qmin)
+        m = torch.where(torch.isfinite(up), lo + up, (lo / 2 + s * (-qmin / 2)) * 2)
+        m = torch.where(hi > lo, m, lo)
+        return s, torch.zeros_like(s), _round_offset(m, cfg.scale_dtype)
+    if convention is ZeroPoint.INCLUDE_ZERO:
+        return s, _include_zero_point(lo, s, qmin, qmax), torch.zeros_like(s)
+    return s, _course_zero_point(lo, s, qmin, qmax), torch.zeros_like(s)
 
 
 def _codebook_scale(rng: BlockRange, cb: Codebook, cfg: QuantConfig) -> torch.Tensor:
@@ -185,17 +282,33 @@ def _codebook_scale(rng: BlockRange, cb: Codebook, cfg: QuantConfig) -> torch.Te
     return _round_scale(_positive_scale(a / cb.max_abs, a > 0), cfg.scale_dtype)
 
 
+def _scaled_codes(
+    blocks: torch.Tensor,
+    s: torch.Tensor,
+    z: torch.Tensor,
+    m: torch.Tensor,
+    cfg: QuantConfig,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``r / s + z``, or ``(r - m) / s`` under ``ZeroPoint.FLOAT_MIN``: codes before rounding."""
+    if cfg.float_offset:
+        v = torch.sub(blocks, m, out=out)
+        return v.div_(s)
+    v = torch.div(blocks, s, out=out)
+    return v.add_(z) if cfg.mode is Mode.ASYMMETRIC else v
+
+
 def _int_codes(
     blocks: torch.Tensor,
     s: torch.Tensor,
     z: torch.Tensor,
+    m: torch.Tensor,
     cfg: QuantConfig,
     generator: torch.Generator | None,
 ) -> torch.Tensor:
-    """Float tensor of codes ``clamp(round(r/s + z))``, computed in place on one temporary."""
-    v = torch.div(blocks, s)
-    if cfg.mode is Mode.ASYMMETRIC:
-        v.add_(z)
+    """Float tensor of codes ``clamp(round(v))`` (``v`` of ``_scaled_codes``), computed in
+    place on one temporary."""
+    v = _scaled_codes(blocks, s, z, m, cfg)
     if cfg.rounding is Rounding.STOCHASTIC:
         noise = torch.rand(v.shape, generator=generator, device=v.device, dtype=v.dtype)
         v.add_(noise).floor_()
@@ -208,6 +321,7 @@ def _encode_int(
     blocks: torch.Tensor,
     s: torch.Tensor,
     z: torch.Tensor,
+    m: torch.Tensor,
     cfg: QuantConfig,
     generator: torch.Generator | None,
 ) -> torch.Tensor:
@@ -215,17 +329,16 @@ def _encode_int(
     code_dtype = torch.int8 if cfg.bits <= 8 else torch.int16
     if cfg.rounding is Rounding.STOCHASTIC:
         # One draw over the whole tensor, so a seed gives the same codes at any size.
-        return _int_codes(blocks, s, z, cfg, generator).to(code_dtype)
+        return _int_codes(blocks, s, z, m, cfg, generator).to(code_dtype)
     codes = torch.empty(blocks.shape, dtype=code_dtype, device=blocks.device)
     pieces = chunk_slices(blocks)
     if len(pieces) == 1:
-        return codes.copy_(_int_codes(blocks, s, z, cfg, None))
+        return codes.copy_(_int_codes(blocks, s, z, m, cfg, None))
 
     def work(rows: slice, cols: slice, scratch: dict[str, torch.Tensor]) -> None:
         part = blocks[rows, cols]
-        v = torch.div(part, s[rows], out=scratch_buffer(scratch, "v", part, torch.float32))
-        if cfg.mode is Mode.ASYMMETRIC:
-            v.add_(z[rows])
+        buf = scratch_buffer(scratch, "v", part, torch.float32)
+        v = _scaled_codes(part, s[rows], z[rows], m[rows], cfg, out=buf)
         # clamp then round equals round then clamp: the bounds are integers.
         codes[rows, cols].copy_(_round_half_even_(v.clamp_(cfg.qmin, cfg.qmax)))
 
@@ -247,6 +360,8 @@ def _codebook_index(
         return lower + (u < p_up).long()
     mids = (values[1:] + values[:-1]) / 2
     idx = torch.bucketize(v, mids)
+    if cb.format is Format.NF4:
+        return idx  # an exact tie goes to the lower entry, as in bitsandbytes
     # bucketize sends an exact tie to the lower entry; IEEE sends it to the even code.
     tie = v == mids[idx.clamp(max=len(mids) - 1)]
     if bool(tie.any()):
@@ -267,6 +382,14 @@ def _codebook_codes(
     return codes
 
 
+def _codebook_scaled(blocks: torch.Tensor, s: torch.Tensor, cb: Codebook) -> torch.Tensor:
+    """``r / s``, the value looked up in the codebook; NF4 multiplies by ``1/s`` instead, as
+    bitsandbytes does (the two can differ by an ulp, which moves a value across a midpoint)."""
+    if cb.format is Format.NF4:
+        return blocks * s.reciprocal()
+    return blocks / s
+
+
 def _encode_codebook(
     blocks: torch.Tensor,
     s: torch.Tensor,
@@ -276,11 +399,11 @@ def _encode_codebook(
 ) -> torch.Tensor:
     if cfg.rounding is Rounding.STOCHASTIC:
         # One draw over the whole tensor, so a seed gives the same codes at any size.
-        return _codebook_codes(blocks / s, cb, cfg.rounding, generator)
+        return _codebook_codes(_codebook_scaled(blocks, s, cb), cb, cfg.rounding, generator)
     codes = torch.empty(blocks.shape, dtype=torch.uint8, device=blocks.device)
 
     def work(rows: slice, cols: slice, scratch: dict[str, torch.Tensor]) -> None:
-        v = blocks[rows, cols] / s[rows]
+        v = _codebook_scaled(blocks[rows, cols], s[rows], cb)
         codes[rows, cols] = _codebook_codes(v, cb, cfg.rounding, None)
 
     for_each_piece(chunk_slices(blocks), work)
@@ -293,13 +416,14 @@ def _all_finite_rows(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor]:
 
 def _block_qparams(
     rng: BlockRange, cfg: QuantConfig, cb: Codebook | None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scales (float32) and zero points (int32) of blocks with ranges ``rng``."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Scales (float32), zero points (int32) and offsets (float32, zeros unless
+    ``ZeroPoint.FLOAT_MIN``) of blocks with ranges ``rng``."""
     if cb is None:
-        s, z = _int_qparams(rng, cfg)
-        return s, z.to(torch.int32)
+        s, z, m = _int_qparams(rng, cfg)
+        return s, z.to(torch.int32), m
     s = _codebook_scale(rng, cb, cfg)
-    return s, torch.zeros(s.shape, dtype=torch.int32, device=s.device)
+    return s, torch.zeros(s.shape, dtype=torch.int32, device=s.device), torch.zeros_like(s)
 
 
 def _fake_quant_fn(
@@ -310,11 +434,13 @@ def _fake_quant_fn(
 
     def fq(blocks: torch.Tensor, rng: BlockRange) -> torch.Tensor:
         if cb is None:
-            s, z = _int_qparams(rng, nearest)
-            x_hat = _int_codes(blocks, s, z, nearest, None).sub_(z).mul_(s)
+            s, z, m = _int_qparams(rng, nearest)
+            # m is 0 and z as stored under every convention but FLOAT_MIN, whose z is 0
+            x_hat = _int_codes(blocks, s, z, m, nearest, None).sub_(z).mul_(s).add_(m)
         else:
             s = _codebook_scale(rng, cb, nearest)
-            x_hat = cb.values[_codebook_index(blocks / s, cb, Rounding.NEAREST, None)] * s
+            v = _codebook_scaled(blocks, s, cb)
+            x_hat = cb.values[_codebook_index(v, cb, Rounding.NEAREST, None)] * s
         return x_hat.clamp_(-_F32_MAX, _F32_MAX)  # as dequantize saturates
 
     return fq
@@ -373,6 +499,15 @@ def quantize(
     ``check_float_tensor``, ``layout_for``; a float64 value beyond float32's range is a
     ``ValueError`` too).
 
+    The formulas are the module's. In asymmetric mode ``cfg.zero_point`` decides where a
+    block's grid sits; the default, ``ZeroPoint.INCLUDE_ZERO``, widens each range to
+    contain 0 (as torchao and PyTorch's observers do), ``FLOAT_MIN`` stores a float offset
+    per block (``QuantizedTensor.offset``) and ``COURSE_CLAMP`` clamps the integer zero
+    point as the course does. Example, 4 bits asymmetric, ``x = [0.7, 1.0, 1.3]``:
+    include-zero fits ``[0, 1.3]`` (``s = 1.3/15``, ``z = -8``), float-min fits
+    ``[0.7, 1.3]`` (``s = 0.04``, ``m = 1.02``), the course clamp gives ``z = -8`` on
+    ``s = 0.04``, a grid ``[0, 0.6]`` on which every value saturates at 0.6.
+
     ``range_mask`` (bool, ``x``'s shape): only the cells it marks choose each block's range
     (min-max, percentile or MSE); the others are quantized under that range but influence
     no scale (for stand-ins of missing values). A block with no marked cell uses all.
@@ -419,9 +554,9 @@ def quantize(
         rng = _given_ranges(ranges, layout.n_blocks, cfg.mode, blocks.device)
     else:
         rng = choose_range(blocks, cfg, _fake_quant_fn(cfg, cb), BlockRange(lo, hi), mask_blocks)
-    s, z = map_rows(lambda lo, hi: _block_qparams(BlockRange(lo, hi), cfg, cb), rng.lo, rng.hi)
+    s, z, m = map_rows(lambda lo, hi: _block_qparams(BlockRange(lo, hi), cfg, cb), rng.lo, rng.hi)
     if cb is None:
-        codes = _encode_int(blocks, s, z, cfg, generator)
+        codes = _encode_int(blocks, s, z, m, cfg, generator)
     else:
         codes = _encode_codebook(blocks, s, cb, cfg, generator)
     return QuantizedTensor(
@@ -432,4 +567,5 @@ def quantize(
         layout=layout,
         input_dtype=x.dtype,
         chosen_range=rng,
+        offset=m.reshape(layout.scale_shape) if cfg.float_offset else None,
     )

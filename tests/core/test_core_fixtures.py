@@ -16,6 +16,7 @@ from quant_core import (
     PerTensor,
     QuantConfig,
     ScaleDtype,
+    ZeroPoint,
     dorefa_quantize_weights,
     error_metrics,
     minmax_levels_quantize,
@@ -149,10 +150,46 @@ def test_asymmetric_all_positive_block_clamps_z():
     # levels are s (q + 2) = 0, 1/3, 2/3, 1 and every input saturates at the top, 1.0:
     # the course's convention, which does not widen the range to include zero.
     x = torch.tensor([1.0, 1.5, 2.0])
-    qt = quantize(x, QuantConfig(bits=2, mode="asymmetric"))
+    qt = quantize(x, QuantConfig(bits=2, mode="asymmetric", zero_point="course_clamp"))
     assert int(qt.zero_point) == -2
     assert qt.codes.tolist() == [1, 1, 1]
     torch.testing.assert_close(qt.dequantize(), torch.ones(3), rtol=1e-6, atol=0)
+
+
+def test_zero_point_docstring_example():
+    # ZeroPoint's docstring: 2 bits (codes -2..1), range [1, 4].
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    # include zero: [0, 4], s = 4/3, z = -2 - round(0) = -2, levels 0, 4/3, 8/3, 4;
+    # 1 -> round(0.75) - 2 = -1, 2 -> round(1.5) = 2 (even) -> 0, 3 -> round(2.25) = 2 -> 0,
+    # 4 -> 3 - 2 = 1
+    inc = quantize(x, QuantConfig(bits=2, mode="asymmetric"))
+    assert inc.config.zero_point is ZeroPoint.INCLUDE_ZERO  # the default
+    assert float(inc.scale) == float(torch.tensor(4.0) / 3) and int(inc.zero_point) == -2
+    assert inc.codes.tolist() == [-1, 0, 0, 1] and inc.offset is None
+    # float min: s = 3/3 = 1, m = 1 - 1 * (-2) = 3, levels 1, 2, 3, 4: every value exact
+    fmin = quantize(x, QuantConfig(bits=2, mode="asymmetric", zero_point="float_min"))
+    assert (float(fmin.scale), float(fmin.offset), int(fmin.zero_point)) == (1.0, 3.0, 0)
+    assert fmin.codes.tolist() == [-2, -1, 0, 1]
+    assert torch.equal(fmin.dequantize(), x)
+    assert fmin.levels(0).tolist() == [1.0, 2.0, 3.0, 4.0]
+    # course clamp: s = 1, z = clamp(round(-2 - 1)) = -2, levels 0, 1, 2, 3: 4 saturates
+    course = quantize(x, QuantConfig(bits=2, mode="asymmetric", zero_point="course_clamp"))
+    assert (float(course.scale), int(course.zero_point)) == (1.0, -2)
+    assert course.dequantize().tolist() == [1.0, 2.0, 3.0, 3.0]
+
+
+def test_quantize_docstring_example():
+    # quantize's docstring, 4 bits, x = [0.7, 1.0, 1.3]
+    x = torch.tensor([0.7, 1.0, 1.3])
+    inc = quantize(x, QuantConfig(bits=4, mode="asymmetric"))
+    assert float(inc.scale) == float(torch.tensor(1.3) / 15) and int(inc.zero_point) == -8
+    fmin = quantize(x, QuantConfig(bits=4, mode="asymmetric", zero_point="float_min"))
+    s = (torch.tensor(1.3) - torch.tensor(0.7)) / 15
+    assert float(fmin.scale) == float(s)
+    assert float(fmin.offset) == float(torch.tensor(0.7) + s * 8)  # about 1.02
+    course = quantize(x, QuantConfig(bits=4, mode="asymmetric", zero_point="course_clamp"))
+    assert int(course.zero_point) == -8 and float(course.scale) == float(s)
+    torch.testing.assert_close(course.dequantize(), torch.full((3,), 0.6), rtol=1e-6, atol=0)
 
 
 def test_per_group_scale_shape_and_order():

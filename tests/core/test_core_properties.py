@@ -9,6 +9,9 @@ quotient is subnormal); clamping cannot move a code away from an in-range ``r/s 
     |r - r_hat| <= s/2 + u (|r| + s (|q| + |z| + 1) + |r_hat|) + 2^-148
 
 for every ``r`` whose exact ``r/s + z`` lies in ``[qmin, qmax]`` (the representable range).
+Under ``ZeroPoint.FLOAT_MIN`` (``z = 0``) quantize computes ``v_c = fl(fl(r - m) / s)``,
+``|v_c - (r - m)/s| <= u|r - m|/s + u|v_c|``, and ``r_hat = fl(fl(s q) + m)`` adds
+``u s|q| + u|r_hat|``; with ``|v_c| <= |q| + 1/2`` the bound gains ``u (|m| + s|q|)``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from quant_core import (
     RangeMethod,
     Rounding,
     ScaleDtype,
+    ZeroPoint,
     codebook_for,
     minmax_levels_quantize,
     pack,
@@ -75,6 +79,7 @@ def int_configs(draw, rounding: Rounding = Rounding.NEAREST) -> QuantConfig:
         range_method=draw(st.sampled_from(RangeMethod)),
         scale_dtype=draw(st.sampled_from(ScaleDtype)),
         rounding=rounding,
+        zero_point=draw(st.sampled_from(ZeroPoint)),
     )
 
 
@@ -106,11 +111,14 @@ def test_error_at_most_half_a_step_inside_the_representable_range(x, cfg):
     x_hat = qt.dequantize().double()
     s = _per_element(qt, qt.scale).double()
     z = _per_element(qt, qt.zero_point).double()
+    m = torch.zeros_like(s) if qt.offset is None else _per_element(qt, qt.offset).double()
     q = qt.codes.double()
     xd = x.double()
-    v = xd / s + z  # exact enough in float64
+    v = (xd - m) / s + z  # exact enough in float64
     inside = (v >= cfg.qmin) & (v <= cfg.qmax)
     bound = s / 2 + U * (xd.abs() + s * (q.abs() + z.abs() + 1) + x_hat.abs()) + 2.0**-148
+    if qt.offset is not None:
+        bound = bound + U * (m.abs() + s * q.abs())
     err = (xd - x_hat).abs()
     assert bool((err[inside] <= bound[inside]).all())
 
@@ -166,9 +174,12 @@ def test_values_on_the_grid_survive_exactly(case):
 # that starts at the multiple of ``s_b`` nearest ``r_min``; with ``b | b'`` the coarse
 # multiples are fine multiples, and a coarse level outside the fine window is farther from
 # every input than the fine window's end, so each input's nearest fine level is at least as
-# close as its nearest coarse level. The course's clamp of ``z`` does not break this: it
-# acts only when ``r_min > 0`` (then ``z = qmin`` at every width, window ``[0, R]``) or
-# ``r_max < 0`` (``z = qmax``, window ``[-R, 0]``), identically for both widths.
+# close as its nearest coarse level. This holds under every zero-point convention: under
+# ``INCLUDE_ZERO`` the range is first widened to contain 0, the same for both widths;
+# ``FLOAT_MIN`` levels are ``r_min + k s_b``, ``k = 0..2^b - 1``, a window of width ``R``
+# starting at ``r_min`` itself; the course's clamp of ``z`` acts only when ``r_min > 0``
+# (then ``z = qmin`` at every width, window ``[0, R]``) or ``r_max < 0`` (``z = qmax``,
+# window ``[-R, 0]``), identically for both widths.
 #
 # Float slack: each computed level is within ``3u max|r|`` of its exact value and a rounding
 # decision near a tie can pick the other neighbour (``2u max|r|``); with both widths, the
@@ -197,24 +208,100 @@ def _nested_pairs(mode: Mode) -> list[tuple[int, int]]:
     return [(b, c) for b in range(2, 17) for c in range(b + 1, 17) if c % b == 0]
 
 
-@FAST
-@given(x=matrices(max_abs=1e4), data=st.data())
-@pytest.mark.parametrize("mode", list(Mode), ids=["sym", "asym"])
-def test_more_bits_never_increases_error_when_grids_nest(x, data, mode):
-    coarse, fine = data.draw(st.sampled_from(_nested_pairs(mode)), label="bits")
-    gran = data.draw(GRANULARITIES, label="granularity")
-    assume(_scales_are_normal(x, gran))
-    a = quantize(x, QuantConfig(bits=coarse, mode=mode, granularity=gran))
-    b = quantize(x, QuantConfig(bits=fine, mode=mode, granularity=gran))
-    err_a = (x.double() - a.dequantize().double()).abs()
-    err_b = (x.double() - b.dequantize().double()).abs()
-    blocks = a.layout.to_blocks(x.double())
-    span = torch.maximum(blocks.abs().amax(1), blocks.amax(1) - blocks.amin(1))
-    slack = a.layout.expand(10 * U * span) + 2.0**-146
+def _assert_no_larger_error(
+    x: torch.Tensor, coarse: torch.Tensor, fine: torch.Tensor, slack: torch.Tensor
+) -> None:
+    """Pointwise ``|x - fine| <= |x - coarse| + slack``, and the MSE bound that follows."""
+    err_a = (x.double() - coarse.double()).abs()
+    err_b = (x.double() - fine.double()).abs()
     assert bool((err_b <= err_a + slack).all())
     assert err_b.square().mean() <= err_a.square().mean() + 2 * (err_a * slack).mean() + (
         slack.square().mean()
     )
+
+
+@FAST
+@given(x=matrices(max_abs=1e4), data=st.data())
+@pytest.mark.parametrize(
+    ("mode", "zp"),
+    [(Mode.SYMMETRIC, ZeroPoint.INCLUDE_ZERO), *((Mode.ASYMMETRIC, zp) for zp in ZeroPoint)],
+    ids=["sym", "asym-include-zero", "asym-float-min", "asym-course-clamp"],
+)
+def test_more_bits_never_increases_error_when_grids_nest(x, data, mode, zp):
+    coarse, fine = data.draw(st.sampled_from(_nested_pairs(mode)), label="bits")
+    gran = data.draw(GRANULARITIES, label="granularity")
+    assume(_scales_are_normal(x, gran))
+    a = quantize(x, QuantConfig(bits=coarse, mode=mode, granularity=gran, zero_point=zp))
+    b = quantize(x, QuantConfig(bits=fine, mode=mode, granularity=gran, zero_point=zp))
+    blocks = a.layout.to_blocks(x.double())
+    span = torch.maximum(blocks.abs().amax(1), blocks.amax(1) - blocks.amin(1))
+    slack = a.layout.expand(10 * U * span) + 2.0**-146
+    _assert_no_larger_error(x, a.dequantize(), b.dequantize(), slack)
+
+
+# -- finer groups ---------------------------------------------------------------------------
+#
+# Under INCLUDE_ZERO a block's levels are the multiples ``k S`` of its step ``S = R / n``
+# (``R`` the width of its range widened to contain 0, ``n = qmax - qmin``) in a window of
+# width ``R`` holding 0, whose ends lie within ``S/2`` of the range's ends. Split a block
+# into two halves: each half's widened range lies inside the whole's, ``R_i <= R``. When
+# ``R / R_i`` is an integer ``d_i``, every level of the whole (``k S = k d_i s_i``) is a
+# level of the half's grid or lies outside the half's window; a level outside is farther
+# from any input of the half than the window's nearest end (the end is a multiple of
+# ``s_i`` and an input lies within ``s_i/2`` beyond it at most). So each input's error in
+# its half is at most its error in the whole, up to the float slack of computing two grids
+# (as above, ``10u max(|r|, R)``). Without that divisibility it is false: a coarse level
+# can sit on an input that falls between two levels of the finer grid.
+
+
+@st.composite
+def nested_group_pairs(draw):
+    """``[rows, 2g]``: each row's halves have widened ranges ``R`` and ``R / d`` (d integer)."""
+    rows, g = draw(st.integers(1, 4)), draw(st.integers(2, 6))
+    e = draw(st.integers(-6, 6))
+    out = []
+    for _ in range(rows):
+        width = draw(st.integers(1, 40))  # R in units of 2^e
+        d = draw(st.sampled_from([1, 2, 3, 4, 5, 8]))
+        big_lo = draw(st.integers(-width, 0))  # the whole's range [big_lo, big_lo + width]
+        small_w = width / d
+        small_lo = draw(st.floats(max(big_lo, -small_w), min(0.0, big_lo + width - small_w)))
+        halves = []
+        for lo, w in ((float(big_lo), float(width)), (small_lo, small_w)):
+            # the half's widened range is [lo, lo + w] (it holds 0): put both ends in it
+            vals = [lo, lo + w] + [
+                draw(st.floats(lo, lo + w, allow_subnormal=False)) for _ in range(g - 2)
+            ]
+            halves.extend(draw(st.permutations(vals)))
+        out.append(halves)
+    return torch.tensor(out, dtype=torch.float64).mul(2.0**e).float(), g
+
+
+@FAST
+@given(case=nested_group_pairs(), bits=st.integers(2, 8))
+def test_finer_groups_never_increase_error_under_include_zero_when_grids_nest(case, bits):
+    x, g = case
+    # float32 rounding moves each half's range by a few ulps: its width stays R/d up to
+    # 4u R, within the slack below
+    cfg = QuantConfig(bits=bits, mode=Mode.ASYMMETRIC, zero_point=ZeroPoint.INCLUDE_ZERO)
+    whole = quantize(x, QuantConfig(**{**cfg.__dict__, "granularity": PerGroup(2 * g)}))
+    halves = quantize(x, QuantConfig(**{**cfg.__dict__, "granularity": PerGroup(g)}))
+    blocks = whole.layout.to_blocks(x.double())
+    span = torch.maximum(blocks.abs().amax(1), blocks.amax(1).clamp(min=0) - blocks.amin(1))
+    slack = whole.layout.expand(10 * U * span) + 2.0**-146
+    _assert_no_larger_error(x, whole.dequantize(), halves.dequantize(), slack)
+
+
+def test_finer_groups_can_increase_error_without_nesting():
+    """A counterexample when R / R_i is not an integer: 2 bits, whole [0, 3] (s = 1, the
+    value 1 exact), one half [0, 1.5] has s = 0.5 (1 exact too), the other [0, 2] has
+    s = 2/3, between whose levels 2/3 and 4/3 the value 1 falls."""
+    x = torch.tensor([[3.0, 0.0, 2.0, 1.0]])
+    cfg = dict(bits=2, mode=Mode.ASYMMETRIC)
+    whole = quantize(x, QuantConfig(**cfg, granularity=PerGroup(4))).dequantize()
+    halves = quantize(x, QuantConfig(**cfg, granularity=PerGroup(2))).dequantize()
+    assert torch.equal(whole, x)
+    assert float((halves - x).abs().max()) > 0
 
 
 @pytest.mark.parametrize(
@@ -379,13 +466,21 @@ def test_constant_tensors_dequantize_to_themselves(c, cfg, shape):
     assert bool(((out.double() - c).abs() <= (2 * U + U * U) * abs(c)).all())
 
 
+SCHEMES = [("symmetric", "include_zero"), ("asymmetric", "include_zero"),
+           ("asymmetric", "float_min"), ("asymmetric", "course_clamp")]  # fmt: skip
+SCHEME_IDS = ["sym", "asym", "asym-float-min", "asym-course-clamp"]
+
+
 @pytest.mark.parametrize("scale_dtype", ["fp16", "bf16"])
-@pytest.mark.parametrize("mode", ["symmetric", "asymmetric"])
-def test_constant_tensors_with_rounded_scales_stay_within_half_a_step(mode, scale_dtype):
-    """fp16/bf16 scales are rounded, so q may saturate; still finite and within s/2 + slack."""
+@pytest.mark.parametrize(("mode", "zp"), SCHEMES, ids=SCHEME_IDS)
+def test_constant_tensors_with_rounded_scales_stay_within_half_a_step(mode, zp, scale_dtype):
+    """fp16/bf16 scales are rounded, so q may saturate; still finite and within s/2 + slack.
+    Under FLOAT_MIN, s = 1 and m = c rounded to the scale dtype: the code absorbs the
+    rounding, ``q = round(c - m)``, so the error is at most s/2 too (|c - m| < 2^(b-1))."""
     for c in [0.0, 1.0, -3.7, 1234.5]:
         x = torch.full((4, 4), c)
-        qt = quantize(x, QuantConfig(bits=4, mode=mode, scale_dtype=scale_dtype))
+        cfg = QuantConfig(bits=4, mode=mode, scale_dtype=scale_dtype, zero_point=zp)
+        qt = quantize(x, cfg)
         out = qt.dequantize()
         assert bool(torch.isfinite(out).all())
         s = float(qt.scale)
@@ -436,14 +531,14 @@ def test_any_finite_float32_input_gives_finite_output(x, cfg, fmt):
     assert bool(torch.isfinite(lo).all() & torch.isfinite(hi).all())
 
 
-@pytest.mark.parametrize("mode", ["symmetric", "asymmetric"])
+@pytest.mark.parametrize(("mode", "zp"), SCHEMES, ids=SCHEME_IDS)
 @pytest.mark.parametrize("bits", [2, 8, 16], ids=lambda b: f"int{b}")
-def test_range_up_to_float32_max_stays_finite(mode, bits):
+def test_range_up_to_float32_max_stays_finite(mode, zp, bits):
     """Ranges whose width (or whose top level) overflows float32: finite results, and
     within half a step (plus the slack of a scale stepped down by a few ulps)."""
     for x in ([-F32_MAX, F32_MAX], [0.0, F32_MAX], [-F32_MAX, 1.0, F32_MAX], [-3e38, 3e38]):
         t = torch.tensor(x)
-        qt = quantize(t, QuantConfig(bits=bits, mode=mode))
+        qt = quantize(t, QuantConfig(bits=bits, mode=mode, zero_point=zp))
         out = qt.dequantize()
         assert bool(torch.isfinite(out).all()), x
         err = (out.double() - t.double()).abs().max()

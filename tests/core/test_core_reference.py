@@ -23,6 +23,7 @@ from quant_core import (
     PerGroup,
     PerTensor,
     QuantConfig,
+    ZeroPoint,
     codebook_for,
     quantize,
 )
@@ -154,35 +155,55 @@ def test_per_channel_codes_match_quantize_per_channel_int_repr(gen, axis, mode):
     _check_against(qt.codes, ref, near, torch.ones(()))
 
 
-def _loop_reference(x: torch.Tensor, bits: int, mode: Mode, g: int):
-    """Per-group quantization written out element by element, in float32 (numpy scalars)."""
+def _loop_reference(x: torch.Tensor, bits: int, mode: Mode, g: int, zp: ZeroPoint):
+    """Per-group quantization written out element by element, in float32 (numpy scalars).
+    Returns scales, zero points, offsets (FLOAT_MIN; else zeros), codes, dequantized."""
     f32 = np.float32
     qmin, qmax = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
     rows = x.reshape(-1, x.shape[-1]).numpy()
-    scales, zps, codes, deq = [], [], np.zeros(rows.shape, np.int64), np.zeros(rows.shape, f32)
+    scales, zps, offsets = [], [], []
+    codes, deq = np.zeros(rows.shape, np.int64), np.zeros(rows.shape, f32)
     for r in range(rows.shape[0]):
         for start in range(0, rows.shape[1], g):
             group = [f32(v) for v in rows[r, start : start + g]]
             lo, hi = min(group), max(group)
+            m = f32(0)
             if mode is Mode.SYMMETRIC:
                 a = max(abs(lo), abs(hi))
                 s = f32(a / f32(qmax)) if a > 0 else f32(1)
                 z = 0
+            elif zp is ZeroPoint.FLOAT_MIN:
+                s = f32(f32(hi - lo) / f32(qmax - qmin)) if hi > lo else f32(1)
+                m = f32(lo + f32(s * f32(-qmin))) if hi > lo else lo  # the value of code 0
+                z = 0
             else:
-                if hi <= lo:  # constant group: widen to include zero
+                if zp is ZeroPoint.INCLUDE_ZERO or hi <= lo:  # widen to include zero
                     lo, hi = min(lo, f32(0)), max(hi, f32(0))
                 s = f32(f32(hi - lo) / f32(qmax - qmin)) if hi > lo else f32(1)
-                z = int(min(max(np.round(f32(f32(qmin) - f32(lo / s))), qmin), qmax))
+                if zp is ZeroPoint.INCLUDE_ZERO:  # torchao: qmin - round(lo / s)
+                    z = int(min(max(qmin - np.round(f32(lo / s)), qmin), qmax))
+                else:
+                    z = int(min(max(np.round(f32(f32(qmin) - f32(lo / s))), qmin), qmax))
             scales.append(s)
             zps.append(z)
+            offsets.append(m)
             for j, v in enumerate(group):
-                q = f32(v / s)
-                if mode is Mode.ASYMMETRIC:
-                    q = f32(q + f32(z))
+                if zp is ZeroPoint.FLOAT_MIN and mode is Mode.ASYMMETRIC:
+                    q = f32(f32(v - m) / s)
+                else:
+                    q = f32(v / s)
+                    if mode is Mode.ASYMMETRIC:
+                        q = f32(q + f32(z))
                 q = int(min(max(np.round(q), qmin), qmax))  # np.round: half to even
                 codes[r, start + j] = q
-                deq[r, start + j] = f32(f32(q - z) * s)
-    return np.array(scales, f32), np.array(zps), codes.reshape(x.shape), deq.reshape(x.shape)
+                deq[r, start + j] = f32(f32(f32(q - z) * s) + m)
+    return (
+        np.array(scales, f32),
+        np.array(zps),
+        np.array(offsets, f32),
+        codes.reshape(x.shape),
+        deq.reshape(x.shape),
+    )
 
 
 @pytest.mark.parametrize(
@@ -191,15 +212,25 @@ def _loop_reference(x: torch.Tensor, bits: int, mode: Mode, g: int):
     ids=["2d-g8", "3d-g6", "1d-g5", "whole-row", "g1"],
 )
 @pytest.mark.parametrize("bits", [3, 8], ids=lambda b: f"int{b}")
-@pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
-def test_per_group_matches_slow_loop_reference(gen, shape, g, bits, mode):
+@pytest.mark.parametrize(
+    ("mode", "zp"),
+    [(Mode.SYMMETRIC, ZeroPoint.INCLUDE_ZERO), *((Mode.ASYMMETRIC, zp) for zp in ZeroPoint)],
+    ids=["sym", "asym-include-zero", "asym-float-min", "asym-course-clamp"],
+)
+def test_per_group_matches_slow_loop_reference(gen, shape, g, bits, mode, zp):
     x = _data(gen, shape, 0.5)
     x.view(-1)[:g] = 1.25  # one constant group
-    qt = quantize(x, QuantConfig(bits=bits, mode=mode, granularity=PerGroup(g)))
-    scales, zps, codes, deq = _loop_reference(x, bits, mode, g)
+    cfg = QuantConfig(bits=bits, mode=mode, granularity=PerGroup(g), zero_point=zp)
+    qt = quantize(x, cfg)
+    scales, zps, offsets, codes, deq = _loop_reference(x, bits, mode, g, zp)
     assert qt.scale.shape == (*shape[:-1], shape[-1] // g)
     assert torch.equal(qt.scale.flatten(), torch.from_numpy(scales))
     assert torch.equal(qt.zero_point.flatten(), torch.from_numpy(zps).to(torch.int32))
+    if cfg.float_offset:
+        assert qt.offset is not None
+        assert torch.equal(qt.offset.flatten(), torch.from_numpy(offsets))
+    else:
+        assert qt.offset is None
     assert torch.equal(qt.codes.long(), torch.from_numpy(codes))
     assert torch.equal(qt.dequantize(), torch.from_numpy(deq))
 
