@@ -7,6 +7,10 @@ Its granularities in activation terms (``ActivationGranularity``):
 - per-token: ``PerChannel(axis=0)``, one scale per row (token);
 - per-channel (per feature): ``PerChannel(axis=1)``, one scale per column (feature).
 
+Dynamic ranges come from the tokens being quantized (``quantize_activation(x, cfg)``);
+static ranges are calibrated once on other tokens (``calibrate_ranges``) and applied to new
+ones (``quantize_activation(x, cfg, ranges)``), which clips what falls outside them.
+
 ``capture_linear_inputs`` records, with forward pre-hooks (no model code copied), the input
 of every ``nn.Linear`` of a module while a callable runs, keeping only real (unpadded)
 tokens; ``quant_core.calibration.capture_sentence_inputs`` does it for a SentenceTransformer
@@ -26,18 +30,28 @@ from typing import Any
 import torch
 from torch import nn
 
-from .config import Granularity, PerChannel, PerTensor
+from .analysis import ClipStats, clip_stats
+from .config import Granularity, PerChannel, PerTensor, QuantConfig
+from .metrics import ErrorMetrics, error_metrics
+from .quantize import QuantizedTensor, quantize
+from .ranges import BlockRange
 from .validation import check_float_tensor
 
 __all__ = [
     "ActivationCapture",
     "ActivationGranularity",
+    "ActivationQuant",
+    "ActivationRanges",
     "LinearInputRecorder",
+    "RangeComparison",
+    "calibrate_ranges",
     "capture_linear_inputs",
     "check_activation",
+    "compare_static_dynamic",
     "feature_absmax",
     "linear_layer_names",
     "outlier_features",
+    "quantize_activation",
 ]
 
 
@@ -322,3 +336,143 @@ def capture_linear_inputs(
     finally:
         recorder.remove()
     return recorder.result()
+
+
+# --- Static and dynamic ranges --------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class ActivationRanges:
+    """Static activation ranges calibrated on ``n_tokens`` tokens of ``n_features``
+    features under ``config`` (per-tensor or per-feature).
+
+    ``ranges``: ``lo``/``hi`` of shape ``[1, 1]`` (per tensor) or ``[n_features, 1]`` (per
+    feature), what ``quantize(..., ranges=...)`` takes; under a symmetric config
+    ``lo = -hi``.
+    """
+
+    config: QuantConfig
+    ranges: BlockRange
+    n_features: int
+    n_tokens: int
+
+    @property
+    def granularity(self) -> ActivationGranularity:
+        return ActivationGranularity.of(self.config.granularity)
+
+
+def _check_config(cfg: object) -> QuantConfig:
+    if not isinstance(cfg, QuantConfig):
+        raise TypeError(f"cfg must be a QuantConfig, got {type(cfg).__name__}")
+    return cfg
+
+
+def calibrate_ranges(x: torch.Tensor, cfg: QuantConfig) -> ActivationRanges:
+    """Static ranges of ``cfg`` chosen on the calibration activation ``x`` ``[tokens, F]``:
+    per block, the range ``quantize(x, cfg)`` fits its grid to (min-max, percentile or MSE,
+    as ``cfg.range_method`` says).
+
+    Raises ``ValueError`` for a per-token (or per-group) ``cfg``: those ranges belong to
+    the calibration tokens themselves, and a held-out sentence has other tokens.
+    """
+    x = check_activation(x)
+    cfg = _check_config(cfg)
+    gran = ActivationGranularity.of(cfg.granularity)
+    if not gran.allows_static:
+        raise ValueError(
+            f"static ranges must be per-tensor or per-feature, not {gran.label} "
+            f"({cfg.granularity!r}): a held-out sentence has other tokens, so per-token "
+            "ranges are always dynamic"
+        )
+    qt = quantize(x, cfg)
+    if qt.chosen_range is None:  # quantize always sets it; keep the type checker honest
+        raise ValueError(f"quantize chose no range for {cfg.describe()}")
+    return ActivationRanges(
+        config=cfg, ranges=qt.chosen_range, n_features=int(x.shape[1]), n_tokens=int(x.shape[0])
+    )
+
+
+def quantize_activation(
+    x: torch.Tensor, cfg: QuantConfig, ranges: ActivationRanges | None = None
+) -> QuantizedTensor:
+    """Quantize the activation ``x`` ``[tokens, F]`` under ``cfg``: with dynamic ranges
+    (chosen from ``x`` itself) when ``ranges`` is ``None``, else with the static
+    ``ranges`` (values beyond them clip; ``clip_stats`` counts them).
+
+    Raises ``ValueError`` when ``ranges`` was calibrated under another config or for
+    another number of features.
+    """
+    x = check_activation(x)
+    cfg = _check_config(cfg)
+    if ranges is None:
+        return quantize(x, cfg)
+    if not isinstance(ranges, ActivationRanges):
+        raise TypeError(f"ranges must be ActivationRanges, got {type(ranges).__name__}")
+    if ranges.config != cfg:
+        raise ValueError(
+            f"ranges were calibrated under {ranges.config.describe()}, not {cfg.describe()}"
+        )
+    if ranges.n_features != x.shape[1]:
+        raise ValueError(
+            f"ranges were calibrated on {ranges.n_features} features; x has {x.shape[1]} "
+            f"(shape {tuple(x.shape)})"
+        )
+    return quantize(x, cfg, ranges=ranges.ranges)
+
+
+@dataclass(frozen=True, eq=False)
+class ActivationQuant:
+    """One activation quantized: its codes, the error of its dequantized values and how
+    many values clipped."""
+
+    quantized: QuantizedTensor
+    metrics: ErrorMetrics
+    clip: ClipStats
+
+    @property
+    def clipped_fraction(self) -> float:
+        return self.clip.n_clipped / self.clip.n_elements
+
+
+@dataclass(frozen=True, eq=False)
+class RangeComparison:
+    """The same activation under dynamic ranges (its own) and static ranges (calibrated on
+    other tokens)."""
+
+    dynamic: ActivationQuant
+    static: ActivationQuant
+    ranges: ActivationRanges
+
+
+def _measure(x: torch.Tensor, qt: QuantizedTensor) -> ActivationQuant:
+    return ActivationQuant(qt, error_metrics(x, qt.dequantize()), clip_stats(x, qt))
+
+
+def compare_static_dynamic(
+    x: torch.Tensor,
+    cfg: QuantConfig,
+    *,
+    calibration: torch.Tensor | None = None,
+    ranges: ActivationRanges | None = None,
+) -> RangeComparison:
+    """``x`` ``[tokens, F]`` quantized under ``cfg`` with dynamic ranges (its own) and with
+    static ranges: calibrated on ``calibration`` ``[tokens', F]`` (other tokens of the same
+    layer), or the given ``ranges``; pass exactly one of the two. Metrics and clipping side
+    by side.
+
+    Raises as ``calibrate_ranges`` (a per-token ``cfg``) and ``quantize_activation``.
+    """
+    x = check_activation(x)
+    if (calibration is None) == (ranges is None):
+        raise ValueError("pass exactly one of calibration (to calibrate on) and ranges")
+    if ranges is None:
+        calibration = check_activation(calibration, "calibration")
+        if calibration.shape[1] != x.shape[1]:
+            raise ValueError(
+                f"calibration has {calibration.shape[1]} features and x {x.shape[1]}: "
+                "static ranges apply to the same layer's inputs"
+            )
+        ranges = calibrate_ranges(calibration, cfg)
+    dynamic = _measure(x, quantize_activation(x, cfg))
+    static = _measure(x, quantize_activation(x, cfg, ranges))
+    return RangeComparison(dynamic=dynamic, static=static, ranges=ranges)

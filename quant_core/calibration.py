@@ -16,7 +16,7 @@ Layer names are those of the underlying transformer (the ``.safetensors`` keys w
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import torch
@@ -28,8 +28,10 @@ __all__ = [
     "CALIBRATION_SENTENCES",
     "HELD_OUT_SENTENCES",
     "MAX_BATCH_SENTENCES",
+    "capture_and_embed",
     "capture_sentence_inputs",
     "check_sentences",
+    "run_sentences",
     "sentence_features",
     "transformer_of",
 ]
@@ -155,6 +157,54 @@ def sentence_features(model: nn.Module, sentences: Sequence[str]) -> dict[str, A
     return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in features.items()}
 
 
+def run_sentences(
+    model: nn.Module,
+    sentences: Sequence[str],
+    on_batch: Callable[[torch.Tensor], None] | None = None,
+) -> torch.Tensor:
+    """Embed ``sentences`` (checked) with ``model`` under ``torch.inference_mode()`` in
+    batches of at most ``MAX_BATCH_SENTENCES``: float32 ``[n_sentences, dim]`` on the CPU.
+
+    ``on_batch(token_mask)`` is called before each batch with its bool ``[batch, seq]``
+    mask of real tokens (hooks that keep or quantize real tokens only read it).
+    """
+    texts = check_sentences(sentences)
+    transformer_of(model)  # a clear TypeError for anything that is not a SentenceTransformer
+    out = []
+    with torch.inference_mode():
+        for start in range(0, len(texts), MAX_BATCH_SENTENCES):
+            features = sentence_features(model, texts[start : start + MAX_BATCH_SENTENCES])
+            if on_batch is not None:
+                on_batch(features["attention_mask"].bool())
+            emb = model(features)["sentence_embedding"]
+            with torch.inference_mode(False):  # an ordinary tensor for the caller
+                out.append(emb.detach().to(device="cpu", dtype=torch.float32, copy=True))
+    return torch.cat(out) if len(out) > 1 else out[0]
+
+
+def capture_and_embed(
+    model: nn.Module,
+    sentences: Sequence[str],
+    *,
+    layers: Collection[str] | None = None,
+) -> tuple[ActivationCapture, torch.Tensor]:
+    """``capture_sentence_inputs`` and the sentence embeddings of the same forward passes
+    (float32 ``[n_sentences, dim]``)."""
+    check_sentences(sentences)
+    inner = transformer_of(model)
+    names = linear_layer_names(inner, layers)
+    recorder = LinearInputRecorder(inner, names)
+
+    def set_mask(mask: torch.Tensor) -> None:
+        recorder.token_mask = mask
+
+    try:
+        embeddings = run_sentences(model, sentences, set_mask)
+    finally:
+        recorder.remove()
+    return recorder.result(), embeddings
+
+
 def capture_sentence_inputs(
     model: nn.Module,
     sentences: Sequence[str],
@@ -175,16 +225,4 @@ def capture_sentence_inputs(
     Raises ``TypeError``/``ValueError`` for a model that is not a SentenceTransformer, bad
     sentences (``check_sentences``) and layer names that are not ``nn.Linear`` layers.
     """
-    texts = check_sentences(sentences)
-    inner = transformer_of(model)
-    names = linear_layer_names(inner, layers)
-    recorder = LinearInputRecorder(inner, names)
-    try:
-        with torch.inference_mode():
-            for start in range(0, len(texts), MAX_BATCH_SENTENCES):
-                features = sentence_features(model, texts[start : start + MAX_BATCH_SENTENCES])
-                recorder.token_mask = features["attention_mask"].bool()
-                model(features)
-    finally:
-        recorder.remove()
-    return recorder.result()
+    return capture_and_embed(model, sentences, layers=layers)[0]
