@@ -7,7 +7,16 @@
 This package never imports Streamlit.
 """
 
+from .algo_checks import AlgorithmWarning
+from .algorithms import (
+    Algorithm,
+    WeightQuantResult,
+    layer_output_error,
+    quantize_weight,
+    quantize_weights,
+)
 from .analysis import ClipStats, clip_bounds, clip_stats, code_counts, levels_used
+from .awq import AWQOptions, AWQResult
 from .config import (
     MAX_INT_BITS,
     MIN_INT_BITS,
@@ -25,7 +34,9 @@ from .config import (
     int_range,
 )
 from .formats import NF4_VALUES, Codebook, codebook_for
+from .gptq import GPTQOptions, GPTQResult
 from .granularity import BlockLayout, layout_for
+from .hqq import HQQOptions, HQQResult, HQQVariable
 from .metrics import ErrorMetrics, error_metrics
 from .model import LayerReport, ModelReport, QuantizedLinear, quantize_model, report_tensor
 from .packing import pack, packed_size, unpack
@@ -34,8 +45,13 @@ from .ranges import BlockRange
 from .research import (
     DoReFaResult,
     LevelQuantResult,
+    QkVariant,
+    TeachingStep,
     dorefa_quantize_weights,
     minmax_levels_quantize,
+    q_k,
+    q_k_codes,
+    q_k_levels,
 )
 from .storage import StorageReport, storage_cost
 from .validation import check_float_tensor
@@ -44,6 +60,10 @@ __all__ = [
     "MAX_INT_BITS",
     "MIN_INT_BITS",
     "NF4_VALUES",
+    "AWQOptions",
+    "AWQResult",
+    "Algorithm",
+    "AlgorithmWarning",
     "BlockLayout",
     "BlockRange",
     "ClipStats",
@@ -51,7 +71,12 @@ __all__ = [
     "DoReFaResult",
     "ErrorMetrics",
     "Format",
+    "GPTQOptions",
+    "GPTQResult",
     "Granularity",
+    "HQQOptions",
+    "HQQResult",
+    "HQQVariable",
     "LayerReport",
     "LevelQuantResult",
     "Mode",
@@ -59,6 +84,7 @@ __all__ = [
     "PerChannel",
     "PerGroup",
     "PerTensor",
+    "QkVariant",
     "QuantConfig",
     "QuantizedLinear",
     "QuantizedTensor",
@@ -66,6 +92,8 @@ __all__ = [
     "Rounding",
     "ScaleDtype",
     "StorageReport",
+    "TeachingStep",
+    "WeightQuantResult",
     "ZeroPoint",
     "check_float_tensor",
     "clip_bounds",
@@ -75,13 +103,19 @@ __all__ = [
     "dorefa_quantize_weights",
     "error_metrics",
     "int_range",
+    "layer_output_error",
     "layout_for",
     "levels_used",
     "minmax_levels_quantize",
     "pack",
     "packed_size",
+    "q_k",
+    "q_k_codes",
+    "q_k_levels",
     "quantize",
     "quantize_model",
+    "quantize_weight",
+    "quantize_weights",
     "report_tensor",
     "storage_cost",
     "unpack",

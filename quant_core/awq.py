@@ -23,7 +23,7 @@ inputs, which weight-only methods never see.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -133,7 +133,7 @@ def awq_quantize(
         raise RuntimeError("AWQ searched no alpha")
     _, alpha, s, qt = best
     return AWQResult(
-        quantized=qt,
+        quantized=replace(qt, input_dtype=w.dtype),
         input_scale=s,
         alpha=alpha,
         alphas=options.alphas,
