@@ -44,6 +44,7 @@ __all__ = [
     "ActivationRanges",
     "LinearInputRecorder",
     "RangeComparison",
+    "calibrate_layer_ranges",
     "calibrate_ranges",
     "capture_linear_inputs",
     "check_activation",
@@ -390,6 +391,22 @@ def calibrate_ranges(x: torch.Tensor, cfg: QuantConfig) -> ActivationRanges:
     return ActivationRanges(
         config=cfg, ranges=qt.chosen_range, n_features=int(x.shape[1]), n_tokens=int(x.shape[0])
     )
+
+
+def calibrate_layer_ranges(
+    capture: ActivationCapture, cfg: QuantConfig
+) -> dict[str, ActivationRanges]:
+    """``calibrate_ranges`` for every layer of ``capture`` (layers sharing one input share
+    one result), for ``fake_quantize_linears`` / ``model_output_report``."""
+    if not isinstance(capture, ActivationCapture):
+        raise TypeError(f"capture must be an ActivationCapture, got {type(capture).__name__}")
+    done: dict[int, ActivationRanges] = {}
+    out = {}
+    for name, x in capture.inputs.items():
+        if id(x) not in done:
+            done[id(x)] = calibrate_ranges(x, cfg)
+        out[name] = done[id(x)]
+    return out
 
 
 def quantize_activation(
