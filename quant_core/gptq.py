@@ -163,8 +163,12 @@ def _inverse_hessian_factor(
         # Cholesky factor of (H + λI)⁻¹ is U = J M⁻¹ J: one factorisation and one triangular
         # inverse instead of the reference's Cholesky, cholesky_inverse and Cholesky again
         # (the same U in exact arithmetic; about 1.5x faster).
-        chol, info = torch.linalg.cholesky_ex((h + lam * eye).flip(0, 1))
-        if int(info) == 0:
+        damped = h + lam * eye
+        chol, info = torch.linalg.cholesky_ex(damped.flip(0, 1))
+        # A pivot at rounding level (relative to the largest diagonal) means a numerically
+        # singular matrix that factorised by luck: its inverse would be noise.
+        floor = h.shape[0] * torch.finfo(h.dtype).eps * float(torch.diagonal(damped).max())
+        if int(info) == 0 and float(torch.diagonal(chol).min()) ** 2 > floor:
             inv = torch.linalg.solve_triangular(chol, eye, upper=False)
             u = inv.flip(0, 1)
             if bool(torch.isfinite(u).all()) and bool((torch.diagonal(u) > 0).all()):
