@@ -1,4 +1,5 @@
-"""Plain pytest for the explorer's services: no Streamlit."""
+"""The explorer's services without Streamlit: explore, heatmaps, histogram, teaching panel,
+exports, block arithmetic."""
 
 from __future__ import annotations
 
@@ -20,15 +21,8 @@ from dashboard.services.explorer.heatmaps import (
     zoom_figure,
 )
 from dashboard.services.explorer.histogram import histogram_figure
-from dashboard.services.sources.choice import (
-    ExampleSource,
-    ModelSource,
-    SyntheticSource,
-    UploadSource,
-)
 from dashboard.services.sources.examples import Example, example_tensor
-from dashboard.services.sources.synthetic import Distribution, SyntheticSpec, make_synthetic
-from dashboard.services.state.source import source_from_query, source_to_query
+from dashboard.services.sources.synthetic import SyntheticSpec, make_synthetic
 from quant_core import (
     Format,
     Mode,
@@ -45,98 +39,6 @@ MB = 1_000_000
 
 def payload(fig) -> int:
     return len(fig.to_json())
-
-
-# --- sources -------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("dist", list(Distribution), ids=lambda d: d.value)
-def test_synthetic_is_reproducible_and_shaped(dist: Distribution) -> None:
-    spec = SyntheticSpec(dist, rows=20, cols=30, seed=7)
-    a, b = make_synthetic(spec), make_synthetic(spec)
-    assert a.shape == (20, 30)
-    assert torch.equal(a, b)
-    assert not torch.equal(a, make_synthetic(SyntheticSpec(dist, rows=20, cols=30, seed=8)))
-
-
-def test_outlier_channel_is_scaled() -> None:
-    base = make_synthetic(SyntheticSpec(rows=50, cols=8, seed=1))
-    spiked = make_synthetic(SyntheticSpec(rows=50, cols=8, seed=1, outlier_channel=3))
-    assert torch.allclose(spiked[:, 3], base[:, 3] * 20.0)
-    assert torch.equal(spiked[:, :3], base[:, :3])
-
-
-def test_outliers_fraction_roughly_respected() -> None:
-    x = make_synthetic(
-        SyntheticSpec(Distribution.OUTLIERS, 200, 200, outlier_fraction=0.01, outlier_magnitude=50)
-    )
-    n = int((x.abs() == 50).sum())
-    # Binomial(40000, 0.01): mean 400, sd ~20; 6 sd either side.
-    assert 280 <= n <= 520
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "match"),
-    [
-        ({"rows": 0}, "positive"),
-        ({"rows": 10000, "cols": 10000}, "exceeds the limit"),
-        ({"outlier_fraction": 0.9}, "outlier_fraction"),
-        ({"outlier_channel": 999}, "outlier_channel"),
-    ],
-)
-def test_synthetic_spec_rejects_bad_values(kwargs: dict, match: str) -> None:
-    with pytest.raises(ValueError, match=match):
-        SyntheticSpec(**kwargs)
-
-
-def test_examples_match_the_teaching_material() -> None:
-    assert example_tensor(Example.COURSE_3X3)[0, 2] == pytest.approx(728.6)
-    assert example_tensor(Example.VECTOR_10).shape == (10,)
-    assert example_tensor(Example.RANDOM_4X4).shape == (4, 4)
-
-
-# --- source URL state ----------------------------------------------------------------
-
-DEFAULT = SyntheticSource(SyntheticSpec())
-
-
-@pytest.mark.parametrize(
-    "choice",
-    [
-        SyntheticSource(SyntheticSpec(Distribution.OUTLIERS, 64, 32, 5, 0.01, 30.0, 4)),
-        SyntheticSource(SyntheticSpec(Distribution.LAPLACE, 7, 9, 2)),
-        ExampleSource(Example.VECTOR_10),
-        ModelSource("encoder.layer.3.output.dense.weight"),
-    ],
-    ids=repr,
-)
-def test_source_round_trips_through_query(choice) -> None:
-    assert source_from_query(source_to_query(choice), DEFAULT) == choice
-
-
-@pytest.mark.parametrize(
-    ("params", "match"),
-    [
-        ({"src": "pickle"}, "src"),
-        ({"src": "synthetic", "rows": "99999"}, "rows"),
-        ({"src": "synthetic", "rows": "1e3"}, "rows"),
-        ({"src": "synthetic", "dist": "cauchy"}, "dist"),
-        ({"src": "synthetic", "rows": "9" * 500}, "characters"),
-        ({"src": "model", "tensor": "a;rm -rf /"}, "tensor"),
-        ({"src": "upload"}, "upload"),
-    ],
-)
-def test_tampered_source_query_raises(params: dict, match: str) -> None:
-    with pytest.raises(ValueError, match=match):
-        source_from_query(params, DEFAULT)
-
-
-def test_upload_has_no_url_form() -> None:
-    assert source_to_query(UploadSource("id", "w.npy", None)) == {"src": "upload"}
-
-
-def test_missing_source_gives_default() -> None:
-    assert source_from_query({"bits": "4"}, DEFAULT) is DEFAULT
 
 
 # --- explore -------------------------------------------------------------------------
@@ -313,35 +215,6 @@ def test_exports_round_trip() -> None:
     assert torch.equal(codes.reshape(6, 10).to(torch.int8), exp.qt.codes)
     csv = exports.metrics_csv(exp)
     assert csv.startswith("metric,value") and "mse" in csv and "storage_bits_per_element" in csv
-
-
-# --- view URL state ------------------------------------------------------------------
-
-
-def test_view_state_round_trip_and_defaults() -> None:
-    from dashboard.services.state.view import ViewState, view_from_query, view_to_query
-
-    view = ViewState(Reduction.MAX_ABS, False, 100, 7, 64, 12)
-    assert view_from_query(view_to_query(view)) == view
-    assert view_to_query(ViewState()) == {}
-    assert view_from_query({"bits": "4"}) == ViewState()
-
-
-@pytest.mark.parametrize(
-    ("params", "match"),
-    [
-        ({"red": "median"}, "red"),
-        ({"bnd": "yes"}, "bnd"),
-        ({"zs": "1000"}, "zs"),
-        ({"zr": "-1"}, "zr"),
-        ({"blk": "9" * 40}, "blk"),
-    ],
-)
-def test_view_state_rejects_tampering(params: dict, match: str) -> None:
-    from dashboard.services.state.view import view_from_query
-
-    with pytest.raises(ValueError, match=match):
-        view_from_query(params)
 
 
 def test_block_notes_explain_the_zero_point_clamp() -> None:
