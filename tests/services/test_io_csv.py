@@ -75,21 +75,29 @@ def test_csv_old_mac_line_endings() -> None:
     assert load_tensor("g.csv", b"1,2\r3,4\r").tensor.tolist() == [[1, 2], [3, 4]]
 
 
-def test_csv_long_lines_and_blocks_parse_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tiny piece and block sizes exercise the paths a huge file takes."""
-    from dashboard.services.io import csv_format
-
+def test_csv_fast_and_cell_by_cell_paths_give_the_same_grid() -> None:
+    """Quotes send a file down the cell-by-cell path: same grid, same messages."""
     text = "x,y,z\n" + "\n".join(f"{i},{i * 0.5},-{i}e3" for i in range(40)) + "\n"
-    spaced = text.replace(",", "  ")
     expected = load_tensor("g.csv", text.encode()).tensor
-    monkeypatch.setattr(csv_format, "_LONG_LINE", 3)
-    monkeypatch.setattr(csv_format, "_CSV_BLOCK", 7)
-    assert torch.equal(load_tensor("g.csv", text.encode()).tensor, expected)
-    assert torch.equal(load_tensor("g.csv", spaced.encode()).tensor, expected)
+    quoted = "\n".join(",".join(f'"{c}"' for c in row.split(",")) for row in text.splitlines())
+    assert torch.equal(load_tensor("g.csv", quoted.encode()).tensor, expected)
+    assert torch.equal(load_tensor("g.csv", text.replace(",", "  ").encode()).tensor, expected)
     bad = text.replace("30,15.0", "30,1 5.0")
     assert "row 32, column 2 holds '1 5.0'" in error_of("g.csv", bad.encode())
+    assert "row 32, column 2 holds '\"1 5.0\"'" in error_of(
+        "g.csv", bad.replace("1 5.0", '"1 5.0"').encode()
+    )
     ragged = text.replace("\n25,", "\n25,7,")
     assert "row 27 has 4 columns; the rows above have 3" in error_of("g.csv", ragged.encode())
+
+
+def test_csv_one_huge_line_is_read_and_refused_without_a_cell_list() -> None:
+    row = ",".join(["1.5"] * 200_000)
+    assert load_tensor("g.csv", row.encode()).tensor.shape == (1, 200_000)
+    message = error_of("g.csv", (row + ",x").encode())
+    assert (
+        "row 1, column 200,001 holds 'x'" in message or "row 1, column 200001 holds 'x'" in message
+    )
 
 
 def test_csv_float32_overflow_is_noted() -> None:

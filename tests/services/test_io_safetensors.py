@@ -286,20 +286,47 @@ def test_huge_safetensors_file_lists_and_loads_one_tensor(tmp_path: Path) -> Non
         load_safetensors_file_tensor(path, "huge")
 
 
-def test_safetensors_file_limit_is_checked_before_safe_open(
+def test_safetensors_limit_is_checked_before_get_tensor(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The library lists the file (header only); a tensor over the limit is refused before
+    ``get_tensor`` would allocate it, for files on disk and for uploads alike."""
     import safetensors
 
+    real_open = safetensors.safe_open
+    reads: list[str] = []
+
+    class Spy:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            self._handle = real_open(*args, **kwargs)
+
+        def __enter__(self) -> Spy:
+            self._inner = self._handle.__enter__()
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self._handle.__exit__(*exc)
+
+        def keys(self) -> list[str]:
+            return self._inner.keys()
+
+        def get_slice(self, name: str) -> object:
+            return self._inner.get_slice(name)
+
+        def get_tensor(self, name: str) -> torch.Tensor:
+            reads.append(name)
+            return self._inner.get_tensor(name)
+
     path = tmp_path / "m.safetensors"
-    st_save_file({"w": torch.ones(50, 50)}, path)
-
-    def fail(*args: object, **kwargs: object) -> None:
-        raise AssertionError("safe_open must not run for a tensor over the limit")
-
-    monkeypatch.setattr(safetensors, "safe_open", fail)
+    st_save_file({"w": torch.ones(50, 50), "b": torch.ones(3)}, path)
+    monkeypatch.setattr(safetensors, "safe_open", Spy)
     with pytest.raises(LoadError, match="2,500 elements"):
         load_safetensors_file_tensor(path, "w", Limits(max_elements=100))
+    with pytest.raises(LoadError, match="2,500 elements"):
+        load_tensor("m.safetensors", path.read_bytes(), "w", Limits(max_elements=100))
+    assert reads == []
+    assert load_safetensors_file_tensor(path, "b", Limits(max_elements=100)).tensor.numel() == 3
+    assert reads == ["b"]
 
 
 def test_safetensors_file_errors(tmp_path: Path) -> None:

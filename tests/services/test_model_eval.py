@@ -10,15 +10,15 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
-from dashboard.services.model import embeddings, files
+from dashboard.services.io import LoadError, TensorInfo, list_safetensors_file
+from dashboard.services.model import embeddings
 from dashboard.services.model.embeddings import MAX_SENTENCES, compare_embeddings
 from dashboard.services.model.evaluate import LAYER_COLUMNS, evaluate_safetensors, layer_table
 from dashboard.services.model.files import (
-    TensorEntry,
     bundled_model_file,
     is_linear_weight,
     list_linear_weights,
-    list_tensors,
+    stored_bytes,
 )
 from quant_core import (
     Mode,
@@ -71,23 +71,23 @@ def tiny_file(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     ("name", "shape", "dtype", "expected"),
     [
-        ("encoder.layer.0.attention.self.query.weight", (384, 384), "F32", True),
-        ("encoder.layer.0.intermediate.dense.weight", (1536, 384), "F16", True),
-        ("lm_head.weight", (30522, 384), "BF16", True),
-        ("weight", (4, 4), "F64", True),
-        ("encoder.layer.0.attention.self.query.bias", (384,), "F32", False),
-        ("embeddings.word_embeddings.weight", (30522, 384), "F32", False),
-        ("model.embed_tokens.weight", (32000, 4096), "BF16", False),
-        ("transformer.wte.weight", (50257, 768), "F32", False),
-        ("transformer.wpe.weight", (1024, 768), "F32", False),
-        ("encoder.layer.0.output.LayerNorm.weight", (384,), "F32", False),
-        ("model.layers.0.input_layernorm.weight", (4096,), "BF16", False),
-        ("some.norm_2d.weight", (2, 8), "F32", False),
-        ("conv.weight", (4, 2, 3, 3), "F32", False),
-        ("int_table.weight", (4, 4), "I32", False),
-        ("fp8.weight", (4, 4), "F8_E4M3", False),
-        ("position_ids", (1, 512), "I64", False),
-        ("dense.weight_scale", (4, 4), "F32", False),
+        ("encoder.layer.0.attention.self.query.weight", (384, 384), "float32", True),
+        ("encoder.layer.0.intermediate.dense.weight", (1536, 384), "float16", True),
+        ("lm_head.weight", (30522, 384), "bfloat16", True),
+        ("weight", (4, 4), "float64", True),
+        ("encoder.layer.0.attention.self.query.bias", (384,), "float32", False),
+        ("embeddings.word_embeddings.weight", (30522, 384), "float32", False),
+        ("model.embed_tokens.weight", (32000, 4096), "bfloat16", False),
+        ("transformer.wte.weight", (50257, 768), "float32", False),
+        ("transformer.wpe.weight", (1024, 768), "float32", False),
+        ("encoder.layer.0.output.LayerNorm.weight", (384,), "float32", False),
+        ("model.layers.0.input_layernorm.weight", (4096,), "bfloat16", False),
+        ("some.norm_2d.weight", (2, 8), "float32", False),
+        ("conv.weight", (4, 2, 3, 3), "float32", False),
+        ("int_table.weight", (4, 4), "int32", False),
+        ("fp8.weight", (4, 4), "float8_e4m3fn", False),
+        ("position_ids", (1, 512), "int64", False),
+        ("dense.weight_scale", (4, 4), "float32", False),
     ],
 )
 def test_linear_weight_rule(name: str, shape: tuple[int, ...], dtype: str, expected: bool) -> None:
@@ -95,11 +95,11 @@ def test_linear_weight_rule(name: str, shape: tuple[int, ...], dtype: str, expec
 
 
 def test_listing_reads_the_header(tiny_file: Path) -> None:
-    entries = {e.name: e for e in list_tensors(tiny_file)}
+    entries = {e.name: e for e in list_safetensors_file(tiny_file)}
     assert set(entries) == set(_tiny_tensors())
-    assert entries["lm_head.weight"] == TensorEntry("lm_head.weight", (16, 8), "BF16")
-    assert entries["lm_head.weight"].stored_bytes == 16 * 8 * 2
-    assert entries["position_ids"].stored_bytes is None
+    assert entries["lm_head.weight"] == TensorInfo("lm_head.weight", (16, 8), "bfloat16")
+    assert stored_bytes(entries["lm_head.weight"]) == 16 * 8 * 2
+    assert stored_bytes(entries["position_ids"]) is None
     linear = list_linear_weights(tiny_file)
     assert sorted(e.name for e in linear) == sorted(LINEAR)
     assert [e.name for e in linear] == [n for n in entries if n in LINEAR]
@@ -133,8 +133,10 @@ def test_every_linear_layer_is_evaluated_or_skipped(tiny_file: Path) -> None:
 def test_tensors_are_read_one_at_a_time_and_only_linear_ones(
     tiny_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import safetensors
+
     read: list[str] = []
-    real_open = files.safe_open
+    real_open = safetensors.safe_open
 
     class Spy:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -157,7 +159,7 @@ def test_tensors_are_read_one_at_a_time_and_only_linear_ones(
             read.append(name)
             return self._f.get_tensor(name)
 
-    monkeypatch.setattr(files, "safe_open", Spy)
+    monkeypatch.setattr(safetensors, "safe_open", Spy)
     list_linear_weights(tiny_file)
     assert read == []
     evaluate_safetensors(tiny_file, QuantConfig(bits=8, granularity=PerChannel(0)))
@@ -172,14 +174,14 @@ def test_layer_table_puts_the_most_sensitive_first(tiny_file: Path) -> None:
     assert list(table["sqnr_db"]) == sorted(table["sqnr_db"])
     row = table.set_index("name").loc["lm_head.weight"]
     assert row["shape"] == "16×8"
-    assert row["dtype"] == "BF16"
+    assert row["dtype"] == "bfloat16"
     assert row["stored_bytes"] == 256
     assert row["fp32_bytes"] == 512
 
 
 def test_bad_files_raise_clear_errors(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError):
-        list_tensors(tmp_path / "missing.safetensors")
+    with pytest.raises(LoadError, match=r"cannot read missing\.safetensors"):
+        list_linear_weights(tmp_path / "missing.safetensors")
     junk = tmp_path / "junk.safetensors"
     junk.write_bytes(b"not a safetensors file")
     with pytest.raises(ValueError, match=r"junk\.safetensors"):
@@ -298,7 +300,7 @@ def _hf_linear_names(model: nn.Module) -> set[str]:
 def test_bundled_model(minilm: nn.Module) -> None:
     path = bundled_model_file()
     selected = {e.name for e in list_linear_weights(path)}
-    in_file = {e.name for e in list_tensors(path)}
+    in_file = {e.name for e in list_safetensors_file(path)}
     module_linears = _hf_linear_names(minilm)
     assert len(selected) == 37
     assert sum(name.startswith("encoder.") for name in selected) == 36

@@ -5,8 +5,10 @@ bytes (an upload) and dispatch on the extension (case-insensitive) to one module
 format, each exposing ``list_bytes(raw, filename, limits)`` and
 ``load_bytes(raw, filename, name, limits)``:
 
-- ``safetensors_format``: ``.safetensors``; also files on disk (``list_safetensors_file``,
-  ``load_safetensors_file_tensor``), read lazily one tensor at a time.
+- ``safetensors_format``: ``.safetensors``, uploads and files on disk alike
+  (``list_safetensors_file``, ``load_safetensors_file_tensor``, and
+  ``open_safetensors_file`` to stream many tensors of one file): the one reader of such
+  files for every page.
 - ``torch_format``: ``.pt`` / ``.pth``, through ``torch.load(..., weights_only=True)``.
 - ``numpy_format``: ``.npy``, numeric arrays only.
 - ``csv_format``: ``.csv``, a grid of numbers.
@@ -42,6 +44,7 @@ __all__ = [
     "list_tensors",
     "load_safetensors_file_tensor",
     "load_tensor",
+    "open_safetensors_file",
 ]
 
 _READERS: dict[str, ModuleType] = {
@@ -55,6 +58,7 @@ SUPPORTED_EXTENSIONS = tuple(_READERS)
 
 list_safetensors_file = safetensors_format.list_file
 load_safetensors_file_tensor = safetensors_format.load_file_tensor
+open_safetensors_file = safetensors_format.open_file
 
 
 def list_tensors(

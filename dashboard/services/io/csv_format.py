@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
@@ -39,15 +39,18 @@ def load_bytes(raw: bytes, filename: str, name: str | None, limits: Limits) -> L
 
 
 _DELIMITERS = (",", "\t", ";")
-_SPACE = re.compile(r"\s")
-# Lines longer than this are split piece by piece, so a hostile one-line file stays small.
-_LONG_LINE = 1 << 20
-# Lines handed to numpy's reader at a time; a bad block is re-read line by line.
-_CSV_BLOCK = 1 << 16
+_TOKEN = re.compile(r"\S+")  # a cell of a file separated by runs of whitespace
 
 
 def _load_csv(raw: bytes, filename: str, limits: Limits) -> LoadedTensor:
-    """Parse a grid of numbers; rows and columns in messages count from 1, blank lines too."""
+    """Parse a grid of numbers with numpy's reader; rows and columns in messages count from
+    1, blank lines too.
+
+    ``np.loadtxt`` reads the whole grid in one pass (fed line by line, so no second copy of
+    the text is made). When it refuses (a quoted cell, a bad cell, a ragged row), the rows
+    are read again one cell at a time to parse the quoted cells or to name the first row
+    and column at fault; a fuzz test checks that both paths accept the same files.
+    """
     shown = display_name(filename)
     if len(raw) > limits.max_bytes:
         raise LoadError(f"{shown} is {len(raw):,} bytes; the limit is {limits.max_bytes:,} bytes")
@@ -62,7 +65,8 @@ def _load_csv(raw: bytes, filename: str, limits: Limits) -> LoadedTensor:
     if "\x00" in text:
         raise LoadError(f"{shown} contains NUL bytes: it is a binary file, not a CSV")
     newline = "\n" if "\n" in text or "\r" not in text else "\r"  # "\r" alone: old Mac files
-    sample = [line for _, line in itertools.islice(_csv_lines(text, newline), 20)]
+    first = list(itertools.islice(_csv_lines(text, newline), 20))
+    sample = [line for _, line in first]
     if not sample:
         raise LoadError(f"{shown} holds no numbers (only blank lines)")
     delimiter = next((d for d in _DELIMITERS if any(d in line for line in sample)), None)
@@ -75,22 +79,19 @@ def _load_csv(raw: bytes, filename: str, limits: Limits) -> LoadedTensor:
             f"the limit is {min(limits.max_elements, limits.max_bytes // 8):,} cells"
         )
     notes: list[str] = []
-    rows: Iterator[tuple[int, str]] = _csv_lines(text, newline)
-    first_row, first_line = next(rows)
-    if _is_header(first_line, delimiter):
-        labels = [quote(c.strip(), 20) for c in next(_chunks(first_line, delimiter))[1][:6]]
+    skip = 0
+    if _is_header(sample[0], delimiter):
+        labels = [quote(c.strip(), 20) for c in itertools.islice(_cells(sample[0], delimiter), 6)]
         more = ", …" if n_cols > 6 else ""
-        notes.append(f"Row {first_row} read as a header: {', '.join(labels)}{more}.")
-    else:
-        rows = itertools.chain([(first_row, first_line)], rows)
-    out = np.empty((n_lines, n_cols), dtype=np.float64)
-    n_rows = 0
-    while block := list(itertools.islice(rows, _CSV_BLOCK)):
-        _parse_block(block, delimiter, out[n_rows : n_rows + len(block)], shown)
-        n_rows += len(block)
-    if n_rows == 0:
-        raise LoadError(f"{shown} holds a header row but no rows of numbers")
-    grid = out[:n_rows]
+        notes.append(f"Row {first[0][0]} read as a header: {', '.join(labels)}{more}.")
+        if len(sample) == 1:
+            raise LoadError(f"{shown} holds a header row but no rows of numbers")
+        skip = 1
+
+    def rows() -> Iterator[tuple[int, str]]:
+        return itertools.islice(_csv_lines(text, newline), skip, None)
+
+    grid = _read_grid(rows, delimiter, n_cols, n_lines, shown)
     with np.errstate(over="ignore"):
         values = grid.astype(np.float32)
     overflowed = int(np.count_nonzero(np.isfinite(grid) & ~np.isfinite(values)))
@@ -100,37 +101,45 @@ def _load_csv(raw: bytes, filename: str, limits: Limits) -> LoadedTensor:
     return LoadedTensor(torch.from_numpy(values), stem(filename), "text", tuple(notes))
 
 
-def _parse_block(
-    block: list[tuple[int, str]], delimiter: str | None, out: np.ndarray, shown: str
-) -> None:
-    """Parse lines into ``out``: numpy's C reader first, then line by line for the message.
-
-    ``np.loadtxt`` (without quote handling) accepts the same cells as ``_cell_value``; a
-    fuzz test checks that. When it fails (quoted cells, a bad cell, a ragged row), the slow
-    path finds the first bad row and cell, or parses the block itself.
-    """
+def _read_grid(
+    rows: Callable[[], Iterator[tuple[int, str]]],
+    delimiter: str | None,
+    n_cols: int,
+    n_lines: int,
+    shown: str,
+) -> np.ndarray:
+    """The ``[rows, n_cols]`` float64 grid: numpy's reader first, then cell by cell."""
     try:
-        values = np.loadtxt(
-            [line for _, line in block],
+        grid = np.loadtxt(
+            (line for _, line in rows()),
             dtype=np.float64,
             delimiter=delimiter,
             comments=None,
             quotechar=None,  # its quote rules are looser than ours ('"1"2' reads as 12)
             ndmin=2,
         )
-        if values.shape == out.shape:
-            out[:] = values
-            return
-    except Exception:  # numpy raises ValueError, and others on odd input: parse it slowly
+        if grid.shape[1] == n_cols:
+            return grid
+    except Exception:  # numpy raises ValueError, and others on odd input: read it cell by cell
         pass
-    n_cols = out.shape[1]
-    for i, (row, line) in enumerate(block):
+    out = np.empty((n_lines, n_cols), dtype=np.float64)
+    n_rows = 0
+    for row, line in rows():
         n = _n_cells(line, delimiter)
         if n != n_cols:
             raise LoadError(
                 f"{shown}: row {row} has {count(n, 'column')}; the rows above have {n_cols}"
             )
-        _parse_line(line, delimiter, out[i], row, shown)
+        for column, cell in enumerate(_cells(line, delimiter)):
+            value = _cell_value(cell)
+            if value is None:
+                where = f"{shown}: row {row}, column {column + 1}"
+                if not cell.strip():
+                    raise LoadError(f"{where} is empty; expected a number")
+                raise LoadError(f"{where} holds {quote(cell.strip())}, which is not a number")
+            out[n_rows, column] = value
+        n_rows += 1
+    return out[:n_rows]
 
 
 def _csv_lines(text: str, newline: str) -> Iterator[tuple[int, str]]:
@@ -147,43 +156,32 @@ def _csv_lines(text: str, newline: str) -> Iterator[tuple[int, str]]:
         start, row = end + 1, row + 1
 
 
-def _chunks(line: str, delimiter: str | None) -> Iterator[tuple[str, list[str]]]:
-    """``(piece, its cells)`` for pieces of about ``_LONG_LINE`` characters cut at separators.
-
-    The cells of all pieces together are ``line.split(delimiter)``; a hostile one-line file
-    is never split into one huge list.
-    """
-    start, end = 0, len(line)
-    while True:
-        cut = end
-        if end - start > _LONG_LINE:
-            if delimiter:
-                found = line.find(delimiter, start + _LONG_LINE)
-            else:
-                match = _SPACE.search(line, start + _LONG_LINE)
-                found = match.start() if match else -1
-            cut = found if found >= 0 else end
-        piece = line[start:cut]
-        yield piece, piece.split(delimiter) if delimiter else piece.split()
-        if cut >= end:
-            return
-        start = cut + 1
+def _cells(line: str, delimiter: str | None) -> Iterator[str]:
+    """The cells of ``line`` one at a time (``line.split(delimiter)``, without building a
+    list: one hostile line can hold millions of cells)."""
+    if delimiter is None:
+        yield from (m.group() for m in _TOKEN.finditer(line))
+        return
+    start = 0
+    while (end := line.find(delimiter, start)) >= 0:
+        yield line[start:end]
+        start = end + 1
+    yield line[start:]
 
 
 def _n_cells(line: str, delimiter: str | None) -> int:
     if delimiter:
         return line.count(delimiter) + 1
-    return sum(len(cells) for _, cells in _chunks(line, None))
+    return sum(1 for _ in _TOKEN.finditer(line))
 
 
 def _is_header(line: str, delimiter: str | None) -> bool:
     """A row of text labels: no cell is a number, and at least one is not empty."""
     labelled = False
-    for _, cells in _chunks(line, delimiter):
-        for cell in cells:
-            if _cell_value(cell) is not None:
-                return False
-            labelled = labelled or bool(cell.strip())
+    for cell in _cells(line, delimiter):
+        if _cell_value(cell) is not None:
+            return False
+        labelled = labelled or bool(cell.strip())
     return labelled
 
 
@@ -198,26 +196,3 @@ def _cell_value(cell: str) -> float | None:
         return float(text)
     except ValueError:
         return None
-
-
-def _parse_line(line: str, delimiter: str | None, out: np.ndarray, row: int, shown: str) -> None:
-    """Write the numbers of ``line`` into ``out`` or raise ``LoadError`` naming the bad cell."""
-    column = 0
-    for piece, cells in _chunks(line, delimiter):
-        stop = column + len(cells)
-        if piece.isascii() and "_" not in piece:
-            try:  # the common case: plain numbers, parsed at C speed
-                out[column:stop] = [float(cell) for cell in cells]
-                column = stop
-                continue
-            except ValueError:
-                pass
-        for offset, cell in enumerate(cells):
-            value = _cell_value(cell)
-            if value is None:
-                where = f"{shown}: row {row}, column {column + offset + 1}"
-                if not cell.strip():
-                    raise LoadError(f"{where} is empty; expected a number")
-                raise LoadError(f"{where} holds {quote(cell.strip())}, which is not a number")
-            out[column + offset] = value
-        column = stop

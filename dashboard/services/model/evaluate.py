@@ -1,19 +1,26 @@
 """A whole model under one scheme: every linear weight of a ``.safetensors`` file (see
 ``files.is_linear_weight``), quantized and measured layer by layer, one tensor in memory at
-a time."""
+a time.
+
+``iter_layers`` streams the report (one ``LayerResult`` or ``SkippedLayer`` per weight, as
+each is done), so a page can draw a large model's rows while the rest are computed;
+``evaluate_safetensors`` collects it.
+"""
 
 from __future__ import annotations
 
 import enum
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pandas as pd
 
 from quant_core import LayerReport, QuantConfig, quantize, report_tensor
 
+from ..io import TensorInfo, open_safetensors_file
 from ..progress import Progress
-from .files import TensorEntry, list_linear_weights, open_weights
+from .files import is_linear_weight, list_linear_weights, stored_bytes
 
 __all__ = [
     "LAYER_COLUMNS",
@@ -22,6 +29,7 @@ __all__ = [
     "ModelEvalResult",
     "SkippedLayer",
     "evaluate_safetensors",
+    "iter_layers",
     "layer_table",
 ]
 
@@ -39,7 +47,7 @@ class SkippedLayer:
 class LayerResult:
     """One linear weight of the file: as stored (``entry``) and under the scheme (``report``)."""
 
-    entry: TensorEntry
+    entry: TensorInfo
     report: LayerReport
 
 
@@ -65,40 +73,47 @@ class ModelEvalResult:
     @property
     def stored_bytes(self) -> int:
         """The evaluated weights' size as stored in the file."""
-        return sum(r.entry.stored_bytes or 0 for r in self.layers)
+        return sum(stored_bytes(r.entry) or 0 for r in self.layers)
+
+
+def iter_layers(
+    path: str | os.PathLike[str], cfg: QuantConfig
+) -> Iterator[tuple[int, int, LayerResult | SkippedLayer]]:
+    """``(done, total, result)`` for each linear weight of a ``.safetensors`` file, quantized
+    under ``cfg`` one at a time, in natural name order; ``done`` counts from 1.
+
+    A weight the scheme cannot fit (``quantize`` raises ``ValueError``, e.g. a group size
+    that does not divide its last dimension) comes as a ``SkippedLayer`` with the reason.
+    Raises ``LoadError`` (a ``ValueError``) naming the file when it cannot be read.
+    """
+    if not isinstance(cfg, QuantConfig):
+        raise TypeError(f"cfg must be a QuantConfig, got {type(cfg).__name__}")
+    with open_safetensors_file(path) as (infos, handle):
+        weights = [i for i in infos if is_linear_weight(i.name, i.shape, i.dtype)]
+        for done, info in enumerate(weights, start=1):
+            w = handle.get_tensor(info.name)
+            try:
+                qt = quantize(w, cfg)
+            except ValueError as exc:
+                yield done, len(weights), SkippedLayer(info.name, info.shape, str(exc))
+            else:
+                yield done, len(weights), LayerResult(info, report_tensor(info.name, w, qt))
+            del w
 
 
 def evaluate_safetensors(
     path: str | os.PathLike[str], cfg: QuantConfig, progress: Progress | None = None
 ) -> ModelEvalResult:
-    """Quantize every linear weight of a ``.safetensors`` file under ``cfg``, one at a time.
-
-    A weight the scheme cannot fit (``quantize`` raises ``ValueError``, e.g. a group size
-    that does not divide its last dimension) is listed in ``skipped`` with the reason.
-    ``progress(done, total)`` is called with ``(0, total)`` and after every weight.
-    Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for one that is not
-    a valid safetensors file.
-    """
-    if not isinstance(cfg, QuantConfig):
-        raise TypeError(f"cfg must be a QuantConfig, got {type(cfg).__name__}")
-    entries = list_linear_weights(path)
-    total = len(entries)
+    """Every result of ``iter_layers`` collected; ``progress(done, total)`` is called with
+    ``(0, total)`` first and after every weight."""
     if progress is not None:
-        progress(0, total)
+        progress(0, len(list_linear_weights(path)))
     layers: list[LayerResult] = []
     skipped: list[SkippedLayer] = []
-    with open_weights(path) as f:
-        for done, entry in enumerate(entries, start=1):
-            w = f.get_tensor(entry.name)
-            try:
-                qt = quantize(w, cfg)
-            except ValueError as exc:
-                skipped.append(SkippedLayer(entry.name, entry.shape, str(exc)))
-            else:
-                layers.append(LayerResult(entry, report_tensor(entry.name, w, qt)))
-            del w
-            if progress is not None:
-                progress(done, total)
+    for done, total, result in iter_layers(path, cfg):
+        (layers if isinstance(result, LayerResult) else skipped).append(result)
+        if progress is not None:
+            progress(done, total)
     return ModelEvalResult(cfg, tuple(layers), tuple(skipped))
 
 
@@ -152,7 +167,7 @@ def layer_table(result: ModelEvalResult) -> pd.DataFrame:
             {
                 "name": r.entry.name,
                 "shape": "×".join(str(d) for d in r.entry.shape),
-                "n_elements": r.entry.n_elements,
+                "n_elements": r.entry.numel,
                 "dtype": r.entry.dtype,
                 "mse": m.mse,
                 "rmse": m.rmse,
@@ -161,7 +176,7 @@ def layer_table(result: ModelEvalResult) -> pd.DataFrame:
                 "sqnr_db": m.sqnr_db,
                 "cosine": m.cosine,
                 "bits_per_element": s.bits_per_element,
-                "stored_bytes": r.entry.stored_bytes,
+                "stored_bytes": stored_bytes(r.entry),
                 "fp32_bytes": s.fp32_bytes,
                 "quantized_bytes": s.total_bytes,
                 "ratio_vs_fp32": s.ratio_vs_fp32,
