@@ -7,6 +7,20 @@
 This package never imports Streamlit.
 """
 
+from .activations import (
+    ActivationCapture,
+    ActivationGranularity,
+    ActivationQuant,
+    ActivationRanges,
+    RangeComparison,
+    calibrate_layer_ranges,
+    calibrate_ranges,
+    capture_linear_inputs,
+    compare_static_dynamic,
+    feature_absmax,
+    outlier_features,
+    quantize_activation,
+)
 from .algo_checks import AlgorithmWarning
 from .algorithms import (
     Algorithm,
@@ -17,6 +31,7 @@ from .algorithms import (
 )
 from .analysis import ClipStats, clip_bounds, clip_stats, code_counts, levels_used
 from .awq import AWQOptions, AWQResult
+from .calibration import CALIBRATION_SENTENCES, HELD_OUT_SENTENCES, capture_sentence_inputs
 from .config import (
     MAX_INT_BITS,
     MIN_INT_BITS,
@@ -37,8 +52,18 @@ from .formats import NF4_VALUES, Codebook, codebook_for
 from .gptq import GPTQOptions, GPTQResult
 from .granularity import BlockLayout, layout_for
 from .hqq import HQQOptions, HQQResult, HQQVariable
+from .linear_eval import LayerScheme, LinearEval, SchemePreset, evaluate_linear, linear_layer
 from .metrics import ErrorMetrics, error_metrics
 from .model import LayerReport, ModelReport, QuantizedLinear, quantize_model, report_tensor
+from .model_activations import (
+    FakeQuantLinears,
+    LayerOutputError,
+    ModelOutputReport,
+    fake_quantize_linears,
+    model_output_report,
+    per_layer_output_errors,
+    rank_layers,
+)
 from .packing import pack, packed_size, unpack
 from .quantize import QuantizedTensor, quantize
 from .ranges import BlockRange
@@ -53,23 +78,32 @@ from .research import (
     q_k_codes,
     q_k_levels,
 )
+from .smoothquant import AlphaSweep, alpha_sweep, smooth, smoothing_factors
 from .storage import StorageReport, storage_cost
 from .validation import check_float_tensor
 
 __all__ = [
+    "CALIBRATION_SENTENCES",
+    "HELD_OUT_SENTENCES",
     "MAX_INT_BITS",
     "MIN_INT_BITS",
     "NF4_VALUES",
     "AWQOptions",
     "AWQResult",
+    "ActivationCapture",
+    "ActivationGranularity",
+    "ActivationQuant",
+    "ActivationRanges",
     "Algorithm",
     "AlgorithmWarning",
+    "AlphaSweep",
     "BlockLayout",
     "BlockRange",
     "ClipStats",
     "Codebook",
     "DoReFaResult",
     "ErrorMetrics",
+    "FakeQuantLinears",
     "Format",
     "GPTQOptions",
     "GPTQResult",
@@ -77,9 +111,13 @@ __all__ = [
     "HQQOptions",
     "HQQResult",
     "HQQVariable",
+    "LayerOutputError",
     "LayerReport",
+    "LayerScheme",
     "LevelQuantResult",
+    "LinearEval",
     "Mode",
+    "ModelOutputReport",
     "ModelReport",
     "PerChannel",
     "PerGroup",
@@ -88,35 +126,54 @@ __all__ = [
     "QuantConfig",
     "QuantizedLinear",
     "QuantizedTensor",
+    "RangeComparison",
     "RangeMethod",
     "Rounding",
     "ScaleDtype",
+    "SchemePreset",
     "StorageReport",
     "TeachingStep",
     "WeightQuantResult",
     "ZeroPoint",
+    "alpha_sweep",
+    "calibrate_layer_ranges",
+    "calibrate_ranges",
+    "capture_linear_inputs",
+    "capture_sentence_inputs",
     "check_float_tensor",
     "clip_bounds",
     "clip_stats",
     "code_counts",
     "codebook_for",
+    "compare_static_dynamic",
     "dorefa_quantize_weights",
     "error_metrics",
+    "evaluate_linear",
+    "fake_quantize_linears",
+    "feature_absmax",
     "int_range",
     "layer_output_error",
     "layout_for",
     "levels_used",
+    "linear_layer",
     "minmax_levels_quantize",
+    "model_output_report",
+    "outlier_features",
     "pack",
     "packed_size",
+    "per_layer_output_errors",
     "q_k",
     "q_k_codes",
     "q_k_levels",
     "quantize",
+    "quantize_activation",
     "quantize_model",
     "quantize_weight",
     "quantize_weights",
+    "rank_layers",
     "report_tensor",
+    "smooth",
+    "smoothing_factors",
     "storage_cost",
     "unpack",
 ]

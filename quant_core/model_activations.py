@@ -6,7 +6,7 @@ on the fly, and optionally swaps its weight for the dequantized ``W_hat``; ``rem
 leaving the ``with`` block) restores the module exactly. A 3-D input ``[batch, seq, F]`` is
 quantized on its real tokens only (``token_mask``), so padding never widens a range.
 
-``layer_output_errors`` measures each layer alone on captured float inputs (its own
+``per_layer_output_errors`` measures each layer alone on captured float inputs (its own
 quantization error, not the error accumulated upstream), and ``model_output_report`` adds
 the sentence-embedding cosines of the float model against the fully quantized one.
 
@@ -46,8 +46,8 @@ __all__ = [
     "LayerOutputError",
     "ModelOutputReport",
     "fake_quantize_linears",
-    "layer_output_errors",
     "model_output_report",
+    "per_layer_output_errors",
     "rank_layers",
 ]
 
@@ -260,7 +260,7 @@ def rank_layers(
     )
 
 
-def layer_output_errors(
+def per_layer_output_errors(
     module: nn.Module,
     capture: ActivationCapture,
     scheme: LayerScheme | SchemePreset,
@@ -353,7 +353,7 @@ def model_output_report(
 
     1. one float forward over ``sentences`` captures every linear input (real tokens) and
        the float embeddings;
-    2. each layer's output error on its captured input (``layer_output_errors``);
+    2. each layer's output error on its captured input (``per_layer_output_errors``);
     3. a forward of a parameter-sharing copy with every layer fake-quantized
        (``fake_quantize_linears``, the same quantized weights) gives the quantized
        embeddings; ``cosines[i]`` compares sentence ``i``'s two embeddings.
@@ -372,7 +372,9 @@ def model_output_report(
         cfg = scheme.weight
         weights = {n: _quantized_weight(n, linear_layer(inner, n), cfg) for n in names}
     capture, fp32 = capture_and_embed(model, texts)
-    layers = layer_output_errors(inner, capture, scheme, activation_ranges=ranges, weights=weights)
+    layers = per_layer_output_errors(
+        inner, capture, scheme, activation_ranges=ranges, weights=weights
+    )
     twin = _shallow_model_copy(model)
     handle = fake_quantize_linears(
         transformer_of(twin),
