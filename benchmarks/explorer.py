@@ -44,7 +44,7 @@ def rerun(x: torch.Tensor, cfg: QuantConfig) -> tuple[float, list[int]]:
     t0 = time.perf_counter()
     exp = explore(x, cfg)
     figs = [*overview_figures(exp, ViewOptions()).all(), zoom_figure(exp, 0, 0, 32)]
-    figs.append(histogram_figure(exp, 0, "block 0"))
+    figs.append(histogram_figure(exp, 0))
     teaching.teaching_panel(exp, 0)
     sizes = [len(pio.to_json(f, validate=False)) for f in figs]
     return (time.perf_counter() - t0) * 1e3, sizes

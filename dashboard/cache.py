@@ -94,9 +94,9 @@ def overview(key: str, _exp: Exploration, _opts: ViewOptions) -> OverviewFigures
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
-def histogram(key: str, _exp: Exploration, block: int, label: str) -> go.Figure:
+def histogram(key: str, _exp: Exploration, block: int) -> go.Figure:
     """``key``: the exploration's key; a block's histogram changes only with it."""
-    return histogram_figure(_exp, block, label)
+    return histogram_figure(_exp, block)
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 import streamlit as st
 
 from dashboard.components import persist, url
 from dashboard.components.persist import PERSIST
-from dashboard.services.state.scheme import QUERY_KEYS, config_from_query
+from dashboard.services.state.scheme import (
+    PERCENTILE_RANGE,
+    QUERY_KEYS,
+    SEED_RANGE,
+    config_from_query,
+)
 from quant_core import (
     Format,
     Mode,
@@ -22,8 +26,6 @@ from quant_core import (
     ScaleDtype,
 )
 
-PERCENTILE_RANGE = (90.0, 100.0)
-MAX_SEED = 2**31 - 1
 DEFAULT_CONFIG = QuantConfig(bits=4, mode=Mode.SYMMETRIC, granularity=PerChannel(axis=0))
 _FORMAT_LABELS = {
     Format.INT: "Integer (linear)",
@@ -82,16 +84,6 @@ def seed_from_url() -> None:
     except ValueError as exc:
         url.add_warning(f"Ignored the link's scheme ({exc}); using the defaults.")
         return
-    # The URL grammar is wider than the widgets: bring such values into the widgets' range.
-    lo, hi = PERCENTILE_RANGE
-    if not lo <= cfg.percentile <= hi:
-        url.add_warning(
-            f"pct={cfg.percentile:g} is outside the slider's {lo:g}–{hi:g}; using {lo:g}."
-        )
-        cfg = replace(cfg, percentile=lo)
-    if not 0 <= cfg.seed <= MAX_SEED:
-        url.add_warning(f"seed={cfg.seed} is outside 0–{MAX_SEED}; using 0.")
-        cfg = replace(cfg, seed=0)
     apply_config(cfg)
 
 
@@ -192,8 +184,8 @@ def config_picker(
         seed = int(
             st.number_input(
                 "Rounding seed",
-                min_value=0,
-                max_value=MAX_SEED,
+                min_value=SEED_RANGE[0],
+                max_value=SEED_RANGE[1],
                 key=f"{p}q_seed",
                 persist_state=PERSIST,
             )

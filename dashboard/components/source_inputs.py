@@ -26,6 +26,8 @@ from dashboard.services.sources.synthetic import (
     MAX_SYNTHETIC_ELEMENTS,
     OUTLIER_FRACTION_RANGE,
     OUTLIER_MAGNITUDE_RANGE,
+    SEED_RANGE,
+    SIDE_RANGE,
     Distribution,
     SyntheticSpec,
 )
@@ -68,15 +70,9 @@ def synthetic_choice() -> SourceChoice:
         persist_state=PERSIST,
     )
     c1, c2 = st.columns(2)
-    rows = c1.number_input(
-        "Rows", min_value=1, max_value=16384, step=64, key="src_rows", persist_state=PERSIST
-    )
-    cols = c2.number_input(
-        "Cols", min_value=1, max_value=16384, step=64, key="src_cols", persist_state=PERSIST
-    )
-    seed = st.number_input(
-        "Seed", min_value=0, max_value=2**31 - 1, key="src_seed", persist_state=PERSIST
-    )
+    rows = c1.number_input("Rows", *SIDE_RANGE, step=64, key="src_rows", persist_state=PERSIST)
+    cols = c2.number_input("Cols", *SIDE_RANGE, step=64, key="src_cols", persist_state=PERSIST)
+    seed = st.number_input("Seed", *SEED_RANGE, key="src_seed", persist_state=PERSIST)
     frac = DEFAULTS["src_ofrac"]
     magnitude = DEFAULTS["src_omag"]
     channel = None

@@ -11,7 +11,7 @@ from dashboard.components.persist import PERSIST
 from dashboard.services.display.reduce import Reduction
 from dashboard.services.explorer.heatmaps import ViewOptions
 from dashboard.services.state.view import ZOOM_SIZES, ViewState, view_from_query
-from quant_core import PerChannel, PerGroup, QuantConfig
+from quant_core import PerChannel, QuantConfig
 
 
 @dataclass(frozen=True)
@@ -89,17 +89,6 @@ def zoom_window(rows: int, cols: int) -> ZoomWindow:
     )
     size = c3.selectbox("Window", ZOOM_SIZES, key="v_zsize", persist_state=PERSIST)
     return ZoomWindow(int(row), int(col), int(size))
-
-
-def block_label(cfg: QuantConfig, block: int, groups_per_row: int) -> str:
-    gran = cfg.granularity
-    if isinstance(gran, PerChannel):
-        return f"{'Row' if gran.axis % 2 == 0 else 'Column'} (channel) {block}"
-    if isinstance(gran, PerGroup):
-        row, g = divmod(block, groups_per_row)
-        first = g * gran.group_size
-        return f"Group {block} (row {row}, columns {first}–{first + gran.group_size - 1})"
-    return "Whole tensor"
 
 
 def block_chooser(cfg: QuantConfig, n_blocks: int, key: str = "v_block") -> int:

@@ -13,7 +13,6 @@ from dashboard.components.metrics import metrics_row
 from dashboard.components.source import current_source
 from dashboard.components.view import (
     block_chooser,
-    block_label,
     current_view,
     view_options,
     zoom_window,
@@ -74,10 +73,8 @@ with st.expander("Zoom: full resolution with per-cell hover", expanded=rows * co
     st.plotly_chart(zoom_figure(exp, win.row, win.col, win.size), key="zoom")
 
 st.subheader("Distribution and levels")
-groups_per_row = exp.n_blocks // rows if exp.n_blocks >= rows and rows else 1
 block = block_chooser(cfg, exp.n_blocks)
-label = block_label(cfg, block, max(1, groups_per_row))
-st.plotly_chart(cache.histogram(key, exp, block, label), key="histogram")
+st.plotly_chart(cache.histogram(key, exp, block), key="histogram")
 
 st.subheader("How a value becomes a code")
 panel = cache.teaching(key, exp, block)

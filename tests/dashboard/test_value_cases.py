@@ -30,6 +30,7 @@ from quant_core import (
     Mode,
     PerChannel,
     QuantConfig,
+    ZeroPoint,
 )
 
 # float32 unit roundoff: one rounding multiplies a value by (1 + d) with |d| <= U.
@@ -50,7 +51,7 @@ def test_case_runs_under_every_scheme(case: str) -> None:
 def test_histogram_of_values_spanning_more_than_float32_max() -> None:
     filename, data, _ = CASES["huge_float32"]
     exp = explore(load_one(filename, data).source.matrix, QuantConfig(8))
-    hist = histogram_figure(exp, 0, "Tensor")
+    hist = histogram_figure(exp, 0)
     assert np.asarray(hist.data[0].y).sum() == 6
 
 
@@ -231,7 +232,9 @@ def test_asymmetric_minmax_without_zero_clamps_and_says_so(
     values: list[float], zero_point: int, sign: str
 ) -> None:
     item = load_one("v.npy", npy_bytes(np.array([values], np.float32)))
-    exp = explore(item.source.matrix, QuantConfig(8, Mode.ASYMMETRIC))
+    # The course convention clamps z; the default (include zero) never does.
+    cfg = QuantConfig(8, Mode.ASYMMETRIC, zero_point=ZeroPoint.COURSE_CLAMP)
+    exp = explore(item.source.matrix, cfg)
     assert int(exp.qt.zero_point) == zero_point
     assert exp.clip.n_clipped >= 1
     (note,) = teaching.block_notes(exp, teaching.block_numbers(exp, 0))

@@ -274,7 +274,7 @@ def test_zero_d_and_empty_tensors_are_clear_errors() -> None:
 
 def test_histogram_of_a_block_with_no_finite_value() -> None:
     exp = explore(first_row_nan(), QuantConfig(4, Mode.SYMMETRIC, PerChannel(0)))
-    histogram_figure(exp, 0, "Channel 0")
+    histogram_figure(exp, 0)
 
 
 def test_teaching_numbers_of_a_block_with_no_finite_value() -> None:

@@ -197,7 +197,7 @@ def run_everything(
     assert [t.type for t in zoom.data] == ["heatmap"] * 4
 
     for block in blocks_to_show(exp):
-        hist = histogram_figure(exp, block, f"block {block}")
+        hist = histogram_figure(exp, block)
         n_finite = int(torch.isfinite(exp.qt.layout.to_blocks(exp.original)[block]).sum())
         if check_histogram:
             assert np.asarray(hist.data[0].y).sum() == n_finite, where

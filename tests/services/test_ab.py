@@ -11,7 +11,6 @@ from dashboard.services.compare.ab import (
     WinTotals,
     compare_ab,
     default_block_granularity,
-    matrix_shape,
 )
 from quant_core import (
     Granularity,
@@ -83,6 +82,7 @@ def test_exact_schemes_tie() -> None:
 
 def test_errors_metrics_and_storage_match_quant_core() -> None:
     x = torch.randn(4, 3, 8, generator=torch.Generator().manual_seed(2))
+    m = x.reshape(4, 24)  # the explorer's view of a [4, 3, 8] tensor
     cfg_a = QuantConfig(bits=4, mode=Mode.ASYMMETRIC, granularity=PerGroup(4))
     cfg_b = QuantConfig(bits=3, granularity=PerChannel(1))
     ab = compare_ab(x, cfg_a, cfg_b)
@@ -90,37 +90,34 @@ def test_errors_metrics_and_storage_match_quant_core() -> None:
         (cfg_a, ab.error_a, ab.metrics_a, ab.storage_a),
         (cfg_b, ab.error_b, ab.metrics_b, ab.storage_b),
     ):
-        x_hat = quantize(x, cfg).dequantize()
+        x_hat = quantize(m, cfg).dequantize()
         assert err.dtype == np.float32
-        assert err.shape == (12, 8)
-        np.testing.assert_array_equal(err, (x - x_hat).reshape(12, 8).numpy())
-        assert metrics == error_metrics(x, x_hat)
-        assert storage == storage_cost(x.shape, cfg)
+        assert err.shape == (4, 24)
+        np.testing.assert_array_equal(err, (m - x_hat).numpy())
+        assert metrics == error_metrics(m, x_hat)
+        assert storage == storage_cost(m.shape, cfg)
     diff = ab.abs_error_difference()
     np.testing.assert_array_equal(diff, np.abs(ab.error_a) - np.abs(ab.error_b))
     assert ab.max_abs_error == max(np.abs(ab.error_a).max(), np.abs(ab.error_b).max())
     # Group blocks of A keep their [rows, C/g] layout; block MSE is the mean of the squares.
-    assert ab.winner.shape == (12, 2)
-    expected = (ab.error_a.astype(np.float64) ** 2).reshape(12, 2, 4).mean(axis=2)
+    assert ab.winner.shape == (4, 6)
+    expected = (ab.error_a.astype(np.float64) ** 2).reshape(4, 6, 4).mean(axis=2)
     np.testing.assert_allclose(ab.block_mse_a, expected, rtol=1e-12)
 
 
 @pytest.mark.parametrize(
-    ("shape", "a", "b", "expected"),
+    ("a", "b", "expected"),
     [
-        ((4, 8), PerGroup(4), PerChannel(0), PerGroup(4)),
-        ((4, 8), PerTensor(), PerGroup(2), PerGroup(2)),
-        ((4, 8), PerGroup(4), PerGroup(2), PerGroup(4)),
-        ((4, 8), PerTensor(), PerChannel(1), PerChannel(0)),
-        ((8,), PerTensor(), PerTensor(), PerTensor()),
-        ((8,), PerGroup(4), PerTensor(), PerGroup(4)),
+        (PerGroup(4), PerChannel(0), PerGroup(4)),
+        (PerTensor(), PerGroup(2), PerGroup(2)),
+        (PerGroup(4), PerGroup(2), PerGroup(4)),
+        (PerTensor(), PerChannel(1), PerChannel(0)),
+        (PerTensor(), PerTensor(), PerChannel(0)),
     ],
 )
-def test_default_block_granularity(
-    shape: tuple[int, ...], a: Granularity, b: Granularity, expected: Granularity
-) -> None:
+def test_default_block_granularity(a: Granularity, b: Granularity, expected: Granularity) -> None:
     cfg_a, cfg_b = QuantConfig(granularity=a), QuantConfig(granularity=b)
-    assert default_block_granularity(shape, cfg_a, cfg_b) == expected
+    assert default_block_granularity(cfg_a, cfg_b) == expected
 
 
 def test_caller_chosen_blocks() -> None:
@@ -150,9 +147,12 @@ def test_misfits_raise_naming_the_scheme() -> None:
         compare_ab(torch.tensor([float("nan"), 1.0]), QuantConfig(), QuantConfig())
 
 
-def test_matrix_shape() -> None:
-    assert matrix_shape((5,)) == (1, 5)
-    assert matrix_shape((3, 5)) == (3, 5)
-    assert matrix_shape((2, 3, 5)) == (6, 5)
+def test_n_d_tensor_is_compared_on_the_explorers_view() -> None:
+    # [2, 3, 5] is drawn as [2, 15] on the explorer, so A/B quantizes that matrix too.
+    x = torch.randn(2, 3, 5, generator=torch.Generator().manual_seed(1))
+    ab = compare_ab(x, QuantConfig(bits=4), QuantConfig(bits=4, granularity=PerGroup(5)))
+    assert ab.shape == (2, 3, 5)
+    assert ab.error_a.shape == (2, 15)
+    assert ab.winner.shape == (2, 3)
     with pytest.raises(ValueError):
-        matrix_shape(())
+        compare_ab(torch.tensor(1.0), QuantConfig(), QuantConfig())

@@ -13,7 +13,7 @@ from safetensors.torch import load
 
 from dashboard.services.display.reduce import Reduction, reduce_2d
 from dashboard.services.explorer import exports, teaching
-from dashboard.services.explorer.explore import block_of, explore
+from dashboard.services.explorer.explore import block_label, block_of, explore
 from dashboard.services.explorer.heatmaps import (
     RICH_HOVER_MAX_CELLS,
     ViewOptions,
@@ -30,6 +30,7 @@ from quant_core import (
     PerGroup,
     PerTensor,
     QuantConfig,
+    ZeroPoint,
     unpack,
 )
 
@@ -88,6 +89,23 @@ def test_block_of_matches_layout() -> None:
                 assert block_of(exp, r, c) == int(ids[r, c])
 
 
+@pytest.mark.parametrize(
+    ("gran", "block", "label"),
+    [
+        (PerTensor(), 0, "Whole tensor"),
+        (PerChannel(0), 3, "Row (channel) 3"),
+        (PerChannel(1), 5, "Column (channel) 5"),
+        (PerGroup(4), 7, "Group 7 (row 2, columns 4–7)"),
+        (PerGroup(12), 2, "Group 2 (row 2, columns 0–11)"),
+    ],
+    ids=["tensor", "rows", "columns", "groups", "group_is_a_row"],
+)
+def test_block_label_names_the_cells_block_cells_reads(gran, block: int, label: str) -> None:
+    exp = explore(torch.randn(4, 12), QuantConfig(4, granularity=gran))
+    assert block_label(exp, block) == label
+    assert histogram_figure(exp, block).layout.title.text.startswith(label + ":")
+
+
 # --- figures -------------------------------------------------------------------------
 
 
@@ -120,7 +138,7 @@ def test_every_chart_payload_under_2mb(shape: tuple[int, int]) -> None:
     figs = overview_figures(exp, ViewOptions(reduction=Reduction.MAX_ABS))
     sizes = [payload(f) for f in figs.all()]
     sizes.append(payload(zoom_figure(exp, 100, 100, 64)))
-    sizes.append(payload(histogram_figure(exp, 3, "group 3")))
+    sizes.append(payload(histogram_figure(exp, 3)))
     assert max(sizes) < 2 * MB, sizes
     assert "overview" in figs.original.layout.title.text
 
@@ -147,7 +165,7 @@ def test_group_boundaries_drawn() -> None:
 def test_histogram_levels_and_counts() -> None:
     x = torch.linspace(-1, 1, 1000).reshape(10, 100)
     exp = explore(x, QuantConfig(3, Mode.SYMMETRIC, PerChannel(0)))
-    fig = histogram_figure(exp, 0, "row 0")
+    fig = histogram_figure(exp, 0)
     bars, levels = fig.data[0], fig.data[1]
     assert float(np.sum(bars.y)) == 100
     assert levels.name == "8 quantization levels"
@@ -159,7 +177,7 @@ def test_histogram_shades_clipped_region() -> None:
     cfg = QuantConfig(4, Mode.SYMMETRIC, range_method="percentile", percentile=99.0)
     exp = explore(x, cfg)
     assert exp.clip.n_clipped >= 1
-    fig = histogram_figure(exp, 0, "tensor")
+    fig = histogram_figure(exp, 0)
     assert len(fig.layout.shapes) >= 1
 
 
@@ -167,7 +185,7 @@ def test_codebook_format_figures() -> None:
     exp = explore(torch.randn(16, 32), QuantConfig(format=Format.NF4, granularity=PerGroup(16)))
     figs = overview_figures(exp, ViewOptions())
     assert figs.codes.data[0].zmax == 15
-    assert histogram_figure(exp, 1, "g").data[1].name == "16 quantization levels"
+    assert histogram_figure(exp, 1).data[1].name == "16 quantization levels"
 
 
 # --- teaching ------------------------------------------------------------------------
@@ -194,7 +212,7 @@ def test_worked_table_reproduces_codes() -> None:
 
 def test_worked_table_marks_clamping() -> None:
     vec = example_tensor(Example.VECTOR_10).reshape(1, -1)
-    exp = explore(vec, QuantConfig(8, Mode.ASYMMETRIC))
+    exp = explore(vec, QuantConfig(8, Mode.ASYMMETRIC, zero_point=ZeroPoint.COURSE_CLAMP))
     table = teaching.worked_table(exp, 0, n_values=12)
     assert (table["clamped?"] == "yes").sum() == exp.clip.n_clipped_high >= 1
 

@@ -48,7 +48,10 @@ def test_outliers_fraction_roughly_respected() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"rows": 0}, "positive"),
+        ({"rows": 0}, "rows and cols must be in 1..16384"),
+        ({"cols": 16_385, "rows": 1}, "rows and cols must be in 1..16384"),
+        ({"seed": -1}, "seed=-1 must be in"),
+        ({"seed": 2**31}, "seed=2147483648 must be in"),
         ({"rows": 10000, "cols": 10000}, "exceeds the limit"),
         ({"outlier_fraction": 0.9}, "outlier_fraction"),
         ({"outlier_channel": 999}, "outlier_channel"),

@@ -12,6 +12,7 @@ from dashboard.services.state.scheme import (
     AXIS_RANGE,
     GROUP_RANGE,
     MAX_VALUE_LENGTH,
+    PERCENTILE_RANGE,
     QUERY_KEYS,
     SEED_RANGE,
     GranularityKind,
@@ -60,8 +61,8 @@ def configs(draw: st.DrawFn) -> QuantConfig:
         range_method=draw(st.sampled_from(RangeMethod)),
         percentile=draw(
             st.one_of(
-                st.floats(50.0, 100.0, exclude_min=True, allow_nan=False),
-                st.integers(51, 100),
+                st.floats(*PERCENTILE_RANGE, allow_nan=False),
+                st.integers(int(PERCENTILE_RANGE[0]), int(PERCENTILE_RANGE[1])),
             )
         ),
         rounding=draw(st.sampled_from(Rounding)),
@@ -149,6 +150,7 @@ def test_missing_keys_take_defaults_and_unknown_keys_are_ignored() -> None:
         ({"pct": "nan"}, ["pct", "nan"]),
         ({"pct": "inf"}, ["pct", "inf"]),
         ({"pct": "50"}, ["pct", "50"]),
+        ({"pct": "89.99"}, ["pct", "89.99"]),
         ({"pct": "100.5"}, ["pct", "100.5"]),
         ({"pct": "9_9.5"}, ["pct"]),
         ({"pct": "1e2"}, ["pct", "1e2"]),
@@ -220,6 +222,8 @@ def test_config_to_query_rejects_what_a_url_cannot_carry() -> None:
         config_to_query(QuantConfig(granularity=PerGroup(GROUP_RANGE[1] + 1)))
     with pytest.raises(ValueError, match="seed"):
         config_to_query(QuantConfig(seed=SEED_RANGE[1] + 1))
+    with pytest.raises(ValueError, match=r"pct=60 is outside the range 90\.\.100"):
+        config_to_query(QuantConfig(range_method=RangeMethod.PERCENTILE, percentile=60.0))
     with pytest.raises(TypeError):
         config_to_query({"bits": "4"})  # type: ignore[arg-type]
 

@@ -4,14 +4,15 @@
     ab.totals                               # WinTotals(a=..., b=..., ties=...)
     ab.abs_error_difference()               # |e_a| - |e_b|: negative where A is closer
 
+A tensor is compared as the explorer shows it: its 2-D view (``sources.values.to_2d_view``:
+``[n]`` -> ``[1, n]``, ``[d0, d1, ...]`` -> ``[d0, d1 * ...]``), quantized as that matrix.
 Errors are ``e = x - x_hat`` (original minus dequantized, as on the explorer) in float32,
-kept as 2-D numpy matrices (``matrix_shape``) ready for heatmaps; see ``compare_figures``.
+kept as 2-D numpy matrices ready for heatmaps; see ``ab_figures``.
 """
 
 from __future__ import annotations
 
 import enum
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +24,6 @@ from quant_core import (
     Granularity,
     PerChannel,
     PerGroup,
-    PerTensor,
     QuantConfig,
     StorageReport,
     check_float_tensor,
@@ -33,13 +33,14 @@ from quant_core import (
     storage_cost,
 )
 
+from ..sources.values import to_2d_view
+
 __all__ = [
     "ABResult",
     "WinTotals",
     "Winner",
     "compare_ab",
     "default_block_granularity",
-    "matrix_shape",
     "metrics_table",
 ]
 
@@ -66,44 +67,31 @@ class WinTotals:
         return self.a + self.b + self.ties
 
 
-def matrix_shape(shape: tuple[int, ...]) -> tuple[int, int]:
-    """The 2-D view a tensor is drawn as: ``[n]`` -> ``(1, n)``; ``[..., c]`` -> ``(rows, c)``
-    with ``rows`` the product of the leading dimensions."""
-    if len(shape) == 0:
-        raise ValueError("a 0-d tensor has no matrix view")
-    if len(shape) == 1:
-        return 1, shape[0]
-    return math.prod(shape[:-1]), shape[-1]
-
-
-def _grid_shape(shape: tuple[int, ...], granularity: Granularity) -> tuple[int, int]:
+def _grid_shape(shape: tuple[int, int], granularity: Granularity) -> tuple[int, int]:
     """The 2-D grid one value per block is drawn as: groups keep their place in the matrix
-    view (``[rows, C/g]``); channels become one column; a single block is ``(1, 1)``."""
+    (``[rows, C/g]``); channels become one column; a single block is ``(1, 1)``."""
     if isinstance(granularity, PerGroup):
-        rows, cols = matrix_shape(shape)
-        return rows, cols // granularity.group_size
+        return shape[0], shape[1] // granularity.group_size
     if isinstance(granularity, PerChannel):
         return shape[granularity.axis], 1
     return 1, 1
 
 
-def default_block_granularity(
-    shape: tuple[int, ...], cfg_a: QuantConfig, cfg_b: QuantConfig
-) -> Granularity:
+def default_block_granularity(cfg_a: QuantConfig, cfg_b: QuantConfig) -> Granularity:
     """The blocks to compare in when the caller names none: A's groups if A is per-group,
-    else B's if B is, else rows (``PerChannel(0)``); a 1-D tensor without groups is one
-    block."""
+    else B's if B is, else rows of the matrix (``PerChannel(0)``)."""
     for cfg in (cfg_a, cfg_b):
         if isinstance(cfg.granularity, PerGroup):
             return cfg.granularity
-    return PerTensor() if len(shape) == 1 else PerChannel(0)
+    return PerChannel(0)
 
 
 @dataclass(frozen=True, eq=False)
 class ABResult:
     """Schemes A and B on one tensor.
 
-    ``error_a``/``error_b``: ``x - x_hat`` (float32, ``matrix_shape(shape)``).
+    ``shape``: the tensor's own shape; ``error_a``/``error_b``: ``x - x_hat`` (float32) on
+    its 2-D view, the matrix both schemes quantized.
     ``block_mse_a``/``block_mse_b``: each block's MSE (float64), on the block grid
     (``[rows, C/g]`` for groups, ``[C, 1]`` for channels, ``[1, 1]`` per tensor);
     ``winner``: ``Winner`` values (int8) on the same grid.
@@ -155,7 +143,7 @@ def compare_ab(
     cfg_b: QuantConfig,
     block_granularity: Granularity | None = None,
 ) -> ABResult:
-    """Quantize ``x`` under both schemes and compare them.
+    """Quantize the 2-D view of ``x`` under both schemes and compare them.
 
     ``block_granularity`` sets the blocks whose MSEs decide a winner (default:
     ``default_block_granularity``). A block is won by the scheme with the strictly lower
@@ -163,11 +151,12 @@ def compare_ab(
     does not fit ``x``, or when ``block_granularity`` does not.
     """
     check_float_tensor(x)
-    x = x.detach().cpu()
     shape = tuple(int(d) for d in x.shape)
+    x = to_2d_view(x.detach().cpu()).matrix
+    mshape = (int(x.shape[0]), int(x.shape[1]))
     if block_granularity is None:
-        block_granularity = default_block_granularity(shape, cfg_a, cfg_b)
-    layout_for(shape, block_granularity)  # raises naming the misfit before any work
+        block_granularity = default_block_granularity(cfg_a, cfg_b)
+    layout_for(mshape, block_granularity)  # raises naming the misfit before any work
     err_a, metrics_a = _error(x, cfg_a, "A")
     err_b, metrics_b = _error(x, cfg_b, "B")
     mse_a = _block_mse(err_a, block_granularity)
@@ -179,17 +168,16 @@ def compare_ab(
         b=int((winner == Winner.B).sum()),
         ties=int((winner == Winner.TIE).sum()),
     )
-    mshape = matrix_shape(shape)
     return ABResult(
         shape=shape,
         config_a=cfg_a,
         config_b=cfg_b,
         metrics_a=metrics_a,
         metrics_b=metrics_b,
-        storage_a=storage_cost(shape, cfg_a),
-        storage_b=storage_cost(shape, cfg_b),
-        error_a=err_a.numpy().reshape(mshape),
-        error_b=err_b.numpy().reshape(mshape),
+        storage_a=storage_cost(mshape, cfg_a),
+        storage_b=storage_cost(mshape, cfg_b),
+        error_a=err_a.numpy(),
+        error_b=err_b.numpy(),
         block_granularity=block_granularity,
         block_mse_a=mse_a,
         block_mse_b=mse_b,

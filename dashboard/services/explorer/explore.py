@@ -30,6 +30,7 @@ __all__ = [
     "Exploration",
     "block_cells",
     "block_ids",
+    "block_label",
     "block_of",
     "block_values",
     "explore",
@@ -138,6 +139,19 @@ def block_cells(exp: Exploration, block: int) -> tuple[int | slice, int | slice]
     groups_per_row = layout.shape[1] // layout.block_len
     row, g = divmod(block, groups_per_row)
     return row, slice(g * layout.block_len, (g + 1) * layout.block_len)
+
+
+def block_label(exp: Exploration, block: int) -> str:
+    """What block ``block`` is, read off ``block_cells``: ``"Row (channel) 3"``,
+    ``"Column (channel) 5"``, ``"Group 7 (row 1, columns 32–63)"`` or ``"Whole tensor"``."""
+    rows, cols = block_cells(exp, block)
+    if isinstance(cols, int):
+        return f"Column (channel) {block}"
+    if isinstance(rows, int) and cols == slice(None):
+        return f"Row (channel) {block}"
+    if isinstance(rows, int):
+        return f"Group {block} (row {rows}, columns {cols.start}–{cols.stop - 1})"
+    return "Whole tensor"
 
 
 def block_values(exp: Exploration, block: int) -> torch.Tensor:

@@ -8,21 +8,23 @@ import torch
 
 from quant_core import clip_bounds, levels_used
 
-from .explore import Exploration, block_values
+from .explore import Exploration, block_label, block_values
 
 __all__ = ["MAX_DRAWN_LEVELS", "histogram_figure"]
 
 MAX_DRAWN_LEVELS = 256
 
 
-def histogram_figure(exp: Exploration, block: int, block_label: str) -> go.Figure:
+def histogram_figure(exp: Exploration, block: int) -> go.Figure:
     """Histogram of a block's original values with its quantization levels drawn over it
-    and the clipped regions (outside the representable range) shaded."""
+    and the clipped regions (outside the representable range) shaded; the title names the
+    block (``block_label``)."""
+    label = block_label(exp, block)
     values = block_values(exp, block)
     if values.numel() == 0:
         return go.Figure(
             layout={
-                "title": {"text": f"{block_label}: no finite values to draw", "font": {"size": 13}},
+                "title": {"text": f"{label}: no finite values to draw", "font": {"size": 13}},
                 "height": 200,
             }
         )
@@ -95,7 +97,7 @@ def histogram_figure(exp: Exploration, block: int, block_label: str) -> go.Figur
         data=data,
         layout={
             "title": {
-                "text": f"{block_label}: {values.numel():,} values, {used} of {total} levels "
+                "text": f"{label}: {values.numel():,} values, {used} of {total} levels "
                 f"used{note}; shaded = clipped",
                 "font": {"size": 13},
             },

@@ -13,14 +13,18 @@ __all__ = [
     "MAX_SYNTHETIC_ELEMENTS",
     "OUTLIER_FRACTION_RANGE",
     "OUTLIER_MAGNITUDE_RANGE",
+    "SEED_RANGE",
+    "SIDE_RANGE",
     "Distribution",
     "SyntheticSpec",
     "make_synthetic",
 ]
 
 MAX_SYNTHETIC_ELEMENTS = 64_000_000
-# Shared by the spec's checks, the URL parser and the widgets, so no value one accepts can
-# crash another.
+# The one range of each value: the spec's checks, the URL parser and the widgets all use
+# these, so no value one accepts can crash another.
+SIDE_RANGE = (1, 16_384)
+SEED_RANGE = (0, (1 << 31) - 1)
 OUTLIER_FRACTION_RANGE = (0.0, 0.5)
 OUTLIER_MAGNITUDE_RANGE = (0.001, 1e6)
 
@@ -60,8 +64,12 @@ class SyntheticSpec:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"{name} must be an int, got {value!r}")
-        if self.rows < 1 or self.cols < 1:
-            raise ValueError(f"shape must be positive, got {self.rows} x {self.cols}")
+        lo, hi = SIDE_RANGE
+        if not (lo <= self.rows <= hi and lo <= self.cols <= hi):
+            raise ValueError(f"rows and cols must be in {lo}..{hi}, got {self.rows} x {self.cols}")
+        lo, hi = SEED_RANGE
+        if not lo <= self.seed <= hi:
+            raise ValueError(f"seed={self.seed} must be in {lo}..{hi}")
         if self.rows * self.cols > MAX_SYNTHETIC_ELEMENTS:
             raise ValueError(
                 f"{self.rows} x {self.cols} = {self.rows * self.cols:,} elements exceeds the "

@@ -16,9 +16,9 @@ axis       integer -64..63; only with ``gran=channel``            ``PerChannel.a
 group      integer 1..1048576; only with ``gran=group``           ``PerGroup.group_size``
 fmt        ``int`` | ``nf4`` | ``fp4_e2m1`` | ``fp8_e4m3`` | ...  ``format``
 range      ``minmax`` | ``percentile`` | ``mse``                  ``range_method``
-pct        decimal in (50, 100], e.g. ``99.9``                    ``percentile``
+pct        decimal in [90, 100], e.g. ``99.9``                    ``percentile``
 round      ``nearest`` | ``stochastic``                           ``rounding``
-seed       integer -2^63..2^64-1 (what ``torch.manual_seed`` takes) ``seed``
+seed       integer 0..2^31-1                                      ``seed``
 sdtype     ``fp32`` | ``fp16`` | ``bf16``                         ``scale_dtype``
 =========  =====================================================  ==========================
 
@@ -58,6 +58,7 @@ __all__ = [
     "AXIS_RANGE",
     "GROUP_RANGE",
     "MAX_VALUE_LENGTH",
+    "PERCENTILE_RANGE",
     "QUERY_KEYS",
     "SEED_RANGE",
     "GranularityKind",
@@ -83,7 +84,10 @@ QUERY_KEYS: tuple[str, ...] = (
 MAX_VALUE_LENGTH = 32
 AXIS_RANGE = (-64, 63)
 GROUP_RANGE = (1, 1 << 20)
-SEED_RANGE = (-(1 << 63), (1 << 64) - 1)
+# The ranges of the values the scheme picker's widgets take: a link, a scheme id and a
+# widget all accept exactly these, so a value one accepts can never break another.
+PERCENTILE_RANGE = (90.0, 100.0)
+SEED_RANGE = (0, (1 << 31) - 1)
 
 _E = TypeVar("_E", bound=enum.Enum)
 _T = TypeVar("_T")
@@ -122,7 +126,8 @@ def config_to_query(cfg: QuantConfig) -> dict[str, str]:
 
     ``axis`` is present only for per-channel schemes and ``group`` only for per-group ones.
     Raises ``ValueError`` for a config outside what a URL may carry (an axis beyond
-    ``AXIS_RANGE``, a group size beyond ``GROUP_RANGE``, a seed beyond ``SEED_RANGE``).
+    ``AXIS_RANGE``, a group size beyond ``GROUP_RANGE``, a percentile beyond
+    ``PERCENTILE_RANGE``, a seed beyond ``SEED_RANGE``).
     """
     if not isinstance(cfg, QuantConfig):
         raise TypeError(f"cfg must be a QuantConfig, got {type(cfg).__name__}")
@@ -138,6 +143,9 @@ def config_to_query(cfg: QuantConfig) -> dict[str, str]:
         out["group"] = str(_check_in("group", gran.group_size, GROUP_RANGE))
     out["fmt"] = cfg.format.value
     out["range"] = cfg.range_method.value
+    lo, hi = PERCENTILE_RANGE
+    if not lo <= cfg.percentile <= hi:
+        raise ValueError(f"pct={cfg.percentile:g} is outside the range {lo:g}..{hi:g}")
     out["pct"] = repr(float(cfg.percentile))
     out["round"] = cfg.rounding.value
     out["seed"] = str(_check_in("seed", cfg.seed, SEED_RANGE))
@@ -218,8 +226,9 @@ def _parse_pct(params: Mapping[str, str]) -> float | None:
     if not _PCT_RE.fullmatch(raw):
         raise ValueError(f"query parameter pct={raw!r} is not a decimal number such as 99.9")
     value = float(raw)
-    if not 50.0 < value <= 100.0:
-        raise ValueError(f"query parameter pct={raw!r} must be in (50, 100]")
+    lo, hi = PERCENTILE_RANGE
+    if not lo <= value <= hi:
+        raise ValueError(f"query parameter pct={raw!r} must be in [{lo:g}, {hi:g}]")
     return value
 
 

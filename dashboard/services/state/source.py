@@ -19,7 +19,7 @@ from ..sources.choice import (
     SyntheticSource,
 )
 from ..sources.examples import Example
-from ..sources.synthetic import Distribution, SyntheticSpec
+from ..sources.synthetic import SEED_RANGE, SIDE_RANGE, Distribution, SyntheticSpec
 
 __all__ = ["SOURCE_KEYS", "source_from_query", "source_to_query"]
 
@@ -31,7 +31,6 @@ _MAX_LEN = 200
 _INT_RE = re.compile(r"0|[1-9][0-9]{0,9}")
 _FLOAT_RE = re.compile(r"[0-9]{1,6}(\.[0-9]{1,12})?")
 _TENSOR_RE = re.compile(r"[A-Za-z0-9_.\-]{1,200}")
-MAX_SIDE = 16_384
 
 
 def source_to_query(choice: SourceChoice) -> dict[str, str]:
@@ -106,7 +105,7 @@ def source_from_query(params: Mapping[str, str], default: SourceChoice) -> Sourc
     """Parse the source keys of ``params``; ``default`` when ``src`` is absent.
 
     Raises ``ValueError`` naming the first bad key (unknown kind, a shape beyond
-    ``MAX_SIDE``, a malformed number, a tensor name with characters outside
+    ``SIDE_RANGE``, a malformed number, a tensor name with characters outside
     ``[A-Za-z0-9_.-]``). ``src=upload`` cannot be restored from a link: also a ValueError.
     """
     kind = _enum(params, "src", SourceKind, None)
@@ -117,14 +116,14 @@ def source_from_query(params: Mapping[str, str], default: SourceChoice) -> Sourc
         ochan_raw = _get(params, "ochan")
         spec = SyntheticSpec(
             distribution=_enum(params, "dist", Distribution, base.distribution),
-            rows=_int(params, "rows", base.rows, 1, MAX_SIDE),
-            cols=_int(params, "cols", base.cols, 1, MAX_SIDE),
-            seed=_int(params, "dseed", base.seed, 0, 2**31 - 1),
+            rows=_int(params, "rows", base.rows, *SIDE_RANGE),
+            cols=_int(params, "cols", base.cols, *SIDE_RANGE),
+            seed=_int(params, "dseed", base.seed, *SEED_RANGE),
             outlier_fraction=_float(params, "ofrac", base.outlier_fraction),
             outlier_magnitude=_float(params, "omag", base.outlier_magnitude),
             outlier_channel=None
             if ochan_raw is None
-            else _int(params, "ochan", 0, 0, MAX_SIDE - 1),
+            else _int(params, "ochan", 0, 0, SIDE_RANGE[1] - 1),
         )
         return SyntheticSource(spec)
     if kind is SourceKind.EXAMPLE:
