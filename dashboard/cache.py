@@ -40,7 +40,7 @@ from dashboard.services.model.files import bundled_model_file
 from dashboard.services.sources.choice import SourceChoice
 from dashboard.services.sources.prepared import PreparedSource, prepare
 from dashboard.services.sources.synthetic import SyntheticSpec, make_synthetic
-from quant_core import QuantConfig
+from quant_core import ActivationCapture, QuantConfig, capture_sentence_inputs
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
@@ -117,6 +117,14 @@ def ab_result(
 def bundled_model() -> torch.nn.Module:
     """The bundled sentence-transformer, loaded once per server (about 8 s)."""
     return load_bundled_model()
+
+
+@st.cache_resource(max_entries=4, show_spinner="Running the model on the sentences…")
+def linear_inputs(sentences: tuple[str, ...]) -> ActivationCapture:
+    """The input of every linear layer of the bundled model on ``sentences`` (real tokens,
+    ``[tokens, in_features]`` per layer; about 20 MB for 32 sentences). Shared by the
+    Activations source, the layer page and the calibration of GPTQ/AWQ."""
+    return capture_sentence_inputs(bundled_model(), sentences)
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
