@@ -1,0 +1,100 @@
+"""The algorithm picker: RTN, GPTQ, AWQ or HQQ, GPTQ's dampening and act-order, and the
+calibration sentences GPTQ/AWQ learn from. Returns an ``AlgorithmChoice``."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard.components import persist
+from dashboard.components.persist import PERSIST
+from dashboard.services.state.algorithm import (
+    DAMP_RANGE,
+    DEFAULT_DAMP,
+    AlgorithmChoice,
+    parse_sentences,
+)
+from quant_core import CALIBRATION_SENTENCES, Algorithm, QuantConfig
+
+__all__ = ["algorithm_picker"]
+
+_HELP = {
+    Algorithm.RTN: "Round to nearest on the scheme's grid.",
+    Algorithm.GPTQ: "Rounds columns one by one and pushes each error onto the columns not "
+    "yet rounded, through the inverse Hessian of the layer's calibration inputs.",
+    Algorithm.AWQ: "Scales input channels by mean|X_j|^α before rounding (α searched on the "
+    "calibration output error); the inverse is folded into the input.",
+    Algorithm.HQQ: "Data-free: a half-quadratic solver refits each block's zero point "
+    "(or scale).",
+}
+
+
+def algorithm_picker(
+    cfg: QuantConfig, *, prefix: str = "", has_calibration: bool = True
+) -> AlgorithmChoice:
+    """Draw the algorithm widgets in the current container.
+
+    ``has_calibration``: whether the tensor at hand is a layer of the bundled model (so
+    GPTQ/AWQ can capture its inputs). An algorithm that cannot run for ``cfg`` or the data
+    is explained (``Algorithm.unavailable_reason``) and RTN is returned instead, so the
+    page keeps working.
+    """
+    p = prefix
+    persist.defaults(
+        {
+            f"{p}a_algo": Algorithm.RTN,
+            f"{p}a_damp": DEFAULT_DAMP,
+            f"{p}a_actord": True,
+            f"{p}a_custom": False,
+            f"{p}a_text": "\n".join(CALIBRATION_SENTENCES),
+        }
+    )
+    algorithm = st.selectbox(
+        "Algorithm",
+        list(Algorithm),
+        format_func=lambda a: a.label,
+        key=f"{p}a_algo",
+        persist_state=PERSIST,
+        help=" ".join(f"{a.label}: {h}" for a, h in _HELP.items()),
+    )
+    reason = algorithm.unavailable_reason(cfg, has_calibration=has_calibration)
+    if reason is not None:
+        st.warning(f"{reason}. Showing RTN.")
+        return AlgorithmChoice()
+    damp, act_order = DEFAULT_DAMP, True
+    if algorithm is Algorithm.GPTQ:
+        damp = st.slider(
+            "GPTQ dampening (fraction of mean diag H)",
+            *DAMP_RANGE,
+            step=0.01,
+            key=f"{p}a_damp",
+            persist_state=PERSIST,
+            help="The paper uses 0.01; with a few hundred calibration tokens 0.1-0.3 "
+            "generalises better to held-out text.",
+        )
+        act_order = st.checkbox("Act-order", key=f"{p}a_actord", persist_state=PERSIST)
+    calibration, custom = CALIBRATION_SENTENCES, False
+    if algorithm.needs_calibration:
+        custom = st.checkbox(
+            "My own calibration sentences", key=f"{p}a_custom", persist_state=PERSIST
+        )
+        if custom:
+            text = st.text_area(
+                "Calibration sentences (one per line)",
+                key=f"{p}a_text",
+                height=120,
+                persist_state=PERSIST,
+            )
+            try:
+                calibration = parse_sentences(text)
+            except ValueError as exc:
+                st.error(f"Calibration text: {exc}. Using the bundled sentences.")
+                calibration, custom = CALIBRATION_SENTENCES, False
+        else:
+            st.caption(f"Calibrated on the {len(CALIBRATION_SENTENCES)} bundled sentences.")
+    return AlgorithmChoice(
+        algorithm=algorithm,
+        gptq_damp=float(damp),
+        act_order=bool(act_order),
+        calibration=calibration,
+        custom_calibration=custom,
+    )
