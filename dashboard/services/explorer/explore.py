@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from quant_core import (
+    BlockRange,
     ClipStats,
     ErrorMetrics,
     QuantConfig,
@@ -77,8 +78,14 @@ class Exploration:
         return self.qt.n_blocks
 
 
-def explore(matrix: torch.Tensor, cfg: QuantConfig) -> Exploration:
+def explore(
+    matrix: torch.Tensor, cfg: QuantConfig, *, ranges: BlockRange | None = None
+) -> Exploration:
     """Quantize ``matrix`` (``[R, C]`` float) under ``cfg``.
+
+    ``ranges``: static ranges (``ActivationRanges.ranges``, calibrated on other data) passed
+    to ``quantize``; values beyond them clip and ``clip`` counts them. ``None``: the
+    ranges come from ``matrix`` itself.
 
     NaN/Inf cells are quantized as a stand-in inside their block's finite range (so they
     stretch no scale; see ``fill_nonfinite``), left out of the metrics and clipping counts,
@@ -96,7 +103,7 @@ def explore(matrix: torch.Tensor, cfg: QuantConfig) -> Exploration:
         work, finite = filled.tensor, filled.finite_mask
         lo, hi = torch.aminmax(work)  # the fills lie inside the finite range
     # Only real values choose the ranges; the stand-ins are quantized but set no scale.
-    qt = quantize(work, cfg, range_mask=finite)
+    qt = quantize(work, cfg, range_mask=finite, ranges=ranges)
     dequantized = qt.dequantize()
     # Clipping, saturation and levels count real values only: a stand-in is replaced by its
     # own dequantized value (representable by construction) and its code is not counted.
