@@ -9,12 +9,16 @@ picker (``components/source.py``).
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 
+from ..activations.sentences import CALIBRATION, HELD_OUT, RangeMode, SentenceSet
 from .examples import Example
 from .synthetic import SyntheticSpec
 
 __all__ = [
+    "DEFAULT_ACTIVATION_LAYER",
+    "ActivationSource",
     "ExampleSource",
     "ModelSource",
     "SourceChoice",
@@ -31,6 +35,7 @@ class SourceKind(enum.Enum):
     EXAMPLE = "example"
     MODEL = "model"
     UPLOAD = "upload"
+    ACTIVATIONS = "act"
 
 
 @dataclass(frozen=True)
@@ -59,4 +64,43 @@ class UploadSource:
     tensor: str | None
 
 
-SourceChoice = SyntheticSource | ExampleSource | ModelSource | UploadSource
+DEFAULT_ACTIVATION_LAYER = "encoder.layer.0.attention.self.query"
+_LAYER_RE = re.compile(r"[A-Za-z0-9_.]{1,200}")
+
+
+@dataclass(frozen=True)
+class ActivationSource:
+    """The input ``[tokens, in_features]`` of one linear layer of the bundled model
+    (``layer``, a ``named_modules()`` name such as ``"encoder.layer.0.attention.self.query"``)
+    on ``sentences``.
+
+    ``ranges``: ``DYNAMIC`` shows the inputs on ``sentences``, each quantized with its own
+    ranges; ``STATIC`` shows the inputs on the bundled held-out sentences, quantized with
+    ranges calibrated on ``sentences``. ``ValueError`` for a layer name outside
+    ``[A-Za-z0-9_.]``; whether the layer exists is checked against the model.
+    """
+
+    layer: str = DEFAULT_ACTIVATION_LAYER
+    sentences: SentenceSet = CALIBRATION
+    ranges: RangeMode = RangeMode.DYNAMIC
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.layer, str) or not _LAYER_RE.fullmatch(self.layer):
+            raise ValueError(f"layer={self.layer!r} is not a layer name")
+        if not isinstance(self.sentences, SentenceSet):
+            raise TypeError(f"sentences must be a SentenceSet, got {self.sentences!r}")
+        if not isinstance(self.ranges, RangeMode):
+            raise TypeError(f"ranges must be a RangeMode, got {self.ranges!r}")
+
+    @property
+    def shown(self) -> SentenceSet:
+        """The sentences whose inputs are shown: the held-out set under static ranges."""
+        return HELD_OUT if self.ranges is RangeMode.STATIC else self.sentences
+
+    @property
+    def calibration(self) -> SentenceSet | None:
+        """The sentences the static ranges are calibrated on (``None`` when dynamic)."""
+        return self.sentences if self.ranges is RangeMode.STATIC else None
+
+
+SourceChoice = SyntheticSource | ExampleSource | ModelSource | UploadSource | ActivationSource

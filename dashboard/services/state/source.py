@@ -11,7 +11,10 @@ import re
 from collections.abc import Mapping
 from typing import TypeVar
 
+from ..activations.sentences import RangeMode
 from ..sources.choice import (
+    DEFAULT_ACTIVATION_LAYER,
+    ActivationSource,
     ExampleSource,
     ModelSource,
     SourceChoice,
@@ -21,16 +24,39 @@ from ..sources.choice import (
 from ..sources.examples import Example
 from ..sources.synthetic import SEED_RANGE, SIDE_RANGE, Distribution, SyntheticSpec
 
-__all__ = ["SOURCE_KEYS", "source_from_query", "source_to_query"]
+__all__ = [
+    "OWN_SENTENCES",
+    "SOURCE_KEYS",
+    "has_own_sentences",
+    "source_from_query",
+    "source_to_query",
+]
 
 _E = TypeVar("_E", bound=enum.Enum)
 _D = TypeVar("_D")
 
-SOURCE_KEYS = ("src", "dist", "rows", "cols", "dseed", "ofrac", "omag", "ochan", "ex", "tensor")
+SOURCE_KEYS = (
+    "src",
+    "dist",
+    "rows",
+    "cols",
+    "dseed",
+    "ofrac",
+    "omag",
+    "ochan",
+    "ex",
+    "tensor",
+    "layer",
+    "ranges",
+    "sents",
+)
+OWN_SENTENCES = "own"
+"""``sents=own``: the link was made with the user's own sentences, which it cannot carry."""
 _MAX_LEN = 200
 _INT_RE = re.compile(r"0|[1-9][0-9]{0,9}")
 _FLOAT_RE = re.compile(r"[0-9]{1,6}(\.[0-9]{1,12})?")
 _TENSOR_RE = re.compile(r"[A-Za-z0-9_.\-]{1,200}")
+_LAYER_RE = re.compile(r"[A-Za-z0-9_.]{1,200}")
 
 
 def source_to_query(choice: SourceChoice) -> dict[str, str]:
@@ -55,6 +81,13 @@ def source_to_query(choice: SourceChoice) -> dict[str, str]:
         return {"src": SourceKind.EXAMPLE.value, "ex": choice.example.value}
     if isinstance(choice, ModelSource):
         return {"src": SourceKind.MODEL.value, "tensor": choice.tensor}
+    if isinstance(choice, ActivationSource):
+        out = {"src": SourceKind.ACTIVATIONS.value, "layer": choice.layer}
+        if choice.ranges is not RangeMode.DYNAMIC:
+            out["ranges"] = choice.ranges.value
+        if not choice.sentences.is_bundled:
+            out["sents"] = OWN_SENTENCES  # the text itself is not carried
+        return out
     return {"src": SourceKind.UPLOAD.value}
 
 
@@ -133,4 +166,24 @@ def source_from_query(params: Mapping[str, str], default: SourceChoice) -> Sourc
         if name is None or not _TENSOR_RE.fullmatch(name):
             raise ValueError(f"tensor={name!r} is not a valid tensor name")
         return ModelSource(name)
+    if kind is SourceKind.ACTIVATIONS:
+        layer = _get(params, "layer")
+        if layer is None:
+            layer = DEFAULT_ACTIVATION_LAYER
+        if not _LAYER_RE.fullmatch(layer):
+            raise ValueError(f"layer={layer!r} is not a valid layer name")
+        sents = _get(params, "sents")
+        if sents is not None and sents != OWN_SENTENCES:
+            raise ValueError(f"sents={sents!r}: only sents={OWN_SENTENCES} is known")
+        # sents=own: the user's sentences did not travel; the bundled ones stand in (the
+        # picker warns, see has_own_sentences).
+        return ActivationSource(layer, ranges=_enum(params, "ranges", RangeMode, RangeMode.DYNAMIC))
     raise ValueError("src=upload cannot be restored from a link: upload the file again")
+
+
+def has_own_sentences(params: Mapping[str, str]) -> bool:
+    """Whether a link says it was made with sentences of the user's own (``sents=own``),
+    which it does not carry: the page should say the bundled ones are shown instead."""
+    return (
+        params.get("src") == SourceKind.ACTIVATIONS.value and params.get("sents") == OWN_SENTENCES
+    )
