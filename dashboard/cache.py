@@ -17,6 +17,12 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
+from dashboard.services.activations.figures import LayerFigures, layer_figures, outlier_strip_figure
+from dashboard.services.activations.layer import EvalSplit, LayerInputs, evaluate_layer, sweep_layer
+from dashboard.services.activations.layer import layer_inputs as load_layer_inputs
+from dashboard.services.activations.sentences import RangeMode
+from dashboard.services.activations.static import StaticExploration
+from dashboard.services.activations.static import static_exploration as calibrated_exploration
 from dashboard.services.compare.ab import ABResult, compare_ab
 from dashboard.services.explorer.explore import Exploration, explore
 from dashboard.services.explorer.heatmaps import OverviewFigures, ViewOptions, overview_figures
@@ -40,7 +46,15 @@ from dashboard.services.model.files import bundled_model_file
 from dashboard.services.sources.choice import SourceChoice
 from dashboard.services.sources.prepared import PreparedSource, prepare
 from dashboard.services.sources.synthetic import SyntheticSpec, make_synthetic
-from quant_core import ActivationCapture, QuantConfig, capture_sentence_inputs
+from quant_core import (
+    ActivationCapture,
+    AlphaSweep,
+    LayerScheme,
+    LinearEval,
+    QuantConfig,
+    capture_sentence_inputs,
+)
+from quant_core.calibration import CALIBRATION_SENTENCES, HELD_OUT_SENTENCES, transformer_of
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
@@ -137,3 +151,53 @@ def model_report(key: str, _path: Path, _cfg: QuantConfig) -> ModelEvalResult:
 def embeddings(key: str, _cfg: QuantConfig, sentences: tuple[str, ...]) -> EmbeddingComparison:
     """``key``: the scheme; the sentences are hashed as they are (short strings)."""
     return compare_embeddings(bundled_model(), _cfg, sentences)
+
+
+# --- Activations and layer outputs (H7) -----------------------------------------------------
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def static_exploration(
+    key: str, _calibration: torch.Tensor, _matrix: torch.Tensor, _cfg: QuantConfig
+) -> StaticExploration:
+    """``key``: ``source|config``; the source names both sentence sets and the layer."""
+    return calibrated_exploration(_calibration, _matrix, _cfg)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def outlier_strip(key: str, _matrix: torch.Tensor) -> go.Figure:
+    """``key``: the activation source."""
+    return outlier_strip_figure(_matrix)
+
+
+@st.cache_resource(max_entries=2, show_spinner="Capturing the layer inputs…")
+def layer_inputs(name: str, split: EvalSplit) -> LayerInputs:
+    """The bundled model's layer ``name``: weight, bias and its inputs on the calibration
+    sentences and on those of ``split``."""
+    calibration = linear_inputs(CALIBRATION_SENTENCES)
+    evaluation = (
+        calibration if split is EvalSplit.CALIBRATION else linear_inputs(HELD_OUT_SENTENCES)
+    )
+    return load_layer_inputs(transformer_of(bundled_model()), name, calibration, evaluation)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def layer_eval(
+    key: str, _inputs: LayerInputs, _scheme: LayerScheme, ranges: RangeMode, alpha: float | None
+) -> LinearEval:
+    """``key``: layer, split and scheme (``repr``); ``alpha`` ``None`` without SmoothQuant."""
+    return evaluate_layer(_inputs, _scheme, ranges, alpha)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def layer_plots(key: str, _ev: LinearEval) -> LayerFigures:
+    """``key``: the evaluation's key and alpha."""
+    return layer_figures(_ev)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Sweeping α…")
+def layer_sweep(
+    key: str, _inputs: LayerInputs, _scheme: LayerScheme, ranges: RangeMode
+) -> AlphaSweep:
+    """``key``: layer, split and scheme."""
+    return sweep_layer(_inputs, _scheme, ranges)
