@@ -12,13 +12,16 @@ from dashboard.components.source_inputs import (
     DEFAULTS,
     KIND_LABELS,
     SourceUnavailable,
+    activation_choice,
     example_choice,
     model_choice,
     synthetic_choice,
     upload_choice,
 )
+from dashboard.services.activations.source import activation_label, activation_notes
 from dashboard.services.io import LoadError
 from dashboard.services.sources.choice import (
+    ActivationSource,
     ExampleSource,
     ModelSource,
     SourceChoice,
@@ -29,7 +32,11 @@ from dashboard.services.sources.choice import (
 from dashboard.services.sources.examples import example_tensor
 from dashboard.services.sources.prepared import PreparedSource
 from dashboard.services.sources.synthetic import SyntheticSpec
-from dashboard.services.state.source import source_from_query, source_to_query
+from dashboard.services.state.source import (
+    has_own_sentences,
+    source_from_query,
+    source_to_query,
+)
 
 _LAST_GOOD = "_last_good_source"
 DEFAULT_CHOICE: SourceChoice = SyntheticSource(SyntheticSpec())
@@ -37,8 +44,9 @@ DEFAULT_CHOICE: SourceChoice = SyntheticSource(SyntheticSpec())
 
 def _seed_widgets_from_url() -> None:
     """On a session's first run, put the URL's source into the widgets' state."""
+    params = url.query_snapshot()
     try:
-        choice = source_from_query(url.query_snapshot(), DEFAULT_CHOICE)
+        choice = source_from_query(params, DEFAULT_CHOICE)
     except ValueError as exc:
         url.add_warning(f"Ignored the link's tensor source ({exc}); using the default.")
         choice = DEFAULT_CHOICE
@@ -60,6 +68,18 @@ def _seed_widgets_from_url() -> None:
         values = {"src_kind": SourceKind.EXAMPLE, "src_example": choice.example}
     elif isinstance(choice, ModelSource):
         values = {"src_kind": SourceKind.MODEL, "src_model": choice.tensor}
+    elif isinstance(choice, ActivationSource):
+        values = {
+            "src_kind": SourceKind.ACTIVATIONS,
+            "src_layer": choice.layer,
+            "src_ranges": choice.ranges,
+            "src_own": False,
+        }
+        if has_own_sentences(params):
+            url.add_warning(
+                "The link was made with its author's own sentences, which links do not "
+                "carry: showing the bundled calibration sentences instead."
+            )
     persist.set_values(values)
 
 
@@ -77,6 +97,15 @@ def _load(choice: SourceChoice, data: bytes | None) -> PreparedSource:
         loaded = cache.model_tensor(choice.tensor)
         label = f"all-MiniLM-L6-v2 · {choice.tensor}"
         return cache.prepared(repr(choice), choice, loaded.tensor, label, loaded.notes)
+    if isinstance(choice, ActivationSource):
+        capture = cache.linear_inputs(choice.shown.sentences)
+        return cache.prepared(
+            repr(choice),
+            choice,
+            capture[choice.layer],
+            activation_label(choice),
+            activation_notes(choice),
+        )
     if not isinstance(choice, UploadSource) or data is None:
         raise TypeError(f"unexpected source {choice!r}")
     loaded = cache.upload_tensor(choice.file_id, choice.filename, choice.tensor, data)
@@ -113,6 +142,8 @@ def source_picker(collapsed: bool = False) -> PreparedSource | None:
                 choice = example_choice()
             elif kind is SourceKind.MODEL:
                 choice = model_choice()
+            elif kind is SourceKind.ACTIVATIONS:
+                choice = activation_choice()
             else:
                 choice, data = upload_choice()
             source = _load(choice, data)

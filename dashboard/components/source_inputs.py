@@ -12,8 +12,12 @@ import streamlit as st
 from dashboard import cache
 from dashboard.components import persist, url
 from dashboard.components.persist import PERSIST
+from dashboard.services.activations.sentences import CALIBRATION, RangeMode, SentenceSet
+from dashboard.services.activations.source import capture_summary
 from dashboard.services.io import LoadError
 from dashboard.services.sources.choice import (
+    DEFAULT_ACTIVATION_LAYER,
+    ActivationSource,
     ExampleSource,
     ModelSource,
     SourceChoice,
@@ -31,6 +35,7 @@ from dashboard.services.sources.synthetic import (
     Distribution,
     SyntheticSpec,
 )
+from dashboard.services.state.algorithm import parse_sentences
 
 UPLOAD = "_uploaded_file"
 
@@ -39,6 +44,7 @@ KIND_LABELS = {
     SourceKind.EXAMPLE: "Teaching examples",
     SourceKind.MODEL: "Bundled model (all-MiniLM-L6-v2)",
     SourceKind.UPLOAD: "Upload a file",
+    SourceKind.ACTIVATIONS: "Activations (linear-layer inputs of all-MiniLM-L6-v2)",
 }
 _DIST_LABELS = {
     Distribution.NORMAL: "Normal N(0, 1)",
@@ -58,6 +64,10 @@ DEFAULTS: dict[str, object] = {
     "src_ochan_on": False,
     "src_ochan": 0,
     "src_example": Example.COURSE_3X3,
+    "src_layer": DEFAULT_ACTIVATION_LAYER,
+    "src_ranges": RangeMode.DYNAMIC,
+    "src_own": False,
+    "src_text": "\n".join(CALIBRATION.sentences),
 }
 
 
@@ -191,3 +201,54 @@ def upload_choice() -> tuple[SourceChoice, bytes]:
     elif infos:
         name = infos[0].name
     return UploadSource(file_id, filename, name), data
+
+
+def activation_choice() -> SourceChoice:
+    """Layer, sentences (the bundled calibration set or the user's own, one per line) and
+    ranges (dynamic, or static: calibrated on those sentences, applied to held-out ones)."""
+    sentences = CALIBRATION
+    if st.checkbox("Use my own sentences", key="src_own", persist_state=PERSIST):
+        text = st.text_area(
+            "Sentences (one per line)", key="src_text", height=140, persist_state=PERSIST
+        )
+        try:
+            sentences = SentenceSet(parse_sentences(text))
+        except ValueError as exc:
+            st.error(f"Sentences: {exc}")
+            raise SourceUnavailable from None
+        if not sentences.is_bundled:
+            st.caption(
+                "⚠️ Your own sentences are not kept in links: a shared link opens "
+                "with the bundled ones."
+            )
+    capture = cache.linear_inputs(sentences.sentences)
+    names = capture.layer_names
+    if st.session_state.get("src_layer") not in names:
+        # A tampered or stale name (from a link): fall back to the default, and say so.
+        if st.session_state.get("src_layer") is not None:
+            url.add_warning(f"Layer {st.session_state['src_layer']!r} is not in the model.")
+        st.session_state["src_layer"] = (
+            DEFAULT_ACTIVATION_LAYER if DEFAULT_ACTIVATION_LAYER in names else names[0]
+        )
+    layer = st.selectbox(
+        f"Layer ({len(names)} linear layers)",
+        names,
+        format_func=lambda n: f"{n}  [tokens, {capture[n].shape[1]}]",
+        key="src_layer",
+        persist_state=PERSIST,
+    )
+    ranges = st.radio(
+        "Ranges",
+        list(RangeMode),
+        format_func=lambda r: r.label,
+        key="src_ranges",
+        persist_state=PERSIST,
+        help="Static: ranges calibrated on the sentences above, applied to the bundled "
+        "held-out sentences (their inputs are shown); values beyond them clip.",
+    )
+    choice = ActivationSource(layer, sentences, ranges)
+    st.caption(capture_summary(capture, len(sentences.sentences)))
+    if ranges is RangeMode.STATIC:
+        shown = cache.linear_inputs(choice.shown.sentences)
+        st.caption(f"Held-out: {capture_summary(shown, len(choice.shown.sentences))}")
+    return choice

@@ -9,6 +9,7 @@ import streamlit as st
 from dashboard import cache
 from dashboard.components import url
 from dashboard.components.config import config_picker, seed_from_url
+from dashboard.components.layer_source import explore_source, outlier_strip
 from dashboard.components.metrics import metrics_row
 from dashboard.components.source import current_source
 from dashboard.components.view import (
@@ -53,13 +54,14 @@ if source.nonfinite is not None:
 
 key = f"{source.key}|{cfg!r}"
 try:
-    exp = cache.exploration(key, source.matrix, cfg)
+    exp = explore_source(key, source, cfg)
 except ValueError as exc:
     st.error(f"This scheme cannot quantize this tensor: {exc}")
     st.stop()
 
 metrics_row(exp)
 
+outlier_strip(source)
 figs = cache.overview(f"{key}|{opts!r}", exp, opts)
 top = st.columns(2)
 bottom = st.columns(2)
