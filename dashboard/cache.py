@@ -17,7 +17,13 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from dashboard.services.activations.figures import LayerFigures, layer_figures, outlier_strip_figure
+from dashboard.services.activations.figures import (
+    LayerFigures,
+    SmoothingFigures,
+    layer_figures,
+    outlier_strip_figure,
+    smoothing_figures,
+)
 from dashboard.services.activations.layer import EvalSplit, LayerInputs, evaluate_layer, sweep_layer
 from dashboard.services.activations.layer import layer_inputs as load_layer_inputs
 from dashboard.services.activations.sentences import RangeMode
@@ -201,3 +207,11 @@ def layer_sweep(
 ) -> AlphaSweep:
     """``key``: layer, split and scheme."""
     return sweep_layer(_inputs, _scheme, ranges)
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def smoothing_plots(
+    key: str, _x: torch.Tensor, _base: LinearEval, _smoothed: LinearEval
+) -> SmoothingFigures:
+    """``key``: the layer settings' key and alpha."""
+    return smoothing_figures(_x, _base, _smoothed)
