@@ -24,6 +24,9 @@ page = st.navigation(
         st.Page(
             PAGES / "model.py", title="Whole model", icon=":material/neurology:", url_path="model"
         ),
+        st.Page(
+            PAGES / "layer.py", title="Layer outputs", icon=":material/layers:", url_path="layer"
+        ),
     ]
 )
 # The tensor picker is shared by every page; the whole-model page does not use it, so it

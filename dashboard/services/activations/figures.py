@@ -20,9 +20,11 @@ __all__ = [
     "LAYER_MAX_CELLS",
     "OUTLIER_FACTOR",
     "LayerFigures",
+    "SmoothingFigures",
     "layer_figures",
     "matrix_heatmap",
     "outlier_strip_figure",
+    "smoothing_figures",
     "sweep_figure",
 ]
 
@@ -213,3 +215,54 @@ def sweep_figure(sweep: AlphaSweep, alpha: float | None, current: ErrorMetrics |
         legend={"orientation": "h", "y": -0.25},
     )
     return fig
+
+
+@dataclass(frozen=True, eq=False)
+class SmoothingFigures:
+    """SmoothQuant before and after: the input ``X`` and ``X / s`` on one colour scale, the
+    output errors without and with smoothing on another."""
+
+    x_before: go.Figure
+    x_after: go.Figure
+    error_before: go.Figure
+    error_after: go.Figure
+
+
+def smoothing_figures(
+    x: torch.Tensor, base: LinearEval, smoothed: LinearEval, max_cells: int = LAYER_MAX_CELLS
+) -> SmoothingFigures:
+    """``x`` ``[tokens, in]``: the evaluation input; ``base``/``smoothed``: the same scheme
+    without and with SmoothQuant (``smoothed.smoothing`` holds ``s``, ``ValueError`` if
+    not)."""
+    if smoothed.smoothing is None:
+        raise ValueError("smoothed was evaluated without SmoothQuant factors")
+    x_after = x / smoothed.smoothing
+    x_limit = float(max(x.abs().max(), x_after.abs().max()))
+    e_limit = max(base.metrics.max_abs, smoothed.metrics.max_abs)
+
+    def x_map(m: torch.Tensor, title: str) -> go.Figure:
+        return matrix_heatmap(
+            m,
+            title,
+            how=Reduction.MAX_ABS,
+            limit=x_limit,
+            max_cells=max_cells,
+            x_title="input feature",
+        )
+
+    def e_map(ev: LinearEval, title: str) -> go.Figure:
+        m = ev.metrics
+        return matrix_heatmap(
+            ev.error,
+            f"{title}: SQNR {_db(m.sqnr_db)}, MSE {m.mse:.3g}",
+            how=Reduction.MAX_ABS,
+            limit=e_limit,
+            max_cells=max_cells,
+        )
+
+    return SmoothingFigures(
+        x_before=x_map(x, "Input X (before smoothing)"),
+        x_after=x_map(x_after, "Input X / s (after smoothing)"),
+        error_before=e_map(base, "Output error without SmoothQuant"),
+        error_after=e_map(smoothed, "Output error with SmoothQuant"),
+    )

@@ -20,6 +20,7 @@ from quant_core import (
     AlphaSweep,
     LayerScheme,
     LinearEval,
+    SchemePreset,
     alpha_sweep,
     calibrate_ranges,
     evaluate_linear,
@@ -27,12 +28,41 @@ from quant_core import (
     linear_layer,
     smoothing_factors,
 )
-from quant_core.activations import ActivationCapture
+from quant_core.activations import ActivationCapture, linear_layer_names
 from quant_core.smoothquant import DEFAULT_ALPHAS, check_alpha
 
 from .sentences import RangeMode
 
-__all__ = ["EvalSplit", "LayerInputs", "evaluate_layer", "layer_inputs", "sweep_layer"]
+__all__ = [
+    "EvalSplit",
+    "LayerInputs",
+    "LayerSettings",
+    "SchemeChoice",
+    "evaluate_layer",
+    "layer_inputs",
+    "linear_shapes",
+    "sweep_layer",
+]
+
+
+class SchemeChoice(enum.Enum):
+    """The layer page's scheme menu: the ``SchemePreset`` members, or CUSTOM (two pickers)."""
+
+    W8A16 = SchemePreset.W8A16.value
+    W8A8 = SchemePreset.W8A8.value
+    W4A16_G128 = SchemePreset.W4A16_G128.value
+    W4A8 = SchemePreset.W4A8.value
+    CUSTOM = "custom"
+
+    @property
+    def preset(self) -> SchemePreset | None:
+        """The preset, ``None`` for CUSTOM."""
+        return None if self is SchemeChoice.CUSTOM else SchemePreset(self.value)
+
+    @property
+    def label(self) -> str:
+        preset = self.preset
+        return "Custom (pick each side)" if preset is None else preset.label
 
 
 class EvalSplit(enum.Enum):
@@ -50,6 +80,30 @@ class EvalSplit(enum.Enum):
         if self is EvalSplit.CALIBRATION:
             return "Calibration sentences"
         return "Held-out sentences (calibrated on the calibration set)"
+
+
+@dataclass(frozen=True)
+class LayerSettings:
+    """What the layer page evaluates: ``layer`` (a linear layer's name), ``scheme``,
+    activation ``ranges``, the evaluation ``split`` and SmoothQuant's ``alpha`` (``None``:
+    no smoothing; else in ``[0, 1]``, ``ValueError`` otherwise)."""
+
+    layer: str
+    scheme: LayerScheme
+    ranges: RangeMode = RangeMode.DYNAMIC
+    split: EvalSplit = EvalSplit.CALIBRATION
+    alpha: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.scheme, LayerScheme):
+            raise TypeError(f"scheme must be a LayerScheme, got {self.scheme!r}")
+        if self.alpha is not None:
+            object.__setattr__(self, "alpha", check_alpha(self.alpha))
+
+    @property
+    def key(self) -> str:
+        """A cache key naming everything but ``alpha`` (what the sweep depends on)."""
+        return f"{self.layer}|{self.split.value}|{self.ranges.value}|{self.scheme!r}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,6 +134,16 @@ def layer_inputs(
         x_calib=calibration[name],
         x_eval=evaluation[name],
     )
+
+
+def linear_shapes(module: nn.Module) -> dict[str, tuple[int, int]]:
+    """Every ``nn.Linear`` of ``module`` (``named_modules()`` order) -> its weight's
+    ``(out_features, in_features)``."""
+    return {
+        name: (layer.out_features, layer.in_features)
+        for name in linear_layer_names(module)
+        if isinstance(layer := module.get_submodule(name), nn.Linear)
+    }
 
 
 def _factors(inputs: LayerInputs, alpha: float) -> torch.Tensor:

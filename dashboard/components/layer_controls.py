@@ -1,0 +1,97 @@
+"""The layer page's sidebar: layer, scheme (a preset or two pickers), activation ranges,
+evaluation sentences and SmoothQuant. Returns ``LayerSettings``."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard.components import persist
+from dashboard.components.config import config_picker
+from dashboard.components.persist import PERSIST
+from dashboard.services.activations.layer import EvalSplit, LayerSettings, SchemeChoice
+from dashboard.services.activations.sentences import RangeMode
+from quant_core import LayerScheme, SchemePreset
+
+DEFAULT_LAYER = "encoder.layer.0.intermediate.dense"
+_W8A8 = SchemePreset.W8A8.scheme
+
+DEFAULTS: dict[str, object] = {
+    "l_scheme": SchemeChoice.W8A8,
+    "l_ranges": RangeMode.DYNAMIC,
+    "l_split": EvalSplit.CALIBRATION,
+    "l_sq": False,
+    "l_alpha": 0.5,
+    "lw_on": True,
+    "la_on": True,
+}
+
+
+def _custom_scheme(in_features: int) -> LayerScheme:
+    st.subheader("Weights")
+    weight = None
+    if st.checkbox("Quantize the weights (off: none, float)", key="lw_on", persist_state=PERSIST):
+        weight = config_picker(in_features, prefix="lw_", default=_W8A8.weight)
+    st.subheader("Activations")
+    activation = None
+    if st.checkbox(
+        "Quantize the activations (off: none, float)", key="la_on", persist_state=PERSIST
+    ):
+        st.caption("Channel axis 0 is per token (one scale per row), 1 per feature.")
+        activation = config_picker(in_features, prefix="la_", default=_W8A8.activation)
+    return LayerScheme(weight=weight, activation=activation)
+
+
+def layer_controls(layers: dict[str, tuple[int, int]]) -> LayerSettings:
+    """Draw the controls; ``layers``: name -> weight shape ``(out, in)`` in model order."""
+    persist.defaults({**DEFAULTS, "l_layer": DEFAULT_LAYER})
+    names = list(layers)
+    if st.session_state["l_layer"] not in layers:
+        st.session_state["l_layer"] = DEFAULT_LAYER if DEFAULT_LAYER in layers else names[0]
+    layer = st.selectbox(
+        f"Layer ({len(names)} linear layers)",
+        names,
+        format_func=lambda n: f"{n}  {layers[n][1]}→{layers[n][0]}",
+        key="l_layer",
+        persist_state=PERSIST,
+    )
+    choice = st.selectbox(
+        "Scheme",
+        list(SchemeChoice),
+        format_func=lambda c: c.label,
+        key="l_scheme",
+        persist_state=PERSIST,
+    )
+    preset = choice.preset
+    scheme = _custom_scheme(layers[layer][1]) if preset is None else preset.scheme
+    st.caption(scheme.describe())
+    ranges = st.radio(
+        "Activation ranges",
+        list(RangeMode),
+        format_func=lambda r: r.label.replace("applied to held-out text", "on calibration text"),
+        key="l_ranges",
+        persist_state=PERSIST,
+        help="Static ranges are calibrated on the calibration sentences (per-tensor or "
+        "per-feature activations only).",
+    )
+    split = st.radio(
+        "Evaluate on",
+        list(EvalSplit),
+        format_func=lambda s: s.label,
+        key="l_split",
+        persist_state=PERSIST,
+    )
+    st.subheader("SmoothQuant")
+    alpha = None
+    if st.checkbox("Smooth (X ← X / s, W ← W · s)", key="l_sq", persist_state=PERSIST):
+        alpha = float(
+            st.slider(
+                "α (migration strength)",
+                0.0,
+                1.0,
+                step=0.05,
+                key="l_alpha",
+                persist_state=PERSIST,
+                help="s_j = max|X_j|^α / max|W_j|^(1−α), from the calibration sentences",
+            )
+        )
+    return LayerSettings(layer=layer, scheme=scheme, ranges=ranges, split=split, alpha=alpha)

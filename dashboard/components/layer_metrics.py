@@ -1,0 +1,45 @@
+"""The layer page's metric rows: output error, and where it comes from."""
+
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+
+from quant_core import ErrorMetrics, LinearEval
+
+
+def _db(v: float) -> str:
+    return "∞ (exact)" if math.isinf(v) and v > 0 else f"{v:.2f} dB"
+
+
+def output_metrics(ev: LinearEval, suffix: str = "") -> None:
+    """MSE, SQNR and cosine of ``Ŷ`` against ``Y``, and the inputs that clipped; labels end
+    with ``suffix`` (e.g. ``" (SmoothQuant)"``) so two rows stay apart."""
+    m = ev.metrics
+    cols = st.columns(4)
+    cols[0].metric(f"Output MSE{suffix}", f"{m.mse:.4g}")
+    cols[1].metric(f"Output SQNR{suffix}", _db(m.sqnr_db))
+    cols[2].metric(f"Output cosine{suffix}", f"{m.cosine:.6f}")
+    clip = ev.activation_clip
+    cols[3].metric(
+        f"Inputs clipped{suffix}",
+        "—" if clip is None else f"{clip.n_clipped:,}",
+        help="Activation values beyond their (static) range"
+        if clip is not None
+        else "Activations stay in float",
+    )
+
+
+def _side(col: st.delta_generator.DeltaGenerator, label: str, m: ErrorMetrics | None) -> None:
+    if m is None:
+        col.metric(f"{label} SQNR", "float (no error)")
+    else:
+        col.metric(f"{label} SQNR", _db(m.sqnr_db), help=f"MSE {m.mse:.4g}, cosine {m.cosine:.6f}")
+
+
+def contribution_metrics(ev: LinearEval) -> None:
+    """Weight-only ``X Ŵᵀ + b`` and activation-only ``X̂ Wᵀ + b`` errors side by side."""
+    cols = st.columns(2)
+    _side(cols[0], "Weight-only", ev.weight_only)
+    _side(cols[1], "Activation-only", ev.activation_only)

@@ -1,0 +1,69 @@
+"""Layer outputs: one linear layer of the bundled model with quantized weights and inputs."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import cache
+from dashboard.components.layer_controls import layer_controls
+from dashboard.components.layer_metrics import contribution_metrics, output_metrics
+from dashboard.services.activations.figures import sweep_figure
+from dashboard.services.activations.layer import linear_shapes
+from quant_core.calibration import transformer_of
+
+st.title("Layer outputs")
+st.caption(
+    "Y = X Wᵀ + b against Ŷ = X̂ Ŵᵀ + b for one linear layer of all-MiniLM-L6-v2, X its "
+    "captured input on the bundled sentences."
+)
+with st.sidebar:
+    st.header("Layer")
+    settings = layer_controls(linear_shapes(transformer_of(cache.bundled_model())))
+
+inputs = cache.layer_inputs(settings.layer, settings.split)
+key = settings.key
+try:
+    base = cache.layer_eval(key, inputs, settings.scheme, settings.ranges, None)
+    smoothed = (
+        None
+        if settings.alpha is None
+        else cache.layer_eval(key, inputs, settings.scheme, settings.ranges, settings.alpha)
+    )
+except ValueError as exc:
+    st.error(f"This scheme cannot run on this layer: {exc}")
+    st.stop()
+
+out_f, in_f = inputs.weight.shape
+st.caption(
+    f"**{settings.layer}** · W [{out_f}, {in_f}] · X [{inputs.x_eval.shape[0]} tokens, {in_f}] "
+    f"· {settings.scheme.describe()}"
+)
+output_metrics(base)
+contribution_metrics(base)
+figs = cache.layer_plots(f"{key}|base", base)
+top = zip(st.columns(3), (figs.y, figs.y_hat, figs.error), ("y", "yhat", "err"), strict=True)
+for col, fig, name in top:
+    col.plotly_chart(fig, key=f"l_{name}", config={"displaylogo": False})
+st.subheader("Where the error comes from")
+for col, fig, name in zip(
+    st.columns(2), (figs.weight_only, figs.activation_only), ("weights", "activations"), strict=True
+):
+    if fig is None:
+        col.info(f"The {name} stay in float: they add no error.")
+    else:
+        col.plotly_chart(fig, key=f"l_only_{name}", config={"displaylogo": False})
+
+st.subheader("SmoothQuant")
+if smoothed is None or settings.alpha is None:
+    st.info("Turn on **Smooth** in the sidebar to migrate outliers from X into W.")
+else:
+    output_metrics(smoothed, " (SmoothQuant)")
+    sq = cache.smoothing_plots(f"{key}|{settings.alpha}", inputs.x_eval, base, smoothed)
+    figures = {"x_before": sq.x_before, "x_after": sq.x_after}
+    figures |= {"e_before": sq.error_before, "e_after": sq.error_after}
+    for i, (name, fig) in enumerate(figures.items()):
+        if i % 2 == 0:
+            cols = st.columns(2)
+        cols[i % 2].plotly_chart(fig, key=f"sq_{name}", config={"displaylogo": False})
+    sweep = cache.layer_sweep(key, inputs, settings.scheme, settings.ranges)
+    st.plotly_chart(sweep_figure(sweep, settings.alpha, smoothed.metrics), key="sq_sweep")
