@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from dashboard.services.activations.sentences import RangeMode, SentenceSet
 from dashboard.services.display.reduce import Reduction
 from dashboard.services.sources.choice import (
+    ActivationSource,
     ExampleSource,
     ModelSource,
     SyntheticSource,
@@ -15,7 +17,11 @@ from dashboard.services.sources.choice import (
 )
 from dashboard.services.sources.examples import Example, example_tensor
 from dashboard.services.sources.synthetic import Distribution, SyntheticSpec, make_synthetic
-from dashboard.services.state.source import source_from_query, source_to_query
+from dashboard.services.state.source import (
+    has_own_sentences,
+    source_from_query,
+    source_to_query,
+)
 
 # --- sources -------------------------------------------------------------------------
 
@@ -80,6 +86,8 @@ DEFAULT = SyntheticSource(SyntheticSpec())
         SyntheticSource(SyntheticSpec(Distribution.LAPLACE, 7, 9, 2)),
         ExampleSource(Example.VECTOR_10),
         ModelSource("encoder.layer.3.output.dense.weight"),
+        ActivationSource(),
+        ActivationSource("pooler.dense", ranges=RangeMode.STATIC),
     ],
     ids=repr,
 )
@@ -97,6 +105,9 @@ def test_source_round_trips_through_query(choice) -> None:
         ({"src": "synthetic", "rows": "9" * 500}, "characters"),
         ({"src": "model", "tensor": "a;rm -rf /"}, "tensor"),
         ({"src": "upload"}, "upload"),
+        ({"src": "act", "layer": "encoder/../x"}, "layer"),
+        ({"src": "act", "ranges": "sometimes"}, "ranges"),
+        ({"src": "act", "sents": "Hello world"}, "sents"),
     ],
 )
 def test_tampered_source_query_raises(params: dict, match: str) -> None:
@@ -106,6 +117,25 @@ def test_tampered_source_query_raises(params: dict, match: str) -> None:
 
 def test_upload_has_no_url_form() -> None:
     assert source_to_query(UploadSource("id", "w.npy", None)) == {"src": "upload"}
+
+
+def test_own_sentences_do_not_travel_in_links() -> None:
+    """The user's text is not put in the URL: ``sents=own`` says so, and the link opens
+    with the bundled sentences (the picker then warns)."""
+    own = ActivationSource("pooler.dense", SentenceSet(("my own text", "and more")))
+    query = source_to_query(own)
+    assert query == {"src": "act", "layer": "pooler.dense", "sents": "own"}
+    assert "my own text" not in " ".join(query.values())
+    assert has_own_sentences(query)
+    restored = source_from_query(query, DEFAULT)
+    assert restored == ActivationSource("pooler.dense")
+    assert restored.sentences.is_bundled
+    assert not has_own_sentences(source_to_query(restored))
+
+
+def test_activation_query_defaults_to_the_first_query_layer() -> None:
+    assert source_from_query({"src": "act"}, DEFAULT) == ActivationSource()
+    assert ActivationSource().layer == "encoder.layer.0.attention.self.query"
 
 
 def test_missing_source_gives_default() -> None:
