@@ -31,6 +31,8 @@ from dashboard.services.activations.static import StaticExploration
 from dashboard.services.activations.static import static_exploration as calibrated_exploration
 from dashboard.services.compare.ab import ABResult, compare_ab
 from dashboard.services.explorer.explore import Exploration, explore
+from dashboard.services.explorer.exports import DownloadFiles
+from dashboard.services.explorer.exports import download_files as build_download_files
 from dashboard.services.explorer.heatmaps import OverviewFigures, ViewOptions, overview_figures
 from dashboard.services.explorer.histogram import histogram_figure
 from dashboard.services.explorer.teaching import TeachingPanel, teaching_panel
@@ -215,3 +217,9 @@ def smoothing_plots(
 ) -> SmoothingFigures:
     """``key``: the layer settings' key and alpha."""
     return smoothing_figures(_x, _base, _smoothed)
+
+
+@st.cache_resource(max_entries=2, show_spinner="Preparing the downloads…")
+def download_files(key: str, _exp: Exploration) -> DownloadFiles:
+    """``key``: the exploration's key. Built only when the user asks for the downloads."""
+    return build_download_files(_exp)

@@ -30,8 +30,8 @@ from quant_core import (
     PerGroup,
     PerTensor,
     QuantConfig,
+    ScaleDtype,
     ZeroPoint,
-    unpack,
 )
 
 COURSE = example_tensor(Example.COURSE_3X3)
@@ -220,19 +220,54 @@ def test_worked_table_marks_clamping() -> None:
 # --- exports -------------------------------------------------------------------------
 
 
-def test_exports_round_trip() -> None:
-    x = torch.randn(6, 10)
-    exp = explore(x, QuantConfig(3, Mode.ASYMMETRIC, PerGroup(5)))
-    tensors = load(exports.quantized_safetensors(exp))
-    assert torch.equal(tensors["codes"], exp.qt.codes)
-    assert torch.equal(tensors["scale"], exp.qt.scale)
-    assert torch.equal(tensors["zero_point"], exp.qt.zero_point)
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        QuantConfig(3, Mode.ASYMMETRIC, PerGroup(5)),
+        QuantConfig(4, Mode.ASYMMETRIC, PerGroup(5), zero_point=ZeroPoint.FLOAT_MIN),
+        QuantConfig(4, Mode.ASYMMETRIC, PerChannel(1), scale_dtype=ScaleDtype.FP16),
+        QuantConfig(5, Mode.SYMMETRIC, PerChannel(0), scale_dtype=ScaleDtype.BF16),
+        QuantConfig(8, Mode.ASYMMETRIC, PerTensor(), zero_point=ZeroPoint.COURSE_CLAMP),
+        QuantConfig(format=Format.NF4, granularity=PerGroup(5)),
+        QuantConfig(format=Format.FP8_E4M3, granularity=PerChannel(0)),
+    ],
+    ids=lambda c: c.describe(),
+)
+def test_exports_round_trip(cfg: QuantConfig) -> None:
+    x = torch.randn(6, 10, generator=torch.Generator().manual_seed(1)) + 0.5
+    exp = explore(x, cfg)
+    data = exports.quantized_safetensors(exp)
+    back = exports.read_quantized_safetensors(data)
+    assert torch.equal(back.codes.to(torch.int32), exp.qt.codes.to(torch.int32))
+    assert torch.equal(back.scale, exp.qt.scale)
+    assert torch.equal(back.dequantize(), exp.qt.dequantize())
+    # The tensors are what the page's "Bytes" counts: packed codes, scales in their dtype,
+    # zero points at the code width or offsets in the scale dtype (one byte of padding
+    # at most per packed tensor); the rest of the file is its JSON header.
+    tensors = load(data)
+    stored = sum(t.numel() * t.element_size() for t in tensors.values())
+    assert exp.storage.total_bytes <= stored <= exp.storage.total_bytes + 2
+    header = int.from_bytes(data[:8], "little")
+    assert len(data) == 8 + header + stored
+    assert ("offset" in tensors) == cfg.float_offset
+    assert ("zero_point" in tensors) == (cfg.has_zero_point and not cfg.float_offset)
     packed = exports.packed_codes(exp)
-    assert len(packed) == math.ceil(60 * 3 / 8)
-    codes = unpack(torch.frombuffer(bytearray(packed), dtype=torch.uint8), 3, 60)
-    assert torch.equal(codes.reshape(6, 10).to(torch.int8), exp.qt.codes)
+    assert len(packed) == math.ceil(60 * cfg.bits / 8)
+
+
+def test_exports_reject_other_files() -> None:
+    from safetensors.torch import save
+
+    with pytest.raises(ValueError, match="not a Quantization Lab export"):
+        exports.read_quantized_safetensors(save({"w": torch.zeros(2)}))
+
+
+def test_metrics_csv_names_the_figures() -> None:
+    exp = explore(torch.randn(6, 10), QuantConfig(3, Mode.ASYMMETRIC, PerGroup(5)))
     csv = exports.metrics_csv(exp)
     assert csv.startswith("metric,value") and "mse" in csv and "storage_bits_per_element" in csv
+    files = exports.download_files(exp)
+    assert files.metrics_csv.decode() == csv and files.packed_codes == exports.packed_codes(exp)
 
 
 def test_block_notes_explain_the_zero_point_clamp() -> None:

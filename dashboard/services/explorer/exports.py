@@ -1,19 +1,60 @@
-"""What the explorer lets users download: metrics as CSV, codes/scales/zero points as
-safetensors, and the codes packed densely."""
+"""What the explorer lets users download: metrics as CSV, the quantized tensor as
+``.safetensors`` (codes packed, so the file is the size the page reports), and the codes
+alone packed densely.
+
+The ``.safetensors`` file holds exactly what ``storage_cost`` counts, plus the file's JSON
+header: ``codes`` (uint8, the ``R x C`` codes row-major packed at ``bits`` each, first code
+in the lowest bits: ``quant_core.pack``), ``scale`` (one per block, in the scale dtype),
+``zero_point`` (integer zero points of asymmetric integer schemes, packed at ``bits`` like
+the codes) or ``offset`` (the float ``m`` of ``ZeroPoint.FLOAT_MIN``, in the scale dtype).
+Its metadata names the shape, format, bits, mode, granularity, zero-point convention and
+the dequantization formula; ``read_quantized_safetensors`` turns the bytes back into the
+``QuantizedTensor``.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import pandas as pd
-from safetensors.torch import save
+import torch
+from safetensors.torch import load, save
 
-from quant_core import Format, pack
+from quant_core import (
+    Format,
+    Mode,
+    PerChannel,
+    PerGroup,
+    PerTensor,
+    QuantConfig,
+    QuantizedTensor,
+    ScaleDtype,
+    ZeroPoint,
+    layout_for,
+    pack,
+    unpack,
+)
 
 from .explore import Exploration
 
-__all__ = ["metrics_csv", "metrics_frame", "packed_codes", "quantized_safetensors"]
+__all__ = [
+    "DownloadFiles",
+    "download_files",
+    "metrics_csv",
+    "metrics_frame",
+    "packed_codes",
+    "quantized_safetensors",
+    "read_quantized_safetensors",
+]
+
+_SCALE_DTYPES = {
+    ScaleDtype.FP32: torch.float32,
+    ScaleDtype.FP16: torch.float16,
+    ScaleDtype.BF16: torch.bfloat16,
+}
+_GRANULARITIES = {"PerTensor": PerTensor, "PerChannel": PerChannel, "PerGroup": PerGroup}
 
 
 def metrics_frame(exp: Exploration) -> pd.DataFrame:
@@ -38,28 +79,110 @@ def metrics_csv(exp: Exploration) -> str:
     return metrics_frame(exp).to_csv(index=False)
 
 
+def _formula(cfg: QuantConfig) -> str:
+    if cfg.format is not Format.INT:
+        return f"x_hat = scale * value[code], value = the {cfg.format.value} codebook"
+    if cfg.mode is Mode.SYMMETRIC:
+        return "x_hat = scale * code"
+    if cfg.float_offset:
+        return "x_hat = scale * code + offset"
+    return "x_hat = scale * (code - zero_point)"
+
+
 def quantized_safetensors(exp: Exploration) -> bytes:
-    """``codes``, ``scale`` and ``zero_point`` tensors; the scheme in the metadata."""
-    cfg = exp.config
+    """The quantized tensor as ``.safetensors`` (see the module docstring for its tensors).
+
+    Its tensors' bytes are ``exp.storage.total_bytes`` give or take one byte of packing per
+    packed tensor; the rest of the file is the JSON header.
+    """
+    cfg, qt = exp.config, exp.qt
+    gran = cfg.granularity
     meta = {
         "scheme": cfg.describe(),
+        "shape": json.dumps(list(qt.shape)),
         "format": cfg.format.value,
         "bits": str(cfg.bits),
         "mode": cfg.mode.value,
-        "granularity": json.dumps(
-            {"kind": type(cfg.granularity).__name__, **dataclasses.asdict(cfg.granularity)}
-        ),
+        "granularity": json.dumps({"kind": type(gran).__name__, **dataclasses.asdict(gran)}),
+        "zero_point_convention": cfg.zero_point.value,
         "scale_dtype": cfg.scale_dtype.value,
-        "dequantize": "s * (q - z)" if cfg.format is Format.INT else "s * value[q]",
+        "codes": f"{cfg.bits}-bit codes row-major, first code in the lowest bits, "
+        + ("two's complement" if cfg.format is Format.INT else "unsigned codebook indices"),
+        "blocks": "scale (and zero_point/offset) hold one value per block, in the order "
+        "QuantizedTensor.scale.flatten() lists them",
+        "dequantize": _formula(cfg),
     }
-    tensors = {
-        "codes": exp.qt.codes.contiguous(),
-        "scale": exp.qt.scale.contiguous(),
-        "zero_point": exp.qt.zero_point.contiguous(),
-    }
+    sdtype = _SCALE_DTYPES[cfg.scale_dtype]
+    tensors = {"codes": pack(qt.codes, cfg.bits), "scale": qt.scale.to(sdtype).contiguous()}
+    if qt.offset is not None:  # exactly under ZeroPoint.FLOAT_MIN
+        tensors["offset"] = qt.offset.to(sdtype).contiguous()
+    elif cfg.has_zero_point:
+        tensors["zero_point"] = pack(qt.zero_point, cfg.bits)
     return save(tensors, metadata=meta)
+
+
+def read_quantized_safetensors(data: bytes) -> QuantizedTensor:
+    """Inverse of ``quantized_safetensors``: the ``QuantizedTensor`` (range method and
+    rounding are not stored: they do not change how codes dequantize). Raises
+    ``ValueError`` for a file that does not carry this format's metadata."""
+    tensors = load(data)  # validates the file; its metadata is in the JSON header
+    header_len = int.from_bytes(data[:8], "little")
+    meta = json.loads(data[8 : 8 + header_len]).get("__metadata__") or {}
+    missing = {"shape", "format", "bits", "mode", "granularity", "zero_point_convention"} - set(
+        meta
+    )
+    if missing or "codes" not in tensors or "scale" not in tensors:
+        raise ValueError(f"not a Quantization Lab export: missing {sorted(missing) or 'codes'}")
+    gran_spec = json.loads(meta["granularity"])
+    kind = gran_spec.pop("kind")
+    if kind not in _GRANULARITIES:
+        raise ValueError(f"unknown granularity {kind!r} in the file's metadata")
+    cfg = QuantConfig(
+        bits=int(meta["bits"]),
+        mode=Mode(meta["mode"]),
+        granularity=_GRANULARITIES[kind](**gran_spec),
+        format=Format(meta["format"]),
+        scale_dtype=ScaleDtype(meta.get("scale_dtype", "fp32")),
+        zero_point=ZeroPoint(meta["zero_point_convention"]),
+    )
+    shape = tuple(json.loads(meta["shape"]))
+    layout = layout_for(shape, cfg.granularity)
+    signed = cfg.format is Format.INT
+    codes = unpack(tensors["codes"], cfg.bits, math.prod(shape), signed=signed).reshape(shape)
+    if not signed:
+        codes = codes.to(torch.uint8)
+    scale = tensors["scale"].to(torch.float32).reshape(layout.scale_shape)
+    zero_point = torch.zeros(layout.scale_shape, dtype=torch.int32)
+    if "zero_point" in tensors:
+        zp = unpack(tensors["zero_point"], cfg.bits, layout.n_blocks, signed=True)
+        zero_point = zp.to(torch.int32).reshape(layout.scale_shape)
+    offset = None
+    if "offset" in tensors:
+        offset = tensors["offset"].to(torch.float32).reshape(layout.scale_shape)
+    return QuantizedTensor(
+        codes=codes,
+        scale=scale,
+        zero_point=zero_point,
+        config=cfg,
+        layout=layout,
+        input_dtype=torch.float32,
+        offset=offset,
+    )
 
 
 def packed_codes(exp: Exploration) -> bytes:
     """The codes, row-major, packed at ``bits`` each, first code in the lowest bits."""
     return pack(exp.qt.codes, exp.config.bits).numpy(force=True).tobytes()
+
+
+@dataclasses.dataclass(frozen=True)
+class DownloadFiles:
+    """The three downloads, built together when the user asks for them."""
+
+    metrics_csv: bytes
+    safetensors: bytes
+    packed_codes: bytes
+
+
+def download_files(exp: Exploration) -> DownloadFiles:
+    return DownloadFiles(metrics_csv(exp).encode(), quantized_safetensors(exp), packed_codes(exp))
