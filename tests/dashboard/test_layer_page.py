@@ -1,0 +1,184 @@
+"""AppTest: the Activations tensor source in the explorer (dynamic and static ranges) and
+the Layer outputs page (presets, float schemes, SmoothQuant, static ranges)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from dashboard import cache
+from dashboard.services.activations.layer import EvalSplit, SchemeChoice
+from dashboard.services.activations.sentences import RangeMode
+from dashboard.services.sources.choice import SourceKind
+from quant_core import PerChannel, QuantConfig, compare_static_dynamic
+from quant_core.calibration import CALIBRATION_SENTENCES, HELD_OUT_SENTENCES
+
+pytestmark = pytest.mark.slow
+
+VIEWS = Path(__file__).resolve().parents[2] / "dashboard" / "views"
+QUERY = "encoder.layer.0.attention.self.query"
+
+
+def new_app(page: str, **query: str) -> AppTest:
+    st.cache_data.clear()
+    at = AppTest.from_file(str(VIEWS / page), default_timeout=180)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at
+
+
+def metric(at: AppTest, label: str) -> str:
+    for m in at.metric:
+        if m.label == label:
+            return m.value
+    raise AssertionError(f"no metric {label!r}: {[m.label for m in at.metric]}")
+
+
+def no_errors(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def chart_titles(at: AppTest) -> list[str]:
+    specs = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+    return [s["layout"].get("title", {}).get("text", "") for s in specs]
+
+
+# --- the Activations source in the explorer --------------------------------------------------
+
+
+def test_activation_source_gives_the_layer_input_to_the_explorer() -> None:
+    at = new_app("explorer.py").run()
+    at.selectbox(key="src_kind").set_value(SourceKind.ACTIVATIONS).run()
+    no_errors(at)
+    assert at.selectbox(key="src_layer").value == QUERY
+    captions = " ".join(c.value for c in at.caption)
+    assert f"input of {QUERY}" in captions
+    # [tokens, 384]: the 36 calibration sentences give hundreds of real tokens
+    shape = captions.split("shape [", 1)[1].split("]", 1)[0]
+    tokens, features = (int(v) for v in shape.split(", "))
+    assert features == 384 and tokens > 36
+    assert "Captured 37 layers on 36 sentences in " in captions
+    # the outlier strip sits above the four heatmaps, the explorer's metrics below it
+    titles = chart_titles(at)
+    assert titles[0].startswith("max |x| per feature")
+    assert metric(at, "Bits per element")
+
+
+def test_activation_source_from_a_link_and_own_sentences() -> None:
+    at = new_app("explorer.py", src="act", layer="encoder.layer.2.output.dense").run()
+    no_errors(at)
+    assert "[tokens, 1536]" in at.selectbox(key="src_layer").format_func(
+        at.selectbox(key="src_layer").value
+    )
+    at.checkbox(key="src_own").check().run()
+    at.text_area(key="src_text").input("A cat sat on the mat.\nQuantization clips outliers.").run()
+    no_errors(at)
+    captions = " ".join(c.value for c in at.caption)
+    assert "on 2 sentences of your own" in captions
+    assert "not kept in links" in captions
+    # an empty text is refused with a message; the previous tensor stays on the page
+    at.text_area(key="src_text").input("   \n  ").run()
+    assert any("Sentences:" in e.value for e in at.error)
+    assert not at.exception
+    assert metric(at, "Bits per element")
+
+
+def test_a_link_made_with_own_sentences_warns() -> None:
+    at = new_app("explorer.py", src="act", layer=QUERY, sents="own").run()
+    assert not at.exception
+    assert any("do not carry" in w.value for w in at.warning)
+    assert at.checkbox(key="src_own").value is False
+
+
+def test_static_ranges_report_the_clipping_of_held_out_values() -> None:
+    """Per-feature int8 ranges from the calibration sentences clip held-out values: the
+    Clipped metric is the exact count of held-out inputs beyond the calibrated levels."""
+    query = {"src": "act", "layer": QUERY, "ranges": "static"}
+    at = new_app("explorer.py", **query, bits="8", mode="symmetric", gran="channel", axis="1")
+    at.run()
+    no_errors(at)
+    assert at.radio(key="src_ranges").value is RangeMode.STATIC
+    cfg = QuantConfig(bits=8, granularity=PerChannel(axis=1))
+    cmp = compare_static_dynamic(
+        cache.linear_inputs(HELD_OUT_SENTENCES)[QUERY],
+        cfg,
+        calibration=cache.linear_inputs(CALIBRATION_SENTENCES)[QUERY],
+    )
+    n = cmp.static.clip.n_clipped
+    assert n > 0
+    assert metric(at, "Clipped") == f"{n:,}"
+    assert "18 held-out sentences" in " ".join(c.value for c in at.caption)
+    # dynamic ranges on the same held-out rows clip nothing
+    at.radio(key="src_ranges").set_value(RangeMode.DYNAMIC).run()
+    assert metric(at, "Clipped") == "0"
+
+
+def test_static_ranges_refuse_a_per_token_scheme_with_a_message() -> None:
+    at = new_app("explorer.py", src="act", layer=QUERY, ranges="static", gran="channel", axis="0")
+    at.run()
+    assert not at.exception
+    assert any("per-tensor or per-feature" in e.value for e in at.error)
+
+
+# --- the Layer outputs page ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "choice", [c for c in SchemeChoice if c.preset is not None], ids=lambda c: c.value
+)
+def test_presets_run_and_show_outputs_and_contributions(choice: SchemeChoice) -> None:
+    at = new_app("layer.py").run()
+    at.selectbox(key="l_scheme").set_value(choice).run()
+    no_errors(at)
+    sqnr = float(metric(at, "Output SQNR").removesuffix(" dB"))
+    assert 5 < sqnr < 80
+    titles = chart_titles(at)
+    assert titles[0].startswith("Y = X Wᵀ + b") and titles[2].startswith("Output error")
+    assert any(t.startswith("Weight only") for t in titles)
+    has_act = choice.preset.scheme.activation is not None
+    assert any(t.startswith("Activation only") for t in titles) is has_act
+    assert (metric(at, "Activation-only SQNR") == "float (no error)") is not has_act
+
+
+def test_none_none_gives_zero_output_error() -> None:
+    at = new_app("layer.py").run()
+    at.selectbox(key="l_scheme").set_value(SchemeChoice.CUSTOM).run()
+    at.checkbox(key="lw_on").uncheck().run()
+    at.checkbox(key="la_on").uncheck().run()
+    no_errors(at)
+    assert metric(at, "Output MSE") == "0"
+    assert metric(at, "Output SQNR") == "∞ (exact)"
+    assert metric(at, "Weight-only SQNR") == "float (no error)"
+
+
+def test_smoothquant_alpha_changes_the_output_error() -> None:
+    at = new_app("layer.py").run()
+    assert at.selectbox(key="l_layer").value == "encoder.layer.0.intermediate.dense"
+    at.checkbox(key="l_sq").check().run()
+    no_errors(at)
+    first = metric(at, "Output MSE (SmoothQuant)")
+    at.slider(key="l_alpha").set_value(0.9).run()
+    no_errors(at)
+    assert metric(at, "Output MSE (SmoothQuant)") != first
+    titles = chart_titles(at)
+    assert any(t.startswith("Input X / s") for t in titles)
+    assert any(t.startswith("Output error against α") for t in titles)
+
+
+def test_held_out_static_per_feature_activations_clip() -> None:
+    at = new_app("layer.py").run()
+    at.selectbox(key="l_scheme").set_value(SchemeChoice.CUSTOM).run()
+    at.radio(key="la_q_axis").set_value(1).run()
+    at.radio(key="l_ranges").set_value(RangeMode.STATIC).run()
+    at.radio(key="l_split").set_value(EvalSplit.HELD_OUT).run()
+    no_errors(at)
+    assert int(metric(at, "Inputs clipped").replace(",", "")) > 0
+    # static per-token ranges do not exist: a message, no traceback
+    at.radio(key="la_q_axis").set_value(0).run()
+    assert not at.exception
+    assert any("per-token" in e.value for e in at.error)
