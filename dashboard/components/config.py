@@ -16,6 +16,7 @@ from dashboard.services.state.scheme import (
 )
 from quant_core import (
     Format,
+    Granularity,
     Mode,
     PerChannel,
     PerGroup,
@@ -35,6 +36,14 @@ _FORMAT_LABELS = {
     Format.FP8_E5M2: "FP8 E5M2",
 }
 _GRAN_LABELS = {"tensor": "Per tensor", "channel": "Per channel", "group": "Per group"}
+# An activation matrix is [tokens, features]: a row is one token, a column one feature, so
+# per-token is PerChannel(0) and per-feature PerChannel(1).
+_ACT_GRAN_LABELS = {
+    "tensor": "Per tensor",
+    "token": "Per token (one scale per row)",
+    "feature": "Per feature (one scale per column)",
+}
+_ACT_GRANULARITY = {"tensor": PerTensor(), "token": PerChannel(0), "feature": PerChannel(1)}
 _RANGE_LABELS = {
     RangeMethod.MINMAX: "Min-max",
     RangeMethod.PERCENTILE: "Percentile clipping",
@@ -48,6 +57,14 @@ def divisors(n: int) -> list[int]:
     return sorted(set(small + [n // d for d in small]))
 
 
+def _activation_kind(gran: Granularity) -> str:
+    """The activation radio's value for ``gran``; a per-group scheme has no activation
+    option and shows as per tensor."""
+    if isinstance(gran, PerChannel):
+        return "token" if gran.axis % 2 == 0 else "feature"
+    return "tensor"
+
+
 def _state_from_config(cfg: QuantConfig, p: str) -> dict[str, object]:
     gran = cfg.granularity
     kind = "tensor" if isinstance(gran, PerTensor) else "channel"
@@ -59,6 +76,7 @@ def _state_from_config(cfg: QuantConfig, p: str) -> dict[str, object]:
         f"{p}q_bits": cfg.bits if cfg.format is Format.INT else 4,
         f"{p}q_mode": cfg.mode,
         f"{p}q_gran": kind,
+        f"{p}q_agran": _activation_kind(gran),
         f"{p}q_axis": gran.axis % 2 if isinstance(gran, PerChannel) else 0,
         f"{p}q_group": gran.group_size if isinstance(gran, PerGroup) else 32,
         f"{p}q_range": cfg.range_method,
@@ -87,15 +105,70 @@ def seed_from_url() -> None:
     apply_config(cfg)
 
 
+def _activation_granularity(p: str) -> Granularity:
+    """Per tensor, per token (rows) or per feature (columns) of ``[tokens, features]``."""
+    kind = st.radio(
+        "Granularity",
+        list(_ACT_GRAN_LABELS),
+        format_func=_ACT_GRAN_LABELS.__getitem__,
+        key=f"{p}q_agran",
+        persist_state=PERSIST,
+        horizontal=True,
+    )
+    return _ACT_GRANULARITY[kind]
+
+
+def _weight_granularity(p: str, cols: int, group_sizes: Sequence[int] | None) -> Granularity:
+    """Per tensor, per channel (with its axis) or per group (a size that divides ``cols``,
+    or one of ``group_sizes``)."""
+    ss = st.session_state
+    kind = st.radio(
+        "Granularity",
+        list(_GRAN_LABELS),
+        format_func=_GRAN_LABELS.__getitem__,
+        key=f"{p}q_gran",
+        persist_state=PERSIST,
+        horizontal=True,
+    )
+    if kind == "channel":
+        axis = st.radio(
+            "Channel axis (keeps its own scale)",
+            [0, 1],
+            format_func=lambda a: "0: one scale per row" if a == 0 else "1: one per column",
+            key=f"{p}q_axis",
+            persist_state=PERSIST,
+            horizontal=True,
+        )
+        return PerChannel(axis=int(axis))
+    if kind == "group":
+        options = sorted(group_sizes) if group_sizes else divisors(cols)
+        if ss[f"{p}q_group"] not in options:
+            wanted = int(ss[f"{p}q_group"])
+            ss[f"{p}q_group"] = min(options, key=lambda d: (abs(d - wanted), d))
+        group = st.select_slider(
+            "Group size" if group_sizes else f"Group size (divisors of {cols})",
+            options,
+            key=f"{p}q_group",
+            persist_state=PERSIST,
+        )
+        return PerGroup(group_size=int(group))
+    return PerTensor()
+
+
 def config_picker(
     cols: int,
     prefix: str = "",
     default: QuantConfig = DEFAULT_CONFIG,
     group_sizes: Sequence[int] | None = None,
+    activation: bool = False,
 ) -> QuantConfig:
     """Draw the scheme widgets (in the current container) for a matrix with ``cols``
     columns; ``prefix`` keeps two pickers on one page apart; ``group_sizes`` replaces the
-    divisors of ``cols`` as the group sizes offered."""
+    divisors of ``cols`` as the group sizes offered.
+
+    ``activation=True`` is for an activation matrix ``[tokens, features]``: the granularity
+    radio offers per tensor, per token (``PerChannel(0)``, one scale per row) and per
+    feature (``PerChannel(1)``, one scale per column) instead of the weight choices."""
     p = prefix
     defaults = _state_from_config(default, p)
     persist.defaults(defaults)
@@ -126,38 +199,10 @@ def config_picker(
         mode = Mode.SYMMETRIC
         st.caption(f"{fmt.value.upper()}: {bits} bits, absmax (symmetric) scaling.")
 
-    kind = st.radio(
-        "Granularity",
-        list(_GRAN_LABELS),
-        format_func=_GRAN_LABELS.__getitem__,
-        key=f"{p}q_gran",
-        persist_state=PERSIST,
-        horizontal=True,
-    )
-    if kind == "channel":
-        axis = st.radio(
-            "Channel axis (keeps its own scale)",
-            [0, 1],
-            format_func=lambda a: "0: one scale per row" if a == 0 else "1: one per column",
-            key=f"{p}q_axis",
-            persist_state=PERSIST,
-            horizontal=True,
-        )
-        granularity = PerChannel(axis=int(axis))
-    elif kind == "group":
-        options = sorted(group_sizes) if group_sizes else divisors(cols)
-        if ss[f"{p}q_group"] not in options:
-            wanted = int(ss[f"{p}q_group"])
-            ss[f"{p}q_group"] = min(options, key=lambda d: (abs(d - wanted), d))
-        group = st.select_slider(
-            "Group size" if group_sizes else f"Group size (divisors of {cols})",
-            options,
-            key=f"{p}q_group",
-            persist_state=PERSIST,
-        )
-        granularity = PerGroup(group_size=int(group))
+    if activation:
+        granularity = _activation_granularity(p)
     else:
-        granularity = PerTensor()
+        granularity = _weight_granularity(p, cols, group_sizes)
 
     range_method = st.selectbox(
         "Range",
