@@ -1,0 +1,62 @@
+"""The Layer outputs page in a real browser: SmoothQuant's α slider moves the output error."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import ARTIFACTS
+
+pytestmark = pytest.mark.browser
+
+SMOOTHED_MSE = "Output MSE (SmoothQuant)"
+
+
+def wait_idle(page) -> None:
+    """Until Streamlit's status widget says the script finished."""
+    page.wait_for_function(
+        "!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=120_000
+    )
+
+
+def metric_value(page, label: str):
+    return (
+        page.locator('[data-testid="stMetric"]', has_text=label)
+        .locator('[data-testid="stMetricValue"]')
+        .first
+    )
+
+
+def test_alpha_slider_changes_the_output_error(page, app_url: str) -> None:
+    page.goto(f"{app_url}/layer")
+    page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=180_000)
+    wait_idle(page)
+    page.get_by_text("Smooth (X ← X / s, W ← W · s)").click()
+    slider = page.get_by_role("slider", name="α (migration strength)")
+    slider.wait_for(timeout=120_000)
+    value = metric_value(page, SMOOTHED_MSE)
+    value.wait_for(timeout=120_000)
+    wait_idle(page)
+    before = value.inner_text()
+    assert before
+
+    # α 0.50 -> 0.65, one step at a time (a key pressed during a rerun can be dropped)
+    for _ in range(3):
+        slider.focus()
+        slider.press("ArrowRight")
+        wait_idle(page)
+    page.wait_for_function(
+        """([label, before]) => {
+            const m = [...document.querySelectorAll('[data-testid="stMetric"]')]
+                .find(e => e.innerText.includes(label));
+            const v = m && m.querySelector('[data-testid="stMetricValue"]');
+            return v && v.innerText !== before;
+        }""",
+        arg=[SMOOTHED_MSE, before],
+        timeout=120_000,
+    )
+    after = value.inner_text()
+    assert after != before
+    assert float(after) > 0 and float(before) > 0
+    assert float(slider.input_value()) == pytest.approx(0.65)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "layer.png"), full_page=True)
