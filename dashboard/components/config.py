@@ -25,6 +25,7 @@ from quant_core import (
     RangeMethod,
     Rounding,
     ScaleDtype,
+    ZeroPoint,
 )
 
 DEFAULT_CONFIG = QuantConfig(bits=4, mode=Mode.SYMMETRIC, granularity=PerChannel(axis=0))
@@ -44,6 +45,23 @@ _ACT_GRAN_LABELS = {
     "feature": "Per feature (one scale per column)",
 }
 _ACT_GRANULARITY = {"tensor": PerTensor(), "token": PerChannel(0), "feature": PerChannel(1)}
+_ZP_LABELS = {
+    ZeroPoint.INCLUDE_ZERO: "Include zero",
+    ZeroPoint.FLOAT_MIN: "Float min",
+    ZeroPoint.COURSE_CLAMP: "Course clamp",
+}
+_ZP_HELP = (
+    "Where an asymmetric block's grid sits. The three agree for every block whose range "
+    "contains 0; they differ only for blocks whose values are all positive or all negative "
+    "(frequent at small group sizes).  \n"
+    "**Include zero** (default, as PyTorch and torchao): widen the range to contain 0; the "
+    "integer zero point is never clamped and 0 is exact.  \n"
+    "**Float min** (tinygemm, GGUF Q4_1): x̂ = s·q + m with a float offset m per block, "
+    "stored in the scale dtype (counted in bits/element); the grid spans the block's own "
+    "min..max.  \n"
+    "**Course clamp** (the course's lessons): z = clamp(round(qmin − min/s)); a block "
+    "without 0 gets a grid over [0, max − min] and loses its values."
+)
 _RANGE_LABELS = {
     RangeMethod.MINMAX: "Min-max",
     RangeMethod.PERCENTILE: "Percentile clipping",
@@ -84,6 +102,7 @@ def _state_from_config(cfg: QuantConfig, p: str) -> dict[str, object]:
         f"{p}q_round": cfg.rounding,
         f"{p}q_seed": cfg.seed,
         f"{p}q_sdtype": cfg.scale_dtype,
+        f"{p}q_zp": cfg.zero_point,
     }
 
 
@@ -194,9 +213,21 @@ def config_picker(
             persist_state=PERSIST,
             horizontal=True,
         )
+        zero_point = ZeroPoint.INCLUDE_ZERO
+        if mode is Mode.ASYMMETRIC:
+            zero_point = st.radio(
+                "Zero point",
+                list(ZeroPoint),
+                format_func=_ZP_LABELS.__getitem__,
+                key=f"{p}q_zp",
+                persist_state=PERSIST,
+                horizontal=True,
+                help=_ZP_HELP,
+            )
     else:
         bits = fmt.bits or 4
         mode = Mode.SYMMETRIC
+        zero_point = ZeroPoint.INCLUDE_ZERO
         st.caption(f"{fmt.value.upper()}: {bits} bits, absmax (symmetric) scaling.")
 
     if activation:
@@ -252,4 +283,5 @@ def config_picker(
         rounding=rounding,
         seed=seed,
         scale_dtype=scale_dtype,
+        zero_point=zero_point,
     )

@@ -31,6 +31,7 @@ from quant_core import (
     RangeMethod,
     Rounding,
     ScaleDtype,
+    ZeroPoint,
 )
 
 ENUM_KEYS = {
@@ -40,6 +41,7 @@ ENUM_KEYS = {
     "range": RangeMethod,
     "round": Rounding,
     "sdtype": ScaleDtype,
+    "zp": ZeroPoint,
 }
 
 granularities = st.one_of(
@@ -68,6 +70,7 @@ def configs(draw: st.DrawFn) -> QuantConfig:
         rounding=draw(st.sampled_from(Rounding)),
         seed=draw(st.integers(*SEED_RANGE)),
         scale_dtype=draw(st.sampled_from(ScaleDtype)),
+        zero_point=draw(st.sampled_from(ZeroPoint)),
     )
 
 
@@ -98,11 +101,27 @@ def test_example_query_and_scheme_id() -> None:
         "round": "nearest",
         "seed": "0",
         "sdtype": "fp32",
+        "zp": "include_zero",
     }
     assert scheme_id(cfg) == (
         "bits=4&mode=asymmetric&gran=group&group=32&fmt=int&range=minmax&pct=99.9"
-        "&round=nearest&seed=0&sdtype=fp32"
+        "&round=nearest&seed=0&sdtype=fp32&zp=include_zero"
     )
+
+
+@pytest.mark.parametrize("zp", list(ZeroPoint))
+def test_zero_point_round_trips_and_only_where_it_applies(zp: ZeroPoint) -> None:
+    cfg = QuantConfig(bits=4, mode=Mode.ASYMMETRIC, granularity=PerGroup(32), zero_point=zp)
+    params = config_to_query(cfg)
+    assert params["zp"] == zp.value
+    assert config_from_query(params) == cfg
+    assert config_from_query(params).zero_point is zp
+    assert config_from_scheme_id(scheme_id(cfg)) == cfg
+    assert "zp" not in config_to_query(QuantConfig(bits=4))
+    assert "zp" not in config_to_query(QuantConfig(format=Format.NF4))
+    # a link without zp keeps the default convention
+    del params["zp"]
+    assert config_from_query(params).zero_point is ZeroPoint.INCLUDE_ZERO
 
 
 def test_axis_and_group_only_where_they_apply() -> None:
@@ -158,6 +177,9 @@ def test_missing_keys_take_defaults_and_unknown_keys_are_ignored() -> None:
         ({"seed": "-1.5"}, ["seed"]),
         ({"seed": str(SEED_RANGE[1] + 1)}, ["seed"]),
         ({"sdtype": "fp64"}, ["sdtype", "fp64"]),
+        ({"mode": "asymmetric", "zp": "clamp"}, ["zp", "clamp"]),
+        ({"zp": "float_min"}, ["zp", "float_min", "symmetric"]),
+        ({"fmt": "nf4", "zp": "include_zero"}, ["zp", "nf4"]),
         ({"mode": "s" * (MAX_VALUE_LENGTH + 1)}, ["mode", "too long"]),
         ({"seed": "1" * 40}, ["seed", "too long"]),
         ({"bits": 4}, ["bits", "string"]),

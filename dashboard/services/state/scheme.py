@@ -20,15 +20,18 @@ pct        decimal in [90, 100], e.g. ``99.9``                    ``percentile``
 round      ``nearest`` | ``stochastic``                           ``rounding``
 seed       integer 0..2^31-1                                      ``seed``
 sdtype     ``fp32`` | ``fp16`` | ``bf16``                         ``scale_dtype``
+zp         ``include_zero`` | ``float_min`` | ``course_clamp``;   ``zero_point``
+           only with ``fmt=int&mode=asymmetric``
 =========  =====================================================  ==========================
 
 Example: ``int4 asym g32`` is
 ``bits=4&mode=asymmetric&gran=group&group=32&fmt=int&range=minmax&pct=99.9&round=nearest&seed=0&sdtype=fp32``.
 
-Keys missing from the mapping take ``QuantConfig``'s defaults (``axis`` 0, ``group`` 128);
+Keys missing from the mapping take ``QuantConfig``'s defaults (``axis`` 0, ``group`` 128,
+``zp`` ``include_zero``);
 keys outside ``QUERY_KEYS`` are ignored (a page's URL carries other state too). A key that
-contradicts another (``group`` without ``gran=group``, ``bits=8`` with ``fmt=nf4``) is
-rejected rather than silently dropped.
+contradicts another (``group`` without ``gran=group``, ``bits=8`` with ``fmt=nf4``,
+``zp=float_min`` on a symmetric scheme) is rejected rather than silently dropped.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from quant_core import (
     RangeMethod,
     Rounding,
     ScaleDtype,
+    ZeroPoint,
 )
 
 __all__ = [
@@ -80,6 +84,7 @@ QUERY_KEYS: tuple[str, ...] = (
     "round",
     "seed",
     "sdtype",
+    "zp",
 )
 MAX_VALUE_LENGTH = 32
 AXIS_RANGE = (-64, 63)
@@ -124,7 +129,8 @@ def _check_in(key: str, value: int, bounds: tuple[int, int]) -> int:
 def config_to_query(cfg: QuantConfig) -> dict[str, str]:
     """``cfg`` as query parameters, keys in ``QUERY_KEYS`` order.
 
-    ``axis`` is present only for per-channel schemes and ``group`` only for per-group ones.
+    ``axis`` is present only for per-channel schemes, ``group`` only for per-group ones and
+    ``zp`` only for schemes with a zero point (integer, asymmetric).
     Raises ``ValueError`` for a config outside what a URL may carry (an axis beyond
     ``AXIS_RANGE``, a group size beyond ``GROUP_RANGE``, a percentile beyond
     ``PERCENTILE_RANGE``, a seed beyond ``SEED_RANGE``).
@@ -150,6 +156,8 @@ def config_to_query(cfg: QuantConfig) -> dict[str, str]:
     out["round"] = cfg.rounding.value
     out["seed"] = str(_check_in("seed", cfg.seed, SEED_RANGE))
     out["sdtype"] = cfg.scale_dtype.value
+    if cfg.has_zero_point:
+        out["zp"] = cfg.zero_point.value
     return out
 
 
@@ -274,6 +282,13 @@ def config_from_query(params: Mapping[str, str]) -> QuantConfig:
     rounding = _or(_parse_enum(params, "round", Rounding), d.rounding)
     seed = _or(_parse_int(params, "seed", SEED_RANGE), d.seed)
     scale_dtype = _or(_parse_enum(params, "sdtype", ScaleDtype), d.scale_dtype)
+    zero_point = _parse_enum(params, "zp", ZeroPoint)
+    has_zero_point = fmt is Format.INT and mode is Mode.ASYMMETRIC
+    if zero_point is not None and not has_zero_point:
+        raise ValueError(
+            f"query parameter zp={zero_point.value} needs fmt=int&mode=asymmetric, "
+            f"got fmt={fmt.value}&mode={mode.value}"
+        )
     try:
         return QuantConfig(
             bits=_or(bits, d.bits if fmt.bits is None else fmt.bits),
@@ -285,6 +300,7 @@ def config_from_query(params: Mapping[str, str]) -> QuantConfig:
             rounding=rounding,
             seed=seed,
             scale_dtype=scale_dtype,
+            zero_point=_or(zero_point, d.zero_point),
         )
     except (TypeError, ValueError) as exc:
         raise ValueError(f"query parameters do not form a valid scheme: {exc}") from None
