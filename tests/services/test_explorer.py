@@ -270,13 +270,118 @@ def test_metrics_csv_names_the_figures() -> None:
     assert files.metrics_csv.decode() == csv and files.packed_codes == exports.packed_codes(exp)
 
 
-def test_block_notes_explain_the_zero_point_clamp() -> None:
-    vec = example_tensor(Example.VECTOR_10).reshape(1, -1)
-    exp = explore(vec, QuantConfig(8, Mode.ASYMMETRIC))
-    (note,) = teaching.block_notes(exp, teaching.block_numbers(exp, 0))
+def test_block_notes_follow_the_zero_point_convention() -> None:
+    vec = example_tensor(Example.VECTOR_10).reshape(1, -1)  # all positive
+    course = explore(vec, QuantConfig(8, Mode.ASYMMETRIC, zero_point=ZeroPoint.COURSE_CLAMP))
+    (note,) = teaching.block_notes(course, teaching.block_numbers(course, 0))
     assert "clamped to -128" in note and "positive" in note
+    widened = explore(vec, QuantConfig(8, Mode.ASYMMETRIC))
+    (note,) = teaching.block_notes(widened, teaching.block_numbers(widened, 0))
+    assert "widened to [0," in note and "not clamped" in note
+    fmin = explore(vec, QuantConfig(8, Mode.ASYMMETRIC, zero_point=ZeroPoint.FLOAT_MIN))
+    nums = teaching.block_numbers(fmin, 0)
+    (note,) = teaching.block_notes(fmin, nums)
+    assert f"m = {nums.offset:.6g}" in note
+    # the symmetric grid of an all-positive block needs no note about its lowest code
     sym = explore(vec, QuantConfig(8, Mode.SYMMETRIC))
     assert teaching.block_notes(sym, teaching.block_numbers(sym, 0)) == ()
+
+
+def test_symmetric_note_explains_the_unused_lowest_code() -> None:
+    exp = explore(COURSE, QuantConfig(8, Mode.SYMMETRIC, PerChannel(0)))
+    nums = teaching.block_numbers(exp, 0)  # row 0: [-184, ..., 728.6]
+    (note,) = teaching.block_notes(exp, nums)
+    assert f") = {round(nums.data_min / nums.scale)}, not on the lowest code -128" in note
+
+
+def test_float_min_formulas_show_the_offset() -> None:
+    vec = example_tensor(Example.VECTOR_10).reshape(1, -1)
+    exp = explore(vec, QuantConfig(4, Mode.ASYMMETRIC, zero_point=ZeroPoint.FLOAT_MIN))
+    nums = teaching.block_numbers(exp, 0)
+    assert nums.offset == pytest.approx(float(exp.qt.offset))
+    text = " ".join(teaching.formulas(exp, nums))
+    assert r"\hat r = s\,q + m" in text and f"{nums.offset:.5g}" in text
+    panel = teaching.teaching_panel(exp, 0)
+    assert "float min" in panel.heading and "*m*" in panel.symbols
+    # the table's dequantized column is s q + m, the codes are those quantize gave
+    for _, row in panel.table.iterrows():
+        q = row["code q (clamped)"]
+        assert row["r̂ = s·q + m"] == pytest.approx(nums.scale * q + nums.offset, rel=1e-6)
+
+
+def _text_args(line: str) -> list[str]:
+    """The arguments of every ``\\text{...}`` of a LaTeX line (braces nest)."""
+    out, i = [], 0
+    while (i := line.find(r"\text{", i)) >= 0:
+        depth, j = 1, i + len(r"\text{")
+        while depth:
+            depth += {"{": 1, "}": -1}.get(line[j], 0) if line[j - 1] != "\\" else 0
+            j += 1
+        out.append(line[i + len(r"\text{") : j - 1])
+        i = j
+    return out
+
+
+def _balanced(line: str) -> bool:
+    depth = 0
+    for k, c in enumerate(line):
+        if k and line[k - 1] == "\\":
+            continue
+        depth += {"{": 1, "}": -1}.get(c, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+ALL_SCHEMES = [
+    QuantConfig(format=f, granularity=PerChannel(0)) for f in Format if f is not Format.INT
+] + [
+    QuantConfig(4, mode, PerChannel(0), range_method=rm, zero_point=zp, rounding=rnd)
+    for mode in Mode
+    for zp in ZeroPoint
+    for rm in ("minmax", "percentile")
+    for rnd in ("nearest", "stochastic")
+    if mode is Mode.ASYMMETRIC or zp is ZeroPoint.INCLUDE_ZERO
+]
+
+
+@pytest.mark.parametrize(
+    "cfg", ALL_SCHEMES, ids=lambda c: f"{c.describe()} {c.range_method.value} {c.rounding.value}"
+)
+def test_every_formula_is_valid_latex(cfg: QuantConfig) -> None:
+    exp = explore(COURSE + 200.0, cfg)  # all positive: every convention's branch
+    for block in range(exp.n_blocks):
+        for line in teaching.formulas(exp, teaching.block_numbers(exp, block)):
+            assert _balanced(line), line
+            for arg in _text_args(line):
+                assert all(c not in arg.replace("\\_", "") for c in "_^"), line
+
+
+def test_latex_text_escapes() -> None:
+    assert teaching.latex_text("FP8_E4M3 & 50%") == r"\text{FP8\_E4M3 \& 50\%}"
+
+
+def test_small_tensors_list_every_value_and_every_scale() -> None:
+    exp = explore(COURSE, QuantConfig(8, Mode.ASYMMETRIC, PerTensor()))
+    table = teaching.worked_table(exp, 0)
+    assert len(table) == 9 and sorted(table["r"]) == sorted(COURSE.reshape(-1).tolist())
+    vec = explore(example_tensor(Example.VECTOR_10).reshape(1, -1), QuantConfig(8))
+    assert len(teaching.worked_table(vec, 0)) == 10
+    per_row = explore(COURSE, QuantConfig(8, Mode.SYMMETRIC, PerChannel(0)))
+    scales = teaching.scales_table(per_row)
+    assert scales is not None and len(scales) == 3
+    assert scales["s"].tolist() == pytest.approx(per_row.qt.scale.reshape(-1).tolist())
+    assert teaching.scales_table(exp) is None  # one block: the formulas show its scale
+    big = explore(torch.randn(4, 300), QuantConfig(4, granularity=PerChannel(1)))
+    assert teaching.scales_table(big) is None  # 300 blocks: too many to list
+    assert len(teaching.worked_table(big, 0, n_values=8)) == 4  # a column of 4 values
+
+
+def test_heading_names_the_block_and_the_convention() -> None:
+    exp = explore(COURSE, QuantConfig(8, Mode.ASYMMETRIC, PerChannel(0)))
+    text = teaching.heading(exp, 2)
+    assert "Row (channel) 2" in text and "one of 3 blocks" in text and "include zero" in text
+    assert "zero point" in teaching.symbols(exp) and "q*min" in teaching.symbols(exp)
 
 
 def test_block_ids_window_matches_layout() -> None:
@@ -303,5 +408,5 @@ def test_teaching_uses_the_chosen_clipping_range() -> None:
     text = " ".join(teaching.formulas(exp, nums))
     assert f"{nums.chosen_hi:.5g}" in text
     notes = teaching.block_notes(exp, nums)
-    assert any("clamped to -8" in n for n in notes)
+    assert any("widened to [0," in n for n in notes)  # include zero, the default
     assert any("percentile range" in n and "narrower" in n for n in notes)

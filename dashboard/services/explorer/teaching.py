@@ -9,19 +9,31 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from quant_core import Format, Mode, RangeMethod, Rounding, codebook_for
+from quant_core import Format, Mode, PerChannel, RangeMethod, Rounding, ZeroPoint, codebook_for
 
-from .explore import Exploration, block_cells, block_values
+from .explore import Exploration, block_cells, block_label, block_values
 
 __all__ = [
+    "ALL_VALUES_MAX",
+    "SCALES_TABLE_MAX",
     "BlockNumbers",
     "TeachingPanel",
     "block_notes",
     "block_numbers",
     "formulas",
+    "heading",
+    "latex_text",
+    "scales_table",
+    "symbols",
     "teaching_panel",
     "worked_table",
 ]
+
+# A block of at most this many values is listed whole in the worked table (the course's
+# 3x3 and 10-value examples included); larger ones show their first values and extremes.
+ALL_VALUES_MAX = 64
+# Tensors with at most this many blocks get a table of every block's scale.
+SCALES_TABLE_MAX = 64
 
 
 @dataclass(frozen=True)
@@ -41,10 +53,12 @@ class BlockNumbers:
     range_hi: float
     chosen_lo: float
     chosen_hi: float
+    offset: float = 0.0
 
 
 def block_numbers(exp: Exploration, block: int) -> BlockNumbers:
-    """Scale, zero point and ranges of ``block`` (finite values only)."""
+    """Scale, zero point (or float-min offset ``m``) and ranges of ``block`` (finite values
+    only)."""
     values = block_values(exp, block)
     lo, hi = torch.aminmax(values) if values.numel() else (torch.tensor(0.0), torch.tensor(0.0))
     rng = exp.qt.representable_range()
@@ -63,6 +77,7 @@ def block_numbers(exp: Exploration, block: int) -> BlockNumbers:
         range_hi=float(rng.hi.reshape(-1)[block]),
         chosen_lo=float(chosen.lo.reshape(-1)[block]),
         chosen_hi=float(chosen.hi.reshape(-1)[block]),
+        offset=0.0 if exp.qt.offset is None else float(exp.qt.offset.reshape(-1)[block]),
     )
 
 
@@ -79,8 +94,22 @@ def _p(v: float) -> str:
     return f"({_f(v)})" if v < 0 else _f(v)
 
 
+_TEXT_SPECIAL = {c: "\\" + c for c in "_#%&{}$"}
+
+
+def latex_text(text: str) -> str:
+    """``\text{...}`` with LaTeX's special characters escaped (an unescaped ``_`` there is
+    what made KaTeX show the FP4/FP8 lines as raw red source)."""
+    return r"\text{" + "".join(_TEXT_SPECIAL.get(c, c) for c in text) + "}"
+
+
+def _format_name(cfg_format: Format) -> str:
+    return cfg_format.value.upper().replace("_", " ")
+
+
 def formulas(exp: Exploration, nums: BlockNumbers) -> tuple[str, ...]:
-    """LaTeX lines for the current format and mode, substituted with ``nums``."""
+    """LaTeX lines for the current format, mode and zero-point convention, substituted with
+    ``nums``. Every line is valid KaTeX: braces balance, ``\text{}`` holds no raw ``_``."""
     cfg = exp.config
     s, z, qmin, qmax = nums.scale, nums.zero_point, nums.qmin, nums.qmax
     rounding = (
@@ -91,18 +120,21 @@ def formulas(exp: Exploration, nums: BlockNumbers) -> tuple[str, ...]:
         cb = codebook_for(cfg.format)
         vmax = cb.max_abs
         a = "a" if clipped else r"\max|r|"
+        values = latex_text(f"the {len(cb.values)} {_format_name(cfg.format)} values")
         return (
             rf"s = \frac{{{a}}}{{\max|v|}} = \frac{{{_f(s * vmax)}}}{{{_f(vmax)}}} = {_f(s)}",
-            rf"q = \arg\min_k \left| \frac{{r}}{{{_f(s)}}} - v_k \right|"
-            rf"\quad (v = \text{{the {len(cb.values)} {cfg.format.value.upper()} values}})",
+            rf"q = \arg\min_k \left| \frac{{r}}{{{_f(s)}}} - v_k \right|\quad (v = {values})",
             rf"\hat r = s \cdot v_q = {_f(s)} \cdot v_q",
         )
+    code_range = (
+        rf"q_{{\min}} = -2^{{{cfg.bits - 1}}} = {qmin},\quad"
+        rf" q_{{\max}} = 2^{{{cfg.bits - 1}}}-1 = {qmax}"
+    )
     if cfg.mode is Mode.SYMMETRIC:
         a = s * qmax
         head = r"a" if clipped else r"\max|r|"
         return (
-            rf"q_{{\min}} = -2^{{{cfg.bits - 1}}} = {qmin},\quad"
-            rf" q_{{\max}} = 2^{{{cfg.bits - 1}}}-1 = {qmax}",
+            code_range,
             rf"s = \frac{{{head}}}{{q_{{\max}}}} = \frac{{{_f(a)}}}{{{qmax}}} = {_f(s)},"
             r"\quad z = 0",
             rf"q = \operatorname{{clamp}}\left({rounding}\left(\frac{{r}}{{{_f(s)}}}\right),"
@@ -111,70 +143,105 @@ def formulas(exp: Exploration, nums: BlockNumbers) -> tuple[str, ...]:
         )
     lo, hi = (nums.chosen_lo, nums.chosen_hi) if clipped else (nums.data_min, nums.data_max)
     lo_name, hi_name = (r"\ell", "h") if clipped else (r"r_{\min}", r"r_{\max}")
+    quantize_line = (
+        rf"q = \operatorname{{clamp}}\left({rounding}\left(\frac{{r}}{{{_f(s)}}} + {_p(z)}\right),"
+        rf" {qmin}, {qmax}\right)"
+    )
+    dequantize_line = rf"\hat r = s\,(q - z) = {_f(s)}\,(q - {_p(z)})"
+    if cfg.zero_point is ZeroPoint.FLOAT_MIN:
+        m = nums.offset
+        return (
+            code_range,
+            rf"s = \frac{{{hi_name} - {lo_name}}}{{q_{{\max}} - q_{{\min}}}}"
+            rf" = \frac{{{_f(hi)} - {_p(lo)}}}{{{qmax} - ({qmin})}} = {_f(s)}",
+            rf"m = {lo_name} - s\,q_{{\min}} = {_f(lo)} - {_f(s)} \cdot ({qmin}) = {_f(m)}",
+            rf"q = \operatorname{{clamp}}\left({rounding}\left(\frac{{r - {_p(m)}}}{{{_f(s)}}}"
+            rf"\right), {qmin}, {qmax}\right)",
+            rf"\hat r = s\,q + m = {_f(s)}\,q + {_p(m)}",
+        )
+    if cfg.zero_point is ZeroPoint.INCLUDE_ZERO:
+        wlo, whi = min(lo, 0.0), max(hi, 0.0)
+        return (
+            code_range,
+            rf"s = \frac{{\max({hi_name}, 0) - \min({lo_name}, 0)}}{{q_{{\max}} - q_{{\min}}}}"
+            rf" = \frac{{{_f(whi)} - {_p(wlo)}}}{{{qmax} - ({qmin})}} = {_f(s)}",
+            rf"z = q_{{\min}} - \operatorname{{round}}\left(\frac{{\min({lo_name}, 0)}}{{s}}"
+            rf"\right) = {qmin} - \operatorname{{round}}({_f(wlo / s)}) = {z}",
+            quantize_line,
+            dequantize_line,
+        )
     z_raw = qmin - lo / s
     return (
-        rf"q_{{\min}} = {qmin},\quad q_{{\max}} = {qmax}",
+        code_range,
         rf"s = \frac{{{hi_name} - {lo_name}}}{{q_{{\max}} - q_{{\min}}}}"
         rf" = \frac{{{_f(hi)} - {_p(lo)}}}{{{qmax} - ({qmin})}} = {_f(s)}",
         rf"z = \operatorname{{clamp}}\left(\operatorname{{round}}\left(q_{{\min}} -"
         rf" \frac{{{lo_name}}}{{s}}\right)\right) = \operatorname{{clamp}}"
         rf"(\operatorname{{round}}({_f(z_raw)})) = {z}",
-        rf"q = \operatorname{{clamp}}\left({rounding}\left(\frac{{r}}{{{_f(s)}}} + {_p(z)}\right),"
-        rf" {qmin}, {qmax}\right)",
-        rf"\hat r = s\,(q - z) = {_f(s)}\,(q - {_p(z)})",
+        quantize_line,
+        dequantize_line,
     )
 
 
 def worked_table(exp: Exploration, block: int, n_values: int = 8) -> pd.DataFrame:
-    """Step-by-step quantization of up to ``n_values`` values of ``block``: its first values
-    plus its minimum and maximum (so the ends of the range are always shown)."""
+    """Step-by-step quantization of ``block``'s values: every value when the block has at
+    most ``max(n_values, ALL_VALUES_MAX)``, else its first ``n_values - 2`` plus its minimum
+    and maximum (so the ends of the range are always shown)."""
     cells = block_cells(exp, block)
     values = exp.original[cells].reshape(-1)
     codes = exp.qt.codes[cells].reshape(-1)
     deq = exp.dequantized[cells].reshape(-1)
     if exp.finite is None:
-        first = list(range(min(values.numel(), max(1, n_values - 2))))
-        extremes = (int(values.argmin()), int(values.argmax()))
+        candidates = torch.arange(values.numel())
     else:
-        finite = torch.isfinite(values).nonzero().reshape(-1)
-        if finite.numel() == 0:
+        candidates = torch.isfinite(values).nonzero().reshape(-1)
+        if candidates.numel() == 0:
             return pd.DataFrame()
-        first = finite[: max(1, n_values - 2)].tolist()
-        fv = values[finite]
-        extremes = (int(finite[fv.argmin()]), int(finite[fv.argmax()]))
-    pick = first + [i for i in dict.fromkeys(extremes) if i not in first]
+    if candidates.numel() <= max(n_values, ALL_VALUES_MAX):
+        pick = candidates.tolist()
+    else:
+        first = candidates[: max(1, n_values - 2)].tolist()
+        fv = values[candidates]
+        extremes = (int(candidates[fv.argmin()]), int(candidates[fv.argmax()]))
+        pick = first + [i for i in dict.fromkeys(extremes) if i not in first]
     nums = block_numbers(exp, block)
     cfg = exp.config
     stochastic = cfg.rounding is Rounding.STOCHASTIC
     rounded_label = "rounded (stochastic)" if stochastic else "rounded"
     value_label = "value v picked (stochastic)" if stochastic else "nearest value v"
+    float_min = cfg.float_offset
     rows = []
     for i in pick:
         r = float(values[i])
         q = int(codes[i])
         r_hat = float(deq[i])
         if cfg.format is Format.INT:
-            v = r / nums.scale
-            shifted = v + nums.zero_point
+            if float_min:
+                shifted = (r - nums.offset) / nums.scale
+            else:
+                shifted = r / nums.scale + nums.zero_point
             if stochastic:
                 # floor or ceil, drawn: the code itself says which (unless it was clamped)
                 rounded = float(min(max(q, math.floor(shifted)), math.ceil(shifted)))
             else:
                 rounded = float(torch.round(torch.tensor(shifted, dtype=torch.float32)))
             clamped = rounded < nums.qmin or rounded > nums.qmax
-            rows.append(
+            row: dict[str, object] = {"index in block": i, "r": r}
+            if float_min:
+                row["(r − m) / s"] = shifted
+            else:
+                row["r / s"] = r / nums.scale
+                row["+ z"] = shifted
+            row.update(
                 {
-                    "index in block": i,
-                    "r": r,
-                    "r / s": v,
-                    "+ z": shifted,
                     rounded_label: rounded,
                     "code q (clamped)": q,
                     "clamped?": "yes" if clamped else "",
-                    "r̂ = s(q − z)": r_hat,
+                    ("r̂ = s·q + m" if float_min else "r̂ = s(q − z)"): r_hat,
                     "error r − r̂": r - r_hat,
                 }
             )
+            rows.append(row)
         else:
             rows.append(
                 {
@@ -190,26 +257,154 @@ def worked_table(exp: Exploration, block: int, n_values: int = 8) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
+def scales_table(exp: Exploration) -> pd.DataFrame | None:
+    """Every block's scale (and zero point or float offset) with its data range, for
+    tensors of at most ``SCALES_TABLE_MAX`` blocks; ``None`` for one block or more blocks."""
+    n = exp.n_blocks
+    if n == 1 or n > SCALES_TABLE_MAX:
+        return None
+    cfg = exp.config
+    rng = exp.qt.representable_range()
+    rows = []
+    for b in range(n):
+        values = block_values(exp, b)
+        row: dict[str, object] = {
+            "block": block_label(exp, b),
+            "s": float(exp.qt.scale.reshape(-1)[b]),
+        }
+        if cfg.float_offset and exp.qt.offset is not None:
+            row["m"] = float(exp.qt.offset.reshape(-1)[b])
+        elif cfg.has_zero_point:
+            row["z"] = int(exp.qt.zero_point.reshape(-1)[b])
+        if values.numel():
+            row["min r"], row["max r"] = float(values.min()), float(values.max())
+        row["lowest level"] = float(rng.lo.reshape(-1)[b])
+        row["highest level"] = float(rng.hi.reshape(-1)[b])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+_CONVENTION_TEXT = {
+    ZeroPoint.INCLUDE_ZERO: "**include zero** (the default, as PyTorch and torchao): each "
+    "block's range is widened to contain 0, so z is an integer in [q_min, q_max] that is "
+    "never clamped and 0 is exact",
+    ZeroPoint.FLOAT_MIN: "**float min** (as tinygemm and GGUF Q4_1): x̂ = s·q + m with a float "
+    "offset m per block, stored in the scale dtype; the levels run from the block's min to "
+    "its max, and 0 need not be a level",
+    ZeroPoint.COURSE_CLAMP: "**course clamp** (the course's lessons): z = clamp(round(q_min − "
+    "r_min/s)), without widening the range; a block whose values are all positive or all "
+    "negative has its zero point clamped",
+}
+
+
+def heading(exp: Exploration, block: int) -> str:
+    """Markdown: which block the panel shows and the zero-point convention in force."""
+    cfg = exp.config
+    n = exp.n_blocks
+    what = block_label(exp, block)
+    if n == 1:
+        text = f"Showing the **whole tensor**: one scale for all {exp.original.numel():,} values."
+    else:
+        kind = "channel" if isinstance(cfg.granularity, PerChannel) else "group"
+        text = (
+            f"Showing **{what}**, one of {n:,} blocks, each with its own scale"
+            + (" and zero point" if cfg.has_zero_point else "")
+            + f": pick another {kind} with the number above."
+        )
+    if cfg.has_zero_point:
+        text += f"\n\nZero point convention: {_CONVENTION_TEXT[cfg.zero_point]}."
+    return text
+
+
+def symbols(exp: Exploration) -> str:
+    """Markdown: what every symbol of the formulas and the table means."""
+    cfg = exp.config
+    parts = [
+        "*r*: an original value of the block",
+        "*s*: the block's scale (stored in " + cfg.scale_dtype.value + ")",
+        "*q*: the code stored for *r*",
+        "*r̂*: the value *q* dequantizes to; error = *r* − *r̂*",
+    ]
+    if cfg.format is Format.INT:
+        parts.append(
+            f"*q*min, *q*max: the lowest and highest code of {cfg.bits} bits "
+            f"({cfg.qmin} and {cfg.qmax})"
+        )
+        parts.append(
+            "round: to the nearest integer, halves to even"
+            if cfg.rounding is Rounding.NEAREST
+            else "sround: stochastic rounding, up with probability equal to the fraction"
+        )
+        parts.append("clamp(x, a, b): x limited to [a, b]")
+        if cfg.float_offset:
+            parts.append("*m*: the block's float offset, the value of code 0")
+        elif cfg.has_zero_point:
+            parts.append("*z*: the block's integer zero point, the code of the value 0")
+    else:
+        parts.append(f"*v*ₖ: the {_format_name(cfg.format)} values, *v*_q the one code *q* names")
+        parts.append("max|v|: the largest of them")
+    if cfg.range_method is not RangeMethod.MINMAX:
+        parts.append(
+            f"ℓ, h (or *a* when symmetric): the {cfg.range_method.value} clipping range the "
+            "grid is fitted to"
+        )
+    elif cfg.format is Format.INT and cfg.mode is Mode.ASYMMETRIC:
+        parts.append("*r*min, *r*max: the block's smallest and largest value")
+    else:
+        parts.append("max|r|: the block's largest magnitude")
+    return "Symbols: " + "; ".join(parts) + "."
+
+
 def block_notes(exp: Exploration, nums: BlockNumbers) -> tuple[str, ...]:
     """Plain-language notes on what is special about this block's numbers."""
     cfg = exp.config
     notes: list[str] = []
-    if cfg.has_zero_point:
-        z_raw = (
-            nums.qmin
-            - (nums.data_min if cfg.range_method is RangeMethod.MINMAX else nums.chosen_lo)
-            / nums.scale
-        )
-        if round(z_raw) < nums.qmin or round(z_raw) > nums.qmax:
-            side = "positive" if nums.chosen_lo > 0 else "negative"
+    clipped = cfg.range_method is not RangeMethod.MINMAX
+    lo = nums.chosen_lo if clipped else nums.data_min
+    hi = nums.chosen_hi if clipped else nums.data_max
+    if cfg.has_zero_point and (lo > 0 or hi < 0):
+        side = "positive" if lo > 0 else "negative"
+        if cfg.zero_point is ZeroPoint.COURSE_CLAMP:
+            z_raw = nums.qmin - lo / nums.scale
             notes.append(
                 f"The zero point wanted {z_raw:.4g} but is clamped to {nums.zero_point}: every "
                 f"value of this block is {side}, so its range excludes 0. With the clamp the "
                 f"grid covers [{nums.range_lo:.4g}, {nums.range_hi:.4g}] and values beyond it "
-                "are clipped. Symmetric mode, or a range that includes 0, avoids this."
+                "are clipped. Symmetric mode, or the include-zero or float-min convention, "
+                "avoids this."
             )
+        elif cfg.zero_point is ZeroPoint.INCLUDE_ZERO:
+            notes.append(
+                f"Every value of this block is {side}, so its range [{lo:.4g}, {hi:.4g}] is "
+                f"widened to [{min(lo, 0.0):.4g}, {max(hi, 0.0):.4g}] to contain 0: z = "
+                f"{nums.zero_point} is a code, not clamped, and 0 is exact, at the price of "
+                "levels spent between 0 and the data."
+            )
+        else:
+            notes.append(
+                f"Every value of this block is {side}: the float offset m = {nums.offset:.6g} "
+                f"puts code {nums.qmin} on the block's minimum and {nums.qmax} on its maximum, "
+                "so no level is spent outside the data (0 is not a level here)."
+            )
+    if cfg.format is Format.INT and cfg.mode is Mode.SYMMETRIC and nums.data_min < 0:
+        low_code = round(nums.data_min / nums.scale)
+        notes.append(
+            f"Symmetric: one scale s = max|r| / {nums.qmax} for both signs, so ±max|r| land on "
+            f"codes ±{nums.qmax}. The block's minimum {nums.data_min:.4g} lands on code "
+            f"round({nums.data_min:.4g} / {nums.scale:.4g}) = {low_code}, not on the lowest "
+            f"code {nums.qmin}: its magnitude is smaller than max|r| = "
+            f"{max(abs(nums.data_min), abs(nums.data_max)):.4g}"
+            + (
+                ""
+                if low_code > nums.qmin
+                else f", and code {nums.qmin} is only reached by values below −max|r|"
+            )
+            + f". Code {nums.qmin} = {nums.qmin * nums.scale:.4g} exists because "
+            f"{cfg.bits} bits hold {1 << cfg.bits} codes and 0 takes one, so the negative side "
+            "has one more; the codes below it go unused."
+        )
     outside = nums.data_max > nums.chosen_hi or nums.data_min < nums.chosen_lo
-    if outside and cfg.range_method is not RangeMethod.MINMAX:
+    if outside and clipped:
         notes.append(
             f"The {cfg.range_method.value} range [{nums.chosen_lo:.4g}, {nums.chosen_hi:.4g}] "
             f"is narrower than the data [{nums.data_min:.4g}, {nums.data_max:.4g}]: values "
@@ -220,16 +415,27 @@ def block_notes(exp: Exploration, nums: BlockNumbers) -> tuple[str, ...]:
 
 @dataclass(frozen=True, eq=False)
 class TeachingPanel:
-    """Everything the teaching panel shows for one block."""
+    """Everything the teaching panel shows for one block: ``heading`` (which block, which
+    convention) and ``symbols`` (markdown), the LaTeX ``formulas``, ``notes``, the worked
+    ``table`` and, for small tensors, every block's ``scales`` (else ``None``)."""
 
     numbers: BlockNumbers
+    heading: str
+    symbols: str
     formulas: tuple[str, ...]
     notes: tuple[str, ...]
     table: pd.DataFrame
+    scales: pd.DataFrame | None
 
 
 def teaching_panel(exp: Exploration, block: int) -> TeachingPanel:
     nums = block_numbers(exp, block)
     return TeachingPanel(
-        nums, formulas(exp, nums), block_notes(exp, nums), worked_table(exp, block)
+        nums,
+        heading(exp, block),
+        symbols(exp),
+        formulas(exp, nums),
+        block_notes(exp, nums),
+        worked_table(exp, block),
+        scales_table(exp),
     )
