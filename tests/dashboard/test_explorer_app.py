@@ -159,3 +159,53 @@ def test_link_with_large_outlier_fraction_runs() -> None:
     at.run()
     no_errors(at)
     assert at.slider(key="src_ofrac").value == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (5.394e-05, "5.39e-5"),
+        (0.0123456, "0.0123"),
+        (1234.5678, "1235"),
+        (9999.9, "1e4"),
+        (12345678.0, "1.23e7"),
+        (-3.2e-9, "-3.2e-9"),
+        (0.0, "0"),
+        (float("inf"), "∞"),
+    ],
+)
+def test_compact_numbers_fit_a_metric(value: float, text: str) -> None:
+    from dashboard.components.metrics import compact
+
+    assert compact(value) == text
+    assert len(text.lstrip("-")) <= 7
+
+
+def test_compact_counts_and_bytes() -> None:
+    from dashboard.components.metrics import compact_bytes, compact_count
+
+    assert [compact_count(n) for n in (9_999, 12_345, 4_194_304)] == ["9,999", "12.3k", "4.19M"]
+    assert [compact_bytes(n) for n in (812, 45_100, 8_388_608)] == ["812 B", "45.1 kB", "8.39 MB"]
+
+
+def test_downloads_are_built_only_when_asked() -> None:
+    at = new_app(src="example", ex="course_3x3", bits="4", mode="asymmetric").run()
+    no_errors(at)
+    assert not at.get("download_button")
+    at.button(key="dl_prepare").click().run()
+    no_errors(at)
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert len(labels) == 3 and any(".safetensors" in label for label in labels)
+    # a new scheme: its files are not built until asked again
+    at.slider(key="q_bits").set_value(5).run()
+    assert not at.get("download_button")
+
+
+def test_teaching_panel_names_block_and_lists_every_value() -> None:
+    at = new_app(src="example", ex="course_3x3", bits="8", mode="symmetric", gran="channel").run()
+    no_errors(at)
+    text = " ".join(m.value for m in at.markdown)
+    assert "Row (channel) 0" in text and "one of 3 blocks" in text
+    worked, scales = (d.value for d in at.dataframe)
+    assert len(worked) == 3  # row 0 of the 3x3: every value
+    assert len(scales) == 3  # every row's scale at once
