@@ -13,6 +13,7 @@ from dashboard.services.state.scheme import (
     QUERY_KEYS,
     SEED_RANGE,
     config_from_query,
+    link_fixes,
 )
 from quant_core import (
     Format,
@@ -111,8 +112,13 @@ def apply_config(cfg: QuantConfig, prefix: str = "") -> None:
     persist.set_values(_state_from_config(cfg, prefix))
 
 
-def seed_from_url() -> None:
-    """On a session's first run, put the URL's scheme into the widgets (or warn)."""
+_LINK_SCHEME = "_link_scheme_"
+
+
+def seed_from_url(prefix: str = "") -> None:
+    """When the URL is new to the session (``url.first_run``), put its scheme into the
+    widgets of the picker with ``prefix`` (or warn). The picker's next draw compares what
+    it shows with what the link asked for and warns about each value it had to change."""
     params = url.query_snapshot()
     if not any(k in params for k in QUERY_KEYS):
         return
@@ -121,7 +127,17 @@ def seed_from_url() -> None:
     except ValueError as exc:
         url.add_warning(f"Ignored the link's scheme ({exc}); using the defaults.")
         return
-    apply_config(cfg)
+    apply_config(cfg, prefix)
+    st.session_state[_LINK_SCHEME + prefix] = cfg
+
+
+def _warn_link_fixes(p: str, got: QuantConfig, cols: int) -> None:
+    """Warn (once, beside the picker) for each value of the link's scheme the picker changed."""
+    wanted = st.session_state.pop(_LINK_SCHEME + p, None)
+    if not isinstance(wanted, QuantConfig):
+        return
+    for text in link_fixes(wanted, got, cols):
+        st.warning(f"Link: {text}.", icon="⚠️")
 
 
 def _activation_granularity(p: str) -> Granularity:
@@ -273,7 +289,7 @@ def config_picker(
         key=f"{p}q_sdtype",
         persist_state=PERSIST,
     )
-    return QuantConfig(
+    cfg = QuantConfig(
         bits=int(bits),
         mode=mode,
         granularity=granularity,
@@ -285,3 +301,5 @@ def config_picker(
         scale_dtype=scale_dtype,
         zero_point=zero_point,
     )
+    _warn_link_fixes(p, cfg, cols)
+    return cfg

@@ -1,4 +1,12 @@
-"""URL state: read once per session into widget state, written back after every run.
+"""URL state: read into widget state when the URL is new to the session, written back on
+every run.
+
+The URL is new to the session on its first run, and whenever the address differs from what
+this session last wrote with ``write``: Back/Forward (Streamlit reruns the page with the
+history entry's query string) or a link opened in the same tab. Then every group of widgets
+(``first_run(scope)``) is seeded again from the URL, so Back restores the previous state
+instead of the widgets' current values overwriting the older address. Every page writes the
+URL through ``write`` so this session knows what it wrote.
 
 Query parameters are parsed by validating services (``source_from_query``,
 ``config_from_query``); anything bad falls back to defaults with a warning. Nothing from the
@@ -12,6 +20,8 @@ from collections.abc import Mapping
 import streamlit as st
 
 _WARNINGS = "_url_warnings"
+_WRITTEN = "_url_written"
+_EPOCH = "_url_epoch"
 
 
 def query_snapshot() -> dict[str, str]:
@@ -19,13 +29,33 @@ def query_snapshot() -> dict[str, str]:
     return {k: st.query_params.get(k) for k in st.query_params}
 
 
+def _epoch() -> int:
+    """How many addresses this session has been shown that it did not write itself.
+
+    Idempotent within a run: the first call after a Back/Forward sees the address differ
+    from the last one written, counts it and takes it as written, so later calls in the same
+    run (other scopes) agree. An empty query string (a bare page address) carries nothing to
+    restore and does not count.
+    """
+    ss = st.session_state
+    current = query_snapshot()
+    written = ss.get(_WRITTEN)
+    if written is not None and current != written and current:
+        ss[_EPOCH] = ss.get(_EPOCH, 0) + 1
+        ss[_WRITTEN] = current
+    return int(ss.get(_EPOCH, 0))
+
+
 def first_run(scope: str) -> bool:
-    """True the first time this session asks for ``scope`` (then marks it read), so the URL
-    seeds each group of widgets once and the user's changes are not overwritten."""
+    """True when ``scope``'s widgets should be seeded from the URL: the first time this
+    session asks for ``scope``, and again after the address changed without this session
+    writing it (Back/Forward). Otherwise False, so the user's changes are not overwritten."""
     flag = f"_url_read_{scope}"
-    if st.session_state.get(flag):
+    epoch = _epoch()
+    if st.session_state.get(flag) == epoch + 1:
         return False
-    st.session_state[flag] = True
+    # stored as epoch + 1 so that 0 / missing means "never read"
+    st.session_state[flag] = epoch + 1
     return True
 
 
@@ -40,7 +70,9 @@ def show_warnings() -> None:
 
 
 def write(params: Mapping[str, str]) -> None:
-    """Make the URL hold exactly ``params`` (only when it changed, to avoid churn)."""
-    current = query_snapshot()
-    if current != dict(params):
-        st.query_params.from_dict(dict(params))
+    """Make the URL hold exactly ``params`` (only when it changed, to avoid churn: each
+    change is one browser history entry) and remember it as this session's own address."""
+    wanted = dict(params)
+    st.session_state[_WRITTEN] = wanted
+    if query_snapshot() != wanted:
+        st.query_params.from_dict(wanted)

@@ -73,3 +73,45 @@ def test_zero_point_comes_from_the_link() -> None:
     at.run()
     no_errors(at)
     assert at.radio(key="q_zp").value is ZeroPoint.COURSE_CLAMP
+
+
+def test_group_that_does_not_fit_warns_with_the_value_used() -> None:
+    at = new_app(src="synthetic", rows="8", cols="256", bits="4", gran="group", group="100")
+    at.run()
+    assert not at.exception
+    assert at.select_slider(key="q_group").value == 128
+    texts = [w.value for w in at.warning]
+    assert any("group=100 does not fit 256 columns; using 128" in t for t in texts), texts
+    assert query(at, "group") == "128"
+    # once only: the next run does not repeat it
+    at.run()
+    assert not any("group=100" in w.value for w in at.warning)
+
+
+def test_a_fitting_link_does_not_warn() -> None:
+    at = new_app(src="synthetic", rows="8", cols="256", bits="4", gran="group", group="64")
+    at.run()
+    no_errors(at)
+    assert not at.warning
+
+
+def test_an_older_address_restores_its_state() -> None:
+    """Back/Forward: Streamlit reruns with the history entry's query string; the widgets
+    follow the address rather than overwrite it with their current values."""
+    at = new_app(src="synthetic", rows="16", cols="64", bits="5").run()
+    no_errors(at)
+    older = {k: query(at, k) for k in at.query_params}
+    at.slider(key="q_bits").set_value(7).run()
+    assert query(at, "bits") == "7"
+    for k in list(at.query_params):
+        del at.query_params[k]
+    for k, v in older.items():
+        at.query_params[k] = v
+    at.run()
+    no_errors(at)
+    assert at.slider(key="q_bits").value == 5
+    assert query(at, "bits") == "5"
+    assert metric(at, "Bits per element").startswith("5")
+    # and the user's next change wins again
+    at.slider(key="q_bits").set_value(6).run()
+    assert at.slider(key="q_bits").value == 6 and query(at, "bits") == "6"

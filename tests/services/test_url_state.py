@@ -19,6 +19,7 @@ from dashboard.services.state.scheme import (
     config_from_query,
     config_from_scheme_id,
     config_to_query,
+    link_fixes,
     scheme_id,
 )
 from quant_core import (
@@ -273,3 +274,23 @@ def test_granularity_kind_of() -> None:
     assert GranularityKind.of(PerGroup(4)) is GranularityKind.GROUP
     with pytest.raises(ValueError):
         GranularityKind.of("tensor")  # type: ignore[arg-type]
+
+
+def test_link_fixes_name_each_changed_value() -> None:
+    wanted = QuantConfig(bits=4, granularity=PerGroup(100))
+    got = QuantConfig(bits=4, granularity=PerGroup(128))
+    assert link_fixes(wanted, got, 256) == ("group=100 does not fit 256 columns; using 128",)
+    assert link_fixes(got, got, 256) == ()
+    axis = link_fixes(
+        QuantConfig(granularity=PerChannel(5)), QuantConfig(granularity=PerChannel(1)), 8
+    )
+    assert axis == ("axis=5 is not an axis of a 2-D matrix; using 1",)
+    same_axis = link_fixes(
+        QuantConfig(granularity=PerChannel(-1)), QuantConfig(granularity=PerChannel(1)), 8
+    )
+    assert same_axis == ("axis=-1 is axis 1 of a 2-D matrix; using 1",)
+    # anything else that differs is named by its query key and both values
+    other = link_fixes(QuantConfig(bits=12), QuantConfig(bits=8), 8)
+    assert other == ("bits=12 is not available here; using 8",)
+    with pytest.raises(TypeError):
+        link_fixes({"bits": "4"}, got, 8)  # type: ignore[arg-type]
