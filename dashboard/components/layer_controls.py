@@ -36,8 +36,9 @@ def _custom_scheme(in_features: int) -> LayerScheme:
     if st.checkbox(
         "Quantize the activations (off: none, float)", key="la_on", persist_state=PERSIST
     ):
-        st.caption("Channel axis 0 is per token (one scale per row), 1 per feature.")
-        activation = config_picker(in_features, prefix="la_", default=_W8A8.activation)
+        activation = config_picker(
+            in_features, prefix="la_", default=_W8A8.activation, activation=True
+        )
     return LayerScheme(weight=weight, activation=activation)
 
 

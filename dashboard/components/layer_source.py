@@ -13,6 +13,12 @@ from dashboard.services.sources.prepared import PreparedSource
 from quant_core import QuantConfig
 
 
+def is_activation(source: PreparedSource) -> bool:
+    """Whether the explorer shows a linear layer's input (its scheme picker then names
+    granularities per token / per feature)."""
+    return isinstance(source.choice, ActivationSource)
+
+
 def outlier_strip(source: PreparedSource) -> None:
     """For an activation source, the per-feature max-|x| bars with the outliers marked;
     nothing for any other source."""

@@ -173,12 +173,12 @@ def test_smoothquant_alpha_changes_the_output_error() -> None:
 def test_held_out_static_per_feature_activations_clip() -> None:
     at = new_app("layer.py").run()
     at.selectbox(key="l_scheme").set_value(SchemeChoice.CUSTOM).run()
-    at.radio(key="la_q_axis").set_value(1).run()
+    at.radio(key="la_q_agran").set_value("feature").run()
     at.radio(key="l_ranges").set_value(RangeMode.STATIC).run()
     at.radio(key="l_split").set_value(EvalSplit.HELD_OUT).run()
     no_errors(at)
     assert int(metric(at, "Inputs clipped").replace(",", "")) > 0
     # static per-token ranges do not exist: a message, no traceback
-    at.radio(key="la_q_axis").set_value(0).run()
+    at.radio(key="la_q_agran").set_value("token").run()
     assert not at.exception
     assert any("per-token" in e.value for e in at.error)
