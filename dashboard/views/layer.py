@@ -8,8 +8,9 @@ from dashboard import cache
 from dashboard.components.layer_controls import layer_controls
 from dashboard.components.layer_metrics import contribution_metrics, output_metrics
 from dashboard.services.activations.figures import sweep_figure
-from dashboard.services.activations.layer import linear_shapes
-from quant_core.calibration import transformer_of
+from dashboard.services.activations.layer import EvalSplit, linear_shapes
+from dashboard.services.activations.source import capture_summary
+from quant_core.calibration import CALIBRATION_SENTENCES, HELD_OUT_SENTENCES, transformer_of
 
 st.title("Layer outputs")
 st.caption(
@@ -21,6 +22,14 @@ with st.sidebar:
     settings = layer_controls(linear_shapes(transformer_of(cache.bundled_model())))
 
 inputs = cache.layer_inputs(settings.layer, settings.split)
+with st.sidebar:
+    sets = [("Calibration", CALIBRATION_SENTENCES)]
+    if settings.split is EvalSplit.HELD_OUT:
+        sets.append(("Held-out", HELD_OUT_SENTENCES))
+    for name, sentences in sets:
+        summary = capture_summary(cache.linear_inputs(sentences), len(sentences))
+        st.caption(f"{name}: {summary}")
+
 key = settings.key
 try:
     base = cache.layer_eval(key, inputs, settings.scheme, settings.ranges, None)
