@@ -52,7 +52,7 @@ def compact_bytes(n: int) -> str:
 
 
 def _db(v: float) -> str:
-    return "∞ (exact)" if math.isinf(v) and v > 0 else f"{v:.2f} dB"
+    return "∞ (exact)" if math.isinf(v) and v > 0 else f"{v:.1f} dB"
 
 
 def metrics_row(exp: Exploration) -> None:
