@@ -154,12 +154,84 @@ def test_shared_colour_scale_and_centred_error() -> None:
 def test_group_boundaries_drawn() -> None:
     exp = explore(torch.randn(8, 64), QuantConfig(4, granularity=PerGroup(16)))
     fig = overview_figures(exp, ViewOptions(show_boundaries=True)).original
-    lines = [t for t in fig.data if t.type == "scatter"]
+    lines = [t for t in fig.data if t.type == "scatter" and t.mode == "lines"]
     assert len(lines) == 1
     xs = [v for v in lines[0].x if v is not None]
     assert sorted(set(xs)) == [15.5, 31.5, 47.5]
     fig = overview_figures(exp, ViewOptions(show_boundaries=False)).original
-    assert all(t.type == "heatmap" for t in fig.data)
+    assert not [t for t in fig.data if t.type == "scatter" and t.mode == "lines"]
+
+
+@pytest.mark.parametrize("zp", [ZeroPoint.FLOAT_MIN, ZeroPoint.COURSE_CLAMP], ids=lambda z: z.value)
+def test_maps_hover_and_levels_follow_the_zero_point_convention(zp: ZeroPoint) -> None:
+    # all-positive groups: the case where s(q - z) and s q + m differ
+    x = 1.0 + 0.1 * torch.randn(6, 32, generator=torch.Generator().manual_seed(1))
+    exp = explore(x, QuantConfig(4, Mode.ASYMMETRIC, PerGroup(8), zero_point=zp))
+    want = exp.qt.dequantize().numpy()
+    figs = overview_figures(exp, ViewOptions())
+    np.testing.assert_array_equal(np.asarray(figs.dequantized.data[0].z), want)
+    custom = np.asarray(figs.codes.data[0].customdata)
+    np.testing.assert_array_equal(custom[..., 0], x.numpy())
+    np.testing.assert_array_equal(custom[..., 1], exp.qt.codes.numpy())
+    np.testing.assert_array_equal(custom[..., 2], want)
+    np.testing.assert_array_equal(custom[..., 3], x.numpy() - want)
+    hover = figs.codes.data[0].hovertemplate
+    for name in ("original", "code", "dequantized", "error"):
+        assert name in hover
+    if zp is ZeroPoint.FLOAT_MIN:
+        assert "offset m" in hover and "zero point" not in hover
+        np.testing.assert_array_equal(custom[0, :8, 5], float(exp.qt.offset.reshape(-1)[0]))
+    else:
+        assert "zero point" in hover
+    zoom = zoom_figure(exp, 0, 0, 16)
+    np.testing.assert_array_equal(np.asarray(zoom.data[2].z), want[:6, :16])
+    for block in (0, 5):
+        levels = histogram_figure(exp, block).data[1].x[0::3]
+        np.testing.assert_array_equal(levels, exp.qt.levels(block).numpy())
+        # every dequantized value of the block is one of its levels
+        assert set(want.reshape(-1, 8)[block].tolist()) <= set(levels.tolist())
+
+
+def test_every_diverging_map_red_positive_said_in_colour_bar() -> None:
+    x = torch.randn(300, 300, generator=torch.Generator().manual_seed(2))
+    exp = explore(x, QuantConfig(3, Mode.SYMMETRIC))
+    figs = overview_figures(exp, ViewOptions())
+    zoom = zoom_figure(exp, 0, 0, 32)
+    for trace in (
+        figs.original.data[0],
+        figs.dequantized.data[0],
+        figs.error.data[0],
+        zoom.data[0],
+        zoom.data[2],
+        zoom.data[3],
+    ):
+        spec = json.loads(go_json(trace))
+        assert spec["colorscale"][-1][1] == "rgb(103,0,31)"  # dark red at the top: +
+        assert spec["colorscale"][0][1] == "rgb(5,48,97)"  # dark blue at the bottom: -
+        assert "red = positive, blue = negative" in spec["colorbar"]["title"]["text"]
+
+
+def test_colour_limit_is_the_percentile_not_one_outlier() -> None:
+    # 40,000 values of about ±1 and one of 1000: the max would wash the map out
+    x = torch.randn(200, 200, generator=torch.Generator().manual_seed(3))
+    x[7, 9] = 1000.0
+    exp = explore(x, QuantConfig(8, Mode.SYMMETRIC))
+    fig = overview_figures(exp, ViewOptions()).original
+    heat = fig.data[0]
+    want = float(np.percentile(np.abs(x.numpy()), 99.5, method="higher"))
+    assert heat.zmax == want and heat.zmin == -want and want < 4
+    beyond = int((x.abs() > want).sum())
+    assert f"±{want:.3g} (99.5th pct of |x|; {beyond:,} values beyond" in heat.colorbar.title.text
+    rings = [t for t in fig.data if t.type == "scatter" and t.mode == "markers"]
+    assert len(rings) == 1 and len(rings[0].x) == beyond
+    assert (9.0, 7.0) in set(zip(rings[0].x.tolist(), rings[0].y.tolist(), strict=True))
+    # a teaching-sized tensor keeps its maximum as the limit: nothing saturated
+    small = overview_figures(explore(COURSE, QuantConfig(8)), ViewOptions()).original.data[0]
+    assert small.zmax == float(COURSE.abs().max())
+
+
+def go_json(trace) -> str:
+    return json.dumps(trace.to_plotly_json(), default=lambda o: o.tolist())
 
 
 def test_histogram_levels_and_counts() -> None:
