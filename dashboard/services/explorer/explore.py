@@ -79,13 +79,23 @@ class Exploration:
 
 
 def explore(
-    matrix: torch.Tensor, cfg: QuantConfig, *, ranges: BlockRange | None = None
+    matrix: torch.Tensor,
+    cfg: QuantConfig,
+    *,
+    ranges: BlockRange | None = None,
+    quantized: QuantizedTensor | None = None,
 ) -> Exploration:
     """Quantize ``matrix`` (``[R, C]`` float) under ``cfg``.
 
     ``ranges``: static ranges (``ActivationRanges.ranges``, calibrated on other data) passed
     to ``quantize``; values beyond them clip and ``clip`` counts them. ``None``: the
     ranges come from ``matrix`` itself.
+
+    ``quantized``: a ``QuantizedTensor`` of ``matrix`` already made under ``cfg`` by another
+    algorithm (``quantize_weight(...).quantized`` of GPTQ, AWQ or HQQ); it is used instead
+    of round-to-nearest, and every metric, count and storage figure is measured on it the
+    same way. It needs a finite matrix and no ``ranges``; ``ValueError`` when its shape or
+    config differ from ``matrix``'s and ``cfg``.
 
     NaN/Inf cells are quantized as a stand-in inside their block's finite range (so they
     stretch no scale; see ``fill_nonfinite``), left out of the metrics and clipping counts,
@@ -99,11 +109,17 @@ def explore(
     finite = None
     work = original
     if not (bool(torch.isfinite(lo)) and bool(torch.isfinite(hi))):
+        if quantized is not None:
+            raise ValueError("a precomputed quantization needs a finite matrix")
         filled = fill_nonfinite(original, cfg.granularity)
         work, finite = filled.tensor, filled.finite_mask
         lo, hi = torch.aminmax(work)  # the fills lie inside the finite range
-    # Only real values choose the ranges; the stand-ins are quantized but set no scale.
-    qt = quantize(work, cfg, range_mask=finite, ranges=ranges)
+    if quantized is None:
+        # Only real values choose the ranges; the stand-ins are quantized but set no scale.
+        qt = quantize(work, cfg, range_mask=finite, ranges=ranges)
+    else:
+        _check_precomputed(quantized, matrix, cfg, ranges)
+        qt = quantized
     dequantized = qt.dequantize()
     # Clipping, saturation and levels count real values only: a stand-in is replaced by its
     # own dequantized value (representable by construction) and its code is not counted.
@@ -131,6 +147,24 @@ def explore(
         value_min=float(lo),
         value_max=float(hi),
     )
+
+
+def _check_precomputed(
+    qt: object, matrix: torch.Tensor, cfg: QuantConfig, ranges: BlockRange | None
+) -> None:
+    if not isinstance(qt, QuantizedTensor):
+        raise TypeError(f"quantized must be a QuantizedTensor, got {type(qt).__name__}")
+    if ranges is not None:
+        raise ValueError("pass either ranges or a precomputed quantization, not both")
+    if tuple(qt.shape) != tuple(matrix.shape):
+        raise ValueError(
+            f"the precomputed quantization has shape {tuple(qt.shape)}, "
+            f"the matrix {tuple(matrix.shape)}"
+        )
+    if qt.config != cfg:
+        raise ValueError(
+            f"the precomputed quantization is {qt.config.describe()}, not {cfg.describe()}"
+        )
 
 
 def block_cells(exp: Exploration, block: int) -> tuple[int | slice, int | slice]:
