@@ -2,36 +2,37 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import streamlit as st
 
 from dashboard.components import source
 
-PAGES = Path(__file__).parent / "views"
+# Page paths relative to this entrypoint: Streamlit resolves them against the main
+# script's folder, under `streamlit run` and under AppTest alike (AppTest does not run
+# this file with its own __file__, so an absolute path built from it is not found).
+PAGES = "views"
 
 st.set_page_config(page_title="Quantization Lab", page_icon=":material/grid_on:", layout="wide")
 page = st.navigation(
     [
-        st.Page(PAGES / "explorer.py", title="Explorer", icon=":material/grid_on:", default=True),
+        st.Page(f"{PAGES}/explorer.py", title="Explorer", icon=":material/grid_on:", default=True),
         st.Page(
-            PAGES / "sweep.py",
+            f"{PAGES}/sweep.py",
             title="Sweep & frontier",
             icon=":material/scatter_plot:",
             url_path="sweep",
         ),
-        st.Page(PAGES / "ab.py", title="A/B", icon=":material/compare:", url_path="ab"),
+        st.Page(f"{PAGES}/ab.py", title="A/B", icon=":material/compare:", url_path="ab"),
         st.Page(
-            PAGES / "model.py", title="Whole model", icon=":material/neurology:", url_path="model"
+            f"{PAGES}/model.py", title="Whole model", icon=":material/neurology:", url_path="model"
         ),
         st.Page(
-            PAGES / "layer.py", title="Layer outputs", icon=":material/layers:", url_path="layer"
+            f"{PAGES}/layer.py", title="Layer outputs", icon=":material/layers:", url_path="layer"
         ),
     ]
 )
-# The tensor picker is shared by every page; the whole-model page does not use it, so it
+# The tensor picker is shared by every page; the whole-model and layer pages do not use it, so it
 # stays folded there (but drawn, so nothing picked is lost).
-source.draw_shared(collapsed=page.url_path == "model")
+source.draw_shared(collapsed=page.url_path in ("model", "layer"))
 try:
     page.run()
 finally:
