@@ -16,7 +16,16 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from quant_core import LayerReport, QuantConfig, quantize, report_tensor
+from quant_core import (
+    Algorithm,
+    AWQOptions,
+    GPTQOptions,
+    HQQOptions,
+    LayerReport,
+    QuantConfig,
+    quantize_weight,
+    report_tensor,
+)
 
 from ..io import TensorInfo, open_safetensors_file
 from ..progress import Progress
@@ -31,6 +40,7 @@ __all__ = [
     "evaluate_safetensors",
     "iter_layers",
     "layer_table",
+    "order_by",
 ]
 
 
@@ -77,10 +87,17 @@ class ModelEvalResult:
 
 
 def iter_layers(
-    path: str | os.PathLike[str], cfg: QuantConfig
+    path: str | os.PathLike[str],
+    cfg: QuantConfig,
+    algorithm: Algorithm = Algorithm.RTN,
+    options: GPTQOptions | AWQOptions | HQQOptions | None = None,
 ) -> Iterator[tuple[int, int, LayerResult | SkippedLayer]]:
     """``(done, total, result)`` for each linear weight of a ``.safetensors`` file, quantized
     under ``cfg`` one at a time, in natural name order; ``done`` counts from 1.
+
+    ``algorithm``: a data-free one (RTN or HQQ, with its ``options``): a file holds no
+    inputs to calibrate on, so GPTQ and AWQ raise ``ValueError`` (the bundled model's page
+    runs them through ``outputs.quantize_linears``).
 
     A weight the scheme cannot fit (``quantize`` raises ``ValueError``, e.g. a group size
     that does not divide its last dimension) comes as a ``SkippedLayer`` with the reason.
@@ -88,12 +105,17 @@ def iter_layers(
     """
     if not isinstance(cfg, QuantConfig):
         raise TypeError(f"cfg must be a QuantConfig, got {type(cfg).__name__}")
+    if not isinstance(algorithm, Algorithm):
+        raise TypeError(f"algorithm must be an Algorithm, got {algorithm!r}")
+    reason = algorithm.unavailable_reason(cfg, has_calibration=False)
+    if reason is not None:
+        raise ValueError(reason)
     with open_safetensors_file(path) as (infos, handle):
         weights = [i for i in infos if is_linear_weight(i.name, i.shape, i.dtype)]
         for done, info in enumerate(weights, start=1):
             w = handle.get_tensor(info.name)
             try:
-                qt = quantize(w, cfg)
+                qt = quantize_weight(w, cfg, algorithm, options=options).quantized
             except ValueError as exc:
                 yield done, len(weights), SkippedLayer(info.name, info.shape, str(exc))
             else:
@@ -102,15 +124,19 @@ def iter_layers(
 
 
 def evaluate_safetensors(
-    path: str | os.PathLike[str], cfg: QuantConfig, progress: Progress | None = None
+    path: str | os.PathLike[str],
+    cfg: QuantConfig,
+    progress: Progress | None = None,
+    algorithm: Algorithm = Algorithm.RTN,
+    options: GPTQOptions | AWQOptions | HQQOptions | None = None,
 ) -> ModelEvalResult:
-    """Every result of ``iter_layers`` collected; ``progress(done, total)`` is called with
-    ``(0, total)`` first and after every weight."""
+    """Every result of ``iter_layers`` (with ``algorithm``, RTN or HQQ) collected;
+    ``progress(done, total)`` is called with ``(0, total)`` first and after every weight."""
     if progress is not None:
         progress(0, len(list_linear_weights(path)))
     layers: list[LayerResult] = []
     skipped: list[SkippedLayer] = []
-    for done, total, result in iter_layers(path, cfg):
+    for done, total, result in iter_layers(path, cfg, algorithm, options):
         (layers if isinstance(result, LayerResult) else skipped).append(result)
         if progress is not None:
             progress(done, total)
@@ -118,10 +144,19 @@ def evaluate_safetensors(
 
 
 class LayerMetric(enum.Enum):
-    """A per-layer quantity to chart; the value is its ``layer_table`` column."""
+    """A per-layer quantity to chart or rank by; the value is its table column.
+
+    ``MSE``/``SQNR_DB``/``COSINE``: the weight's own error (``layer_table`` and
+    ``outputs.output_table``); ``OUTPUT_*``: the layer output's error ``Y`` vs ``Ŷ``
+    (``output_table`` only); ``BITS_PER_ELEMENT``/``BYTES``: the storage cost.
+    """
 
     MSE = "mse"
     SQNR_DB = "sqnr_db"
+    COSINE = "cosine"
+    OUTPUT_MSE = "out_mse"
+    OUTPUT_SQNR_DB = "out_sqnr_db"
+    OUTPUT_COSINE = "out_cosine"
     BITS_PER_ELEMENT = "bits_per_element"
     BYTES = "quantized_bytes"
 
@@ -129,13 +164,55 @@ class LayerMetric(enum.Enum):
     def label(self) -> str:
         return _METRIC_LABELS[self]
 
+    @property
+    def higher_is_worse(self) -> bool:
+        """Whether a larger value is a larger error (or cost): MSE, bits and bytes; SQNR
+        and cosine are better when larger."""
+        return self not in (
+            LayerMetric.SQNR_DB,
+            LayerMetric.COSINE,
+            LayerMetric.OUTPUT_SQNR_DB,
+            LayerMetric.OUTPUT_COSINE,
+        )
+
+    @property
+    def is_error(self) -> bool:
+        """An error metric (the worst layer is the most sensitive), not a storage cost."""
+        return self not in (LayerMetric.BITS_PER_ELEMENT, LayerMetric.BYTES)
+
+    @property
+    def worse(self) -> str:
+        """``"higher is worse"`` or ``"lower is worse"``."""
+        return "higher is worse" if self.higher_is_worse else "lower is worse"
+
 
 _METRIC_LABELS = {
-    LayerMetric.MSE: "MSE",
-    LayerMetric.SQNR_DB: "SQNR (dB)",
+    LayerMetric.MSE: "weight MSE",
+    LayerMetric.SQNR_DB: "weight SQNR (dB)",
+    LayerMetric.COSINE: "weight cosine",
+    LayerMetric.OUTPUT_MSE: "output MSE",
+    LayerMetric.OUTPUT_SQNR_DB: "output SQNR (dB)",
+    LayerMetric.OUTPUT_COSINE: "output cosine",
     LayerMetric.BITS_PER_ELEMENT: "bits per element",
     LayerMetric.BYTES: "bytes (quantized)",
 }
+
+
+def order_by(table: pd.DataFrame, metric: LayerMetric) -> pd.DataFrame:
+    """``table``'s rows worst first by ``metric`` (descending when higher is worse,
+    ascending otherwise; ties keep the table's order). ``ValueError`` when the table has
+    no column for it (weight-only tables have no output errors)."""
+    if not isinstance(metric, LayerMetric):
+        raise TypeError(f"metric must be a LayerMetric, got {metric!r}")
+    if metric.value not in table.columns:
+        raise ValueError(
+            f"the table has no {metric.label} column ({metric.value!r}); it has: "
+            f"{', '.join(map(str, table.columns))}"
+        )
+    return table.sort_values(
+        metric.value, ascending=not metric.higher_is_worse, kind="stable", ignore_index=True
+    )
+
 
 LAYER_COLUMNS: tuple[str, ...] = (
     "name",

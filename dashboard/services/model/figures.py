@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
 from .embeddings import EmbeddingComparison
-from .evaluate import LayerMetric
+from .evaluate import LayerMetric, order_by
 
-__all__ = ["layer_figure", "sentence_cosine_figure"]
+__all__ = ["cosine_figure", "layer_figure", "sentence_cosine_figure"]
 
 
 def layer_figure(table: pd.DataFrame, metric: LayerMetric = LayerMetric.SQNR_DB) -> go.Figure:
-    """Horizontal bars of ``metric`` per layer, in the table's order (``layer_table`` puts
-    the most sensitive layer first, drawn at the top). MSE uses a log axis."""
-    if not isinstance(metric, LayerMetric):
-        raise TypeError(f"metric must be a LayerMetric, got {metric!r}")
-    values = table[metric.value].to_numpy(dtype=np.float64)
-    names = table["name"].tolist()
+    """Horizontal bars of ``metric`` per layer, worst first (drawn at the top): ordered by
+    the plotted values themselves (``order_by``: descending for MSE, bits and bytes,
+    ascending for SQNR and cosine), so the bars are in the order of what they show. The
+    title and axis say which way is worse. MSE uses a log axis. ``ValueError`` when the
+    table has no column for ``metric``."""
+    ordered = order_by(table, metric)
+    values = ordered[metric.value].to_numpy(dtype=np.float64)
+    names = ordered["name"].tolist()
     fig = go.Figure(
         go.Bar(
             x=values,
@@ -27,10 +31,11 @@ def layer_figure(table: pd.DataFrame, metric: LayerMetric = LayerMetric.SQNR_DB)
             hovertemplate="%{y}<br>" + metric.label + " %{x:.4g}<extra></extra>",
         )
     )
+    first = "most sensitive first" if metric.is_error else "largest first"
     fig.update_layout(
-        title=f"{metric.label} per layer (most sensitive first)",
-        xaxis_title=metric.label,
-        xaxis_type="log" if metric is LayerMetric.MSE else "linear",
+        title=f"{metric.label} per layer ({first}; {metric.worse})",
+        xaxis_title=f"{metric.label} ({metric.worse})",
+        xaxis_type="log" if metric in (LayerMetric.MSE, LayerMetric.OUTPUT_MSE) else "linear",
         height=max(300, 22 * len(names) + 140),
     )
     # Every layer labelled (a category axis would otherwise skip labels that crowd).
@@ -40,20 +45,30 @@ def layer_figure(table: pd.DataFrame, metric: LayerMetric = LayerMetric.SQNR_DB)
 
 def sentence_cosine_figure(comparison: EmbeddingComparison) -> go.Figure:
     """Cosine similarity of each sentence's fp32 and quantized embeddings."""
-    sentences = [s.sentence for s in comparison.sentences]
-    cos = np.asarray([s.cosine for s in comparison.sentences], dtype=np.float64)
+    return cosine_figure(
+        [s.sentence for s in comparison.sentences],
+        [s.cosine for s in comparison.sentences],
+        comparison.config.describe(),
+    )
+
+
+def cosine_figure(sentences: Sequence[str], cosines: Sequence[float], scheme: str) -> go.Figure:
+    """One bar per sentence: the cosine of its fp32 and quantized (``scheme``) embeddings."""
+    if len(sentences) != len(cosines):
+        raise ValueError(f"{len(sentences)} sentences but {len(cosines)} cosines")
+    cos = np.asarray(cosines, dtype=np.float64)
     lo = float(cos.min()) if cos.size else 0.0
     fig = go.Figure(
         go.Bar(
             x=cos,
             y=[s if len(s) <= 48 else s[:45] + "…" for s in sentences],
             orientation="h",
-            hovertext=sentences,
+            hovertext=list(sentences),
             hovertemplate="%{hovertext}<br>cosine %{x:.6f}<extra></extra>",
         )
     )
     fig.update_layout(
-        title=f"fp32 vs {comparison.config.describe()}: embedding cosine similarity",
+        title=f"fp32 vs {scheme}: embedding cosine similarity",
         xaxis={"title": "cosine similarity", "range": [min(lo, 0.99) - 0.005, 1.0005]},
         height=max(250, 36 * len(sentences) + 140),
     )

@@ -1,0 +1,322 @@
+"""The bundled model with every linear layer quantized (weights by an algorithm, inputs
+fake-quantized on the fly): per-layer output errors and the sentence embeddings.
+
+Two steps, cached apart by the page (the weights change less often than the sentences):
+
+1. ``quantize_linears``: every ``nn.Linear`` weight of the transformer by one algorithm
+   (``quant_core.quantize_weight``; GPTQ/AWQ calibrated on an ``ActivationCapture``).
+2. ``output_report``: one float forward over the sentences captures each layer's input
+   ``X`` and the float embeddings; per layer, ``Y = X Wᵀ + b`` against
+   ``Ŷ = X̂ Ŵᵀ + b``; then a forward of a parameter-sharing copy with every layer quantized
+   (``quant_core.fake_quantize_linears``) gives the quantized embeddings.
+
+AWQ's codes encode ``W diag(s)`` and its layer runs as ``(X / s) Ŵᵀ`` (``1/s`` folded into
+the op before): so the activation quantizer sees ``X / s``, as a deployed AWQ layer's
+would, static ranges are calibrated on ``X / s``, and with float activations the layer
+computes ``X Ŵ_effᵀ`` with ``Ŵ_eff = Ŵ diag(s)⁻¹`` (``effective_weight()``). The scales
+``s`` are not counted in the bits per element (a deployed model folds them away).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from quant_core import (
+    ActivationCapture,
+    ActivationRanges,
+    Algorithm,
+    ErrorMetrics,
+    LayerScheme,
+    QuantConfig,
+    WeightQuantResult,
+    clip_stats,
+    error_metrics,
+    fake_quantize_linears,
+    layer_output_error,
+    linear_layer,
+    quantize,
+    quantize_activation,
+    storage_cost,
+)
+from quant_core.calibration import capture_and_embed, check_sentences, run_sentences, transformer_of
+
+from .evaluate import SkippedLayer
+from .linears import QuantizedLinears, linear_scales, quantize_linears, static_ranges
+
+__all__ = [
+    "OUTPUT_COLUMNS",
+    "LayerOutputRow",
+    "ModelOutputs",
+    "QuantizedLinears",
+    "output_report",
+    "output_table",
+    "quantize_linears",
+    "static_ranges",
+]
+
+
+@dataclass(frozen=True)
+class LayerOutputRow:
+    """One linear layer on the page's sentences.
+
+    ``weight``: the effective weight against ``W``; ``output``: ``Ŷ`` (weights and inputs
+    quantized) against ``Y`` on the captured float input; ``weight_only``: ``X Ŵ_effᵀ + b``;
+    ``activation_only``: ``X̂ Wᵀ + b`` (``None`` with float activations);
+    ``clipped_fraction``: inputs clipped by static ranges (``None`` when dynamic or float);
+    ``held_out`` / ``held_out_rtn``: weight-only output error on held-out sentences of the
+    algorithm and of RTN (``None`` without a held-out capture).
+    """
+
+    name: str
+    shape: tuple[int, int]
+    n_tokens: int
+    weight: ErrorMetrics
+    output: ErrorMetrics
+    weight_only: ErrorMetrics
+    activation_only: ErrorMetrics | None
+    clipped_fraction: float | None
+    bits_per_element: float
+    quantized_bytes: int
+    fp32_bytes: int
+    held_out: ErrorMetrics | None
+    held_out_rtn: ErrorMetrics | None
+
+
+@dataclass(frozen=True)
+class ModelOutputs:
+    """The model under one scheme on ``sentences``: a row per quantized layer (module
+    order), the skipped layers, and per sentence the cosine of its float and quantized
+    embeddings. ``seconds``: this report (the weights' time is ``QuantizedLinears``')."""
+
+    scheme: LayerScheme
+    algorithm: Algorithm
+    layers: tuple[LayerOutputRow, ...]
+    skipped: tuple[SkippedLayer, ...]
+    sentences: tuple[str, ...]
+    cosines: tuple[float, ...]
+    seconds: float
+
+    @property
+    def fp32_bytes(self) -> int:
+        """The quantized layers' weights as fp32."""
+        return sum(r.fp32_bytes for r in self.layers)
+
+    @property
+    def quantized_bytes(self) -> int:
+        """The same weights under the scheme (codes, scales, zero points; not AWQ's ``s``)."""
+        return sum(r.quantized_bytes for r in self.layers)
+
+    @property
+    def mean_cosine(self) -> float:
+        return sum(self.cosines) / len(self.cosines)
+
+    @property
+    def min_cosine(self) -> float:
+        return min(self.cosines)
+
+
+def _layer_row(
+    name: str,
+    linear: nn.Linear,
+    res: WeightQuantResult,
+    x: torch.Tensor,
+    activation: QuantConfig | None,
+    ranges: ActivationRanges | None,
+    held_out: torch.Tensor | None,
+) -> LayerOutputRow:
+    w = linear.weight.detach().to(torch.float32)
+    b = None if linear.bias is None else linear.bias.detach().to(torch.float32)
+    x = x.to(torch.float32)
+    s = res.input_scale
+    w_eff = res.effective_weight()
+    y = F.linear(x, w, b)
+    y_w = F.linear(x, w_eff, b)
+    weight_only = error_metrics(y, y_w)
+    output, activation_only, clipped = weight_only, None, None
+    if activation is not None:
+        xs = x if s is None else x / s
+        aq = quantize_activation(xs, activation, ranges)
+        xs_hat = aq.dequantize()
+        output = error_metrics(y, F.linear(xs_hat, res.quantized.dequantize(), b))
+        x_hat = xs_hat if s is None else xs_hat * s
+        activation_only = error_metrics(y, F.linear(x_hat, w, b))
+        if ranges is not None:
+            clipped = clip_stats(xs, aq).n_clipped / max(xs.numel(), 1)
+    held, held_rtn = None, None
+    if held_out is not None:
+        held = layer_output_error(w, w_eff, held_out, b)
+        rtn = quantize(w, res.quantized.config).dequantize()
+        held_rtn = layer_output_error(w, rtn, held_out, b)
+    st = storage_cost(tuple(w.shape), res.quantized.config)
+    return LayerOutputRow(
+        name=name,
+        shape=(int(w.shape[0]), int(w.shape[1])),
+        n_tokens=int(x.shape[0]),
+        weight=error_metrics(w, w_eff),
+        output=output,
+        weight_only=weight_only,
+        activation_only=activation_only,
+        clipped_fraction=clipped,
+        bits_per_element=st.bits_per_element,
+        quantized_bytes=st.total_bytes,
+        fp32_bytes=st.fp32_bytes,
+        held_out=held,
+        held_out_rtn=held_rtn,
+    )
+
+
+def _parameter_sharing_copy(model: nn.Module) -> nn.Module:
+    """A copy of the module tree sharing parameters, buffers and tokenizer: hooks and
+    swapped weights on it leave the cached model (shared by every session) untouched."""
+    memo: dict[int, Any] = {id(t): t for t in (*model.parameters(), *model.buffers())}
+    memo |= {id(m.tokenizer): m.tokenizer for m in model.modules() if hasattr(m, "tokenizer")}
+    return copy.deepcopy(model, memo)
+
+
+def _divide_input(s: torch.Tensor) -> Callable[..., Any]:
+    def hook(mod: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (args[0] / s.to(args[0].dtype), *args[1:])
+
+    return hook
+
+
+def output_report(
+    model: nn.Module,
+    sentences: tuple[str, ...],
+    linears: QuantizedLinears,
+    activation: QuantConfig | None = None,
+    *,
+    ranges: Mapping[str, ActivationRanges] | None = None,
+    held_out: ActivationCapture | None = None,
+) -> ModelOutputs:
+    """``model`` (a loaded SentenceTransformer, never modified) with the weights of
+    ``linears`` and every linear input fake-quantized under ``activation`` (``None``:
+    float), on ``sentences`` (``check_sentences``): see the module docstring.
+
+    ``ranges``: static ranges by layer (``static_ranges``; dynamic without them);
+    ``held_out``: a capture on other sentences, for each layer's weight-only output error
+    of the algorithm and of RTN. Skipped layers keep float weights; their inputs are
+    still quantized in the embedding forward.
+    """
+    start = time.perf_counter()
+    if not isinstance(linears, QuantizedLinears):
+        raise TypeError(f"linears must be QuantizedLinears, got {type(linears).__name__}")
+    texts = check_sentences(sentences)
+    scheme = LayerScheme(weight=linears.config, activation=activation)
+    ranges = {} if ranges is None else dict(ranges)
+    inner = transformer_of(model)
+    capture, fp32 = capture_and_embed(model, texts)
+    rows = tuple(
+        _layer_row(
+            name,
+            linear_layer(inner, name),
+            res,
+            capture[name],
+            activation,
+            ranges.get(name),
+            None if held_out is None or name not in held_out.inputs else held_out[name],
+        )
+        for name, res in linears.results.items()
+    )
+    twin = _parameter_sharing_copy(model)
+    twin_inner = transformer_of(twin)
+    # AWQ layers divide their input by s before the activation quantizer sees it (hooks
+    # run in registration order), then compute with the dequantized codes of W diag(s).
+    scale_hooks = [
+        linear_layer(twin_inner, name).register_forward_pre_hook(_divide_input(s))
+        for name, s in linear_scales(linears).items()
+    ]
+    handle = fake_quantize_linears(
+        twin_inner,
+        LayerScheme(activation=activation),
+        activation_ranges=ranges or None,
+        dequantized_weights={n: r.quantized.dequantize() for n, r in linears.results.items()},
+    )
+    try:
+        with handle:
+
+            def set_mask(mask: torch.Tensor) -> None:
+                handle.token_mask = mask
+
+            quantized = run_sentences(twin, texts, set_mask)
+    finally:
+        for hook in scale_hooks:
+            hook.remove()
+    cos = F.cosine_similarity(fp32.double(), quantized.double(), dim=1).clamp(-1.0, 1.0)
+    return ModelOutputs(
+        scheme=scheme,
+        algorithm=linears.algorithm,
+        layers=rows,
+        skipped=linears.skipped,
+        sentences=texts,
+        cosines=tuple(float(c) for c in cos),
+        seconds=time.perf_counter() - start,
+    )
+
+
+OUTPUT_COLUMNS: tuple[str, ...] = (
+    "name",
+    "shape",
+    "tokens",
+    "mse",
+    "sqnr_db",
+    "cosine",
+    "out_mse",
+    "out_sqnr_db",
+    "out_cosine",
+    "weight_only_sqnr_db",
+    "activation_only_sqnr_db",
+    "clipped_pct",
+    "held_out_sqnr_db",
+    "rtn_held_out_sqnr_db",
+    "gain_vs_rtn_db",
+    "bits_per_element",
+    "quantized_bytes",
+)
+
+
+def _get(m: ErrorMetrics | None, field: str) -> float | None:
+    return None if m is None else float(getattr(m, field))
+
+
+def output_table(outputs: ModelOutputs) -> pd.DataFrame:
+    """One row per quantized layer, most sensitive first: ascending output SQNR, ties in
+    module order. Columns ``OUTPUT_COLUMNS``: the weight's own error (``mse``,
+    ``sqnr_db``, ``cosine``, as ``layer_table``), the output's (``out_*``), each side
+    alone, the clipped percentage, and on held-out sentences the weight-only output SQNR
+    of the algorithm, of RTN and the gain (empty without a held-out capture)."""
+    rows = []
+    for r in outputs.layers:
+        held, rtn = _get(r.held_out, "sqnr_db"), _get(r.held_out_rtn, "sqnr_db")
+        rows.append(
+            {
+                "name": r.name,
+                "shape": f"{r.shape[0]}×{r.shape[1]}",
+                "tokens": r.n_tokens,
+                "mse": r.weight.mse,
+                "sqnr_db": r.weight.sqnr_db,
+                "cosine": r.weight.cosine,
+                "out_mse": r.output.mse,
+                "out_sqnr_db": r.output.sqnr_db,
+                "out_cosine": r.output.cosine,
+                "weight_only_sqnr_db": r.weight_only.sqnr_db,
+                "activation_only_sqnr_db": _get(r.activation_only, "sqnr_db"),
+                "clipped_pct": None if r.clipped_fraction is None else 100 * r.clipped_fraction,
+                "held_out_sqnr_db": held,
+                "rtn_held_out_sqnr_db": rtn,
+                "gain_vs_rtn_db": None if held is None or rtn is None else held - rtn,
+                "bits_per_element": r.bits_per_element,
+                "quantized_bytes": r.quantized_bytes,
+            }
+        )
+    frame = pd.DataFrame(rows, columns=list(OUTPUT_COLUMNS))
+    return frame.sort_values("out_sqnr_db", kind="stable", ignore_index=True)
