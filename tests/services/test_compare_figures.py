@@ -29,7 +29,12 @@ from dashboard.services.compare.frontier import ErrorAxis, pareto_figure
 from dashboard.services.compare.sweep import SchemeGrid, expand_grid, run_sweep, sweep_table
 from dashboard.services.display.reduce import DEFAULT_MAX_CELLS, Reduction, reduce_2d
 from dashboard.services.model.embeddings import EmbeddingComparison, SentenceResult
-from dashboard.services.model.evaluate import LayerMetric, evaluate_safetensors, layer_table
+from dashboard.services.model.evaluate import (
+    LayerMetric,
+    evaluate_safetensors,
+    layer_table,
+    order_by,
+)
 from dashboard.services.model.figures import layer_figure, sentence_cosine_figure
 from dashboard.services.state.scheme import GranularityKind
 from quant_core import Format, Mode, ModelReport, PerChannel, PerGroup, QuantConfig
@@ -228,11 +233,18 @@ def test_layer_figure_follows_the_table_order(tmp_path: Path) -> None:
         str(tmp_path / "m.safetensors"),
     )
     table = layer_table(evaluate_safetensors(tmp_path / "m.safetensors", QuantConfig(bits=3)))
-    for metric in LayerMetric:
+    for metric in (m for m in LayerMetric if m.value in table.columns):
         fig = layer_figure(table, metric)
-        assert list(fig.data[0].y) == list(table["name"])
-        np.testing.assert_array_equal(fig.data[0].x, table[metric.value].to_numpy())
+        ordered = order_by(table, metric)
+        assert list(fig.data[0].y) == list(ordered["name"])
+        np.testing.assert_array_equal(fig.data[0].x, ordered[metric.value].to_numpy())
+        # Worst first: the bars are monotone in what they show.
+        steps = np.diff(fig.data[0].x)
+        assert (steps <= 0).all() if metric.higher_is_worse else (steps >= 0).all()
         assert fig.layout.xaxis.type == ("log" if metric is LayerMetric.MSE else "linear")
+        assert metric.worse in fig.layout.title.text
+    with pytest.raises(ValueError, match="output MSE"):
+        layer_figure(table, LayerMetric.OUTPUT_MSE)  # a weight-only table has no outputs
     with pytest.raises(TypeError):
         layer_figure(table, "mse")  # type: ignore[arg-type]
 
