@@ -44,16 +44,16 @@ from dashboard.services.io import (
     load_safetensors_file_tensor,
     load_tensor,
 )
-from dashboard.services.model.embeddings import (
-    EmbeddingComparison,
-    compare_embeddings,
-    load_bundled_model,
-)
+from dashboard.services.model.embeddings import load_bundled_model
 from dashboard.services.model.evaluate import ModelEvalResult, evaluate_safetensors
 from dashboard.services.model.files import bundled_model_file
+from dashboard.services.model.linears import QuantizedLinears, quantize_linears, static_ranges
+from dashboard.services.model.outputs import ModelOutputs, output_report
 from dashboard.services.sources.choice import SourceChoice
 from dashboard.services.sources.prepared import PreparedSource, prepare
 from dashboard.services.sources.synthetic import SyntheticSpec, make_synthetic
+from dashboard.services.state.algorithm import AlgorithmChoice
+from dashboard.services.state.model import ModelScheme
 from quant_core import (
     ActivationCapture,
     AlphaSweep,
@@ -149,16 +149,49 @@ def linear_inputs(sentences: tuple[str, ...]) -> ActivationCapture:
     return capture_sentence_inputs(bundled_model(), sentences)
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)
-def model_report(key: str, _path: Path, _cfg: QuantConfig) -> ModelEvalResult:
-    """``key``: the model file's identity and the scheme."""
-    return evaluate_safetensors(_path, _cfg)
+@st.cache_resource(max_entries=8, show_spinner="Quantizing every linear weight of the file…")
+def model_report(
+    key: str, _path: Path, _cfg: QuantConfig, _algorithm: AlgorithmChoice
+) -> ModelEvalResult:
+    """``key``: the model file's identity, the scheme and the (data-free) algorithm."""
+    return evaluate_safetensors(
+        _path, _cfg, algorithm=_algorithm.algorithm, options=_algorithm.options
+    )
 
 
-@st.cache_resource(max_entries=8, show_spinner="Embedding the sentences…")
-def embeddings(key: str, _cfg: QuantConfig, sentences: tuple[str, ...]) -> EmbeddingComparison:
-    """``key``: the scheme; the sentences are hashed as they are (short strings)."""
-    return compare_embeddings(bundled_model(), _cfg, sentences)
+@st.cache_resource(max_entries=4, show_spinner="Quantizing every linear layer…")
+def model_linears(key: str, _scheme: ModelScheme) -> QuantizedLinears:
+    """``key``: ``scheme.weights_key()``. The bundled model's linear weights under the
+    scheme's weight config and algorithm (GPTQ/AWQ calibrated on its sentences)."""
+    choice = _scheme.algorithm
+    calibration = linear_inputs(choice.calibration) if choice.algorithm.needs_calibration else None
+    return quantize_linears(
+        bundled_model(),
+        _scheme.weight,
+        choice.algorithm,
+        options=choice.options,
+        calibration=calibration,
+    )
+
+
+@st.cache_resource(max_entries=4, show_spinner="Running the quantized model on the sentences…")
+def model_outputs(key: str, _scheme: ModelScheme, sentences: tuple[str, ...]) -> ModelOutputs:
+    """``key``: ``scheme.key()``; the sentences are hashed as they are (at most 256 short
+    lines). Static ranges come from the calibration sentences; the held-out comparison
+    with RTN runs on ``sentences`` themselves."""
+    linears = model_linears(_scheme.weights_key(), _scheme)
+    ranges = None
+    if _scheme.static and _scheme.activation is not None:
+        capture = linear_inputs(_scheme.algorithm.calibration)
+        ranges = static_ranges(capture, _scheme.activation, linears)
+    return output_report(
+        bundled_model(),
+        sentences,
+        linears,
+        _scheme.activation,
+        ranges=ranges,
+        held_out=linear_inputs(sentences),
+    )
 
 
 # --- Activations and layer outputs (H7) -----------------------------------------------------

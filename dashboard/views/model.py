@@ -1,29 +1,33 @@
-"""Whole model: every linear weight quantized under one scheme, and what the model then
-computes."""
+"""Whole model: every linear layer quantized under one scheme (weights by an algorithm, and
+for the bundled model its inputs too), and what the model then computes."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from dashboard import cache
-from dashboard.components.config import config_picker, divisors
+from dashboard.components import url
+from dashboard.components.config import divisors
+from dashboard.components.model_scheme import model_scheme_picker, seed_model_scheme_from_url
 from dashboard.components.model_source import model_picker
-from dashboard.services.model.evaluate import LayerMetric, layer_table
-from dashboard.services.model.figures import layer_figure, sentence_cosine_figure
+from dashboard.services.model.evaluate import COLUMN_LABELS, LayerMetric, layer_table, order_by
+from dashboard.services.model.figures import cosine_figure, layer_figure
 from dashboard.services.model.files import list_linear_weights
-from quant_core import Mode, PerGroup, QuantConfig
+from dashboard.services.model.outputs import output_table
+from dashboard.services.state.algorithm import parse_sentences
+from dashboard.services.state.model import model_scheme_to_query
+from quant_core import HELD_OUT_SENTENCES, Mode, PerGroup, QuantConfig
 
 MAX_GROUP = 4096
+HEADERS = {**COLUMN_LABELS, "rank by weight SQNR": "rank by weight SQNR"}
 DEFAULT = QuantConfig(bits=4, mode=Mode.ASYMMETRIC, granularity=PerGroup(group_size=64))
-SENTENCES = (
-    "Quantization stores each weight in a few bits.\n"
-    "The cat sat on the mat.\n"
-    "A feline rested on the rug.\n"
-    "Stock markets fell sharply on Monday."
-)
+
+if url.first_run("model_scheme"):
+    seed_model_scheme_from_url()
 
 st.title("Whole model")
 model = model_picker()
+url.show_warnings()
 if model is None:
     st.stop()
 try:
@@ -41,37 +45,95 @@ widths = sorted({w.shape[1] for w in weights if w.shape[1] > 0})
 sizes = sorted({d for width in widths for d in divisors(width) if d <= MAX_GROUP})
 with st.sidebar:
     st.header("Scheme")
-    cfg = config_picker(widths[0] if widths else 1, prefix="m_", default=DEFAULT, group_sizes=sizes)
+    scheme = model_scheme_picker(widths[0] if widths else 1, sizes, DEFAULT, bundled=model.bundled)
+url.write(model_scheme_to_query(scheme))
+st.caption(f"**{model.label}** · {len(weights)} linear layers · **{scheme.describe()}**")
 
-st.caption(f"**{model.label}** · {len(weights)} linear weights · scheme **{cfg.describe()}**")
-result = cache.model_report(f"{model.key}|{cfg!r}", model.path, cfg)
+if not model.bundled:
+    st.info(
+        "An uploaded file holds weights but not the model's code, so its inputs cannot be "
+        "computed: this report is of the weights alone (activations and GPTQ/AWQ need the "
+        "bundled model)."
+    )
+    result = cache.model_report(
+        f"{model.key}|{scheme.weights_key()}", model.path, scheme.weight, scheme.algorithm
+    )
+    table = layer_table(result)
+    fp32, quantized, skipped = result.fp32_bytes, result.quantized_bytes, result.skipped
+else:
+    text = st.text_area(
+        "Sentences the model is judged on (one per line; by default held-out sentences, "
+        "none of them in the calibration set)",
+        "\n".join(HELD_OUT_SENTENCES),
+        key="m_sentences",
+        height=140,
+    )
+    try:
+        sentences = parse_sentences(text)
+    except ValueError as exc:
+        st.error(f"Sentences: {exc}")
+        st.stop()
+    seen = sorted(set(sentences) & set(scheme.algorithm.calibration))
+    if seen:
+        st.warning(
+            f"{len(seen)} of these sentences are calibration sentences: errors on them are "
+            "not errors on data the calibration never saw."
+        )
+    try:
+        outputs = cache.model_outputs(scheme.key(), scheme, sentences)
+    except ValueError as exc:
+        st.error(f"This scheme cannot run on the model: {exc}")
+        st.stop()
+    table = output_table(outputs)
+    fp32, quantized, skipped = outputs.fp32_bytes, outputs.quantized_bytes, outputs.skipped
+    e1, e2, e3 = st.columns(3)
+    e1.metric("Mean embedding cosine", f"{outputs.mean_cosine:.5f}")
+    e2.metric("Worst sentence", f"{outputs.min_cosine:.5f}")
+    e3.metric("Report time", f"{outputs.seconds:.2f} s")
+    linears = cache.model_linears(scheme.weights_key(), scheme)
+    st.caption(
+        f"Weights quantized by {linears.algorithm.label} in {linears.seconds:.2f} s (cached "
+        "while the weight scheme stays); the report runs the model on the sentences."
+    )
+    if linears.warnings:
+        with st.expander(f"{linears.algorithm.label} warned on {len(linears.warnings)} layer(s)"):
+            for text in linears.warnings:
+                st.caption(text)
+
 c1, c2, c3 = st.columns(3)
-c1.metric("Linear weights, fp32", f"{result.fp32_bytes / 1e6:.2f} MB")
-c2.metric("Quantized", f"{result.quantized_bytes / 1e6:.2f} MB")
-c3.metric("Smaller by", f"{result.fp32_bytes / max(result.quantized_bytes, 1):.2f}×")
-for skip in result.skipped:
-    st.caption(f"Skipped {skip.name} {list(skip.shape)}: {skip.reason}")
+c1.metric("Linear weights, fp32", f"{fp32 / 1e6:.2f} MB")
+c2.metric("Quantized", f"{quantized / 1e6:.2f} MB")
+c3.metric("Smaller by", f"{fp32 / max(quantized, 1):.2f}×")
+for skip in skipped:
+    st.caption(f"Skipped (kept float) {skip.name} {list(skip.shape)}: {skip.reason}")
+if table.empty:
+    st.warning("The scheme fits no layer of this model: every layer stays float.")
+    st.stop()
 
-table = layer_table(result)
+offered = [m for m in LayerMetric if m.value in table.columns]
 metric = st.radio(
-    "Chart", list(LayerMetric), format_func=lambda m: m.label, key="m_metric", horizontal=True
+    "Chart",
+    offered,
+    index=offered.index(LayerMetric.OUTPUT_MSE) if LayerMetric.OUTPUT_MSE in offered else 0,
+    format_func=lambda m: m.label,
+    key="m_metric",
+    horizontal=True,
 )
+if model.bundled:
+    st.subheader("Most sensitive layers")
+    by_output = order_by(table, LayerMetric.OUTPUT_MSE)
+    weight_rank = {n: i + 1 for i, n in enumerate(order_by(table, LayerMetric.SQNR_DB)["name"])}
+    top = by_output.head(5)[["name", "out_mse", "out_sqnr_db", "sqnr_db"]].copy()
+    top.insert(1, "rank by weight SQNR", [weight_rank[n] for n in top["name"]])
+    st.caption(
+        "Ranked by the layer output's MSE on the sentences above (higher is worse); the "
+        "weight error alone ranks them differently."
+    )
+    st.dataframe(top, hide_index=True, key="m_top", column_config=HEADERS)
 st.plotly_chart(layer_figure(table, metric), key="m_layers")
-st.dataframe(table, hide_index=True, key="m_table")
-
+st.dataframe(order_by(table, metric), hide_index=True, key="m_table", column_config=HEADERS)
 if model.bundled:
     st.subheader("What the model computes: sentence embeddings, fp32 vs quantized")
-    text = st.text_area("Sentences (one per line)", SENTENCES, key="m_sentences", height=140)
-    sentences = tuple(line.strip() for line in text.splitlines() if line.strip())
-    try:
-        cmp = cache.embeddings(repr(cfg), cfg, sentences)
-    except ValueError as exc:
-        st.error(str(exc))
-        st.stop()
-    e1, e2, e3 = st.columns(3)
-    e1.metric("Mean cosine (fp32 vs quantized)", f"{cmp.mean_cosine:.5f}")
-    e2.metric("Model size, fp32", f"{cmp.model_bytes / 1e6:.1f} MB")
-    e3.metric("Model size, quantized", f"{cmp.model_quantized_bytes / 1e6:.1f} MB")
-    st.plotly_chart(sentence_cosine_figure(cmp), key="m_cosines")
-else:
-    st.info("Sentence embeddings need the model's code: shown for the bundled model only.")
+    st.plotly_chart(
+        cosine_figure(outputs.sentences, outputs.cosines, scheme.describe()), key="m_cosines"
+    )

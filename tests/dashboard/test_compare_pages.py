@@ -97,20 +97,3 @@ def test_ab_runs_with_shared_scale_and_totals() -> None:
     no_errors(at)
     after = at.dataframe[0].value["MSE"].tolist()
     assert after[0] == pytest.approx(before[0]) and after[1] < before[1]
-
-
-@pytest.mark.slow
-def test_model_page_reports_layers_and_embeddings() -> None:
-    at = open_page("model.py")
-    no_errors(at)
-    table = at.dataframe[0].value
-    assert len(table) == 37  # 36 encoder linears + the pooler
-    values = {m.label: m.value for m in at.metric}
-    assert values["Smaller by"].endswith("×")
-    assert 0.9 < float(values["Mean cosine (fp32 vs quantized)"]) <= 1.0
-    at.slider(key="m_q_bits").set_value(8).run()
-    no_errors(at)
-    better = {m.label: m.value for m in at.metric}
-    assert float(better["Mean cosine (fp32 vs quantized)"]) > float(
-        values["Mean cosine (fp32 vs quantized)"]
-    )

@@ -32,6 +32,7 @@ from ..progress import Progress
 from .files import is_linear_weight, list_linear_weights, stored_bytes
 
 __all__ = [
+    "COLUMN_LABELS",
     "LAYER_COLUMNS",
     "LayerMetric",
     "LayerResult",
@@ -212,6 +213,37 @@ def order_by(table: pd.DataFrame, metric: LayerMetric) -> pd.DataFrame:
     return table.sort_values(
         metric.value, ascending=not metric.higher_is_worse, kind="stable", ignore_index=True
     )
+
+
+# What each column of ``layer_table`` and ``outputs.output_table`` means, in the words the
+# page shows as its header (the frames keep short names for code and CSV).
+COLUMN_LABELS: dict[str, str] = {
+    "name": "layer",
+    "shape": "shape (out×in)",
+    "n_elements": "elements",
+    "tokens": "tokens",
+    "dtype": "stored dtype",
+    "mse": "weight MSE",
+    "rmse": "weight RMSE",
+    "mean_abs": "weight mean |err|",
+    "max_abs": "weight max |err|",
+    "sqnr_db": "weight SQNR (dB)",
+    "cosine": "weight cosine",
+    "out_mse": "output MSE",
+    "out_sqnr_db": "output SQNR (dB)",
+    "out_cosine": "output cosine",
+    "weight_only_sqnr_db": "output SQNR, weights only (dB)",
+    "activation_only_sqnr_db": "output SQNR, inputs only (dB)",
+    "clipped_pct": "inputs clipped (%)",
+    "held_out_sqnr_db": "weights-only SQNR, this algorithm (dB)",
+    "rtn_held_out_sqnr_db": "weights-only SQNR, RTN (dB)",
+    "gain_vs_rtn_db": "gain over RTN (dB)",
+    "bits_per_element": "bits per element",
+    "stored_bytes": "bytes as stored",
+    "fp32_bytes": "bytes in fp32",
+    "quantized_bytes": "bytes quantized",
+    "ratio_vs_fp32": "smaller than fp32 by",
+}
 
 
 LAYER_COLUMNS: tuple[str, ...] = (
