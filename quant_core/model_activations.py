@@ -47,6 +47,7 @@ __all__ = [
     "ModelOutputReport",
     "fake_quantize_linears",
     "model_output_report",
+    "parameter_sharing_copy",
     "per_layer_output_errors",
     "rank_layers",
 ]
@@ -330,7 +331,7 @@ class ModelOutputReport:
         return min(self.cosines)
 
 
-def _shallow_model_copy(model: nn.Module) -> nn.Module:
+def parameter_sharing_copy(model: nn.Module) -> nn.Module:
     """A copy of ``model``'s module tree that shares its parameters, buffers and tokenizer:
     hooks and swapped weights on the copy leave the original (perhaps shared by other
     threads) untouched, at a fraction of a full copy's cost."""
@@ -375,7 +376,7 @@ def model_output_report(
     layers = per_layer_output_errors(
         inner, capture, scheme, activation_ranges=ranges, weights=weights
     )
-    twin = _shallow_model_copy(model)
+    twin = parameter_sharing_copy(model)
     handle = fake_quantize_linears(
         transformer_of(twin),
         scheme,

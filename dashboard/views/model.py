@@ -1,5 +1,6 @@
 """Whole model: every linear layer quantized under one scheme (weights by an algorithm, and
-for the bundled model its inputs too), and what the model then computes."""
+for the bundled model its inputs too), and what the model then computes. A model folder on
+this machine is reported weight by weight as it streams."""
 
 from __future__ import annotations
 
@@ -9,17 +10,19 @@ from dashboard import cache
 from dashboard.components import url
 from dashboard.components.config import divisors
 from dashboard.components.model_scheme import model_scheme_picker, seed_model_scheme_from_url
-from dashboard.components.model_source import model_picker
+from dashboard.components.model_source import ModelFolder, model_picker
+from dashboard.services.model.checkpoint import listing_table
 from dashboard.services.model.evaluate import COLUMN_LABELS, LayerMetric, layer_table, order_by
 from dashboard.services.model.figures import cosine_figure, layer_figure
 from dashboard.services.model.files import list_linear_weights
-from dashboard.services.model.outputs import output_table
+from dashboard.services.model.outputs import most_sensitive, output_table
+from dashboard.services.model.streaming import collect, run_report, stream_table, throughput
 from dashboard.services.state.algorithm import parse_sentences
 from dashboard.services.state.model import model_scheme_to_query
 from quant_core import HELD_OUT_SENTENCES, Mode, PerGroup, QuantConfig
 
 MAX_GROUP = 4096
-HEADERS = {**COLUMN_LABELS, "rank by weight SQNR": "rank by weight SQNR"}
+HEADERS = {**COLUMN_LABELS, "in embedding": "reaches the embedding"}
 DEFAULT = QuantConfig(bits=4, mode=Mode.ASYMMETRIC, granularity=PerGroup(group_size=64))
 
 if url.first_run("model_scheme"):
@@ -30,11 +33,32 @@ model = model_picker()
 url.show_warnings()
 if model is None:
     st.stop()
+folder = model.checkpoint if isinstance(model, ModelFolder) else None
 try:
-    weights = list_linear_weights(model.path)
+    weights = (
+        tuple(t.info for t in folder.linear_weights)
+        if folder is not None
+        else list_linear_weights(model.path)
+    )
 except (OSError, ValueError) as exc:
     st.error(f"{model.label}: {exc}")
     st.stop()
+if folder is not None:
+    largest = folder.largest_weight
+    st.caption(
+        f"**{folder.folder}**: {len(folder.shards)} file(s), {len(folder.tensors)} tensors, "
+        f"{folder.stored_bytes / 1e9:.2f} GB"
+        + (
+            f"; largest linear weight {largest.name} {list(largest.info.shape)} "
+            f"{largest.info.dtype}: the report reads one tensor at a time"
+            if largest is not None
+            else ""
+        )
+    )
+    for note in folder.notes:
+        st.caption(note)
+    with st.expander(f"Tensors in the folder, from the headers ({len(folder.tensors)})"):
+        st.dataframe(listing_table(folder), hide_index=True, key="m_folder_tensors")
 if not weights:
     st.warning(f"{model.label} holds no 2-D linear weights to quantize.")
     st.stop()
@@ -51,13 +75,38 @@ st.caption(f"**{model.label}** · {len(weights)} linear layers · **{scheme.desc
 
 if not model.bundled:
     st.info(
-        "An uploaded file holds weights but not the model's code, so its inputs cannot be "
-        "computed: this report is of the weights alone (activations and GPTQ/AWQ need the "
-        "bundled model)."
+        f"{'A model folder' if folder else 'An uploaded file'} holds weights but not the "
+        "model's code, so its inputs cannot be computed: this report is of the weights alone "
+        "(activations and GPTQ/AWQ need the bundled model)."
     )
-    result = cache.model_report(
-        f"{model.key}|{scheme.weights_key()}", model.path, scheme.weight, scheme.algorithm
-    )
+    if folder is None:
+        result = cache.model_report(
+            f"{model.key}|{scheme.weights_key()}", model.path, scheme.weight, scheme.algorithm
+        )
+    else:
+        bar, live = st.progress(0.0), st.empty()
+
+        def show(rows, total):
+            bar.progress(len(rows) / max(total, 1), text=f"{len(rows)} of {total} weights")
+            live.dataframe(stream_table(rows), hide_index=True)  # redrawn: no key
+
+        try:  # a rerun stops it at the next redraw; the rows done so far are kept
+            rows = run_report(
+                cache.folder_reports(),
+                f"{model.key}|{scheme.weights_key()}",
+                folder,
+                scheme.weight,
+                scheme.algorithm.algorithm,
+                scheme.algorithm.options,
+                on_rows=show,
+            )
+        except ValueError as exc:
+            st.error(f"{model.label}: {exc}")
+            st.stop()
+        bar.empty()
+        live.empty()
+        st.caption(throughput(rows).describe())
+        result = collect(scheme.weight, rows)
     table = layer_table(result)
     fp32, quantized, skipped = result.fp32_bytes, result.quantized_bytes, result.skipped
 else:
@@ -121,14 +170,16 @@ metric = st.radio(
 )
 if model.bundled:
     st.subheader("Most sensitive layers")
-    by_output = order_by(table, LayerMetric.OUTPUT_MSE)
-    weight_rank = {n: i + 1 for i, n in enumerate(order_by(table, LayerMetric.SQNR_DB)["name"])}
-    top = by_output.head(5)[["name", "out_mse", "out_sqnr_db", "sqnr_db"]].copy()
-    top.insert(1, "rank by weight SQNR", [weight_rank[n] for n in top["name"]])
+    top = most_sensitive(table)
     st.caption(
         "Ranked by the layer output's MSE on the sentences above (higher is worse); the "
         "weight error alone ranks them differently."
     )
+    if not top["in embedding"].all():
+        st.caption(
+            "`pooler.dense` works on the [CLS] token only and does not reach the sentence "
+            "embedding (the mean of the token states): its error costs nothing here."
+        )
     st.dataframe(top, hide_index=True, key="m_top", column_config=HEADERS)
 st.plotly_chart(layer_figure(table, metric), key="m_layers")
 st.dataframe(order_by(table, metric), hide_index=True, key="m_table", column_config=HEADERS)

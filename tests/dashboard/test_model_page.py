@@ -57,7 +57,7 @@ def test_default_reports_every_layer_with_output_errors() -> None:
     top = at.dataframe[0].value
     assert list(top["name"]) == list(table["name"][:5])
     # The weight error alone ranks the layers differently: say where each one stands.
-    assert "rank by weight SQNR" in top.columns
+    assert "rank by weight SQNR" in top.columns and "in embedding" in top.columns
     m = metrics(at)
     assert 0.9 < float(m["Mean embedding cosine"]) <= 1.0
     assert float(m["Worst sentence"]) <= float(m["Mean embedding cosine"])

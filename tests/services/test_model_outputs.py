@@ -18,6 +18,7 @@ from dashboard.services.model.evaluate import LayerMetric, order_by
 from dashboard.services.model.figures import cosine_figure, layer_figure
 from dashboard.services.model.outputs import (
     OUTPUT_COLUMNS,
+    most_sensitive,
     output_report,
     output_table,
     quantize_linears,
@@ -184,6 +185,25 @@ def test_output_table_is_most_sensitive_first(minilm: nn.Module, rtn) -> None:
     assert table["out_sqnr_db"].is_monotonic_increasing
     by_mse = order_by(table, LayerMetric.OUTPUT_MSE)
     assert by_mse["out_mse"].is_monotonic_decreasing
+
+
+def test_most_sensitive_ranks_by_output_mse_beside_the_weight_rank() -> None:
+    table = pd.DataFrame(
+        {
+            "name": ["encoder.a", "pooler.dense", "encoder.b", "encoder.c"],
+            "out_mse": [1e-4, 5e-3, 2e-3, 1e-5],
+            "out_sqnr_db": [30.0, 12.0, 20.0, 40.0],
+            "sqnr_db": [18.0, 25.0, 22.0, 15.0],  # weight SQNR: c < a < b < pooler
+        }
+    )
+    top = most_sensitive(table, 3)
+    assert list(top["name"]) == ["pooler.dense", "encoder.b", "encoder.a"]
+    assert list(top["rank by weight SQNR"]) == [4, 3, 2]
+    assert list(top["in embedding"]) == [False, True, True]
+    with pytest.raises(ValueError, match="n must be"):
+        most_sensitive(table, 0)
+    with pytest.raises(ValueError, match="out_mse"):
+        most_sensitive(table.drop(columns="out_mse"))
 
 
 # --- chart order: by the plotted metric (issue: titled MSE but ordered by SQNR) ---------

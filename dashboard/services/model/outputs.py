@@ -19,7 +19,6 @@ computes ``X Ŵ_effᵀ`` with ``Ŵ_eff = Ŵ diag(s)⁻¹`` (``effective_weight()
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -48,15 +47,18 @@ from quant_core import (
     storage_cost,
 )
 from quant_core.calibration import capture_and_embed, check_sentences, run_sentences, transformer_of
+from quant_core.model_activations import parameter_sharing_copy
 
 from .evaluate import SkippedLayer
 from .linears import QuantizedLinears, linear_scales, quantize_linears, static_ranges
 
 __all__ = [
     "OUTPUT_COLUMNS",
+    "UNUSED_BY_EMBEDDING",
     "LayerOutputRow",
     "ModelOutputs",
     "QuantizedLinears",
+    "most_sensitive",
     "output_report",
     "output_table",
     "quantize_linears",
@@ -174,14 +176,6 @@ def _layer_row(
     )
 
 
-def _parameter_sharing_copy(model: nn.Module) -> nn.Module:
-    """A copy of the module tree sharing parameters, buffers and tokenizer: hooks and
-    swapped weights on it leave the cached model (shared by every session) untouched."""
-    memo: dict[int, Any] = {id(t): t for t in (*model.parameters(), *model.buffers())}
-    memo |= {id(m.tokenizer): m.tokenizer for m in model.modules() if hasattr(m, "tokenizer")}
-    return copy.deepcopy(model, memo)
-
-
 def _divide_input(s: torch.Tensor) -> Callable[..., Any]:
     def hook(mod: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
         return (args[0] / s.to(args[0].dtype), *args[1:])
@@ -227,7 +221,7 @@ def output_report(
         )
         for name, res in linears.results.items()
     )
-    twin = _parameter_sharing_copy(model)
+    twin = parameter_sharing_copy(model)
     twin_inner = transformer_of(twin)
     # AWQ layers divide their input by s before the activation quantizer sees it (hooks
     # run in registration order), then compute with the dequantized codes of W diag(s).
@@ -320,3 +314,28 @@ def output_table(outputs: ModelOutputs) -> pd.DataFrame:
         )
     frame = pd.DataFrame(rows, columns=list(OUTPUT_COLUMNS))
     return frame.sort_values("out_sqnr_db", kind="stable", ignore_index=True)
+
+
+# all-MiniLM-L6-v2's sentence embedding is the mean of the last layer's token states: the
+# BERT pooler (``pooler.dense`` on the [CLS] token) is computed but never reaches it.
+UNUSED_BY_EMBEDDING: frozenset[str] = frozenset({"pooler.dense"})
+
+
+def most_sensitive(table: pd.DataFrame, n: int = 5) -> pd.DataFrame:
+    """The ``n`` layers of an ``output_table`` with the largest output MSE, with their rank
+    by weight SQNR alone (1 = lowest SQNR) and whether the sentence embedding uses them.
+    Columns: ``name``, ``rank by weight SQNR``, ``out_mse``, ``out_sqnr_db``, ``sqnr_db``,
+    ``in embedding``."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    missing = {"name", "out_mse", "out_sqnr_db", "sqnr_db"} - set(table.columns)
+    if missing:
+        raise ValueError(f"not an output table: no column(s) {sorted(missing)}")
+    weight_rank = {
+        name: i + 1 for i, name in enumerate(table.sort_values("sqnr_db", kind="stable")["name"])
+    }
+    top = table.sort_values("out_mse", ascending=False, kind="stable").head(n)
+    top = top[["name", "out_mse", "out_sqnr_db", "sqnr_db"]].reset_index(drop=True)
+    top.insert(1, "rank by weight SQNR", [weight_rank[name] for name in top["name"]])
+    top["in embedding"] = [name not in UNUSED_BY_EMBEDDING for name in top["name"]]
+    return top
