@@ -11,11 +11,12 @@ its intermediate steps (``.steps``: normalise, ``q_k``, rescale) for a teaching 
 
 from __future__ import annotations
 
-import enum
+import math
 from dataclasses import dataclass
 
 import torch
 
+from .qk import QkVariant, check_bits, coerce_variant, q_k, q_k_codes, q_k_levels
 from .validation import check_float_tensor, to_float32
 
 __all__ = [
@@ -23,51 +24,14 @@ __all__ = [
     "LevelQuantResult",
     "QkVariant",
     "TeachingStep",
+    "dorefa_levels",
     "dorefa_quantize_weights",
+    "minmax_levels",
     "minmax_levels_quantize",
     "q_k",
     "q_k_codes",
     "q_k_levels",
 ]
-
-
-class QkVariant(enum.Enum):
-    """How ``q_k`` maps ``u`` in ``[0, 1]`` onto ``2^k`` codes ``c`` and values in ``[0, 1]``.
-
-    With ``n = 2^k - 1`` and ``N = 2^k``:
-
-    ORIGINAL (DoReFa-Net): ``c = round(n u)``, ``q_k(u) = c / n``. Levels ``0, 1/n, ..., 1``
-    (both ends included); the two end bins are half as wide as the others, so uniform
-    ``u`` uses the end codes half as often. Example, k = 2: ``u = 0.2`` gives
-    ``c = round(0.6) = 1``, ``q_k = 1/3``.
-
-    MODIFIED (floor-based): ``c = min(floor(N u), N - 1)``, ``q_k(u) = c / n``. The same
-    levels as ORIGINAL, but ``[0, 1]`` is cut into ``N`` equal bins, one per code, so
-    uniform ``u`` uses every code equally often. Example, k = 2: ``u = 0.2`` gives
-    ``c = floor(0.8) = 0``, ``q_k = 0``; ``u = 0.9`` gives ``c = 3``, ``q_k = 1``.
-
-    CENTERED: ``c = min(floor(N u), N - 1)``, ``q_k(u) = (c + 1/2) / N``: the same equal
-    bins, each mapped to its own centre. Levels ``1/(2N), 3/(2N), ..., 1 - 1/(2N)``,
-    symmetric about 1/2; no level lies at 0 or 1 (after ``2 q - 1``: none at 0 either), and
-    the rounding error never exceeds ``1/(2N)``. Example, k = 2: ``u = 0.2`` gives
-    ``c = 0``, ``q_k = 1/8``.
-    """
-
-    ORIGINAL = "original"
-    MODIFIED = "modified"
-    CENTERED = "centered"
-
-    @property
-    def formula(self) -> str:
-        """``q_k`` as a one-line formula, for labels."""
-        return _QK_FORMULAS[self]
-
-
-_QK_FORMULAS = {
-    QkVariant.ORIGINAL: "q_k(u) = round((2^k - 1) u) / (2^k - 1)",
-    QkVariant.MODIFIED: "q_k(u) = min(floor(2^k u), 2^k - 1) / (2^k - 1)",
-    QkVariant.CENTERED: "q_k(u) = (min(floor(2^k u), 2^k - 1) + 1/2) / 2^k",
-}
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,67 +43,6 @@ class TeachingStep:
     name: str
     formula: str
     values: torch.Tensor
-
-
-def _check_bits(bits: object, lo: int = 1, hi: int = 16) -> int:
-    if isinstance(bits, bool) or not isinstance(bits, int):
-        raise TypeError(f"bits must be an int, got {bits!r}")
-    if not lo <= bits <= hi:
-        raise ValueError(f"bits={bits} is outside the supported range {lo}..{hi}")
-    return bits
-
-
-def _coerce_variant(variant: object) -> QkVariant:
-    if isinstance(variant, QkVariant):
-        return variant
-    if isinstance(variant, str):
-        try:
-            return QkVariant(variant.lower())
-        except ValueError:
-            allowed = ", ".join(v.value for v in QkVariant)
-            raise ValueError(
-                f"unknown q_k variant {variant!r}; expected one of: {allowed}"
-            ) from None
-    raise TypeError(f"variant must be a QkVariant or str, got {type(variant).__name__}")
-
-
-def q_k_codes(
-    u: torch.Tensor, bits: int, variant: QkVariant | str = QkVariant.ORIGINAL
-) -> torch.Tensor:
-    """Codes ``c`` (int64, ``0 .. 2^k - 1``) of ``u`` (float, values in ``[0, 1]``; values
-    outside are clamped) under ``variant`` (see ``QkVariant``). Rounding is half to even."""
-    check_float_tensor(u, "u")
-    bits = _check_bits(bits)
-    variant = _coerce_variant(variant)
-    top = (1 << bits) - 1
-    u = u.detach()
-    if variant is QkVariant.ORIGINAL:
-        return torch.round(u * top).clamp_(0, top).to(torch.int64)
-    # u * 2^k is exact (a power of two), so floor puts u = i / 2^k in bin i exactly.
-    return torch.floor(u * (top + 1)).clamp_(0, top).to(torch.int64)
-
-
-def q_k_levels(
-    bits: int,
-    variant: QkVariant | str = QkVariant.ORIGINAL,
-    device: torch.device | str = "cpu",
-    dtype: torch.dtype = torch.float32,
-) -> torch.Tensor:
-    """The ``2^k`` values ``q_k`` can return, ascending (index = code), in ``[0, 1]``."""
-    bits = _check_bits(bits)
-    variant = _coerce_variant(variant)
-    n_codes = 1 << bits
-    c = torch.arange(n_codes, device=device, dtype=dtype)
-    if variant is QkVariant.CENTERED:
-        return (c + 0.5) / n_codes
-    return c / (n_codes - 1)
-
-
-def q_k(u: torch.Tensor, bits: int, variant: QkVariant | str = QkVariant.ORIGINAL) -> torch.Tensor:
-    """``q_k(u)`` (float32, ``u``'s shape): ``u`` in ``[0, 1]`` quantized to ``k = bits`` bits
-    under ``variant``; ``q_k_levels(bits, variant)[q_k_codes(u, bits, variant)]``."""
-    codes = q_k_codes(u, bits, variant)
-    return q_k_levels(bits, variant, u.device)[codes]
 
 
 @dataclass(frozen=True, eq=False)
@@ -199,8 +102,8 @@ def minmax_levels_quantize(
     float64 when ``max - min`` exceeds float32's range.
     """
     check_float_tensor(x)
-    bits = _check_bits(bits)
-    variant = _coerce_variant(variant)
+    bits = check_bits(bits)
+    variant = coerce_variant(variant)
     xf = to_float32(x)
     lo, hi = xf.min(), xf.max()
     n_levels = 1 << bits
@@ -213,16 +116,10 @@ def minmax_levels_quantize(
         step = span / (n_levels - 1)
         safe_step = torch.where(step > 0, step, torch.ones_like(step))
         codes = torch.round((xf - lo) / safe_step).clamp_(0, n_levels - 1).to(torch.int64)
-        levels = lo + torch.arange(n_levels, device=x.device, dtype=xf.dtype) * step
-        levels[-1] = hi  # the top level is max(x) exactly, not lo + (2^n-1) * step rounded
     else:
         # u * 2^n is exact, so the bins are cut exactly at (x - min) / (max - min) = i / 2^n.
         codes = torch.floor(u * n_levels).clamp_(0, n_levels - 1).to(torch.int64)
-        unit = q_k_levels(bits, variant, x.device, xf.dtype)
-        levels = lo + unit * span
-        if variant is QkVariant.MODIFIED:
-            levels[-1] = hi
-    levels = levels.to(torch.float32)
+    levels = _levels_between(lo, hi, bits, variant)
     return LevelQuantResult(
         codes=codes,
         levels=levels,
@@ -233,6 +130,59 @@ def minmax_levels_quantize(
         x_max=float(hi),
         variant=variant,
     )
+
+
+def _levels_between(
+    lo: torch.Tensor, hi: torch.Tensor, bits: int, variant: QkVariant
+) -> torch.Tensor:
+    """The ``2^n`` levels over ``[lo, hi]`` (0-d tensors, float32 or float64), as float32."""
+    n_levels = 1 << bits
+    span = hi - lo
+    if variant is QkVariant.ORIGINAL:
+        levels = lo + torch.arange(n_levels, device=lo.device, dtype=lo.dtype) * (
+            span / (n_levels - 1)
+        )
+    else:
+        levels = lo + q_k_levels(bits, variant, lo.device, lo.dtype) * span
+    if variant is not QkVariant.CENTERED:
+        levels[-1] = hi  # the top level is max(x) exactly, not lo + (2^n-1) * step rounded
+    return levels.to(torch.float32)
+
+
+def minmax_levels(
+    x_min: float,
+    x_max: float,
+    bits: int,
+    variant: QkVariant | str = QkVariant.ORIGINAL,
+    device: torch.device | str = "cpu",
+) -> torch.Tensor:
+    """The ``2^n`` levels (float32, ascending) ``minmax_levels_quantize`` gives a tensor whose
+    minimum and maximum are the float32 values ``x_min`` and ``x_max``: bit for bit the
+    same, so the two numbers are all a stored tensor needs to dequantize its codes
+    (``levels[code]``). Raises ``ValueError`` for a non-finite end or ``x_min > x_max``."""
+    bits = check_bits(bits)
+    variant = coerce_variant(variant)
+    if not (math.isfinite(x_min) and math.isfinite(x_max)) or x_min > x_max:
+        raise ValueError(f"need finite x_min <= x_max, got x_min={x_min!r}, x_max={x_max!r}")
+    lo = torch.tensor(x_min, dtype=torch.float32, device=device)
+    hi = torch.tensor(x_max, dtype=torch.float32, device=device)
+    if not bool(torch.isfinite(hi - lo)):
+        lo, hi = lo.to(torch.float64), hi.to(torch.float64)
+    return _levels_between(lo, hi, bits, variant)
+
+
+def dorefa_levels(
+    bits: int,
+    variant: QkVariant | str = QkVariant.ORIGINAL,
+    scale: float = 1.0,
+    device: torch.device | str = "cpu",
+) -> torch.Tensor:
+    """The ``2^k`` values (float32, ascending) a DoReFa weight can take:
+    ``(2 q_k_levels - 1) * scale``; ``scale`` is 1 unless rescaled by ``max|w|``. Bit for
+    bit ``dorefa_quantize_weights(...).levels``. Example, k = 2, ORIGINAL: ``-1, -1/3, 1/3,
+    1``; CENTERED: ``-3/4, -1/4, 1/4, 3/4``."""
+    bits = check_bits(bits)
+    return (2 * q_k_levels(bits, coerce_variant(variant), device) - 1) * scale
 
 
 @dataclass(frozen=True, eq=False)
@@ -290,8 +240,8 @@ def dorefa_quantize_weights(
     coarser in the tails, in ``w``.
     """
     check_float_tensor(w, "w")
-    bits = _check_bits(bits)
-    variant = _coerce_variant(variant)
+    bits = check_bits(bits)
+    variant = coerce_variant(variant)
     if not isinstance(rescale, bool):
         raise TypeError(f"rescale must be a bool, got {rescale!r}")
     wf = to_float32(w, "w")
@@ -300,10 +250,9 @@ def dorefa_quantize_weights(
     denom = torch.where(t_max > 0, 2 * t_max, torch.ones_like(t_max))
     u = t / denom + 0.5
     codes = q_k_codes(u, bits, variant)
-    unit_levels = q_k_levels(bits, variant, w.device)
-    unit = unit_levels[codes]
+    unit = q_k_levels(bits, variant, w.device)[codes]
     scale = float(wf.abs().max()) if rescale else 1.0
-    levels = (2 * unit_levels - 1) * scale
+    levels = dorefa_levels(bits, variant, scale, w.device)
     return DoReFaResult(
         codes=codes,
         dequantized=(2 * unit - 1) * scale,
