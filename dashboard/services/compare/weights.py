@@ -1,0 +1,302 @@
+"""A weight scheme: a ``QuantConfig`` and the algorithm that picks its codes, as one frozen
+value the sweep, A/B and their caches share; which tensors can be calibrated; and one
+scheme quantized and measured on a weight (and, for a model layer, on its outputs).
+
+    scheme = WeightScheme(cfg, Algorithm.GPTQ, GPTQOptions(damp=0.1, act_order=True))
+    layer = linear_layer_of(source.choice)     # "encoder.layer.0.attention.self.query" | None
+    res = quantize_scheme(w, scheme, calibration=x_cal)   # x_cal: [tokens, in_features]
+    res.effective_weight()                    # [out, in]: what the layer computes with
+    q = quantize_and_measure(w, scheme, inputs)   # inputs: LayerInputs (or None)
+    q.metrics.mse, q.output.mse               # weight error; output error on held-out text
+
+GPTQ and AWQ choose codes from a layer's inputs, so they are offered only for a linear
+weight of the bundled model, whose inputs the dashboard can capture by running it on
+sentences; RTN and HQQ are data-free and run on any tensor.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlencode
+
+import torch
+
+from quant_core import (
+    Algorithm,
+    AWQOptions,
+    ErrorMetrics,
+    GPTQOptions,
+    HQQOptions,
+    QuantConfig,
+    WeightQuantResult,
+    check_float_tensor,
+    error_metrics,
+    layer_output_error,
+    quantize_weight,
+)
+from quant_core.calibration import CALIBRATION_SENTENCES
+
+from ..activations.layer import LayerInputs
+from ..sources.choice import ModelSource, SourceChoice
+from ..state.algorithm import (
+    ALGORITHM_KEYS,
+    DEFAULT_DAMP,
+    AlgorithmChoice,
+    algorithm_from_query,
+    algorithm_to_query,
+)
+from ..state.scheme import MAX_VALUE_LENGTH, QUERY_KEYS, config_from_query, config_to_query
+
+__all__ = [
+    "DATA_FREE",
+    "SCHEME_KEYS",
+    "SWEEP_GPTQ",
+    "MeasuredScheme",
+    "WeightScheme",
+    "calibration_note",
+    "check_layer",
+    "linear_layer_of",
+    "offered_algorithms",
+    "quantize_and_measure",
+    "quantize_scheme",
+]
+
+AlgorithmOptions = GPTQOptions | AWQOptions | HQQOptions
+
+# The bundled all-MiniLM-L6-v2's nn.Linear layers: six per encoder block, and the pooler.
+# Every other weight (embeddings, LayerNorm) is not a matmul with captured inputs.
+_LINEAR_LAYER = re.compile(
+    r"encoder\.layer\.[0-9]+\.(attention\.self\.(query|key|value)|attention\.output\.dense"
+    r"|intermediate\.dense|output\.dense)|pooler\.dense"
+)
+DATA_FREE: tuple[Algorithm, ...] = tuple(a for a in Algorithm if not a.needs_calibration)
+# GPTQ as the dashboard runs it: dampening 0.1 (the paper's 0.01 overfits MiniLM's few
+# hundred calibration tokens) with act-order, the algorithm picker's defaults.
+SWEEP_GPTQ = GPTQOptions(damp=DEFAULT_DAMP, act_order=True)
+# The keys of a scheme id: the config's, then the algorithm's (``calib`` is not part of a
+# scheme: the sentences are the page's, shared by every scheme).
+SCHEME_KEYS: tuple[str, ...] = (*QUERY_KEYS, *(k for k in ALGORITHM_KEYS if k != "calib"))
+
+
+def linear_layer_of(choice: SourceChoice) -> str | None:
+    """The layer name (``"encoder.layer.0.attention.self.query"``) when ``choice`` is the
+    ``.weight`` of one of the bundled model's linear layers, else ``None``."""
+    if not isinstance(choice, ModelSource):
+        return None
+    name = choice.tensor.removesuffix(".weight")
+    if name == choice.tensor or not _LINEAR_LAYER.fullmatch(name):
+        return None
+    return name
+
+
+def offered_algorithms(layer: str | None) -> tuple[Algorithm, ...]:
+    """Every algorithm for a linear layer of the bundled model; the data-free ones
+    (RTN, HQQ) otherwise."""
+    return tuple(Algorithm) if layer is not None else DATA_FREE
+
+
+def calibration_note(layer: str | None, n_calibration: int, n_held_out: int) -> str:
+    """One sentence saying where calibration and output errors come from, or why GPTQ and
+    AWQ cannot run."""
+    if layer is None:
+        return (
+            "GPTQ and AWQ cannot run here: they choose codes from a layer's inputs "
+            "(calibration data), and a single tensor with no model has none (pick a linear "
+            "weight under Tensor → all-MiniLM-L6-v2). RTN and HQQ need no data."
+        )
+    return (
+        f"Layer `{layer}`: GPTQ and AWQ calibrate on its inputs over {n_calibration} "
+        f"sentences; output errors are measured on {n_held_out} held-out sentences "
+        "they never saw."
+    )
+
+
+@dataclass(frozen=True)
+class WeightScheme:
+    """``config`` with the ``algorithm`` that picks its codes and that algorithm's
+    ``options``. Hashable, with a stable ``repr``: a cache key part.
+
+    Options are normalised so that equal schemes compare equal and a scheme id carries
+    them all: GPTQ's ``None`` becomes ``SWEEP_GPTQ`` (damp 0.1, act-order); AWQ and HQQ
+    run with their defaults (``None``; other options raise ``ValueError``, since no link
+    carries them); RTN takes none (``TypeError``).
+    """
+
+    config: QuantConfig
+    algorithm: Algorithm = Algorithm.RTN
+    options: AlgorithmOptions | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.config, QuantConfig):
+            raise TypeError(f"config must be a QuantConfig, got {self.config!r}")
+        if not isinstance(self.algorithm, Algorithm):
+            raise TypeError(f"algorithm must be an Algorithm, got {self.algorithm!r}")
+        expected = self.algorithm.options_type
+        opts = self.options
+        if opts is not None and (expected is None or not isinstance(opts, expected)):
+            raise TypeError(f"{self.algorithm.label} cannot take options {type(opts).__name__}")
+        if self.algorithm is Algorithm.GPTQ:
+            object.__setattr__(self, "options", opts or SWEEP_GPTQ)
+        elif opts is not None:
+            if expected is not None and opts != expected():
+                raise ValueError(
+                    f"{self.algorithm.label} runs with its default options here, got {opts!r}"
+                )
+            object.__setattr__(self, "options", None)
+
+    @classmethod
+    def of(cls, config: QuantConfig, choice: AlgorithmChoice) -> WeightScheme:
+        """The scheme of ``config`` under an algorithm picker's ``choice``."""
+        if not isinstance(choice, AlgorithmChoice):
+            raise TypeError(f"choice must be an AlgorithmChoice, got {choice!r}")
+        options = choice.options if choice.algorithm is Algorithm.GPTQ else None
+        return cls(config, choice.algorithm, options)
+
+    def algorithm_choice(
+        self, calibration: tuple[str, ...] = CALIBRATION_SENTENCES, custom: bool = False
+    ) -> AlgorithmChoice:
+        """The ``AlgorithmChoice`` (the explorer's URL keys) of this scheme's algorithm."""
+        damp, act_order = DEFAULT_DAMP, True
+        if isinstance(self.options, GPTQOptions):
+            damp, act_order = float(self.options.damp), self.options.act_order
+        return AlgorithmChoice(
+            algorithm=self.algorithm,
+            gptq_damp=damp,
+            act_order=act_order,
+            calibration=calibration,
+            custom_calibration=custom and self.algorithm.needs_calibration,
+        )
+
+    @property
+    def algorithm_label(self) -> str:
+        """``"RTN"``, ``"GPTQ (damp 0.1, act-order)"``, ``"AWQ"``, ``"HQQ"``."""
+        return self.algorithm_choice().describe()
+
+    @property
+    def label(self) -> str:
+        """``config.describe()``, followed by the algorithm unless it is RTN:
+        ``"int4 asym g128 · GPTQ"``."""
+        head = self.config.describe()
+        return head if self.algorithm is Algorithm.RTN else f"{head} · {self.algorithm.label}"
+
+    def to_query(self) -> dict[str, str]:
+        """The config's query parameters (``config_to_query``) and the algorithm's
+        (``algorithm_to_query``: ``algo``, with GPTQ's ``damp`` and ``actord``); an RTN
+        scheme has exactly its config's."""
+        return {**config_to_query(self.config), **algorithm_to_query(self.algorithm_choice())}
+
+    @classmethod
+    def from_query(cls, params: Mapping[str, str]) -> WeightScheme:
+        """The scheme of ``params``' config and algorithm keys (missing ones take their
+        defaults); ``ValueError`` naming the first bad key and value."""
+        config = config_from_query(params)
+        return cls.of(config, algorithm_from_query(params))
+
+    @property
+    def scheme_id(self) -> str:
+        """``to_query()`` URL-encoded: distinct for distinct schemes, and for an RTN scheme
+        equal to ``state.scheme.scheme_id(config)``. ``from_id`` inverts it."""
+        return urlencode(self.to_query())
+
+    @classmethod
+    def from_id(cls, sid: str) -> WeightScheme:
+        """The scheme whose ``scheme_id`` is ``sid``; ``ValueError`` for anything else
+        (unknown or repeated keys, bad values, a non-canonical spelling)."""
+        if not isinstance(sid, str):
+            raise ValueError(f"scheme id must be a str, got {type(sid).__name__}")
+        if len(sid) > len(SCHEME_KEYS) * MAX_VALUE_LENGTH:
+            raise ValueError(f"scheme id is too long ({len(sid)} characters)")
+        params: dict[str, str] = {}
+        for key, value in parse_qsl(sid, keep_blank_values=True, strict_parsing=True):
+            if key not in SCHEME_KEYS:
+                raise ValueError(f"scheme id key {key!r} is not one of {', '.join(SCHEME_KEYS)}")
+            if key in params:
+                raise ValueError(f"scheme id repeats key {key!r}")
+            params[key] = value
+        scheme = cls.from_query(params)
+        if scheme.scheme_id != sid:
+            raise ValueError(f"scheme id {sid!r} is not in canonical form")
+        return scheme
+
+
+def quantize_scheme(
+    w: torch.Tensor, scheme: WeightScheme, calibration: torch.Tensor | None = None
+) -> WeightQuantResult:
+    """``quantize_weight(w, scheme.config, scheme.algorithm, ...)``.
+
+    ``calibration``: the layer's inputs ``[tokens, in_features]``; passed only to the
+    algorithms that need it (GPTQ, AWQ), which raise ``ValueError`` without it, as for a
+    config they cannot run (``Algorithm.unavailable_reason``).
+    """
+    if not isinstance(scheme, WeightScheme):
+        raise TypeError(f"scheme must be a WeightScheme, got {type(scheme).__name__}")
+    x = calibration if scheme.algorithm.needs_calibration else None
+    return quantize_weight(
+        w, scheme.config, scheme.algorithm, calibration=x, options=scheme.options
+    )
+
+
+def check_layer(w: torch.Tensor, inputs: LayerInputs) -> None:
+    """``ValueError`` unless ``w`` is the ``[out, in]`` weight of the layer whose captured
+    inputs are ``inputs`` (its shape, and ``in`` columns in both input sets)."""
+    if not isinstance(inputs, LayerInputs):
+        raise TypeError(f"inputs must be LayerInputs, got {type(inputs).__name__}")
+    shape = tuple(int(d) for d in w.shape)
+    if shape != tuple(inputs.weight.shape):
+        raise ValueError(
+            f"weight {shape} is not layer {inputs.name!r}'s {tuple(inputs.weight.shape)}"
+        )
+    for what, x in (("calibration", inputs.x_calib), ("held-out", inputs.x_eval)):
+        if x.dim() != 2 or x.shape[1] != shape[1]:
+            raise ValueError(
+                f"layer {inputs.name!r}: {what} inputs {tuple(x.shape)} are not "
+                f"[tokens, {shape[1]}]"
+            )
+
+
+@dataclass(frozen=True, eq=False)
+class MeasuredScheme:
+    """One scheme on one weight ``w``.
+
+    ``effective``: the weight the layer computes with (``result.effective_weight()``,
+    float32 ``[out, in]``); ``metrics``: ``w`` against it; ``output``: the layer's output
+    ``x ŵᵀ + b`` against ``x wᵀ + b`` on the held-out inputs (``None`` without a layer).
+    ``quantized_input``: the tensor the codes encode (``w``, or AWQ's ``w diag(s)``), for
+    clipping counts against the codes' ranges.
+    """
+
+    scheme: WeightScheme
+    result: WeightQuantResult
+    effective: torch.Tensor
+    metrics: ErrorMetrics
+    output: ErrorMetrics | None
+    quantized_input: torch.Tensor
+
+
+def quantize_and_measure(
+    w: torch.Tensor, scheme: WeightScheme, inputs: LayerInputs | None = None
+) -> MeasuredScheme:
+    """Quantize ``w`` under ``scheme`` (calibrated on ``inputs.x_calib`` when the
+    algorithm needs it) and measure the weight error and, with ``inputs``, the output error
+    on ``inputs.x_eval`` (held-out sentences, bias included). ``ValueError`` when the
+    scheme cannot run (no calibration for GPTQ/AWQ, a codebook format for GPTQ/HQQ, a
+    misfit granularity) or ``w`` is not the layer's weight."""
+    check_float_tensor(w)
+    if inputs is not None:
+        check_layer(w, inputs)
+    result = quantize_scheme(w, scheme, None if inputs is None else inputs.x_calib)
+    effective = result.effective_weight()
+    output = None
+    if inputs is not None:
+        output = layer_output_error(w, effective, inputs.x_eval, inputs.bias)
+    scale = result.input_scale
+    return MeasuredScheme(
+        scheme=scheme,
+        result=result,
+        effective=effective,
+        metrics=error_metrics(w, effective),
+        output=output,
+        quantized_input=w if scale is None else w.to(torch.float32) * scale,
+    )
