@@ -17,6 +17,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from layer_builders import synthetic_layer
 from safetensors.torch import save_file
 
 from dashboard.services.compare.ab import ABResult, compare_ab
@@ -37,7 +38,7 @@ from dashboard.services.model.evaluate import (
 )
 from dashboard.services.model.figures import layer_figure, sentence_cosine_figure
 from dashboard.services.state.scheme import GranularityKind
-from quant_core import Format, Mode, ModelReport, PerChannel, PerGroup, QuantConfig
+from quant_core import Algorithm, Format, Mode, ModelReport, PerChannel, PerGroup, QuantConfig
 
 MAX_PAYLOAD = 2_000_000
 
@@ -194,7 +195,10 @@ def table() -> pd.DataFrame:
     return sweep_table(run_sweep(x, expand_grid(grid, x.shape).configs))
 
 
-@pytest.mark.parametrize("axis", list(ErrorAxis))
+WEIGHT_AXES = [a for a in ErrorAxis if not a.needs_layer]
+
+
+@pytest.mark.parametrize("axis", WEIGHT_AXES)
 def test_pareto_points_carry_scheme_ids_and_the_frontier_is_marked(
     table: pd.DataFrame, axis: ErrorAxis
 ) -> None:
@@ -216,11 +220,61 @@ def test_exact_schemes_are_counted_but_not_drawn(table: pd.DataFrame) -> None:
     exact = t.index[0]
     t.loc[exact, "mse"] = 0.0
     t.loc[exact, "sqnr_db"] = math.inf
-    for axis in ErrorAxis:
+    for axis in WEIGHT_AXES:
         fig = pareto_figure(t, axis)
         drawn = [sid for trace in fig.data for sid in trace.customdata]
         assert exact not in drawn and len(drawn) == len(t) - 1
         assert "1 exact scheme(s) not drawn" in fig.layout.title.text
+
+
+def test_output_axis_needs_output_errors(table: pd.DataFrame) -> None:
+    with pytest.raises(ValueError, match="output MSE"):
+        pareto_figure(table, ErrorAxis.OUTPUT_MSE)
+    with pytest.raises(TypeError):
+        pareto_figure(table, "mse")  # type: ignore[arg-type]
+    assert ErrorAxis.OUTPUT_MSE.minimize and ErrorAxis.OUTPUT_MSE.log
+
+
+@pytest.fixture(scope="module")
+def sweep_layer_table() -> pd.DataFrame:
+    layer = synthetic_layer()
+    grid = SchemeGrid(
+        bits=(3, 4, 8),
+        kinds=(GranularityKind.CHANNEL,),
+        algorithms=(Algorithm.RTN, Algorithm.GPTQ, Algorithm.HQQ),
+    )
+    exp = expand_grid(grid, layer.weight.shape, has_calibration=True)
+    return sweep_table(run_sweep(layer.weight, exp.schemes, inputs=layer))
+
+
+@pytest.mark.parametrize(
+    ("axis", "other", "column", "other_column"),
+    [
+        (ErrorAxis.OUTPUT_MSE, ErrorAxis.MSE, "on_output_frontier", "on_frontier"),
+        (ErrorAxis.MSE, ErrorAxis.OUTPUT_MSE, "on_frontier", "on_output_frontier"),
+    ],
+)
+def test_the_other_frontier_is_drawn_where_its_schemes_sit(
+    sweep_layer_table: pd.DataFrame,
+    axis: ErrorAxis,
+    other: ErrorAxis,
+    column: str,
+    other_column: str,
+) -> None:
+    fig = pareto_figure(sweep_layer_table, axis, compare_with=other)
+    _dominated, frontier, compared = fig.data
+    assert compared.name == f"{other.label} frontier" and compared.line.dash == "dash"
+    t = sweep_layer_table
+    assert set(frontier.customdata) == set(t.index[t[column].astype(bool)])
+    other_ids = set(t.index[t[other_column].astype(bool)])
+    assert set(compared.customdata) == other_ids
+    by_id = sweep_layer_table.set_index("scheme_id")
+    for sid, x, y in zip(compared.customdata, compared.x, compared.y, strict=True):
+        # drawn at its own bits and at this axis's error, not the other axis's
+        assert (x, y) == (by_id.loc[sid, "bits_per_element"], by_id.loc[sid, axis.value])
+    assert set(frontier.customdata) != other_ids  # the two frontiers differ here
+    assert fig.layout.yaxis.title.text == axis.label
+    assert len(pareto_figure(sweep_layer_table, axis).data) == 2
 
 
 # --- model ----------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from dashboard.services.compare.sweep import (
 )
 from dashboard.services.state.scheme import GranularityKind, config_from_scheme_id, scheme_id
 from quant_core import (
+    Algorithm,
     Format,
     Mode,
     PerChannel,
@@ -147,6 +148,8 @@ def test_empty_choices_give_no_schemes() -> None:
         ({"group_sizes": (0,)}, ValueError),
         ({"axis": 1.5}, TypeError),
         ({"base": None}, TypeError),
+        ({"algorithms": ("gptq",)}, TypeError),
+        ({"algorithms": [Algorithm.RTN]}, TypeError),
     ],
 )
 def test_grid_rejects_bad_values(kwargs: dict[str, object], error: type[Exception]) -> None:

@@ -1,5 +1,5 @@
 """The Pareto frontier of a sweep: which schemes no other beats on both bits and error, and
-its plot.
+its plot; and where the weight-error and output-error frontiers part.
 
 Plain functions, data in and ``plotly.graph_objects.Figure`` out.
 """
@@ -7,33 +7,63 @@ Plain functions, data in and ``plotly.graph_objects.Figure`` out.
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from numpy.typing import ArrayLike
 
-__all__ = ["ErrorAxis", "pareto_figure", "pareto_mask"]
+__all__ = [
+    "ErrorAxis",
+    "FrontierDifference",
+    "frontier_difference",
+    "frontier_mask",
+    "pareto_figure",
+    "pareto_mask",
+]
 
 _FRONTIER = "#d62728"
 _DOMINATED = "#9e9e9e"
+_OTHER = "#1f77b4"
 
 
 class ErrorAxis(enum.Enum):
-    """The error a Pareto plot puts on its y axis: MSE (minimised, log axis) or SQNR in dB
-    (maximised, linear axis). For one tensor both order the schemes identically, since
-    ``sqnr_db = 10 log10(sum x^2 / (n * mse))``."""
+    """The error a Pareto plot puts on its y axis; the value is the ``sweep_table`` column.
+
+    Weight MSE (minimised, log axis) or weight SQNR in dB (maximised, linear axis): for one
+    tensor both order the schemes identically, since ``sqnr_db = 10 log10(sum x^2 / (n *
+    mse))``. Output MSE (held-out): the layer's output ``x ŵᵀ + b`` against ``x wᵀ + b`` on
+    sentences no algorithm calibrated on; a model layer's sweep only.
+    """
 
     MSE = "mse"
     SQNR_DB = "sqnr_db"
+    OUTPUT_MSE = "output_mse"
 
     @property
     def minimize(self) -> bool:
-        return self is ErrorAxis.MSE
+        return self is not ErrorAxis.SQNR_DB
+
+    @property
+    def log(self) -> bool:
+        return self is not ErrorAxis.SQNR_DB
+
+    @property
+    def needs_layer(self) -> bool:
+        """Whether the column exists only for a model layer's sweep."""
+        return self is ErrorAxis.OUTPUT_MSE
 
     @property
     def label(self) -> str:
-        return "MSE" if self is ErrorAxis.MSE else "SQNR (dB)"
+        return _AXIS_LABELS[self]
+
+
+_AXIS_LABELS = {
+    ErrorAxis.MSE: "weight MSE",
+    ErrorAxis.SQNR_DB: "weight SQNR (dB)",
+    ErrorAxis.OUTPUT_MSE: "output MSE (held-out)",
+}
 
 
 def pareto_mask(bits: ArrayLike, errors: ArrayLike, minimize: bool = True) -> list[bool]:
@@ -60,41 +90,147 @@ def pareto_mask(bits: ArrayLike, errors: ArrayLike, minimize: bool = True) -> li
     return [not d for d in dominated.tolist()]
 
 
-def pareto_figure(table: pd.DataFrame, axis: ErrorAxis = ErrorAxis.MSE) -> go.Figure:
+def _errors(table: pd.DataFrame, axis: ErrorAxis) -> np.ndarray:
+    if not isinstance(axis, ErrorAxis):
+        raise TypeError(f"axis must be an ErrorAxis, got {axis!r}")
+    err = table[axis.value].to_numpy(dtype=np.float64, na_value=np.nan)
+    if np.isnan(err).any():
+        raise ValueError(
+            f"the table has no {axis.label} for every scheme (output errors need a linear "
+            "layer of the bundled model)"
+        )
+    return err
+
+
+def frontier_mask(table: pd.DataFrame, axis: ErrorAxis) -> np.ndarray:
+    """``pareto_mask`` of bits per element against ``axis`` for every row (bool array).
+    ``ValueError`` when the table lacks that error for a row (output MSE of a tensor with
+    no layer)."""
+    bits = table["bits_per_element"].to_numpy(dtype=np.float64)
+    err = _errors(table, axis)
+    return np.asarray(pareto_mask(bits, err, minimize=axis.minimize), dtype=bool)
+
+
+@dataclass(frozen=True)
+class FrontierDifference:
+    """Scheme labels on the ``first`` axis's frontier only, on the ``second``'s only, and on
+    both (table order)."""
+
+    first: ErrorAxis
+    second: ErrorAxis
+    first_only: tuple[str, ...]
+    second_only: tuple[str, ...]
+    both: tuple[str, ...]
+
+    @property
+    def differ(self) -> bool:
+        return bool(self.first_only or self.second_only)
+
+    def describe(self) -> str:
+        """One or two sentences for the page (Markdown)."""
+        if not self.differ:
+            return (
+                f"The {self.first.label} and {self.second.label} frontiers hold the same "
+                f"{len(self.both)} schemes."
+            )
+        parts = [f"The {self.first.label} and {self.second.label} frontiers differ."]
+        for axis, only in ((self.first, self.first_only), (self.second, self.second_only)):
+            if only:
+                parts.append(f"Only on the {axis.label} frontier: {', '.join(only)}.")
+        return " ".join(parts)
+
+
+def frontier_difference(
+    table: pd.DataFrame,
+    first: ErrorAxis = ErrorAxis.MSE,
+    second: ErrorAxis = ErrorAxis.OUTPUT_MSE,
+) -> FrontierDifference:
+    """Which schemes are on one frontier and not the other (``ValueError`` as
+    ``frontier_mask`` when an axis has no values)."""
+    a, b = frontier_mask(table, first), frontier_mask(table, second)
+    labels = table["scheme"].to_numpy()
+    return FrontierDifference(
+        first=first,
+        second=second,
+        first_only=tuple(labels[a & ~b].tolist()),
+        second_only=tuple(labels[b & ~a].tolist()),
+        both=tuple(labels[a & b].tolist()),
+    )
+
+
+def _trace(
+    table: pd.DataFrame, sel: np.ndarray, bits: np.ndarray, err: np.ndarray, hover: str, **kw
+) -> go.Scatter:
+    order = np.argsort(bits[sel], kind="stable")
+    return go.Scatter(
+        x=bits[sel][order],
+        y=err[sel][order],
+        text=table["scheme"].to_numpy()[sel][order].tolist(),
+        customdata=table["scheme_id"].to_numpy()[sel][order].tolist(),
+        hovertemplate=hover,
+        **kw,
+    )
+
+
+def pareto_figure(
+    table: pd.DataFrame, axis: ErrorAxis = ErrorAxis.MSE, compare_with: ErrorAxis | None = None
+) -> go.Figure:
     """Error (``axis``) against bits per element, one point per row of ``sweep_table``.
 
     Frontier points (minimise bits and MSE, or maximise SQNR) are red and joined by a
-    line; the rest are grey. Every point's ``customdata`` is its ``scheme_id``: a page reads
-    it from a plotly selection event to open the scheme. MSE uses a log axis. Points that
-    cannot be drawn (zero MSE on a log axis, infinite SQNR) are left out and counted in the
-    title; they still count when the frontier is computed.
+    line; the rest are grey. ``compare_with``: also draw, dashed and blue at their place on
+    this axis, the schemes on that axis's frontier (e.g. the weight-MSE frontier on the
+    output-MSE plot), so a user sees where the two frontiers part. Every point's
+    ``customdata`` is its ``scheme_id``: a page reads it from a plotly selection event to
+    open the scheme. MSE axes are logarithmic. Points that cannot be drawn (zero MSE on a
+    log axis, infinite SQNR) are left out and counted in the title; they still count when
+    the frontier is computed. ``ValueError`` when the table lacks an axis's values.
     """
-    if not isinstance(axis, ErrorAxis):
-        raise TypeError(f"axis must be an ErrorAxis, got {axis!r}")
-    col = axis.value
+    front = frontier_mask(table, axis)
     bits = table["bits_per_element"].to_numpy(dtype=np.float64)
-    err = table[col].to_numpy(dtype=np.float64)
-    front = np.asarray(pareto_mask(bits, err, minimize=axis.minimize), dtype=bool)
-    drawable = np.isfinite(err) & ((err > 0) if axis is ErrorAxis.MSE else True)
+    err = _errors(table, axis)
+    drawable = np.isfinite(err) & ((err > 0) if axis.log else True)
     fig = go.Figure()
     hover = "%{text}<br>%{x:.4g} bits/element<br>" + axis.label + " %{y:.4g}<extra></extra>"
-    for on_front, name, color in ((False, "dominated", _DOMINATED), (True, "frontier", _FRONTIER)):
-        sel = drawable & (front == on_front)
-        order = np.argsort(bits[sel], kind="stable") if on_front else slice(None)
-        x = bits[sel][order]
-        y = err[sel][order]
+    fig.add_trace(
+        _trace(
+            table,
+            drawable & ~front,
+            bits,
+            err,
+            hover,
+            mode="markers",
+            name="dominated",
+            marker={"color": _DOMINATED, "size": 8},
+        )
+    )
+    fig.add_trace(
+        _trace(
+            table,
+            drawable & front,
+            bits,
+            err,
+            hover,
+            mode="lines+markers",
+            name="frontier",
+            marker={"color": _FRONTIER, "size": 10},
+            # Sorted by bits, "hv" draws the best error reachable at each bit budget.
+            line={"color": _FRONTIER, "shape": "hv"},
+        )
+    )
+    if compare_with is not None and compare_with is not axis:
+        other = frontier_mask(table, compare_with)
         fig.add_trace(
-            go.Scatter(
-                x=x,
-                y=y,
-                mode="lines+markers" if on_front else "markers",
-                name=name,
-                text=table["scheme"].to_numpy()[sel][order].tolist(),
-                customdata=table["scheme_id"].to_numpy()[sel][order].tolist(),
-                hovertemplate=hover,
-                marker={"color": color, "size": 10 if on_front else 8},
-                # Sorted by bits, "hv" draws the best error reachable at each bit budget.
-                line={"color": color, "shape": "hv"},
+            _trace(
+                table,
+                drawable & other,
+                bits,
+                err,
+                hover,
+                mode="lines+markers",
+                name=f"{compare_with.label} frontier",
+                marker={"color": _OTHER, "size": 14, "symbol": "circle-open", "line_width": 2},
+                line={"color": _OTHER, "dash": "dash", "shape": "hv"},
             )
         )
     title = f"{axis.label} vs bits per element ({int(front.sum())} on the frontier)"
@@ -105,7 +241,7 @@ def pareto_figure(table: pd.DataFrame, axis: ErrorAxis = ErrorAxis.MSE) -> go.Fi
         title=title,
         xaxis_title="bits per element (codes + scales + zero points)",
         yaxis_title=axis.label,
-        yaxis_type="log" if axis is ErrorAxis.MSE else "linear",
+        yaxis_type="log" if axis.log else "linear",
         clickmode="event+select",
         legend={"orientation": "h", "y": -0.2},
     )

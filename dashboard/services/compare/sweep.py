@@ -1,21 +1,24 @@
-"""Sweep many schemes over one tensor, tabulate every metric, find the Pareto frontier.
+"""Sweep many schemes over one tensor, tabulate every metric, find the Pareto frontiers.
 
-    grid = SchemeGrid(bits=(2, 4, 8), modes=(Mode.SYMMETRIC,), kinds=(GranularityKind.GROUP,),
-                      group_sizes=(32, 128))
-    expansion = expand_grid(grid, x.shape)         # configs + skipped (with reasons)
-    result = run_sweep(x, expansion.configs, progress=lambda done, total: ...)
-    table = sweep_table(result)                    # one row per scheme, sortable
-    on_front = pareto_mask(table.bits_per_element, table.mse)
+    grid = SchemeGrid(bits=(2, 4, 8), kinds=(GranularityKind.GROUP,), group_sizes=(32, 128),
+                      algorithms=(Algorithm.RTN, Algorithm.GPTQ))
+    expansion = expand_grid(grid, w.shape, has_calibration=True)
+    result = run_sweep(w, expansion.schemes, progress=..., inputs=layer_inputs)
+    table = sweep_table(result, tensor="encoder.layer.0.intermediate.dense.weight")
 
-Each row carries ``scheme_id`` (``state.scheme.scheme_id``): a stable, URL-safe identifier
-that ``state.scheme.config_from_scheme_id`` turns back into the config.
+With ``inputs`` (a bundled-model layer's captured inputs) every row also has the layer's
+output error on held-out sentences, and ``on_output_frontier`` beside ``on_frontier``:
+GPTQ and AWQ trade weight error for output error, so the two frontiers differ.
+
+Each row carries ``scheme_id`` (``WeightScheme.scheme_id``): a stable, URL-safe identifier
+that ``WeightScheme.from_id`` turns back into the scheme (for RTN it is
+``state.scheme.scheme_id`` of the config).
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
@@ -23,25 +26,21 @@ import torch
 from quant_core import (
     ClipStats,
     ErrorMetrics,
-    Format,
-    Granularity,
-    Mode,
-    PerChannel,
     PerGroup,
-    PerTensor,
     QuantConfig,
+    RangeMethod,
     StorageReport,
     check_float_tensor,
     clip_stats,
-    error_metrics,
-    layout_for,
-    quantize,
     storage_cost,
 )
 
+from ..activations.layer import LayerInputs
 from ..progress import Progress
-from ..state.scheme import GranularityKind, scheme_id
+from ..state.scheme import GranularityKind
 from .frontier import pareto_mask
+from .grid import GridExpansion, SchemeGrid, SkippedScheme, expand_grid
+from .weights import WeightScheme, check_layer, quantize_and_measure
 
 __all__ = [
     "TABLE_COLUMNS",
@@ -51,246 +50,200 @@ __all__ = [
     "SkippedScheme",
     "SweepResult",
     "expand_grid",
+    "range_label",
     "run_sweep",
     "sweep_table",
 ]
 
 
 @dataclass(frozen=True)
-class SchemeGrid:
-    """A grid of schemes: every combination of the chosen values, deduplicated.
-
-    ``bits`` and ``modes`` apply to ``Format.INT`` only: the other formats have a fixed
-    width and always use absmax (symmetric) scaling, so they yield one scheme per
-    granularity whatever ``bits``/``modes`` hold. ``group_sizes`` apply to
-    ``GranularityKind.GROUP`` only; ``axis`` to ``GranularityKind.CHANNEL`` only.
-    ``base`` supplies every other field (range method, percentile, rounding, seed,
-    scale dtype).
-
-    Example: ``bits=(4, 8)``, both modes, ``kinds=(TENSOR, GROUP)``, ``group_sizes=(32, 64)``,
-    ``formats=(INT, NF4)`` gives ``2*2*(1+2) = 12`` INT schemes and ``1+2 = 3`` NF4 ones.
-    """
-
-    bits: tuple[int, ...] = (4, 8)
-    modes: tuple[Mode, ...] = (Mode.SYMMETRIC,)
-    kinds: tuple[GranularityKind, ...] = (GranularityKind.TENSOR,)
-    group_sizes: tuple[int, ...] = (128,)
-    formats: tuple[Format, ...] = (Format.INT,)
-    axis: int = 0
-    base: QuantConfig = field(default_factory=QuantConfig)
-
-    def __post_init__(self) -> None:
-        for name in ("bits", "modes", "kinds", "group_sizes", "formats"):
-            value = getattr(self, name)
-            if not isinstance(value, tuple):
-                raise TypeError(f"SchemeGrid.{name} must be a tuple, got {type(value).__name__}")
-        _check_members("modes", self.modes, Mode)
-        _check_members("kinds", self.kinds, GranularityKind)
-        _check_members("formats", self.formats, Format)
-        for b in self.bits:
-            QuantConfig(bits=b)  # raises naming the bad width
-        for g in self.group_sizes:
-            PerGroup(g)  # raises naming the bad size
-        PerChannel(self.axis)
-        if not isinstance(self.base, QuantConfig):
-            raise TypeError(f"SchemeGrid.base must be a QuantConfig, got {self.base!r}")
-
-
-def _check_members(name: str, values: tuple[object, ...], kind: type[enum.Enum]) -> None:
-    for v in values:
-        if not isinstance(v, kind):
-            raise TypeError(f"SchemeGrid.{name} must hold {kind.__name__} values, got {v!r}")
-
-
-@dataclass(frozen=True)
-class SkippedScheme:
-    """A scheme left out of a sweep and why (the message of the error it raised)."""
-
-    config: QuantConfig
-    reason: str
-
-    @property
-    def label(self) -> str:
-        return self.config.describe()
-
-
-@dataclass(frozen=True)
-class GridExpansion:
-    """The schemes of a grid that fit a shape, in grid order, and those that do not."""
-
-    configs: tuple[QuantConfig, ...]
-    skipped: tuple[SkippedScheme, ...]
-
-
-def _granularities(grid: SchemeGrid) -> list[Granularity]:
-    out: list[Granularity] = []
-    for kind in grid.kinds:
-        if kind is GranularityKind.TENSOR:
-            out.append(PerTensor())
-        elif kind is GranularityKind.CHANNEL:
-            out.append(PerChannel(grid.axis))
-        else:
-            out.extend(PerGroup(g) for g in grid.group_sizes)
-    return out
-
-
-def expand_grid(grid: SchemeGrid, shape: tuple[int, ...] | torch.Size) -> GridExpansion:
-    """Every distinct scheme of ``grid``, split by whether it fits a tensor of ``shape``.
-
-    Order: format, then granularity, then mode, then bits (each in the grid's order).
-    A scheme whose granularity does not fit (a group size that does not divide the last
-    dimension, an axis out of range) goes to ``skipped`` with ``layout_for``'s message.
-    """
-    shape = tuple(int(d) for d in shape)
-    seen: dict[QuantConfig, None] = {}
-    for fmt in grid.formats:
-        for gran in _granularities(grid):
-            if fmt is Format.INT:
-                for mode in grid.modes:
-                    for b in grid.bits:
-                        cfg = replace(grid.base, format=fmt, granularity=gran, mode=mode, bits=b)
-                        seen.setdefault(cfg, None)
-            else:
-                cfg = replace(
-                    grid.base, format=fmt, granularity=gran, mode=Mode.SYMMETRIC, bits=fmt.bits
-                )
-                seen.setdefault(cfg, None)
-    configs: list[QuantConfig] = []
-    skipped: list[SkippedScheme] = []
-    for cfg in seen:
-        try:
-            layout_for(shape, cfg.granularity)
-        except ValueError as exc:
-            skipped.append(SkippedScheme(cfg, str(exc)))
-        else:
-            configs.append(cfg)
-    return GridExpansion(tuple(configs), tuple(skipped))
-
-
-@dataclass(frozen=True)
 class SchemeResult:
-    """One scheme run on the sweep's tensor: errors, clipping and storage."""
+    """One scheme run on the sweep's tensor: weight errors, clipping, storage, and (for a
+    model layer) the output error on held-out sentences; ``seconds``: the algorithm's
+    wall time."""
 
-    config: QuantConfig
+    scheme: WeightScheme
     scheme_id: str
     metrics: ErrorMetrics
     clip: ClipStats
     storage: StorageReport
+    output: ErrorMetrics | None = None
+    seconds: float = 0.0
+
+    @property
+    def config(self) -> QuantConfig:
+        return self.scheme.config
 
     @property
     def label(self) -> str:
-        return self.config.describe()
+        return self.scheme.label
 
 
 @dataclass(frozen=True)
 class SweepResult:
-    """All schemes that ran, in input order, and those that raised ``ValueError``."""
+    """All schemes that ran, in input order, and those that raised ``ValueError``;
+    ``layer``: the layer whose held-out outputs were measured (``None``: weights only)."""
 
     shape: tuple[int, ...]
     results: tuple[SchemeResult, ...]
     skipped: tuple[SkippedScheme, ...]
+    layer: str | None = None
+
+
+def _as_scheme(item: object) -> WeightScheme:
+    if isinstance(item, WeightScheme):
+        return item
+    if isinstance(item, QuantConfig):
+        return WeightScheme(item)
+    raise TypeError(f"schemes must hold WeightScheme or QuantConfig values, got {item!r}")
 
 
 def run_sweep(
-    x: torch.Tensor, configs: Sequence[QuantConfig], progress: Progress | None = None
+    x: torch.Tensor,
+    schemes: Sequence[WeightScheme | QuantConfig],
+    progress: Progress | None = None,
+    inputs: LayerInputs | None = None,
 ) -> SweepResult:
-    """Quantize ``x`` under every config and measure it.
+    """Quantize ``x`` under every scheme (a bare ``QuantConfig`` is RTN) and measure it.
 
-    Per scheme: ``quantize``, ``dequantize``, ``error_metrics``, ``clip_stats`` and
-    ``storage_cost``. A config that raises ``ValueError`` for this tensor is reported in
-    ``skipped`` instead of stopping the sweep; bad input (not a finite float tensor) raises.
-    Duplicate configs run once.
+    Per scheme: ``quantize_and_measure`` (the algorithm, weight ``error_metrics`` of the
+    weight the layer computes with, and with ``inputs`` the output error on
+    ``inputs.x_eval``), ``clip_stats`` and ``storage_cost``. A scheme that raises
+    ``ValueError`` for this tensor (a misfit granularity, GPTQ/AWQ without ``inputs``) is
+    reported in ``skipped`` instead of stopping the sweep; bad input (not a finite float
+    tensor, ``inputs`` of another shape) raises. Duplicate schemes run once.
     """
     check_float_tensor(x)
-    unique = list(dict.fromkeys(configs))
-    for cfg in unique:
-        if not isinstance(cfg, QuantConfig):
-            raise TypeError(f"configs must hold QuantConfig values, got {cfg!r}")
+    if inputs is not None:
+        check_layer(x, inputs)
+    unique = list(dict.fromkeys(_as_scheme(s) for s in schemes))
     total = len(unique)
     if progress is not None:
         progress(0, total)
     results: list[SchemeResult] = []
     skipped: list[SkippedScheme] = []
-    for done, cfg in enumerate(unique, start=1):
+    for done, scheme in enumerate(unique, start=1):
         try:
-            qt = quantize(x, cfg)
+            m = quantize_and_measure(x, scheme, inputs)
         except ValueError as exc:
-            skipped.append(SkippedScheme(cfg, str(exc)))
+            skipped.append(SkippedScheme(scheme.config, str(exc), scheme.algorithm))
         else:
             results.append(
                 SchemeResult(
-                    config=cfg,
-                    scheme_id=scheme_id(cfg),
-                    metrics=error_metrics(x, qt.dequantize()),
-                    clip=clip_stats(x, qt),
-                    storage=storage_cost(tuple(x.shape), cfg),
+                    scheme=scheme,
+                    scheme_id=scheme.scheme_id,
+                    metrics=m.metrics,
+                    clip=clip_stats(m.quantized_input, m.result.quantized),
+                    storage=storage_cost(tuple(x.shape), scheme.config),
+                    output=m.output,
+                    seconds=m.result.seconds,
                 )
             )
         if progress is not None:
             progress(done, total)
-    return SweepResult(tuple(int(d) for d in x.shape), tuple(results), tuple(skipped))
+    return SweepResult(
+        tuple(int(d) for d in x.shape),
+        tuple(results),
+        tuple(skipped),
+        None if inputs is None else inputs.name,
+    )
 
 
 TABLE_COLUMNS: tuple[str, ...] = (
     "scheme_id",
     "scheme",
+    "tensor",
+    "algorithm",
     "format",
     "bits",
     "mode",
     "granularity",
     "group_size",
+    "range",
+    "scale_dtype",
     "mse",
     "rmse",
     "mean_abs",
     "max_abs",
     "sqnr_db",
     "cosine",
+    "output_mse",
+    "output_sqnr_db",
     "n_clipped",
     "n_saturated",
     "bits_per_element",
     "total_bytes",
     "ratio_vs_fp32",
     "ratio_vs_fp16",
+    "seconds",
     "on_frontier",
+    "on_output_frontier",
 )
 
 
-def sweep_table(result: SweepResult) -> pd.DataFrame:
+def range_label(cfg: QuantConfig) -> str:
+    """The range method as the table shows it: ``"minmax"``, ``"mse"``, or
+    ``"percentile 99.9"`` (with the percentile kept)."""
+    if cfg.range_method is RangeMethod.PERCENTILE:
+        return f"percentile {cfg.percentile:g}"
+    return cfg.range_method.value
+
+
+def sweep_table(result: SweepResult, tensor: str = "") -> pd.DataFrame:
     """One row per scheme, columns ``TABLE_COLUMNS``; index is the ``scheme_id``.
 
-    ``bits_per_element`` includes scales and zero points; ``total_bytes`` is the packed
-    size; ``on_frontier`` marks the schemes no other scheme beats on both MSE and bits.
+    ``tensor`` names the swept tensor in every row (so a CSV stands on its own).
+    ``mse`` ... ``cosine`` compare the weight with the weight the layer computes with;
+    ``output_mse``/``output_sqnr_db`` compare the layer's outputs on held-out sentences
+    (NaN without a layer). ``bits_per_element`` includes scales and zero points;
+    ``total_bytes`` is the packed size. ``on_frontier``: no other scheme beats it on both
+    weight MSE and bits; ``on_output_frontier``: the same with output MSE (``<NA>``
+    without a layer).
     """
+    nan = float("nan")
     rows = []
     for r in result.results:
-        cfg, m, s = r.config, r.metrics, r.storage
+        cfg, m, s, out = r.config, r.metrics, r.storage, r.output
         gran = cfg.granularity
         rows.append(
             {
                 "scheme_id": r.scheme_id,
                 "scheme": r.label,
+                "tensor": tensor,
+                "algorithm": r.scheme.algorithm_label,
                 "format": cfg.format.value,
                 "bits": cfg.bits,
                 "mode": cfg.mode.value,
                 "granularity": GranularityKind.of(gran).value,
                 "group_size": gran.group_size if isinstance(gran, PerGroup) else pd.NA,
+                "range": range_label(cfg),
+                "scale_dtype": cfg.scale_dtype.value,
                 "mse": m.mse,
                 "rmse": m.rmse,
                 "mean_abs": m.mean_abs,
                 "max_abs": m.max_abs,
                 "sqnr_db": m.sqnr_db,
                 "cosine": m.cosine,
+                "output_mse": nan if out is None else out.mse,
+                "output_sqnr_db": nan if out is None else out.sqnr_db,
                 "n_clipped": r.clip.n_clipped,
                 "n_saturated": r.clip.n_saturated,
                 "bits_per_element": s.bits_per_element,
                 "total_bytes": s.total_bytes,
                 "ratio_vs_fp32": s.ratio_vs_fp32,
                 "ratio_vs_fp16": s.ratio_vs_fp16,
+                "seconds": r.seconds,
             }
         )
-    frame = pd.DataFrame(rows, columns=list(TABLE_COLUMNS[:-1]))
+    frame = pd.DataFrame(rows, columns=list(TABLE_COLUMNS[:-2]))
     frame["group_size"] = frame["group_size"].astype("Int64")
-    frame["on_frontier"] = pareto_mask(
-        frame["bits_per_element"].tolist(), frame["mse"].tolist(), minimize=True
+    bits = frame["bits_per_element"].tolist()
+    frame["on_frontier"] = pareto_mask(bits, frame["mse"].tolist(), minimize=True)
+    has_output = bool(len(frame)) and bool(frame["output_mse"].notna().all())
+    output_front = (
+        pareto_mask(bits, frame["output_mse"].tolist(), minimize=True)
+        if has_output
+        else [pd.NA] * len(frame)
     )
+    frame["on_output_frontier"] = pd.array(output_front, dtype="boolean")
     return frame.set_index("scheme_id", drop=False).rename_axis(None)
