@@ -3,11 +3,16 @@
     ab = compare_ab(x, cfg_a, cfg_b)        # blocks: cfg's groups, else rows
     ab.totals                               # WinTotals(a=..., b=..., ties=...)
     ab.abs_error_difference()               # |e_a| - |e_b|: negative where A is closer
+    ab = compare_ab(w, WeightScheme(cfg, Algorithm.RTN), WeightScheme(cfg, Algorithm.GPTQ),
+                    layer_a=inputs, layer_b=inputs)   # + output errors on held-out text
 
 A tensor is compared as the explorer shows it: its 2-D view (``sources.values.to_2d_view``:
 ``[n]`` -> ``[1, n]``, ``[d0, d1, ...]`` -> ``[d0, d1 * ...]``), quantized as that matrix.
-Errors are ``e = x - x_hat`` (original minus dequantized, as on the explorer) in float32,
-kept as 2-D numpy matrices ready for heatmaps; see ``ab_figures``.
+Errors are ``e = x - x_hat`` (original minus the weight the layer computes with: the
+dequantized codes, divided by AWQ's input scales) in float32, kept as 2-D numpy matrices
+ready for heatmaps; see ``ab_figures``. A side's ``layer`` (a bundled-model layer's
+captured inputs) calibrates GPTQ/AWQ and gives that side's output error on held-out
+sentences.
 """
 
 from __future__ import annotations
@@ -27,13 +32,13 @@ from quant_core import (
     QuantConfig,
     StorageReport,
     check_float_tensor,
-    error_metrics,
     layout_for,
-    quantize,
     storage_cost,
 )
 
+from ..activations.layer import LayerInputs
 from ..sources.values import to_2d_view
+from .weights import WeightScheme, quantize_and_measure
 
 __all__ = [
     "ABResult",
@@ -95,11 +100,13 @@ class ABResult:
     ``block_mse_a``/``block_mse_b``: each block's MSE (float64), on the block grid
     (``[rows, C/g]`` for groups, ``[C, 1]`` for channels, ``[1, 1]`` per tensor);
     ``winner``: ``Winner`` values (int8) on the same grid.
+    ``output_a``/``output_b``: each side's layer output error on held-out sentences
+    (``None`` without a layer).
     """
 
     shape: tuple[int, ...]
-    config_a: QuantConfig
-    config_b: QuantConfig
+    scheme_a: WeightScheme
+    scheme_b: WeightScheme
     metrics_a: ErrorMetrics
     metrics_b: ErrorMetrics
     storage_a: StorageReport
@@ -111,6 +118,16 @@ class ABResult:
     block_mse_b: np.ndarray
     winner: np.ndarray
     totals: WinTotals
+    output_a: ErrorMetrics | None = None
+    output_b: ErrorMetrics | None = None
+
+    @property
+    def config_a(self) -> QuantConfig:
+        return self.scheme_a.config
+
+    @property
+    def config_b(self) -> QuantConfig:
+        return self.scheme_b.config
 
     def abs_error_difference(self) -> np.ndarray:
         """``|e_a| - |e_b|`` (float32): negative where A is closer to ``x``."""
@@ -122,13 +139,22 @@ class ABResult:
         return float(max(np.abs(self.error_a).max(), np.abs(self.error_b).max()))
 
 
-def _error(x: torch.Tensor, cfg: QuantConfig, which: str) -> tuple[torch.Tensor, ErrorMetrics]:
+def _as_scheme(item: object, which: str) -> WeightScheme:
+    if isinstance(item, WeightScheme):
+        return item
+    if isinstance(item, QuantConfig):
+        return WeightScheme(item)
+    raise TypeError(f"scheme {which} must be a WeightScheme or QuantConfig, got {item!r}")
+
+
+def _error(
+    x: torch.Tensor, scheme: WeightScheme, layer: LayerInputs | None, which: str
+) -> tuple[torch.Tensor, ErrorMetrics, ErrorMetrics | None]:
     try:
-        qt = quantize(x, cfg)
+        m = quantize_and_measure(x, scheme, layer)
     except ValueError as exc:
-        raise ValueError(f"scheme {which} ({cfg.describe()}): {exc}") from exc
-    x_hat = qt.dequantize()
-    return x.to(torch.float32) - x_hat, error_metrics(x, x_hat)
+        raise ValueError(f"scheme {which} ({scheme.label}): {exc}") from exc
+    return x.to(torch.float32) - m.effective, m.metrics, m.output
 
 
 def _block_mse(err: torch.Tensor, granularity: Granularity) -> np.ndarray:
@@ -139,26 +165,37 @@ def _block_mse(err: torch.Tensor, granularity: Granularity) -> np.ndarray:
 
 def compare_ab(
     x: torch.Tensor,
-    cfg_a: QuantConfig,
-    cfg_b: QuantConfig,
+    cfg_a: WeightScheme | QuantConfig,
+    cfg_b: WeightScheme | QuantConfig,
     block_granularity: Granularity | None = None,
+    *,
+    layer_a: LayerInputs | None = None,
+    layer_b: LayerInputs | None = None,
 ) -> ABResult:
-    """Quantize the 2-D view of ``x`` under both schemes and compare them.
+    """Quantize the 2-D view of ``x`` under both schemes (a bare ``QuantConfig`` is RTN)
+    and compare them.
 
     ``block_granularity`` sets the blocks whose MSEs decide a winner (default:
-    ``default_block_granularity``). A block is won by the scheme with the strictly lower
-    MSE; equal MSEs (e.g. both exact) tie. Raises ``ValueError`` naming the scheme when one
-    does not fit ``x``, or when ``block_granularity`` does not.
+    ``default_block_granularity`` of the configs). A block is won by the scheme with the
+    strictly lower MSE; equal MSEs (e.g. both exact) tie. ``layer_a``/``layer_b``: the
+    layer's captured inputs for each side (the same layer and held-out sentences; the
+    calibration sentences may differ), both or neither. Raises ``ValueError`` naming the
+    scheme when one cannot run on ``x`` (a misfit, GPTQ/AWQ without a layer), or when
+    ``block_granularity`` does not fit.
     """
     check_float_tensor(x)
+    scheme_a, scheme_b = _as_scheme(cfg_a, "A"), _as_scheme(cfg_b, "B")
+    cfg_a, cfg_b = scheme_a.config, scheme_b.config
+    if (layer_a is None) != (layer_b is None):
+        raise ValueError("give both layer_a and layer_b, or neither")
     shape = tuple(int(d) for d in x.shape)
     x = to_2d_view(x.detach().cpu()).matrix
     mshape = (int(x.shape[0]), int(x.shape[1]))
     if block_granularity is None:
         block_granularity = default_block_granularity(cfg_a, cfg_b)
     layout_for(mshape, block_granularity)  # raises naming the misfit before any work
-    err_a, metrics_a = _error(x, cfg_a, "A")
-    err_b, metrics_b = _error(x, cfg_b, "B")
+    err_a, metrics_a, output_a = _error(x, scheme_a, layer_a, "A")
+    err_b, metrics_b, output_b = _error(x, scheme_b, layer_b, "B")
     mse_a = _block_mse(err_a, block_granularity)
     mse_b = _block_mse(err_b, block_granularity)
     winner = np.where(mse_a < mse_b, Winner.A, np.where(mse_a > mse_b, Winner.B, Winner.TIE))
@@ -170,8 +207,8 @@ def compare_ab(
     )
     return ABResult(
         shape=shape,
-        config_a=cfg_a,
-        config_b=cfg_b,
+        scheme_a=scheme_a,
+        scheme_b=scheme_b,
         metrics_a=metrics_a,
         metrics_b=metrics_b,
         storage_a=storage_cost(mshape, cfg_a),
@@ -183,26 +220,32 @@ def compare_ab(
         block_mse_b=mse_b,
         winner=winner,
         totals=totals,
+        output_a=output_a,
+        output_b=output_b,
     )
 
 
 def metrics_table(ab: ABResult) -> pd.DataFrame:
-    """One row per scheme (A, B): its name, errors and storage."""
+    """One row per scheme (A, B): its name, algorithm, weight errors, held-out output
+    errors (when measured) and storage."""
     rows = []
-    for name, cfg, m, s in (
-        ("A", ab.config_a, ab.metrics_a, ab.storage_a),
-        ("B", ab.config_b, ab.metrics_b, ab.storage_b),
+    for name, scheme, m, out, s in (
+        ("A", ab.scheme_a, ab.metrics_a, ab.output_a, ab.storage_a),
+        ("B", ab.scheme_b, ab.metrics_b, ab.output_b, ab.storage_b),
     ):
-        rows.append(
-            {
-                "": name,
-                "scheme": cfg.describe(),
-                "MSE": m.mse,
-                "max abs error": m.max_abs,
-                "SQNR (dB)": m.sqnr_db,
-                "cosine": m.cosine,
-                "bits/element": s.bits_per_element,
-                "bytes": s.total_bytes,
-            }
-        )
+        row: dict[str, object] = {
+            "": name,
+            "scheme": scheme.config.describe(),
+            "algorithm": scheme.algorithm_label,
+            "bits/element": s.bits_per_element,
+            "MSE": m.mse,
+            "max abs error": m.max_abs,
+            "SQNR (dB)": m.sqnr_db,
+            "cosine": m.cosine,
+        }
+        if out is not None:
+            row["output MSE (held-out)"] = out.mse
+            row["output SQNR (dB)"] = out.sqnr_db
+        row["bytes"] = s.total_bytes
+        rows.append(row)
     return pd.DataFrame(rows)

@@ -51,7 +51,7 @@ def ab_error_figure(
         cols=2,
         shared_yaxes=True,
         horizontal_spacing=0.04,
-        subplot_titles=(f"A: {ab.config_a.describe()}", f"B: {ab.config_b.describe()}"),
+        subplot_titles=(f"A: {ab.scheme_a.label}", f"B: {ab.scheme_b.label}"),
     )
     fig.add_trace(_heatmap(ra, coloraxis="coloraxis"), row=1, col=1)
     fig.add_trace(_heatmap(rb, coloraxis="coloraxis"), row=1, col=2)
