@@ -46,6 +46,10 @@ class Exploration:
     and ``error = original - dequantized`` (NaN where the original is not finite);
     ``finite``: the finite-cell mask, or ``None`` when every cell is finite. ``metrics`` and
     ``clip`` cover finite cells only; ``value_min``/``value_max``: the finite values' range.
+    ``scheme_label``: how the page and the exports name the scheme when ``config`` does not
+    say it all (a research format, an algorithm; ``describe()`` falls back to
+    ``config.describe()``); ``storage_note``: what is stored besides the codes when
+    ``storage`` is not ``storage_cost(shape, config)``'s (empty otherwise).
     """
 
     original: torch.Tensor
@@ -58,6 +62,12 @@ class Exploration:
     levels_used: int
     value_min: float
     value_max: float
+    scheme_label: str = ""
+    storage_note: str = ""
+
+    def describe(self) -> str:
+        """The scheme's name: ``scheme_label``, else ``config.describe()``."""
+        return self.scheme_label or self.config.describe()
 
     @functools.cached_property
     def error(self) -> torch.Tensor:

@@ -10,6 +10,12 @@ the codes) or ``offset`` (the float ``m`` of ``ZeroPoint.FLOAT_MIN``, in the sca
 Its metadata names the shape, format, bits, mode, granularity, zero-point convention and
 the dequantization formula; ``read_quantized_safetensors`` turns the bytes back into the
 ``QuantizedTensor``.
+
+A research format (min-max levels, DoReFa) stores what ``research_storage`` counts instead:
+``codes`` (unsigned ``c``, ``0 .. 2^k - 1``, packed at ``k`` bits) and its float32
+parameters (``x_min`` and ``x_max``, or ``max_abs_w`` for rescaled DoReFa, or none), with
+the scheme in the metadata's ``research`` entry; reading it rebuilds the level table
+exactly (``LevelTableTensor``).
 """
 
 from __future__ import annotations
@@ -37,7 +43,9 @@ from quant_core import (
     unpack,
 )
 
+from ..state.research import research_from_query, research_to_query
 from .explore import Exploration
+from .research import LevelTableTensor, research_tensor
 
 __all__ = [
     "DownloadFiles",
@@ -59,7 +67,7 @@ _GRANULARITIES = {"PerTensor": PerTensor, "PerChannel": PerChannel, "PerGroup": 
 
 def metrics_frame(exp: Exploration) -> pd.DataFrame:
     """One row per figure: error metrics, storage and clipping, with the scheme's name."""
-    rows: dict[str, object] = {"scheme": exp.config.describe(), "shape": str(tuple(exp.qt.shape))}
+    rows: dict[str, object] = {"scheme": exp.describe(), "shape": str(tuple(exp.qt.shape))}
     rows.update(dataclasses.asdict(exp.metrics))
     storage = dataclasses.asdict(exp.storage)
     rows.update({f"storage_{k}": v for k, v in storage.items()})
@@ -96,6 +104,8 @@ def quantized_safetensors(exp: Exploration) -> bytes:
     packed tensor; the rest of the file is the JSON header.
     """
     cfg, qt = exp.config, exp.qt
+    if isinstance(qt, LevelTableTensor) and qt.research is not None:
+        return _research_safetensors(qt)
     gran = cfg.granularity
     meta = {
         "scheme": cfg.describe(),
@@ -121,13 +131,55 @@ def quantized_safetensors(exp: Exploration) -> bytes:
     return save(tensors, metadata=meta)
 
 
+# A safetensors name for each research parameter (``stored_parameters``' names).
+_PARAM_FILE_NAMES = {"x_min": "x_min", "x_max": "x_max", "max|w|": "max_abs_w"}
+_RESEARCH_FORMULA = {
+    "minmax_levels": "x_hat = levels[code], levels = minmax_levels(x_min, x_max, bits, qk)",
+    "dorefa": "x_hat = (2 q_k_levels(bits, qk)[code] - 1) * max_abs_w (1 when absent)",
+}
+
+
+def _research_safetensors(qt: LevelTableTensor) -> bytes:
+    scheme = qt.research
+    assert scheme is not None  # the caller checked
+    query = research_to_query(scheme)
+    meta = {
+        "scheme": scheme.describe(),
+        "shape": json.dumps(list(qt.shape)),
+        "research": json.dumps(query),
+        "bits": str(scheme.bits),
+        "codes": f"{scheme.bits}-bit unsigned codes c row-major, first code in the lowest bits",
+        "dequantize": _RESEARCH_FORMULA[query["fmt"]],
+    }
+    codes = (qt.codes.to(torch.int32) - qt.config.qmin).to(torch.int16)
+    tensors = {"codes": pack(codes, scheme.bits)}
+    for name, value in qt.parameters:
+        tensors[_PARAM_FILE_NAMES[name]] = torch.tensor([value], dtype=torch.float32)
+    return save(tensors, metadata=meta)
+
+
+def _read_research(tensors: dict[str, torch.Tensor], meta: dict[str, str]) -> LevelTableTensor:
+    scheme = research_from_query(json.loads(meta["research"]))
+    shape = tuple(json.loads(meta["shape"]))
+    codes = unpack(tensors["codes"], scheme.bits, math.prod(shape), signed=False)
+    params = {
+        name: float(tensors[file_name][0])
+        for name, file_name in _PARAM_FILE_NAMES.items()
+        if file_name in tensors
+    }
+    return research_tensor(codes, shape, scheme, params)
+
+
 def read_quantized_safetensors(data: bytes) -> QuantizedTensor:
     """Inverse of ``quantized_safetensors``: the ``QuantizedTensor`` (range method and
-    rounding are not stored: they do not change how codes dequantize). Raises
-    ``ValueError`` for a file that does not carry this format's metadata."""
+    rounding are not stored: they do not change how codes dequantize), a
+    ``LevelTableTensor`` for a research format. Raises ``ValueError`` for a file that does
+    not carry this format's metadata."""
     tensors = load(data)  # validates the file; its metadata is in the JSON header
     header_len = int.from_bytes(data[:8], "little")
     meta = json.loads(data[8 : 8 + header_len]).get("__metadata__") or {}
+    if "research" in meta and "shape" in meta and "codes" in tensors:
+        return _read_research(tensors, meta)
     missing = {"shape", "format", "bits", "mode", "granularity", "zero_point_convention"} - set(
         meta
     )
@@ -171,8 +223,12 @@ def read_quantized_safetensors(data: bytes) -> QuantizedTensor:
 
 
 def packed_codes(exp: Exploration) -> bytes:
-    """The codes, row-major, packed at ``bits`` each, first code in the lowest bits."""
-    return pack(exp.qt.codes, exp.config.bits).numpy(force=True).tobytes()
+    """The codes, row-major, packed at ``bits`` each, first code in the lowest bits (a
+    research format's unsigned ``c``, as its ``.safetensors`` holds them)."""
+    codes = exp.qt.codes
+    if isinstance(exp.qt, LevelTableTensor):
+        codes = (codes.to(torch.int32) - exp.config.qmin).to(torch.int16)
+    return pack(codes, exp.config.bits).numpy(force=True).tobytes()
 
 
 @dataclasses.dataclass(frozen=True)

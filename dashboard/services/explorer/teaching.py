@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 
 import pandas as pd
+import plotly.graph_objects as go
 import torch
 
 from quant_core import Format, Mode, PerChannel, RangeMethod, Rounding, ZeroPoint, codebook_for
@@ -22,6 +23,8 @@ __all__ = [
     "block_numbers",
     "formulas",
     "heading",
+    "latex_number",
+    "latex_operand",
     "latex_text",
     "scales_table",
     "symbols",
@@ -81,8 +84,8 @@ def block_numbers(exp: Exploration, block: int) -> BlockNumbers:
     )
 
 
-def _f(v: float) -> str:
-    """A number for LaTeX: 5 significant digits, negatives in parentheses when substituted."""
+def latex_number(v: float) -> str:
+    """A number for LaTeX: 5 significant digits, an exponent written as times 10^k."""
     text = f"{v:.5g}"
     if "e" in text:
         mant, exp = text.split("e")
@@ -90,8 +93,12 @@ def _f(v: float) -> str:
     return text
 
 
-def _p(v: float) -> str:
-    return f"({_f(v)})" if v < 0 else _f(v)
+def latex_operand(v: float) -> str:
+    """``latex_number``, in parentheses when negative (a substituted operand)."""
+    return f"({latex_number(v)})" if v < 0 else latex_number(v)
+
+
+_f, _p = latex_number, latex_operand
 
 
 _TEXT_SPECIAL = {c: "\\" + c for c in "_#%&{}$"}
@@ -417,7 +424,8 @@ def block_notes(exp: Exploration, nums: BlockNumbers) -> tuple[str, ...]:
 class TeachingPanel:
     """Everything the teaching panel shows for one block: ``heading`` (which block, which
     convention) and ``symbols`` (markdown), the LaTeX ``formulas``, ``notes``, the worked
-    ``table`` and, for small tensors, every block's ``scales`` (else ``None``)."""
+    ``table`` and, for small tensors, every block's ``scales`` (else ``None``); ``figure``: a
+    plot beside them (the research formats' transfer curve), else ``None``."""
 
     numbers: BlockNumbers
     heading: str
@@ -426,6 +434,7 @@ class TeachingPanel:
     notes: tuple[str, ...]
     table: pd.DataFrame
     scales: pd.DataFrame | None
+    figure: go.Figure | None = None
 
 
 def teaching_panel(exp: Exploration, block: int) -> TeachingPanel:
