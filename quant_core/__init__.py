@@ -8,14 +8,12 @@ This package never imports Streamlit.
 """
 
 from .activations import (
-    ActivationCapture,
     ActivationGranularity,
     ActivationQuant,
     ActivationRanges,
     RangeComparison,
     calibrate_layer_ranges,
     calibrate_ranges,
-    capture_linear_inputs,
     compare_static_dynamic,
     feature_absmax,
     outlier_features,
@@ -32,6 +30,7 @@ from .algorithms import (
 from .analysis import ClipStats, clip_bounds, clip_stats, code_counts, levels_used
 from .awq import AWQOptions, AWQResult
 from .calibration import CALIBRATION_SENTENCES, HELD_OUT_SENTENCES, capture_sentence_inputs
+from .capture import ActivationCapture, capture_linear_inputs
 from .config import (
     MAX_INT_BITS,
     MIN_INT_BITS,

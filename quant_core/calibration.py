@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .activations import ActivationCapture, LinearInputRecorder, linear_layer_names
+from .capture import ActivationCapture, LinearInputRecorder, linear_layer_names
 
 __all__ = [
     "CALIBRATION_SENTENCES",

@@ -27,14 +27,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from .activations import (
-    ActivationCapture,
-    ActivationRanges,
-    linear_layer_names,
-    quantize_activation,
-)
+from .activations import ActivationRanges, quantize_activation
 from .analysis import ClipStats
 from .calibration import capture_and_embed, check_sentences, run_sentences, transformer_of
+from .capture import ActivationCapture, linear_layer_names
 from .config import QuantConfig
 from .linear_eval import LayerScheme, SchemePreset, evaluate_linear, linear_layer
 from .metrics import ErrorMetrics

@@ -7,13 +7,8 @@ import torch
 from torch import nn
 
 from quant_core import PerChannel, PerGroup, PerTensor, QuantConfig, quantize
-from quant_core.activations import (
-    ActivationCapture,
-    ActivationGranularity,
-    capture_linear_inputs,
-    feature_absmax,
-    outlier_features,
-)
+from quant_core.activations import ActivationGranularity, feature_absmax, outlier_features
+from quant_core.capture import ActivationCapture, capture_linear_inputs
 
 
 class _Block(nn.Module):

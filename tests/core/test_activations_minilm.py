@@ -23,7 +23,6 @@ from torch import nn
 
 from quant_core import PerChannel, PerTensor, QuantConfig, clip_stats, quantize
 from quant_core.activations import (
-    ActivationCapture,
     calibrate_layer_ranges,
     compare_static_dynamic,
     feature_absmax,
@@ -37,6 +36,7 @@ from quant_core.calibration import (
     sentence_features,
     transformer_of,
 )
+from quant_core.capture import ActivationCapture
 from quant_core.linear_eval import LayerScheme, SchemePreset, evaluate_linear, linear_layer
 from quant_core.model_activations import (
     fake_quantize_linears,

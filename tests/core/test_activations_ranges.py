@@ -7,7 +7,6 @@ import torch
 
 from quant_core import Mode, PerChannel, PerGroup, PerTensor, QuantConfig, clip_stats, quantize
 from quant_core.activations import (
-    ActivationCapture,
     ActivationGranularity,
     ActivationRanges,
     calibrate_layer_ranges,
@@ -15,6 +14,7 @@ from quant_core.activations import (
     compare_static_dynamic,
     quantize_activation,
 )
+from quant_core.capture import ActivationCapture
 
 PER_FEATURE = QuantConfig(bits=8, mode=Mode.ASYMMETRIC, granularity=PerChannel(axis=1))
 PER_TENSOR = QuantConfig(bits=8, granularity=PerTensor())

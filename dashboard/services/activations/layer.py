@@ -28,7 +28,7 @@ from quant_core import (
     linear_layer,
     smoothing_factors,
 )
-from quant_core.activations import ActivationCapture, linear_layer_names
+from quant_core.capture import ActivationCapture, linear_layer_names
 from quant_core.smoothquant import DEFAULT_ALPHAS, check_alpha
 
 from .sentences import RangeMode

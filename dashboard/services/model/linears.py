@@ -29,8 +29,8 @@ from quant_core import (
     linear_layer,
     quantize_weight,
 )
-from quant_core.activations import linear_layer_names
 from quant_core.calibration import transformer_of
+from quant_core.capture import linear_layer_names
 
 from ..progress import Progress
 from .evaluate import SkippedLayer
