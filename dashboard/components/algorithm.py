@@ -1,21 +1,54 @@
 """The algorithm picker: RTN, GPTQ, AWQ or HQQ, GPTQ's dampening and act-order, and the
-calibration sentences GPTQ/AWQ learn from. Returns an ``AlgorithmChoice``."""
+calibration sentences GPTQ/AWQ learn from. Returns an ``AlgorithmChoice``; its widgets are
+seeded from the URL's ``algo``/``damp``/``actord``/``calib`` keys (``seed_from_url``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import streamlit as st
 
-from dashboard.components import persist
+from dashboard.components import persist, url
 from dashboard.components.persist import PERSIST
 from dashboard.services.state.algorithm import (
+    ALGORITHM_KEYS,
     DAMP_RANGE,
     DEFAULT_DAMP,
     AlgorithmChoice,
+    algorithm_from_query,
     parse_sentences,
 )
 from quant_core import CALIBRATION_SENTENCES, Algorithm, QuantConfig
 
-__all__ = ["algorithm_picker"]
+__all__ = ["algorithm_picker", "seed_from_url"]
+
+
+def seed_from_url(prefix: str = "") -> None:
+    """When the URL is new to the session, put its algorithm keys into the picker's widgets
+    (a bad value warns and keeps the defaults; ``calib=custom`` warns that links do not
+    carry the sentences)."""
+    params = url.query_snapshot()
+    if not any(k in params for k in ALGORITHM_KEYS):
+        return
+    try:
+        choice = algorithm_from_query(params)
+    except ValueError as exc:
+        url.add_warning(f"Ignored the link's algorithm ({exc}); using RTN.")
+        return
+    persist.set_values(
+        {
+            f"{prefix}a_algo": choice.algorithm,
+            f"{prefix}a_damp": float(choice.gptq_damp),
+            f"{prefix}a_actord": choice.act_order,
+            f"{prefix}a_custom": False,
+        }
+    )
+    if params.get("calib") == "custom" and choice.algorithm.needs_calibration:
+        url.add_warning(
+            "The link was made with its author's own calibration sentences, which links do "
+            "not carry: calibrating on the bundled sentences."
+        )
+
 
 _HELP = {
     Algorithm.RTN: "Round to nearest on the scheme's grid.",
@@ -29,16 +62,25 @@ _HELP = {
 
 
 def algorithm_picker(
-    cfg: QuantConfig, *, prefix: str = "", has_calibration: bool = True
+    cfg: QuantConfig,
+    *,
+    prefix: str = "",
+    has_calibration: bool = True,
+    offered: Sequence[Algorithm] | None = None,
 ) -> AlgorithmChoice:
     """Draw the algorithm widgets in the current container.
 
     ``has_calibration``: whether the tensor at hand is a layer of the bundled model (so
-    GPTQ/AWQ can capture its inputs). An algorithm that cannot run for ``cfg`` or the data
-    is explained (``Algorithm.unavailable_reason``) and RTN is returned instead, so the
-    page keeps working.
+    GPTQ/AWQ can capture its inputs). ``offered``: the algorithms the selectbox lists (all
+    by default). An algorithm that cannot run for ``cfg`` or the data, or one not offered
+    that the state asks for (a link's ``algo=gptq`` on an uploaded tensor), is explained
+    (``Algorithm.unavailable_reason``) and RTN is returned instead, so the page keeps
+    working.
     """
     p = prefix
+    options = list(Algorithm) if offered is None else list(offered)
+    if Algorithm.RTN not in options:
+        raise ValueError(f"offered must include RTN, got {[a.value for a in options]}")
     persist.defaults(
         {
             f"{p}a_algo": Algorithm.RTN,
@@ -48,13 +90,21 @@ def algorithm_picker(
             f"{p}a_text": "\n".join(CALIBRATION_SENTENCES),
         }
     )
+    wanted = st.session_state[f"{p}a_algo"]
+    if wanted not in options:
+        st.session_state[f"{p}a_algo"] = Algorithm.RTN
+        if isinstance(wanted, Algorithm):
+            reason = wanted.unavailable_reason(cfg, has_calibration=False) or (
+                f"{wanted.label} is not offered for this tensor"
+            )
+            st.warning(f"{reason}. Showing RTN.")
     algorithm = st.selectbox(
         "Algorithm",
-        list(Algorithm),
+        options,
         format_func=lambda a: a.label,
         key=f"{p}a_algo",
         persist_state=PERSIST,
-        help=" ".join(f"{a.label}: {h}" for a, h in _HELP.items()),
+        help=" ".join(f"{a.label}: {h}" for a, h in _HELP.items() if a in options),
     )
     reason = algorithm.unavailable_reason(cfg, has_calibration=has_calibration)
     if reason is not None:

@@ -1,13 +1,29 @@
-"""The quantization scheme picker: returns a validated ``QuantConfig``."""
+"""The quantization scheme picker: returns a validated ``QuantConfig`` (or, with
+``research=True``, a ``ResearchScheme`` when a research format is picked)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal, overload
 
 import streamlit as st
 
 from dashboard.components import persist, url
+from dashboard.components.granularity import (
+    activation_granularity,
+    activation_kind,
+    divisors,
+    weight_granularity,
+)
 from dashboard.components.persist import PERSIST
+from dashboard.components.research_scheme import apply_research, research_options
+from dashboard.services.state.research import (
+    ExplorerScheme,
+    ResearchFormat,
+    ResearchScheme,
+    has_scheme_keys,
+    scheme_from_query,
+)
 from dashboard.services.state.scheme import (
     PERCENTILE_RANGE,
     QUERY_KEYS,
@@ -17,7 +33,6 @@ from dashboard.services.state.scheme import (
 )
 from quant_core import (
     Format,
-    Granularity,
     Mode,
     PerChannel,
     PerGroup,
@@ -29,6 +44,8 @@ from quant_core import (
     ZeroPoint,
 )
 
+__all__ = ["DEFAULT_CONFIG", "apply_config", "config_picker", "divisors", "seed_from_url"]
+
 DEFAULT_CONFIG = QuantConfig(bits=4, mode=Mode.SYMMETRIC, granularity=PerChannel(axis=0))
 _FORMAT_LABELS = {
     Format.INT: "Integer (linear)",
@@ -37,15 +54,6 @@ _FORMAT_LABELS = {
     Format.FP8_E4M3: "FP8 E4M3",
     Format.FP8_E5M2: "FP8 E5M2",
 }
-_GRAN_LABELS = {"tensor": "Per tensor", "channel": "Per channel", "group": "Per group"}
-# An activation matrix is [tokens, features]: a row is one token, a column one feature, so
-# per-token is PerChannel(0) and per-feature PerChannel(1).
-_ACT_GRAN_LABELS = {
-    "tensor": "Per tensor",
-    "token": "Per token (one scale per row)",
-    "feature": "Per feature (one scale per column)",
-}
-_ACT_GRANULARITY = {"tensor": PerTensor(), "token": PerChannel(0), "feature": PerChannel(1)}
 _ZP_LABELS = {
     ZeroPoint.INCLUDE_ZERO: "Include zero",
     ZeroPoint.FLOAT_MIN: "Float min",
@@ -70,20 +78,6 @@ _RANGE_LABELS = {
 }
 
 
-def divisors(n: int) -> list[int]:
-    """All divisors of ``n`` ascending: the group sizes a row of ``n`` values allows."""
-    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
-
-
-def _activation_kind(gran: Granularity) -> str:
-    """The activation radio's value for ``gran``; a per-group scheme has no activation
-    option and shows as per tensor."""
-    if isinstance(gran, PerChannel):
-        return "token" if gran.axis % 2 == 0 else "feature"
-    return "tensor"
-
-
 def _state_from_config(cfg: QuantConfig, p: str) -> dict[str, object]:
     gran = cfg.granularity
     kind = "tensor" if isinstance(gran, PerTensor) else "channel"
@@ -95,7 +89,7 @@ def _state_from_config(cfg: QuantConfig, p: str) -> dict[str, object]:
         f"{p}q_bits": cfg.bits if cfg.format is Format.INT else 4,
         f"{p}q_mode": cfg.mode,
         f"{p}q_gran": kind,
-        f"{p}q_agran": _activation_kind(gran),
+        f"{p}q_agran": activation_kind(gran),
         f"{p}q_axis": gran.axis % 2 if isinstance(gran, PerChannel) else 0,
         f"{p}q_group": gran.group_size if isinstance(gran, PerGroup) else 32,
         f"{p}q_range": cfg.range_method,
@@ -115,18 +109,23 @@ def apply_config(cfg: QuantConfig, prefix: str = "") -> None:
 _LINK_SCHEME = "_link_scheme_"
 
 
-def seed_from_url(prefix: str = "") -> None:
+def seed_from_url(prefix: str = "", research: bool = False) -> None:
     """When the URL is new to the session (``url.first_run``), put its scheme into the
     widgets of the picker with ``prefix`` (or warn). The picker's next draw compares what
-    it shows with what the link asked for and warns about each value it had to change."""
+    it shows with what the link asked for and warns about each value it had to change.
+    ``research``: the picker offers the research formats (``fmt=dorefa`` and its keys)."""
     params = url.query_snapshot()
-    if not any(k in params for k in QUERY_KEYS):
+    if not (has_scheme_keys(params) if research else any(k in params for k in QUERY_KEYS)):
         return
     try:
-        cfg = config_from_query(params)
+        scheme = scheme_from_query(params) if research else config_from_query(params)
     except ValueError as exc:
         url.add_warning(f"Ignored the link's scheme ({exc}); using the defaults.")
         return
+    if isinstance(scheme, ResearchScheme):
+        apply_research(scheme, prefix)
+        return
+    cfg = scheme
     apply_config(cfg, prefix)
     st.session_state[_LINK_SCHEME + prefix] = cfg
 
@@ -140,82 +139,60 @@ def _warn_link_fixes(p: str, got: QuantConfig, cols: int) -> None:
         st.warning(f"Link: {text}.", icon="⚠️")
 
 
-def _activation_granularity(p: str) -> Granularity:
-    """Per tensor, per token (rows) or per feature (columns) of ``[tokens, features]``."""
-    kind = st.radio(
-        "Granularity",
-        list(_ACT_GRAN_LABELS),
-        format_func=_ACT_GRAN_LABELS.__getitem__,
-        key=f"{p}q_agran",
-        persist_state=PERSIST,
-        horizontal=True,
-    )
-    return _ACT_GRANULARITY[kind]
-
-
-def _weight_granularity(p: str, cols: int, group_sizes: Sequence[int] | None) -> Granularity:
-    """Per tensor, per channel (with its axis) or per group (a size that divides ``cols``,
-    or one of ``group_sizes``)."""
-    ss = st.session_state
-    kind = st.radio(
-        "Granularity",
-        list(_GRAN_LABELS),
-        format_func=_GRAN_LABELS.__getitem__,
-        key=f"{p}q_gran",
-        persist_state=PERSIST,
-        horizontal=True,
-    )
-    if kind == "channel":
-        axis = st.radio(
-            "Channel axis (keeps its own scale)",
-            [0, 1],
-            format_func=lambda a: "0: one scale per row" if a == 0 else "1: one per column",
-            key=f"{p}q_axis",
-            persist_state=PERSIST,
-            horizontal=True,
-        )
-        return PerChannel(axis=int(axis))
-    if kind == "group":
-        options = sorted(group_sizes) if group_sizes else divisors(cols)
-        if ss[f"{p}q_group"] not in options:
-            wanted = int(ss[f"{p}q_group"])
-            ss[f"{p}q_group"] = min(options, key=lambda d: (abs(d - wanted), d))
-        group = st.select_slider(
-            "Group size" if group_sizes else f"Group size (divisors of {cols})",
-            options,
-            key=f"{p}q_group",
-            persist_state=PERSIST,
-        )
-        return PerGroup(group_size=int(group))
-    return PerTensor()
-
-
+@overload
+def config_picker(
+    cols: int,
+    prefix: str = ...,
+    default: QuantConfig = ...,
+    group_sizes: Sequence[int] | None = ...,
+    activation: bool = ...,
+    research: Literal[False] = ...,
+) -> QuantConfig: ...
+@overload
+def config_picker(
+    cols: int,
+    prefix: str = ...,
+    default: QuantConfig = ...,
+    group_sizes: Sequence[int] | None = ...,
+    activation: bool = ...,
+    *,
+    research: Literal[True],
+) -> ExplorerScheme: ...
 def config_picker(
     cols: int,
     prefix: str = "",
     default: QuantConfig = DEFAULT_CONFIG,
     group_sizes: Sequence[int] | None = None,
     activation: bool = False,
-) -> QuantConfig:
+    research: bool = False,
+) -> ExplorerScheme:
     """Draw the scheme widgets (in the current container) for a matrix with ``cols``
     columns; ``prefix`` keeps two pickers on one page apart; ``group_sizes`` replaces the
     divisors of ``cols`` as the group sizes offered.
 
     ``activation=True`` is for an activation matrix ``[tokens, features]``: the granularity
     radio offers per tensor, per token (``PerChannel(0)``, one scale per row) and per
-    feature (``PerChannel(1)``, one scale per column) instead of the weight choices."""
+    feature (``PerChannel(1)``, one scale per column) instead of the weight choices.
+    ``research=True`` (the explorer) adds the research formats (min-max levels, DoReFa) to
+    the format choice; picking one returns a ``ResearchScheme`` (``research_options``)."""
     p = prefix
     defaults = _state_from_config(default, p)
     persist.defaults(defaults)
     ss = st.session_state
-
+    formats: list[Format | ResearchFormat] = list(Format)
+    if research:
+        formats += list(ResearchFormat)
+    elif ss[f"{p}q_fmt"] not in formats:
+        ss[f"{p}q_fmt"] = Format.INT
     fmt = st.selectbox(
         "Format",
-        list(Format),
-        format_func=_FORMAT_LABELS.__getitem__,
+        formats,
+        format_func=lambda f: f.label if isinstance(f, ResearchFormat) else _FORMAT_LABELS[f],
         key=f"{p}q_fmt",
         persist_state=PERSIST,
     )
+    if isinstance(fmt, ResearchFormat):
+        return research_options(fmt, p)
     if fmt is Format.INT:
         wide = st.checkbox("Allow 9 to 16 bits", key=f"{p}q_wide", persist_state=PERSIST)
         top = 16 if wide else 8
@@ -247,9 +224,9 @@ def config_picker(
         st.caption(f"{fmt.value.upper()}: {bits} bits, absmax (symmetric) scaling.")
 
     if activation:
-        granularity = _activation_granularity(p)
+        granularity = activation_granularity(p)
     else:
-        granularity = _weight_granularity(p, cols, group_sizes)
+        granularity = weight_granularity(p, cols, group_sizes)
 
     range_method = st.selectbox(
         "Range",

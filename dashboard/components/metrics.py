@@ -11,6 +11,7 @@ import math
 
 import streamlit as st
 
+from dashboard.services.explorer.algorithm import AlgorithmExploration
 from dashboard.services.explorer.explore import Exploration
 
 
@@ -66,16 +67,20 @@ def metrics_row(exp: Exploration) -> None:
     cols[4].metric("Cosine similarity", f"{m.cosine:.5f}", help=f"{m.cosine!r}")
     cols[5].metric("Mean abs error", compact(m.mean_abs), help=f"{m.mean_abs!r}")
     cols = st.columns(6)
-    cols[0].metric(
-        "Bits per element",
-        f"{s.bits_per_element:.4g}",
-        help=f"{s.code_bits}-bit codes + {s.n_scales:,} scales x {s.scale_bits} bits"
+    stored = (
+        f"{s.code_bits}-bit codes + {s.n_scales:,} scales x {s.scale_bits} bits"
         + (
             f" + {s.n_zero_points:,} zero points x {s.zero_point_bits} bits"
             if s.n_zero_points
             else ""
         )
-        + f", over {s.n_elements:,} elements",
+        if not exp.storage_note
+        else f"{s.code_bits}-bit codes + {exp.storage_note}"
+    )
+    cols[0].metric(
+        "Bits per element",
+        f"{s.bits_per_element:.4g}",
+        help=f"{stored}, over {s.n_elements:,} elements",
     )
     cols[1].metric(
         "Bytes",
@@ -96,3 +101,43 @@ def metrics_row(exp: Exploration) -> None:
         help=f"{c.n_saturated:,} codes at either end of the range; {exp.levels_used} of "
         f"{1 << exp.config.bits} levels used",
     )
+
+
+def algorithm_row(run: AlgorithmExploration) -> None:
+    """One row of ``st.metric`` for GPTQ/AWQ/HQQ: the layer's held-out output MSE against
+    RTN's (model layers only), the weight error of what the layer computes, the codes that
+    differ from RTN's and the time; then the run's notes."""
+    out, label = run.output, run.choice.algorithm.label
+    cols = st.columns(5)
+    if out is not None:
+        cols[0].metric(
+            f"Output MSE, {label}",
+            compact(out.mse),
+            help=f"{out.describe()}. Exact: {out.mse!r}",
+        )
+        cols[1].metric("Output MSE, RTN", compact(out.rtn_mse), help=f"{out.rtn_mse!r}")
+        cols[2].metric(
+            "Output vs RTN",
+            f"{out.ratio:.2f}×",
+            help="below 1: the algorithm's layer output is closer to the float layer's on "
+            "the held-out sentences",
+        )
+    else:
+        cols[0].metric(
+            f"Weight MSE, {label}", compact(run.effective.mse), help=f"{run.effective.mse!r}"
+        )
+        cols[1].metric(
+            "Weight MSE, RTN", compact(run.rtn_effective.mse), help=f"{run.rtn_effective.mse!r}"
+        )
+        cols[2].metric("Output vs RTN", "n/a", help="no model inputs for this tensor")
+    n = run.exploration.original.numel()
+    cols[3].metric(
+        "Codes ≠ RTN",
+        f"{run.codes_changed / n:.1%}",
+        help=f"{run.codes_changed:,} of {n:,} stored codes differ from round-to-nearest's",
+    )
+    cols[4].metric("Time", f"{run.result.seconds:.2f} s", help="wall time of the algorithm")
+    if out is not None:
+        st.caption(f"Layer {out.describe()}.")
+    for line in run.notes():
+        st.caption(line)

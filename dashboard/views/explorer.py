@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 import streamlit as st
 
 from dashboard import cache
 from dashboard.components import url
+from dashboard.components.algorithm import seed_from_url as seed_algorithm_from_url
 from dashboard.components.config import config_picker, seed_from_url
-from dashboard.components.layer_source import explore_source, outlier_strip
-from dashboard.components.metrics import metrics_row
+from dashboard.components.explorer_run import explorer_algorithm, run_explorer, teaching_for
+from dashboard.components.layer_source import outlier_strip
+from dashboard.components.metrics import algorithm_row, metrics_row
 from dashboard.components.source import current_source
 from dashboard.components.view import (
     block_chooser,
@@ -18,12 +22,14 @@ from dashboard.components.view import (
 )
 from dashboard.components.view import seed_from_url as seed_view_from_url
 from dashboard.services.explorer.heatmaps import zoom_figure
-from dashboard.services.state.scheme import config_to_query
+from dashboard.services.state.algorithm import algorithm_to_query
+from dashboard.services.state.research import scheme_to_query
 from dashboard.services.state.source import source_to_query
 from dashboard.services.state.view import view_to_query
 
 if url.first_run("explorer_scheme"):
-    seed_from_url()
+    seed_from_url(research=True)
+    seed_algorithm_from_url()
     seed_view_from_url()
 
 st.title("Quantization explorer")
@@ -35,12 +41,13 @@ if source is None:
 rows, cols = source.matrix.shape
 with st.sidebar:
     st.header("Scheme")
-    cfg = config_picker(cols)
+    scheme = config_picker(cols, research=True)
+    st.header("Algorithm")
+    algo, layer = explorer_algorithm(source, scheme)
 opts = view_options()
+query = {**source_to_query(source.choice), **scheme_to_query(scheme), **algorithm_to_query(algo)}
 # Written before the work below, so a run that stops early still leaves URL and page agreeing.
-url.write(
-    {**source_to_query(source.choice), **config_to_query(cfg), **view_to_query(current_view())}
-)
+url.write({**query, **view_to_query(current_view())})
 
 st.caption(f"**{source.label}** · shape {list(source.original_shape)} · {source.dtype_label}")
 for note in source.notes:
@@ -53,14 +60,17 @@ if source.nonfinite is not None:
     if not st.checkbox("Quantize the finite values only", value=True, key="v_finite_only"):
         st.stop()
 
-key = f"{source.key}|{cfg!r}"
+key = f"{source.key}|{scheme!r}|{algo.key()}"
 try:
-    exp = explore_source(key, source, cfg)
+    run = run_explorer(key, source, scheme, algo, layer)
 except ValueError as exc:
     st.error(f"This scheme cannot quantize this tensor: {exc}")
     st.stop()
+exp = run.exploration
 
 metrics_row(exp)
+if run.algorithm is not None:
+    algorithm_row(run.algorithm)
 
 outlier_strip(source)
 figs = cache.overview(f"{key}|{opts!r}", exp, opts)
@@ -74,7 +84,6 @@ with st.container(key="overview_maps"):
     ):
         col.plotly_chart(fig, key=f"heat_{name}", config={"displaylogo": False})
 
-query = {**source_to_query(source.choice), **config_to_query(cfg)}
 
 
 @st.fragment
@@ -86,17 +95,19 @@ def details() -> None:
         st.plotly_chart(zoom_figure(exp, win.row, win.col, win.size), key="zoom")
 
     st.subheader("Distribution and levels")
-    block = block_chooser(cfg, exp.n_blocks)
+    block = block_chooser(exp.config, exp.n_blocks)
     st.plotly_chart(cache.histogram(key, exp, block), key="histogram")
 
     st.subheader("How a value becomes a code")
-    panel = cache.teaching(key, exp, block)
+    panel = teaching_for(key, run, block)
     st.markdown(panel.heading)
     for line in panel.formulas:
         st.latex(line)
     st.caption(panel.symbols)
     for note in panel.notes:
         st.info(note)
+    if panel.figure is not None:
+        st.plotly_chart(panel.figure, key="transfer", config={"displaylogo": False})
     st.dataframe(panel.table, hide_index=True, key="worked")
     if panel.scales is not None:
         st.caption("Every block's scale (and zero point or offset):")
@@ -120,7 +131,7 @@ def downloads() -> None:
         st.session_state["dl_ready"] = key
     files = cache.download_files(key, exp)
     d1, d2, d3 = st.columns(3)
-    slug = cfg.describe().replace(" ", "_").replace("(", "").replace(")", "")
+    slug = re.sub(r"[^A-Za-z0-9.=_-]+", "_", exp.describe()).strip("_")
     # Static bytes and no rerun on click: the file's address stays valid, so a second
     # click (however quick) downloads it again.
     d1.download_button(
@@ -144,7 +155,7 @@ def downloads() -> None:
     d3.download_button(
         f"Packed codes ({len(files.packed_codes):,} bytes)",
         data=files.packed_codes,
-        file_name=f"codes_{slug}_{cfg.bits}bit.bin",
+        file_name=f"codes_{slug}_{exp.config.bits}bit.bin",
         mime="application/octet-stream",
         key="dl_packed",
         on_click="ignore",

@@ -1,0 +1,87 @@
+"""The scheme picker's granularity widgets: per tensor / channel / group for a weight, per
+tensor / token / feature for an activation matrix ``[tokens, features]``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import streamlit as st
+
+from dashboard.components.persist import PERSIST
+from quant_core import Granularity, PerChannel, PerGroup, PerTensor
+
+__all__ = ["activation_granularity", "activation_kind", "divisors", "weight_granularity"]
+
+_GRAN_LABELS = {"tensor": "Per tensor", "channel": "Per channel", "group": "Per group"}
+# An activation matrix is [tokens, features]: a row is one token, a column one feature, so
+# per-token is PerChannel(0) and per-feature PerChannel(1).
+_ACT_GRAN_LABELS = {
+    "tensor": "Per tensor",
+    "token": "Per token (one scale per row)",
+    "feature": "Per feature (one scale per column)",
+}
+_ACT_GRANULARITY = {"tensor": PerTensor(), "token": PerChannel(0), "feature": PerChannel(1)}
+
+
+def divisors(n: int) -> list[int]:
+    """All divisors of ``n`` ascending: the group sizes a row of ``n`` values allows."""
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def activation_kind(gran: Granularity) -> str:
+    """The activation radio's value for ``gran``; a per-group scheme has no activation
+    option and shows as per tensor."""
+    if isinstance(gran, PerChannel):
+        return "token" if gran.axis % 2 == 0 else "feature"
+    return "tensor"
+
+
+def activation_granularity(p: str) -> Granularity:
+    """Per tensor, per token (rows) or per feature (columns) of ``[tokens, features]``."""
+    kind = st.radio(
+        "Granularity",
+        list(_ACT_GRAN_LABELS),
+        format_func=_ACT_GRAN_LABELS.__getitem__,
+        key=f"{p}q_agran",
+        persist_state=PERSIST,
+        horizontal=True,
+    )
+    return _ACT_GRANULARITY[kind]
+
+
+def weight_granularity(p: str, cols: int, group_sizes: Sequence[int] | None) -> Granularity:
+    """Per tensor, per channel (with its axis) or per group (a size that divides ``cols``,
+    or one of ``group_sizes``)."""
+    ss = st.session_state
+    kind = st.radio(
+        "Granularity",
+        list(_GRAN_LABELS),
+        format_func=_GRAN_LABELS.__getitem__,
+        key=f"{p}q_gran",
+        persist_state=PERSIST,
+        horizontal=True,
+    )
+    if kind == "channel":
+        axis = st.radio(
+            "Channel axis (keeps its own scale)",
+            [0, 1],
+            format_func=lambda a: "0: one scale per row" if a == 0 else "1: one per column",
+            key=f"{p}q_axis",
+            persist_state=PERSIST,
+            horizontal=True,
+        )
+        return PerChannel(axis=int(axis))
+    if kind == "group":
+        options = sorted(group_sizes) if group_sizes else divisors(cols)
+        if ss[f"{p}q_group"] not in options:
+            wanted = int(ss[f"{p}q_group"])
+            ss[f"{p}q_group"] = min(options, key=lambda d: (abs(d - wanted), d))
+        group = st.select_slider(
+            "Group size" if group_sizes else f"Group size (divisors of {cols})",
+            options,
+            key=f"{p}q_group",
+            persist_state=PERSIST,
+        )
+        return PerGroup(group_size=int(group))
+    return PerTensor()

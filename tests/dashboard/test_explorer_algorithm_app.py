@@ -1,0 +1,132 @@
+"""AppTest: the explorer's Algorithm control. On a linear weight of the bundled model
+GPTQ/AWQ/HQQ run (codes change, output errors on held-out sentences against RTN, the
+algorithm in the URL); on any other tensor only RTN and HQQ are offered, and a link asking
+for GPTQ says why it cannot run and shows RTN."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from quant_core import Algorithm, Format
+
+APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "views" / "explorer.py")
+QUERY = "encoder.layer.0.attention.self.query.weight"
+
+
+def new_app(**query: str) -> AppTest:
+    st.cache_data.clear()
+    at = AppTest.from_file(APP, default_timeout=180)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at
+
+
+def metric(at: AppTest, label: str) -> str:
+    for m in at.metric:
+        if m.label == label:
+            return m.value
+    raise AssertionError(f"no metric {label!r}: {[m.label for m in at.metric]}")
+
+
+def query(at: AppTest, key: str) -> str | None:
+    value = at.query_params.get(key)
+    return value[-1] if isinstance(value, list) else value
+
+
+def codes_map(at: AppTest) -> str:
+    """The codes heatmap's data (the second of the four maps), as JSON text."""
+    heatmaps = [
+        json.loads(el.proto.spec)
+        for el in at.get("plotly_chart")
+        if json.loads(el.proto.spec)["data"][0]["type"] == "heatmap"
+    ]
+    return json.dumps(heatmaps[1]["data"][0]["z"])
+
+
+def no_errors(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def captions(at: AppTest) -> str:
+    return " ".join(c.value for c in at.caption)
+
+
+@pytest.mark.slow
+def test_gptq_on_a_model_weight_changes_codes_and_beats_rtn_on_held_out_output() -> None:
+    at = new_app(src="model", tensor=QUERY).run()
+    no_errors(at)
+    assert at.selectbox(key="a_algo").options == ["RTN", "GPTQ", "AWQ", "HQQ"]
+    rtn_codes = codes_map(at)
+    at.selectbox(key="a_algo").set_value(Algorithm.GPTQ).run()
+    no_errors(at)
+    assert codes_map(at) != rtn_codes
+    assert float(metric(at, "Codes ≠ RTN").rstrip("%")) > 0
+    ratio = float(metric(at, "Output vs RTN").rstrip("×"))
+    assert 0 < ratio < 1  # int4 per-channel, layer 0 query: GPTQ's output error is lower
+    assert "held-out sentences" in captions(at)
+    assert (query(at, "algo"), query(at, "damp"), query(at, "actord")) == ("gptq", "0.1", "1")
+    # GPTQ's knobs are drawn and reach the URL
+    at.checkbox(key="a_actord").uncheck().run()
+    no_errors(at)
+    assert query(at, "actord") == "0"
+
+
+@pytest.mark.slow
+def test_awq_from_a_link_labels_the_scaled_weight() -> None:
+    at = new_app(src="model", tensor=QUERY, algo="awq").run()
+    no_errors(at)
+    assert at.selectbox(key="a_algo").value is Algorithm.AWQ
+    assert "W·diag(s)" in captions(at)
+    assert query(at, "algo") == "awq"
+    assert any("W·diag(s)" in i.value for i in at.info)  # the teaching panel says it too
+
+
+def test_other_tensors_offer_rtn_and_hqq_and_say_why() -> None:
+    at = new_app(src="synthetic", rows="16", cols="64").run()
+    no_errors(at)
+    assert at.selectbox(key="a_algo").options == ["RTN", "HQQ"]
+    assert "GPTQ and AWQ are not offered" in captions(at)
+    at.selectbox(key="a_algo").set_value(Algorithm.HQQ).run()
+    no_errors(at)
+    assert query(at, "algo") == "hqq"
+    assert metric(at, "Output vs RTN") == "n/a"  # no model inputs for this tensor
+    assert metric(at, "Codes ≠ RTN").endswith("%")
+
+
+def test_a_link_asking_gptq_on_a_single_tensor_explains_and_shows_rtn() -> None:
+    at = new_app(src="synthetic", rows="16", cols="64", algo="gptq").run()
+    assert not at.exception and not at.error
+    texts = " ".join(w.value for w in at.warning)
+    assert "calibration data" in texts and "no model" in texts and "Showing RTN" in texts
+    assert "Bits per element" in [m.label for m in at.metric]
+    assert at.selectbox(key="a_algo").value is Algorithm.RTN
+    assert query(at, "algo") is None
+
+
+@pytest.mark.parametrize(
+    ("params", "text"),
+    [
+        ({"algo": "magic"}, "Ignored the link's algorithm (algo='magic'"),
+        ({"algo": "hqq", "damp": "7"}, "damp='7'"),
+    ],
+)
+def test_bad_algorithm_links_warn(params: dict[str, str], text: str) -> None:
+    at = new_app(src="synthetic", rows="16", cols="64", **params).run()
+    assert not at.exception
+    assert any(text in w.value for w in at.warning), [w.value for w in at.warning]
+    assert at.selectbox(key="a_algo").value is Algorithm.RTN
+
+
+def test_an_algorithm_the_format_cannot_run_falls_back_to_rtn() -> None:
+    at = new_app(src="synthetic", rows="16", cols="64", algo="hqq").run()
+    no_errors(at)
+    at.selectbox(key="q_fmt").set_value(Format.NF4).run()
+    assert not at.exception
+    assert any("integer grid" in w.value for w in at.warning)
+    assert "Codes ≠ RTN" not in [m.label for m in at.metric]
