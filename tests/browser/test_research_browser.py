@@ -1,0 +1,34 @@
+"""The research formats in a real browser: pick DoReFa in the Format box, see its teaching
+panel (every formula rendered by KaTeX, the tanh note, the transfer curve), then the
+centered q_k variant."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import ARTIFACTS
+from .test_explorer_browser import wait_for_charts, wait_idle
+
+pytestmark = pytest.mark.browser
+
+
+def test_picking_dorefa_shows_its_teaching_panel(page, app_url: str) -> None:
+    page.goto(f"{app_url}/?src=synthetic&rows=16&cols=64")
+    wait_for_charts(page, 4)
+    wait_idle(page)
+    page.locator('[data-testid="stSelectbox"]').filter(has_text="Format").first.click()
+    page.get_by_role("option", name="DoReFa, tanh (research)").click()
+    page.wait_for_url("**fmt=dorefa**", timeout=90_000)
+    wait_idle(page)
+    page.get_by_text("tanh is not clipping").first.wait_for(timeout=90_000)
+    page.get_by_text("What each value becomes on this tensor").first.wait_for()
+    assert page.locator(".katex").count() >= 4  # normalise, q_k, rescale, stored form
+    assert page.locator(".katex-error").count() == 0
+    page.get_by_text("centered: (floor(2^k·u)+½)/2^k").click()
+    page.wait_for_url("**qk=centered**", timeout=90_000)
+    wait_idle(page)
+    assert page.locator(".katex-error").count() == 0
+    alerts = page.locator('[data-testid="stAlert"]').all_inner_texts()
+    assert any("no level at either end" in text for text in alerts), alerts
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "explorer-dorefa.png"), full_page=True)
