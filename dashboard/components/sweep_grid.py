@@ -1,25 +1,40 @@
-"""The sweep's scheme grid (a form) and its run with a progress bar."""
+"""The sweep's scheme grid (a form, seeded from the URL's ``sw.`` keys) and its run with a
+progress bar.
+
+The URL holds the last submitted grid (``SweepRequest.query``): a link opened anywhere
+restores and runs it; Back/Forward restore the previous grid, or an address without one
+clears it. Values a link holds that this tensor cannot use are left out with a warning.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import time
 from dataclasses import dataclass
 
 import streamlit as st
 import torch
 
+from dashboard import cache
+from dashboard.components import persist, url
 from dashboard.components.config import divisors
-from dashboard.services.compare.sweep import (
-    GridExpansion,
-    SchemeGrid,
-    SweepResult,
-    expand_grid,
-    run_sweep,
-)
+from dashboard.components.persist import PERSIST
+from dashboard.services.compare.frontier import ErrorAxis
+from dashboard.services.compare.grid import fit_grid
+from dashboard.services.compare.sweep import GridExpansion, SchemeGrid, SweepResult, expand_grid
+from dashboard.services.compare.sweep import run_sweep as run_schemes
+from dashboard.services.compare.weights import calibration_note, offered_algorithms
+from dashboard.services.state.algorithm import parse_sentences
+from dashboard.services.state.compare import sweep_from_query, sweep_to_query
 from dashboard.services.state.scheme import GranularityKind
-from quant_core import Format, Mode, QuantConfig, RangeMethod, ScaleDtype
+from quant_core import Algorithm, Format, Mode, QuantConfig, RangeMethod, ScaleDtype
+from quant_core.calibration import CALIBRATION_SENTENCES, HELD_OUT_SENTENCES
+
+__all__ = ["SweepRequest", "run_with_progress", "seed_sweep_from_url", "sweep_grid_form"]
 
 _GRID = "_sweep_grid"
 _RESULT = "_sweep_result"
+_AXIS = "sw_axis"
 _FORMATS = {
     Format.INT: "int",
     Format.NF4: "NF4",
@@ -27,64 +42,190 @@ _FORMATS = {
     Format.FP8_E4M3: "FP8 E4M3",
     Format.FP8_E5M2: "FP8 E5M2",
 }
+_OWN_TEXT = (
+    "The link was made with its author's own calibration sentences, which links do not "
+    "carry: calibrating on the bundled sentences."
+)
+
+
+@dataclass(frozen=True)
+class _Submitted:
+    grid: SchemeGrid
+    calibration: tuple[str, ...] = CALIBRATION_SENTENCES
+    custom: bool = False
 
 
 @dataclass(frozen=True)
 class SweepRequest:
-    """The submitted grid, expanded for the tensor; ``key`` names grid and source."""
+    """The submitted grid, expanded for the tensor; ``layer``: the bundled-model layer it
+    is (output errors, GPTQ/AWQ), else ``None``; ``key`` names grid, source and the
+    calibration sentences."""
 
     key: str
     grid: SchemeGrid
     expansion: GridExpansion
+    layer: str | None
+    calibration: tuple[str, ...]
+    custom_calibration: bool
+
+    def query(self, axis: ErrorAxis | None = None) -> dict[str, str]:
+        return sweep_to_query(self.grid, self.custom_calibration, axis)
 
 
-def sweep_grid_form(shape: tuple[int, int], source_key: str) -> SweepRequest | None:
-    """The grid form for a ``[R, C]`` matrix; returns the last submitted grid expanded for
-    it (``None`` before the first submit)."""
-    cols = shape[1]
-    groups = [g for g in (16, 32, 64, 128, 256) if g in divisors(cols)] or [cols]
-    with st.form("sweep_form"):
-        c1, c2, c3 = st.columns(3)
-        bits = c1.multiselect(
-            "Bit widths (int)", list(range(2, 17)), [2, 3, 4, 6, 8], key="sw_bits"
+def default_group_sizes(cols: int) -> tuple[int, ...]:
+    return tuple([g for g in (16, 32, 64, 128, 256) if cols % g == 0][:3] or [cols])
+
+
+def default_grid(cols: int) -> SchemeGrid:
+    """The form's first grid: 20 integer schemes per granularity family, NF4, RTN."""
+    return SchemeGrid(
+        bits=(2, 3, 4, 6, 8),
+        modes=tuple(Mode),
+        kinds=tuple(GranularityKind),
+        group_sizes=default_group_sizes(cols),
+        formats=(Format.INT, Format.NF4),
+        base=QuantConfig(scale_dtype=ScaleDtype.FP16),
+    )
+
+
+def _state_from_grid(grid: SchemeGrid) -> dict[str, object]:
+    return {
+        "sw_bits": list(grid.bits),
+        "sw_modes": list(grid.modes),
+        "sw_kinds": list(grid.kinds),
+        "sw_groups": list(grid.group_sizes),
+        "sw_formats": list(grid.formats),
+        "sw_range": grid.base.range_method,
+        "sw_sdtype": grid.base.scale_dtype,
+        "sw_algos": list(grid.algorithms),
+    }
+
+
+def seed_sweep_from_url(cols: int, layer: str | None) -> None:
+    """When the address is new to the session (``url.first_run``), put its grid and axis
+    into the form (warning about each value it cannot use here) and take it as submitted;
+    an address with other keys but no grid clears the submitted grid."""
+    if not url.first_run("sweep"):
+        return
+    params = url.query_snapshot()
+    q = sweep_from_query(params)
+    for problem in q.problems:
+        url.add_warning(f"Ignored the link's {problem}.")
+    if q.axis is not None:
+        axis = q.axis
+        if axis.needs_layer and layer is None:
+            url.add_warning(f"Link: {axis.label} needs a linear layer of the bundled model.")
+            axis = ErrorAxis.MSE
+        persist.set_values({_AXIS: axis})
+    if not q.has_grid:
+        if params:
+            st.session_state.pop(_GRID, None)
+        return
+    fitted = fit_grid(
+        q.grid(default_grid(cols)), cols, offered_algorithms(layer), default_group_sizes(cols)
+    )
+    for fix in fitted.fixes:
+        url.add_warning(f"Link: {fix}.")
+    if q.custom_calibration:
+        url.add_warning(_OWN_TEXT)
+    persist.set_values({**_state_from_grid(fitted.grid), "sw_custom": False})
+    st.session_state[_GRID] = _Submitted(fitted.grid)
+
+
+def _calibration_key(sentences: tuple[str, ...]) -> str:
+    digest = hashlib.sha1("\n".join(sentences).encode()).hexdigest()[:12]
+    return f"{len(sentences)}:{digest}"
+
+
+def _calibration_inputs() -> tuple[tuple[str, ...], bool]:
+    """The expander with the calibration sentences (inside the form)."""
+    with st.expander("Calibration sentences (GPTQ, AWQ)"):
+        custom = st.checkbox(
+            "Calibrate on my own sentences (below)", key="sw_custom", persist_state=PERSIST
         )
+        text = st.text_area(
+            "Sentences, one per line", key="sw_text", height=120, persist_state=PERSIST
+        )
+    if not custom:
+        return CALIBRATION_SENTENCES, False
+    try:
+        return parse_sentences(text), True
+    except ValueError as exc:
+        st.error(f"Calibration text: {exc}. Using the bundled sentences.")
+        return CALIBRATION_SENTENCES, False
+
+
+def sweep_grid_form(
+    shape: tuple[int, int], source_key: str, layer: str | None
+) -> SweepRequest | None:
+    """The grid form for a ``[R, C]`` matrix (``layer``: the bundled-model layer it is, or
+    ``None``); returns the last submitted grid expanded for it (``None`` before the first
+    submit)."""
+    cols = shape[1]
+    offered = list(offered_algorithms(layer))
+    ss = st.session_state
+    persist.defaults(
+        {
+            **_state_from_grid(default_grid(cols)),
+            "sw_custom": False,
+            "sw_text": "\n".join(CALIBRATION_SENTENCES),
+        }
+    )
+    # Keep the choices valid for this tensor (the last one may have had other columns).
+    ss["sw_groups"] = [g for g in ss["sw_groups"] if cols % g == 0]
+    ss["sw_algos"] = [a for a in ss["sw_algos"] if a in offered] or [Algorithm.RTN]
+    with st.form("sweep_form"):
+        c1, c2, c3, c4 = st.columns(4)
+        kw = {"persist_state": PERSIST}
+        bits = c1.multiselect("Bit widths (int)", list(range(2, 17)), key="sw_bits", **kw)
         modes = c1.multiselect(
-            "Modes (int)", list(Mode), list(Mode), format_func=lambda m: m.value, key="sw_modes"
+            "Modes (int)", list(Mode), format_func=lambda m: m.value, key="sw_modes", **kw
         )
         kinds = c2.multiselect(
             "Granularities",
             list(GranularityKind),
-            list(GranularityKind),
             format_func=lambda k: f"per {k.value}",
             key="sw_kinds",
+            **kw,
         )
         sizes = c2.multiselect(
-            f"Group sizes (divisors of {cols})", divisors(cols), groups[:3], key="sw_groups"
+            f"Group sizes (divisors of {cols})", divisors(cols), key="sw_groups", **kw
         )
         formats = c3.multiselect(
-            "Formats",
-            list(Format),
-            [Format.INT, Format.NF4],
-            format_func=_FORMATS.__getitem__,
-            key="sw_formats",
+            "Formats", list(Format), format_func=_FORMATS.__getitem__, key="sw_formats", **kw
         )
         range_method = c3.selectbox(
-            "Range", list(RangeMethod), format_func=lambda r: r.value, key="sw_range"
+            "Range", list(RangeMethod), format_func=lambda r: r.value, key="sw_range", **kw
         )
         scale_dtype = c3.selectbox(
-            "Scale dtype",
-            list(ScaleDtype),
-            index=1,
-            format_func=lambda d: d.value,
-            key="sw_sdtype",
+            "Scale dtype", list(ScaleDtype), format_func=lambda d: d.value, key="sw_sdtype", **kw
         )
-        submitted = st.form_submit_button("Run sweep", type="primary")
+        algorithms = c4.multiselect(
+            "Algorithms",
+            offered,
+            format_func=lambda a: a.label,
+            key="sw_algos",
+            help="RTN rounds to nearest; HQQ refits zero points (or scales) without data; "
+            "GPTQ and AWQ learn from the layer's inputs on calibration sentences.",
+            **kw,
+        )
+        with c4:
+            if layer is not None:
+                calibration, custom = _calibration_inputs()
+            else:
+                calibration, custom = CALIBRATION_SENTENCES, False
+        submitted = st.form_submit_button("Run sweep", type="primary", key="sw_run")
+    n_cal = len(ss[_GRID].calibration) if isinstance(ss.get(_GRID), _Submitted) else None
+    st.caption(
+        calibration_note(layer, n_cal or len(CALIBRATION_SENTENCES), len(HELD_OUT_SENTENCES))
+    )
     if submitted:
         empty = [
             name
             for name, chosen, needed in (
                 ("formats", formats, True),
                 ("granularities", kinds, True),
+                ("algorithms", algorithms, True),
                 ("bit widths", bits, Format.INT in formats),
                 ("modes", modes, Format.INT in formats),
                 ("group sizes", sizes, GranularityKind.GROUP in kinds),
@@ -93,38 +234,48 @@ def sweep_grid_form(shape: tuple[int, int], source_key: str) -> SweepRequest | N
         ]
         if empty:
             st.warning(f"Pick at least one of: {', '.join(empty)}. Nothing was run.")
+            ss.pop(_GRID, None)
             return None
         try:
             grid = SchemeGrid(
                 bits=tuple(sorted(bits)) or (4,),
                 modes=tuple(modes) or (Mode.SYMMETRIC,),
                 kinds=tuple(kinds),
-                group_sizes=tuple(sorted(sizes)) or (groups[0],),
+                group_sizes=tuple(sorted(sizes)) or default_group_sizes(cols),
                 formats=tuple(formats),
                 base=QuantConfig(range_method=range_method, scale_dtype=scale_dtype),
+                algorithms=tuple(algorithms),
             )
         except (TypeError, ValueError) as exc:
             st.error(f"That grid is not valid: {exc}")
             return None
-        st.session_state[_GRID] = grid
-    grid = st.session_state.get(_GRID)
-    if grid is None:
+        ss[_GRID] = _Submitted(grid, calibration, custom)
+    sub = ss.get(_GRID)
+    if not isinstance(sub, _Submitted):
         return None
-    return SweepRequest(f"{source_key}|{grid!r}", grid, expand_grid(grid, shape))
+    key = f"{source_key}|{sub.grid!r}|{layer}|{_calibration_key(sub.calibration)}"
+    expansion = expand_grid(sub.grid, shape, has_calibration=layer is not None)
+    return SweepRequest(key, sub.grid, expansion, layer, sub.calibration, sub.custom)
 
 
 def run_with_progress(request: SweepRequest, matrix: torch.Tensor) -> SweepResult:
-    """Run the sweep once per request and source (kept for this session), with a progress
-    bar while it runs."""
+    """Run the sweep once per request (kept for this session), with a progress bar while
+    it runs; a layer's inputs are captured first (cached), for GPTQ/AWQ and the held-out
+    output errors."""
     stored = st.session_state.get(_RESULT)
     if stored is not None and stored[0] == request.key:
         return stored[1]
+    inputs = None
+    if request.layer is not None:
+        inputs = cache.compare_layer(request.layer, request.calibration)
     bar = st.progress(0.0, text="Running the sweep…")
+    start = time.perf_counter()
 
     def progress(done: int, total: int) -> None:
-        bar.progress(done / max(total, 1), text=f"{done} of {total} schemes")
+        spent = time.perf_counter() - start
+        bar.progress(done / max(total, 1), text=f"{done} of {total} schemes · {spent:.0f} s")
 
-    result = run_sweep(matrix, request.expansion.configs, progress=progress)
+    result = run_schemes(matrix, request.expansion.schemes, progress=progress, inputs=inputs)
     bar.empty()
     st.session_state[_RESULT] = (request.key, result)
     return result

@@ -1,44 +1,71 @@
-"""A/B: two schemes on one tensor, on one error scale, block by block."""
+"""A/B: two schemes (config and algorithm) on one tensor: what each costs in bits against
+what it loses, on one error scale, block by block, and for a model layer on held-out
+outputs."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from dashboard import cache
-from dashboard.components.config import config_picker
-from dashboard.components.source import finite_source_or_stop
+from dashboard.components import url
+from dashboard.components.ab_schemes import ab_side, seed_ab_from_url
+from dashboard.components.compare_source import compare_source_or_stop
 from dashboard.services.compare.ab import metrics_table
 from dashboard.services.compare.ab_figures import (
     ab_difference_figure,
     ab_error_figure,
     ab_winner_figure,
 )
+from dashboard.services.compare.ab_summary import cost_headline, output_headline
+from dashboard.services.compare.weights import WeightScheme, calibration_note, linear_layer_of
+from dashboard.services.state.compare import ab_to_query
+from dashboard.services.state.source import source_to_query
 from quant_core import Mode, PerChannel, PerGroup, QuantConfig
+from quant_core.calibration import HELD_OUT_SENTENCES
 
 DEFAULT_A = QuantConfig(bits=4, mode=Mode.SYMMETRIC, granularity=PerChannel(axis=0))
 DEFAULT_B = QuantConfig(bits=4, mode=Mode.ASYMMETRIC, granularity=PerGroup(group_size=32))
 
 st.title("A/B: two schemes, one tensor")
-source = finite_source_or_stop("A/B")
+source = compare_source_or_stop("A/B")
+layer = linear_layer_of(source.choice)
+seed_ab_from_url()
+url.show_warnings()
+headline = st.container(key="ab_headline")
 
 cols = int(source.matrix.shape[1])
 left, right = st.columns(2)
 with left.expander("Scheme A", expanded=True):
-    cfg_a = config_picker(cols, prefix="a_", default=DEFAULT_A)
+    cfg_a, alg_a = ab_side(cols, "a_", DEFAULT_A, layer is not None)
 with right.expander("Scheme B", expanded=True):
-    cfg_b = config_picker(cols, prefix="b_", default=DEFAULT_B)
+    cfg_b, alg_b = ab_side(cols, "b_", DEFAULT_B, layer is not None)
+st.caption(calibration_note(layer, len(alg_a.calibration), len(HELD_OUT_SENTENCES)))
+# Written before the work below, so a run that stops early still leaves URL and page agreeing.
+url.write({**source_to_query(source.choice), **ab_to_query(cfg_a, alg_a, cfg_b, alg_b)})
 
+scheme_a, scheme_b = WeightScheme.of(cfg_a, alg_a), WeightScheme.of(cfg_b, alg_b)
+layer_a = layer_b = None
+if layer is not None:
+    layer_a = cache.compare_layer(layer, alg_a.calibration)
+    layer_b = cache.compare_layer(layer, alg_b.calibration)
+key = "|".join((source.key, scheme_a.scheme_id, scheme_b.scheme_id, alg_a.key(), alg_b.key()))
 try:
-    ab = cache.ab_result(f"{source.key}|{cfg_a!r}|{cfg_b!r}", source.matrix, cfg_a, cfg_b)
+    ab = cache.ab_schemes(key, source.matrix, scheme_a, scheme_b, layer_a, layer_b)
 except ValueError as exc:
     st.error(str(exc))
     st.stop()
 
+with headline:
+    st.markdown(cost_headline(ab))
+    outputs = output_headline(ab)
+    if outputs is not None:
+        st.markdown(outputs)
+    t = ab.totals
+    st.markdown(
+        f"**Blocks won** (lower MSE per block): A **{t.a}**, B **{t.b}**, ties {t.ties} "
+        f"of {t.total}."
+    )
 st.dataframe(metrics_table(ab), hide_index=True, key="ab_metrics")
-t = ab.totals
-st.markdown(
-    f"**Blocks won** (lower MSE per block): A **{t.a}**, B **{t.b}**, ties {t.ties} of {t.total}."
-)
 st.plotly_chart(ab_error_figure(ab), key="ab_errors")
 c1, c2 = st.columns(2)
 c1.plotly_chart(ab_difference_figure(ab), key="ab_diff")

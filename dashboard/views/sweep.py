@@ -1,72 +1,43 @@
-"""Sweep & frontier: many schemes on one tensor, every metric, the Pareto frontier."""
+"""Sweep & frontier: many schemes (and algorithms) on one tensor, every metric, the Pareto
+frontiers of weight error and, for a model layer, of output error on held-out sentences."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from dashboard.components.open_scheme import open_in_explorer
-from dashboard.components.source import finite_source_or_stop
-from dashboard.components.sweep_grid import run_with_progress, sweep_grid_form
-from dashboard.services.compare.frontier import ErrorAxis, pareto_figure
+from dashboard.components import url
+from dashboard.components.compare_source import compare_source_or_stop
+from dashboard.components.sweep_grid import run_with_progress, seed_sweep_from_url, sweep_grid_form
+from dashboard.components.sweep_results import axis_picker, sweep_results
 from dashboard.services.compare.sweep import sweep_table
+from dashboard.services.compare.weights import linear_layer_of
+from dashboard.services.state.source import source_to_query
 
 st.title("Sweep & Pareto frontier")
-source = finite_source_or_stop("a sweep")
+source = compare_source_or_stop("a sweep")
+layer = linear_layer_of(source.choice)
+seed_sweep_from_url(int(source.matrix.shape[1]), layer)
+url.show_warnings()
+where = source_to_query(source.choice)
 
-request = sweep_grid_form(tuple(source.matrix.shape), source.key)
+request = sweep_grid_form(tuple(source.matrix.shape), source.key, layer)
 if request is None:
+    url.write(where)
     st.info("Pick the schemes to compare and press **Run sweep**.")
     st.stop()
 
-for skip in request.expansion.skipped:
-    st.caption(f"Skipped {skip.label}: {skip.reason}")
-if not request.expansion.configs:
-    st.warning("No scheme of this grid fits this tensor.")
+skipped = request.expansion.skipped
+if skipped:
+    with st.expander(f"{len(skipped)} scheme(s) skipped", expanded=not request.expansion.schemes):
+        for skip in skipped:
+            st.caption(f"Skipped {skip.label}: {skip.reason}")
+if not request.expansion.schemes:
+    url.write({**where, **request.query()})
+    st.warning("No scheme of this grid can run on this tensor (see why above).")
     st.stop()
 
+axis = axis_picker(layer)
+# Written before the work below, so a run that stops early still leaves URL and page agreeing.
+url.write({**where, **request.query(axis)})
 result = run_with_progress(request, source.matrix)
-table = sweep_table(result)
-
-axis = st.radio(
-    "Error axis",
-    list(ErrorAxis),
-    format_func=lambda a: a.label,
-    key="sw_axis",
-    horizontal=True,
-)
-event = st.plotly_chart(
-    pareto_figure(table, axis),
-    key="pareto",
-    on_select="rerun",
-    selection_mode="points",
-)
-picked = [p.get("customdata") for p in event.selection.get("points", [])] if event else []
-st.caption("Click a point (or pick a table row) to open that scheme in the explorer.")
-
-st.subheader(f"{len(table)} schemes")
-shown = table.drop(columns=["scheme_id"])
-selection = st.dataframe(
-    shown,
-    key="sweep_table",
-    on_select="rerun",
-    selection_mode="single-row",
-    hide_index=True,
-    column_config={
-        "on_frontier": st.column_config.CheckboxColumn("frontier"),
-        "mse": st.column_config.NumberColumn(format="%.4e"),
-        "sqnr_db": st.column_config.NumberColumn("SQNR dB", format="%.2f"),
-        "bits_per_element": st.column_config.NumberColumn("bits/elem", format="%.4f"),
-    },
-)
-rows = selection.selection.get("rows", []) if selection else []
-if rows:
-    picked.append(table.iloc[rows[0]]["scheme_id"])
-if picked and picked[-1]:
-    open_in_explorer(source, str(picked[-1]), key="sw_open")
-st.download_button(
-    "Table (CSV)",
-    data=shown.to_csv(index=False),
-    file_name="sweep.csv",
-    mime="text/csv",
-    key="sw_csv",
-)
+sweep_results(source, sweep_table(result, tensor=source.label), axis, request.custom_calibration)

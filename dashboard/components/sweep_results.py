@@ -1,0 +1,118 @@
+"""The sweep's results: the error-axis choice, the Pareto plot with the open action beside
+it (so a clicked point opens without scrolling past the table), where the weight and
+output frontiers part, the table and its CSV."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboard.components import persist
+from dashboard.components.open_scheme import open_in_explorer
+from dashboard.components.persist import PERSIST
+from dashboard.services.compare.frontier import ErrorAxis, frontier_difference, pareto_figure
+from dashboard.services.sources.prepared import PreparedSource
+
+__all__ = ["axis_picker", "sweep_results"]
+
+_AXIS = "sw_axis"
+_PICK = "_sw_pick"
+_IDS = "_sw_ids"
+_OUTPUT_COLUMNS = ["output_mse", "output_sqnr_db", "on_output_frontier"]
+
+
+def axis_picker(layer: str | None) -> ErrorAxis:
+    """The plot's error axis: weight MSE or SQNR, and output MSE for a model layer."""
+    options = [a for a in ErrorAxis if layer is not None or not a.needs_layer]
+    persist.defaults({_AXIS: ErrorAxis.MSE})
+    if st.session_state[_AXIS] not in options:
+        st.session_state[_AXIS] = ErrorAxis.MSE
+    return st.radio(
+        "Error axis",
+        options,
+        format_func=lambda a: a.label,
+        key=_AXIS,
+        persist_state=PERSIST,
+        horizontal=True,
+        help="Output MSE: the layer's outputs x ŵᵀ + b against x wᵀ + b on held-out "
+        "sentences, which no algorithm calibrated on.",
+    )
+
+
+def _on_point() -> None:
+    event = st.session_state.get("pareto") or {}
+    points = event.get("selection", {}).get("points", [])
+    ids = [p.get("customdata") for p in points if p.get("customdata")]
+    if ids:
+        st.session_state[_PICK] = ids[-1]
+
+
+def _on_row() -> None:
+    event = st.session_state.get("sweep_table") or {}
+    rows = event.get("selection", {}).get("rows", [])
+    ids = st.session_state.get(_IDS, [])
+    if rows and rows[0] < len(ids):
+        st.session_state[_PICK] = ids[rows[0]]
+
+
+def _open_panel(
+    source: PreparedSource, table: pd.DataFrame, has_output: bool, custom: bool
+) -> None:
+    st.markdown("**Open a scheme**")
+    pick = st.session_state.get(_PICK)
+    if pick in st.session_state[_IDS]:
+        open_in_explorer(source, pick, key="sw_open", custom_calibration=custom)
+    else:
+        st.caption(
+            "Click a point on the plot (or a row of the table below) to open that scheme "
+            "in the explorer."
+        )
+    if has_output:
+        st.info(frontier_difference(table).describe())
+
+
+def sweep_results(
+    source: PreparedSource, table: pd.DataFrame, axis: ErrorAxis, custom_calibration: bool
+) -> None:
+    """Draw the plot, the open panel beside it, the table and the CSV download."""
+    has_output = bool(len(table)) and bool(table["output_mse"].notna().all())
+    other = None
+    if has_output:
+        other = ErrorAxis.MSE if axis is ErrorAxis.OUTPUT_MSE else ErrorAxis.OUTPUT_MSE
+    st.session_state[_IDS] = table["scheme_id"].tolist()
+    left, right = st.columns([3, 1])
+    left.plotly_chart(
+        pareto_figure(table, axis, compare_with=other),
+        key="pareto",
+        on_select=_on_point,
+        selection_mode="points",
+    )
+    with right:
+        _open_panel(source, table, has_output, custom_calibration)
+
+    st.subheader(f"{len(table)} schemes")
+    hidden = ["scheme_id", "tensor"] + ([] if has_output else _OUTPUT_COLUMNS)
+    st.dataframe(
+        table.drop(columns=hidden),
+        key="sweep_table",
+        on_select=_on_row,
+        selection_mode="single-row",
+        hide_index=True,
+        column_config={
+            "on_frontier": st.column_config.CheckboxColumn("weight frontier"),
+            "on_output_frontier": st.column_config.CheckboxColumn("output frontier"),
+            "mse": st.column_config.NumberColumn("weight MSE", format="%.4e"),
+            "sqnr_db": st.column_config.NumberColumn("SQNR dB", format="%.2f"),
+            "output_mse": st.column_config.NumberColumn("output MSE", format="%.4e"),
+            "output_sqnr_db": st.column_config.NumberColumn("output SQNR dB", format="%.2f"),
+            "bits_per_element": st.column_config.NumberColumn("bits/elem", format="%.4f"),
+            "seconds": st.column_config.NumberColumn("s", format="%.3f"),
+        },
+    )
+    st.download_button(
+        "Table (CSV)",
+        data=table.drop(columns=["scheme_id"]).to_csv(index=False),
+        file_name="sweep.csv",
+        mime="text/csv",
+        key="sw_csv",
+    )
