@@ -47,6 +47,7 @@ from .config import (
     ZeroPoint,
     int_range,
 )
+from .fake_quant import FakeQuantLinears, fake_quantize_linears
 from .formats import NF4_VALUES, Codebook, codebook_for
 from .gptq import GPTQOptions, GPTQResult
 from .granularity import BlockLayout, layout_for
@@ -55,10 +56,8 @@ from .linear_eval import LayerScheme, LinearEval, SchemePreset, evaluate_linear,
 from .metrics import ErrorMetrics, error_metrics
 from .model import LayerReport, ModelReport, QuantizedLinear, quantize_model, report_tensor
 from .model_activations import (
-    FakeQuantLinears,
     LayerOutputError,
     ModelOutputReport,
-    fake_quantize_linears,
     model_output_report,
     per_layer_output_errors,
     rank_layers,

@@ -37,12 +37,9 @@ from quant_core.calibration import (
     transformer_of,
 )
 from quant_core.capture import ActivationCapture
+from quant_core.fake_quant import fake_quantize_linears
 from quant_core.linear_eval import LayerScheme, SchemePreset, evaluate_linear, linear_layer
-from quant_core.model_activations import (
-    fake_quantize_linears,
-    model_output_report,
-    rank_layers,
-)
+from quant_core.model_activations import model_output_report, rank_layers
 from quant_core.smoothquant import smoothing_factors
 
 pytestmark = pytest.mark.slow  # loading the model takes ~8 s
