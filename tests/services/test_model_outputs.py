@@ -16,14 +16,8 @@ from torch.nn import functional as F
 from dashboard.services.model import embeddings
 from dashboard.services.model.evaluate import LayerMetric, order_by
 from dashboard.services.model.figures import cosine_figure, layer_figure
-from dashboard.services.model.outputs import (
-    OUTPUT_COLUMNS,
-    most_sensitive,
-    output_report,
-    output_table,
-    quantize_linears,
-    static_ranges,
-)
+from dashboard.services.model.outputs import output_report, quantize_linears, static_ranges
+from dashboard.services.model.tables import OUTPUT_COLUMNS, most_sensitive, output_table
 from dashboard.services.state.algorithm import AlgorithmChoice
 from dashboard.services.state.model import (
     ActivationChoice,
