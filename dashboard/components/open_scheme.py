@@ -51,14 +51,15 @@ def _travels(choice: SourceChoice) -> bool:
 def open_in_explorer(
     source: PreparedSource, sid: str, key: str, custom_calibration: bool = False
 ) -> None:
-    """A button that opens scheme ``sid`` (a ``WeightScheme.scheme_id``) in the explorer,
-    and a shareable link to that view."""
+    """The scheme's name, a button that opens scheme ``sid`` (a ``WeightScheme.scheme_id``)
+    in the explorer, and a shareable link to that view."""
     try:
         scheme = WeightScheme.from_id(sid)
     except ValueError as exc:
         st.error(f"Cannot open that scheme: {exc}")
         return
-    if st.button(f"Open {scheme.label} in the explorer", key=key, type="primary", width="stretch"):
+    st.container(key=f"{key}_name").markdown(f"**{scheme.label}**")
+    if st.button("Open in the explorer", key=key, type="primary", width="stretch"):
         apply_config(scheme.config)
         params = explorer_query(source.choice, scheme, custom_calibration)
         if not _travels(source.choice):

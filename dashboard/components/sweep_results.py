@@ -87,7 +87,7 @@ def sweep_results(
         on_select=_on_point,
         selection_mode="points",
     )
-    with right:
+    with right.container(key="sw_open_panel"):
         _open_panel(source, table, has_output, custom_calibration)
 
     st.subheader(f"{len(table)} schemes")

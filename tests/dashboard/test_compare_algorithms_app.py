@@ -188,3 +188,29 @@ def test_ab_explains_why_gptq_cannot_run_on_a_synthetic_tensor() -> None:
     assert "a single tensor with no model has none" in at.warning[0].value
     assert list(at.dataframe[0].value["algorithm"]) == ["RTN", "RTN"]
     assert "a.algo" not in at.query_params
+
+
+def test_explorer_query_carries_source_config_and_algorithm() -> None:
+    from dashboard.components.open_scheme import _travels, explorer_link, explorer_query
+    from dashboard.services.compare.weights import WeightScheme
+    from dashboard.services.sources.choice import ModelSource, UploadSource
+    from dashboard.services.state.algorithm import algorithm_from_query
+    from dashboard.services.state.scheme import config_from_query
+    from quant_core import PerGroup, QuantConfig
+
+    choice = ModelSource(LAYER)
+    scheme = WeightScheme(QuantConfig(bits=4, granularity=PerGroup(32)), Algorithm.GPTQ)
+    query = explorer_query(choice, scheme, custom_calibration=True)
+    assert query["src"] == "model" and query["tensor"] == LAYER
+    assert config_from_query(query) == scheme.config
+    assert algorithm_from_query(query).algorithm is Algorithm.GPTQ
+    assert query["algo"] == "gptq" and query["damp"] == "0.1" and query["calib"] == "custom"
+    assert "calib" not in explorer_query(choice, WeightScheme(scheme.config))
+    assert _travels(choice) and not _travels(UploadSource("id", "w.pt", None))
+
+    class Source:  # the field explorer_link reads of a PreparedSource
+        def __init__(self, choice) -> None:
+            self.choice = choice
+
+    link = explorer_link(Source(choice), scheme)  # type: ignore[arg-type]
+    assert link.startswith("./?src=model&tensor=encoder.layer.0") and "&algo=gptq&" in link
