@@ -1,19 +1,39 @@
-"""Which model file the whole-model page analyses: the bundled one or an upload."""
+"""Which model the whole-model page analyses: the bundled one, an upload, or (when the
+server allows it) a model folder on this machine.
+
+The folder source is off unless ``QLAB_MODEL_ROOTS`` or ``model_roots`` in
+``.streamlit/secrets.toml`` names the folders that may be read (``services/model/roots``);
+off, the picker says in one line how to turn it on.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
+from streamlit.errors import StreamlitSecretNotFoundError
 
 from dashboard import cache
 from dashboard.components.persist import PERSIST
+from dashboard.services.io import LoadError
+from dashboard.services.model.checkpoint import Checkpoint
+from dashboard.services.model.folder import snapshot_key
+from dashboard.services.model.roots import ROOTS_ENV, ROOTS_SECRET, ModelRoots, parse_roots
+
+__all__ = ["ModelFile", "ModelFolder", "model_picker", "model_roots"]
 
 _FILES = "_model_upload_path"
+_OTHER = ""  # the folder choice "type a path" (no found folder has an empty path)
+_LABELS = {
+    "bundled": "all-MiniLM-L6-v2 (bundled)",
+    "upload": "Upload a .safetensors model",
+    "folder": "Model folder on this machine",
+}
 
 
 @dataclass(frozen=True)
@@ -25,6 +45,31 @@ class ModelFile:
     key: str
     label: str
     bundled: bool
+
+
+@dataclass(frozen=True)
+class ModelFolder:
+    """A model folder on this machine whose headers were read (``checkpoint``); its
+    tensors are read one at a time by the streamed report. ``key``: the folder's content
+    (every shard's name, size and time), for caches."""
+
+    checkpoint: Checkpoint
+    label: str
+
+    bundled = False
+
+    @property
+    def key(self) -> str:
+        return f"folder:{self.checkpoint.key}"
+
+
+def model_roots() -> ModelRoots:
+    """The allowed roots from ``QLAB_MODEL_ROOTS`` and the ``model_roots`` secret."""
+    try:
+        secret = st.secrets.get(ROOTS_SECRET)
+    except StreamlitSecretNotFoundError:  # no secrets.toml: the usual case
+        secret = None
+    return parse_roots(os.environ.get(ROOTS_ENV), secret)
 
 
 def _store_upload(name: str, data: bytes) -> Path:
@@ -44,27 +89,102 @@ def _store_upload(name: str, data: bytes) -> Path:
     return path
 
 
-def model_picker() -> ModelFile | None:
+def model_picker() -> ModelFile | ModelFolder | None:
+    """Draw the model source in the sidebar; the chosen model, or ``None`` (with a line in
+    the page saying what is missing or wrong)."""
+    roots = model_roots()
+    problem: str | None = None
     with st.sidebar:
         st.header("Model")
         which = st.radio(
             "Weights",
-            ["bundled", "upload"],
-            format_func=lambda w: (
-                "all-MiniLM-L6-v2 (bundled)" if w == "bundled" else "Upload a .safetensors model"
-            ),
+            ["bundled", "upload", "folder"] if roots.enabled else ["bundled", "upload"],
+            format_func=_LABELS.__getitem__,
             key="m_source",
             persist_state=PERSIST,
         )
+        if not roots.enabled:
+            st.caption(
+                f"Model folders on this machine are off: set {ROOTS_ENV} (or {ROOTS_SECRET} "
+                "in .streamlit/secrets.toml) to the folders that may be read."
+            )
+        for line in roots.problems:
+            st.caption(f"Setting ignored: {line}.")
         if which == "bundled":
             return ModelFile(cache.model_file(), "bundled", "all-MiniLM-L6-v2", True)
-        upload = st.file_uploader("Model (.safetensors)", type=["safetensors"], key="m_upload")
-        if upload is not None:
-            path = _store_upload(upload.name, upload.getvalue())
-            return ModelFile(path, f"upload:{path}", upload.name, False)
-        kept = st.session_state.get(_FILES)
-        if kept is not None and Path(kept[1]).exists():
-            st.caption(f"Using **{kept[2]}**, uploaded earlier.")
-            return ModelFile(Path(kept[1]), f"upload:{kept[1]}", kept[2], False)
+        if which == "folder":
+            path = _folder_path(roots)
+            if path:
+                try:
+                    checkpoint = cache.model_checkpoint(snapshot_key(path, roots), path, roots)
+                except LoadError as exc:  # PathRefused, CheckpointError, io's refusals
+                    problem = str(exc)
+                else:
+                    return ModelFolder(checkpoint, _folder_label(checkpoint.folder))
+        else:
+            chosen = _upload()
+            if chosen is not None:
+                return chosen
+    if which == "folder":
+        if problem is None:
+            st.info(f"Give the path of a model folder inside {roots.describe()}.")
+        else:
+            st.error(f"Model folder refused: {problem}")
+    else:
         st.info("Upload a .safetensors file to analyse its linear layers.")
-        return None
+    return None
+
+
+def _upload() -> ModelFile | None:
+    upload = st.file_uploader("Model (.safetensors)", type=["safetensors"], key="m_upload")
+    if upload is not None:
+        path = _store_upload(upload.name, upload.getvalue())
+        return ModelFile(path, f"upload:{path}", upload.name, False)
+    kept = st.session_state.get(_FILES)
+    if kept is not None and Path(kept[1]).exists():
+        st.caption(f"Using **{kept[2]}**, uploaded earlier.")
+        return ModelFile(Path(kept[1]), f"upload:{kept[1]}", kept[2], False)
+    return None
+
+
+def _folder_path(roots: ModelRoots) -> str:
+    """The folder the user picked among those found under the roots, or typed."""
+    found = [str(p) for p in cache.model_folders(roots.key(), roots)]
+    chosen = _OTHER
+    if found:
+        chosen = st.selectbox(
+            "Model folder",
+            [*found, _OTHER],
+            format_func=lambda p: "another path…" if p == _OTHER else _short(p, roots),
+            key="m_folder",
+            persist_state=PERSIST,
+            help="Folders under the allowed roots that hold model.safetensors or "
+            "model.safetensors.index.json.",
+        )
+    if chosen != _OTHER:
+        return chosen
+    return st.text_input(
+        "Folder path (or a .safetensors file)",
+        key="m_folder_path",
+        persist_state=PERSIST,
+        placeholder=str(roots.roots[0]),
+        help=f"Inside {roots.describe()}.",
+    ).strip()
+
+
+def _short(path: str, roots: ModelRoots) -> str:
+    """``path`` relative to the root it lies in (the root itself as its own name)."""
+    p = Path(path)
+    for root in roots.roots:
+        if p.is_relative_to(root):
+            rel = p.relative_to(root)
+            return f"{root.name}/{rel}" if rel.parts else str(root)
+    return path
+
+
+def _folder_label(folder: Path) -> str:
+    """A Hugging Face cache's ``models--org--name/snapshots/<sha>`` as ``org/name``;
+    other folders by their name."""
+    if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
+        return folder.parent.parent.name.removeprefix("models--").replace("--", "/")
+    return folder.name or str(folder)
