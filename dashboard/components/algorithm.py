@@ -11,7 +11,6 @@ import streamlit as st
 from dashboard.components import persist, url
 from dashboard.components.persist import PERSIST
 from dashboard.services.state.algorithm import (
-    ALGORITHM_KEYS,
     DAMP_RANGE,
     DEFAULT_DAMP,
     AlgorithmChoice,
@@ -26,9 +25,10 @@ __all__ = ["algorithm_picker", "seed_from_url"]
 def seed_from_url(prefix: str = "") -> None:
     """When the URL is new to the session, put its algorithm keys into the picker's widgets
     (a bad value warns and keeps the defaults; ``calib=custom`` warns that links do not
-    carry the sentences)."""
+    carry the sentences). An address without them means RTN (its URL form is no key), so
+    Back to such an address restores RTN; a bare address changes nothing."""
     params = url.query_snapshot()
-    if not any(k in params for k in ALGORITHM_KEYS):
+    if not params:
         return
     try:
         choice = algorithm_from_query(params)

@@ -39,13 +39,15 @@ def query(at: AppTest, key: str) -> str | None:
 
 
 def codes_map(at: AppTest) -> str:
-    """The codes heatmap's data (the second of the four maps), as JSON text."""
-    heatmaps = [
-        json.loads(el.proto.spec)
-        for el in at.get("plotly_chart")
-        if json.loads(el.proto.spec)["data"][0]["type"] == "heatmap"
+    """The codes map (the second of the four), as JSON text: its traces hold the codes, as
+    an array or (a big matrix) a PNG of the overview."""
+    maps = [
+        spec
+        for spec in (json.loads(el.proto.spec) for el in at.get("plotly_chart"))
+        if spec["data"] and spec["data"][0]["type"] == "heatmap"
     ]
-    return json.dumps(heatmaps[1]["data"][0]["z"])
+    assert "codes" in maps[1]["layout"]["title"]["text"]
+    return json.dumps(maps[1]["data"])
 
 
 def no_errors(at: AppTest) -> None:
@@ -75,6 +77,14 @@ def test_gptq_on_a_model_weight_changes_codes_and_beats_rtn_on_held_out_output()
     at.checkbox(key="a_actord").uncheck().run()
     no_errors(at)
     assert query(at, "actord") == "0"
+    # the user's own calibration sentences (the URL says so; a link cannot carry them)
+    at.checkbox(key="a_custom").check().run()
+    at.text_area(key="a_text").set_value(
+        "The cat sat on the mat.\nQuantization rounds numbers to a grid."
+    ).run()
+    no_errors(at)
+    assert "calibrated on your 2 sentences" in captions(at)
+    assert query(at, "calib") == "custom"
 
 
 @pytest.mark.slow
@@ -107,6 +117,22 @@ def test_a_link_asking_gptq_on_a_single_tensor_explains_and_shows_rtn() -> None:
     assert "Bits per element" in [m.label for m in at.metric]
     assert at.selectbox(key="a_algo").value is Algorithm.RTN
     assert query(at, "algo") is None
+
+
+def test_an_older_address_without_algo_restores_rtn() -> None:
+    """Back to an address written under RTN (no algo key) restores RTN, not the widget's
+    current HQQ."""
+    at = new_app(src="synthetic", rows="16", cols="64").run()
+    older = {k: query(at, k) for k in at.query_params}
+    at.selectbox(key="a_algo").set_value(Algorithm.HQQ).run()
+    assert query(at, "algo") == "hqq"
+    for k in list(at.query_params):
+        del at.query_params[k]
+    for k, v in older.items():
+        at.query_params[k] = v
+    at.run()
+    no_errors(at)
+    assert at.selectbox(key="a_algo").value is Algorithm.RTN and query(at, "algo") is None
 
 
 @pytest.mark.parametrize(
