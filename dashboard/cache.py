@@ -30,11 +30,15 @@ from dashboard.services.activations.sentences import RangeMode
 from dashboard.services.activations.static import StaticExploration
 from dashboard.services.activations.static import static_exploration as calibrated_exploration
 from dashboard.services.compare.ab import ABResult, compare_ab
+from dashboard.services.compare.weights import WeightScheme
+from dashboard.services.explorer.algorithm import AlgorithmExploration, explore_algorithm
 from dashboard.services.explorer.explore import Exploration, explore
 from dashboard.services.explorer.exports import DownloadFiles
 from dashboard.services.explorer.exports import download_files as build_download_files
 from dashboard.services.explorer.heatmaps import OverviewFigures, ViewOptions, overview_figures
 from dashboard.services.explorer.histogram import histogram_figure
+from dashboard.services.explorer.research import ResearchExploration, explore_research
+from dashboard.services.explorer.research_teaching import research_panel
 from dashboard.services.explorer.teaching import TeachingPanel, teaching_panel
 from dashboard.services.io import (
     LoadedTensor,
@@ -44,16 +48,21 @@ from dashboard.services.io import (
     load_safetensors_file_tensor,
     load_tensor,
 )
+from dashboard.services.model.checkpoint import Checkpoint
 from dashboard.services.model.embeddings import load_bundled_model
 from dashboard.services.model.evaluate import ModelEvalResult, evaluate_safetensors
 from dashboard.services.model.files import bundled_model_file
+from dashboard.services.model.folder import find_checkpoints, open_checkpoint
 from dashboard.services.model.linears import QuantizedLinears, quantize_linears, static_ranges
 from dashboard.services.model.outputs import ModelOutputs, output_report
+from dashboard.services.model.roots import ModelRoots
+from dashboard.services.model.streaming import ReportStore
 from dashboard.services.sources.choice import SourceChoice
 from dashboard.services.sources.prepared import PreparedSource, prepare
 from dashboard.services.sources.synthetic import SyntheticSpec, make_synthetic
 from dashboard.services.state.algorithm import AlgorithmChoice
 from dashboard.services.state.model import ModelScheme
+from dashboard.services.state.research import ResearchScheme
 from quant_core import (
     ActivationCapture,
     AlphaSweep,
@@ -159,6 +168,27 @@ def model_report(
     )
 
 
+@st.cache_resource(max_entries=4, ttl=60, show_spinner=False)
+def model_folders(key: str, _roots: ModelRoots) -> tuple[Path, ...]:
+    """``key``: ``roots.key()``. The model folders under the allowed roots (looked for
+    again after a minute: new downloads appear)."""
+    return find_checkpoints(_roots)
+
+
+@st.cache_resource(max_entries=8, show_spinner="Reading the model's headers…")
+def model_checkpoint(key: str, _path: str, _roots: ModelRoots) -> Checkpoint:
+    """``key``: ``folder.snapshot_key(path, roots)`` (the roots, the path and its files'
+    sizes and times: a changed file reads the headers again). Errors are not cached."""
+    return open_checkpoint(_path, _roots)
+
+
+@st.cache_resource(max_entries=1, show_spinner=False)
+def folder_reports() -> ReportStore:
+    """The rows of streamed folder reports, kept per (folder content, scheme) for the
+    last 8 reports: an interrupted report resumes, a finished one shows at once."""
+    return ReportStore(max_reports=8)
+
+
 @st.cache_resource(max_entries=4, show_spinner="Quantizing every linear layer…")
 def model_linears(key: str, _scheme: ModelScheme) -> QuantizedLinears:
     """``key``: ``scheme.weights_key()``. The bundled model's linear weights under the
@@ -256,3 +286,74 @@ def smoothing_plots(
 def download_files(key: str, _exp: Exploration) -> DownloadFiles:
     """``key``: the exploration's key. Built only when the user asks for the downloads."""
     return build_download_files(_exp)
+
+
+# --- Sweep and A/B with algorithms (H9) ------------------------------------------------------
+
+
+@st.cache_resource(max_entries=2, show_spinner="Capturing the layer's inputs…")
+def compare_layer(name: str, calibration: tuple[str, ...]) -> LayerInputs:
+    """The bundled model's layer ``name``: weight, bias, its inputs on ``calibration``
+    (what GPTQ/AWQ learn from) and on ``HELD_OUT_SENTENCES`` (output errors)."""
+    return load_layer_inputs(
+        transformer_of(bundled_model()),
+        name,
+        linear_inputs(calibration),
+        linear_inputs(HELD_OUT_SENTENCES),
+    )
+
+
+@st.cache_resource(max_entries=4, show_spinner="Quantizing A and B…")
+def ab_schemes(
+    key: str,
+    _matrix: torch.Tensor,
+    _a: WeightScheme,
+    _b: WeightScheme,
+    _layer_a: LayerInputs | None,
+    _layer_b: LayerInputs | None,
+) -> ABResult:
+    """``key``: source, both schemes' ids and, for a layer, each side's calibration."""
+    return compare_ab(_matrix, _a, _b, layer_a=_layer_a, layer_b=_layer_b)
+
+
+# --- Explorer: weight algorithms and research formats (issue 9) -------------------------------
+
+
+@st.cache_resource(max_entries=4, show_spinner="Running the algorithm on the weight…")
+def algorithm_exploration(
+    key: str,
+    _matrix: torch.Tensor,
+    _cfg: QuantConfig,
+    _choice: AlgorithmChoice,
+    layer: str | None,
+) -> AlgorithmExploration:
+    """``key``: ``source|config|choice.key()``. ``layer``: the bundled model's linear layer
+    whose weight the matrix is (its inputs calibrate GPTQ/AWQ and give the held-out output
+    errors), ``None`` for any other tensor (data-free algorithms, no output errors)."""
+    calibration = held_out = None
+    if layer is not None:
+        if _choice.algorithm.needs_calibration:
+            calibration = linear_inputs(_choice.calibration)[layer]
+        held_out = linear_inputs(HELD_OUT_SENTENCES)[layer]
+    return explore_algorithm(
+        _matrix,
+        _cfg,
+        _choice,
+        calibration=calibration,
+        held_out=held_out,
+        n_held_out_sentences=len(HELD_OUT_SENTENCES),
+    )
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def research_exploration(
+    key: str, _matrix: torch.Tensor, _scheme: ResearchScheme
+) -> ResearchExploration:
+    """``key``: ``source|scheme`` (the ``ResearchScheme``'s ``repr``)."""
+    return explore_research(_matrix, _scheme)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def research_teaching(key: str, _rexp: ResearchExploration) -> TeachingPanel:
+    """``key``: the research exploration's key."""
+    return research_panel(_rexp)
