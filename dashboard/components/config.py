@@ -147,6 +147,7 @@ def config_picker(
     group_sizes: Sequence[int] | None = ...,
     activation: bool = ...,
     research: Literal[False] = ...,
+    activation_terms: bool = ...,
 ) -> QuantConfig: ...
 @overload
 def config_picker(
@@ -157,6 +158,7 @@ def config_picker(
     activation: bool = ...,
     *,
     research: Literal[True],
+    activation_terms: bool = ...,
 ) -> ExplorerScheme: ...
 def config_picker(
     cols: int,
@@ -165,6 +167,7 @@ def config_picker(
     group_sizes: Sequence[int] | None = None,
     activation: bool = False,
     research: bool = False,
+    activation_terms: bool = False,
 ) -> ExplorerScheme:
     """Draw the scheme widgets (in the current container) for a matrix with ``cols``
     columns; ``prefix`` keeps two pickers on one page apart; ``group_sizes`` replaces the
@@ -174,7 +177,9 @@ def config_picker(
     radio offers per tensor, per token (``PerChannel(0)``, one scale per row) and per
     feature (``PerChannel(1)``, one scale per column) instead of the weight choices.
     ``research=True`` (the explorer) adds the research formats (min-max levels, DoReFa) to
-    the format choice; picking one returns a ``ResearchScheme`` (``research_options``)."""
+    the format choice; picking one returns a ``ResearchScheme`` (``research_options``).
+    ``activation_terms=True`` (the explorer on an activation source) keeps every weight
+    choice, per-group included, and names the channels per token and per feature."""
     p = prefix
     defaults = _state_from_config(default, p)
     persist.defaults(defaults)
@@ -226,7 +231,7 @@ def config_picker(
     if activation:
         granularity = activation_granularity(p)
     else:
-        granularity = weight_granularity(p, cols, group_sizes)
+        granularity = weight_granularity(p, cols, group_sizes, activation_terms)
 
     range_method = st.selectbox(
         "Range",

@@ -11,7 +11,7 @@ from dashboard.components import url
 from dashboard.components.algorithm import seed_from_url as seed_algorithm_from_url
 from dashboard.components.config import config_picker, seed_from_url
 from dashboard.components.explorer_run import explorer_algorithm, run_explorer, teaching_for
-from dashboard.components.layer_source import outlier_strip
+from dashboard.components.layer_source import is_activation, outlier_strip
 from dashboard.components.metrics import algorithm_row, metrics_row
 from dashboard.components.source import current_source
 from dashboard.components.view import (
@@ -41,7 +41,7 @@ if source is None:
 rows, cols = source.matrix.shape
 with st.sidebar:
     st.header("Scheme")
-    scheme = config_picker(cols, research=True)
+    scheme = config_picker(cols, research=True, activation_terms=is_activation(source))
     st.header("Algorithm")
     algo, layer = explorer_algorithm(source, scheme)
 opts = view_options()

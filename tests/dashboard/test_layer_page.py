@@ -67,6 +67,19 @@ def test_activation_source_gives_the_layer_input_to_the_explorer() -> None:
     titles = chart_titles(at)
     assert titles[0].startswith("max |x| per feature")
     assert metric(at, "Bits per element")
+    # The scheme names the channels of [tokens, features] per token and per feature.
+    gran = at.radio(key="q_gran")
+    assert gran.format_func("channel") == "Per token / per feature"
+    gran.set_value("channel").run()
+    axis = at.radio(key="q_axis")
+    assert [axis.format_func(a) for a in (0, 1)] == [
+        "Per token: one scale per row",
+        "Per feature: one scale per column",
+    ]
+    axis.set_value(0).run()
+    no_errors(at)
+    # The page runs with one scale per token.
+    assert "Bits per element" in [m.label for m in at.metric]
 
 
 def test_activation_source_from_a_link_and_own_sentences() -> None:
