@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load
 
 from dashboard.services.display.reduce import Reduction, reduce_2d
-from dashboard.services.explorer import exports, teaching
+from dashboard.services.explorer import exports, formulas, teaching
 from dashboard.services.explorer.explore import block_label, block_of, explore
 from dashboard.services.explorer.heatmaps import (
     RICH_HOVER_MAX_CELLS,
@@ -265,7 +265,7 @@ def test_codebook_format_figures() -> None:
 
 def test_formulas_show_live_numbers_asymmetric() -> None:
     exp = explore(COURSE, QuantConfig(8, Mode.ASYMMETRIC))
-    lines = teaching.formulas(exp, teaching.block_numbers(exp, 0))
+    lines = formulas.formulas(exp, formulas.block_numbers(exp, 0))
     text = "\n".join(lines)
     assert "3.5788" in text and "-77" in text and "728.6" in text
 
@@ -345,23 +345,23 @@ def test_metrics_csv_names_the_figures() -> None:
 def test_block_notes_follow_the_zero_point_convention() -> None:
     vec = example_tensor(Example.VECTOR_10).reshape(1, -1)  # all positive
     course = explore(vec, QuantConfig(8, Mode.ASYMMETRIC, zero_point=ZeroPoint.COURSE_CLAMP))
-    (note,) = teaching.block_notes(course, teaching.block_numbers(course, 0))
+    (note,) = teaching.block_notes(course, formulas.block_numbers(course, 0))
     assert "clamped to -128" in note and "positive" in note
     widened = explore(vec, QuantConfig(8, Mode.ASYMMETRIC))
-    (note,) = teaching.block_notes(widened, teaching.block_numbers(widened, 0))
+    (note,) = teaching.block_notes(widened, formulas.block_numbers(widened, 0))
     assert "widened to [0," in note and "not clamped" in note
     fmin = explore(vec, QuantConfig(8, Mode.ASYMMETRIC, zero_point=ZeroPoint.FLOAT_MIN))
-    nums = teaching.block_numbers(fmin, 0)
+    nums = formulas.block_numbers(fmin, 0)
     (note,) = teaching.block_notes(fmin, nums)
     assert f"m = {nums.offset:.6g}" in note
     # the symmetric grid of an all-positive block needs no note about its lowest code
     sym = explore(vec, QuantConfig(8, Mode.SYMMETRIC))
-    assert teaching.block_notes(sym, teaching.block_numbers(sym, 0)) == ()
+    assert teaching.block_notes(sym, formulas.block_numbers(sym, 0)) == ()
 
 
 def test_symmetric_note_explains_the_unused_lowest_code() -> None:
     exp = explore(COURSE, QuantConfig(8, Mode.SYMMETRIC, PerChannel(0)))
-    nums = teaching.block_numbers(exp, 0)  # row 0: [-184, ..., 728.6]
+    nums = formulas.block_numbers(exp, 0)  # row 0: [-184, ..., 728.6]
     (note,) = teaching.block_notes(exp, nums)
     assert f") = {round(nums.data_min / nums.scale)}, not on the lowest code -128" in note
 
@@ -369,9 +369,9 @@ def test_symmetric_note_explains_the_unused_lowest_code() -> None:
 def test_float_min_formulas_show_the_offset() -> None:
     vec = example_tensor(Example.VECTOR_10).reshape(1, -1)
     exp = explore(vec, QuantConfig(4, Mode.ASYMMETRIC, zero_point=ZeroPoint.FLOAT_MIN))
-    nums = teaching.block_numbers(exp, 0)
+    nums = formulas.block_numbers(exp, 0)
     assert nums.offset == pytest.approx(float(exp.qt.offset))
-    text = " ".join(teaching.formulas(exp, nums))
+    text = " ".join(formulas.formulas(exp, nums))
     assert r"\hat r = s\,q + m" in text and f"{nums.offset:.5g}" in text
     panel = teaching.teaching_panel(exp, 0)
     assert "float min" in panel.heading and "*m*" in panel.symbols
@@ -423,14 +423,14 @@ ALL_SCHEMES = [
 def test_every_formula_is_valid_latex(cfg: QuantConfig) -> None:
     exp = explore(COURSE + 200.0, cfg)  # all positive: every convention's branch
     for block in range(exp.n_blocks):
-        for line in teaching.formulas(exp, teaching.block_numbers(exp, block)):
+        for line in formulas.formulas(exp, formulas.block_numbers(exp, block)):
             assert _balanced(line), line
             for arg in _text_args(line):
                 assert all(c not in arg.replace("\\_", "") for c in "_^"), line
 
 
 def test_latex_text_escapes() -> None:
-    assert teaching.latex_text("FP8_E4M3 & 50%") == r"\text{FP8\_E4M3 \& 50\%}"
+    assert formulas.latex_text("FP8_E4M3 & 50%") == r"\text{FP8\_E4M3 \& 50\%}"
 
 
 def test_small_tensors_list_every_value_and_every_scale() -> None:
@@ -473,11 +473,11 @@ def test_teaching_uses_the_chosen_clipping_range() -> None:
     x = torch.rand(4, 200, generator=torch.Generator().manual_seed(0)) + 5
     cfg = QuantConfig(4, Mode.ASYMMETRIC, PerChannel(0), range_method="percentile", percentile=95.0)
     exp = explore(x, cfg)
-    nums = teaching.block_numbers(exp, 0)
+    nums = formulas.block_numbers(exp, 0)
     row = x[0].sort().values
     assert nums.chosen_hi == pytest.approx(float(row[189]))  # rank ceil(0.95 * 200) = 190
     assert nums.chosen_lo == pytest.approx(float(row[9]))  # rank ceil(0.05 * 200) = 10
-    text = " ".join(teaching.formulas(exp, nums))
+    text = " ".join(formulas.formulas(exp, nums))
     assert f"{nums.chosen_hi:.5g}" in text
     notes = teaching.block_notes(exp, nums)
     assert any("widened to [0," in n for n in notes)  # include zero, the default

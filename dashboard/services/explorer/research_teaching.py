@@ -15,8 +15,9 @@ from quant_core import QkVariant
 from quant_core.research import DoReFaResult, LevelQuantResult
 
 from ..state.research import ResearchFormat, ResearchScheme
+from .formulas import block_numbers, latex_number, latex_operand
 from .research import ResearchExploration, research_result
-from .teaching import ALL_VALUES_MAX, TeachingPanel, block_numbers, latex_number, latex_operand
+from .teaching import ALL_VALUES_MAX, TeachingPanel
 
 __all__ = [
     "research_formulas",

@@ -10,22 +10,17 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
-from quant_core import Format, Mode, PerChannel, RangeMethod, Rounding, ZeroPoint, codebook_for
+from quant_core import Format, Mode, PerChannel, RangeMethod, Rounding, ZeroPoint
 
 from .explore import Exploration, block_cells, block_label, block_values
+from .formulas import BlockNumbers, block_numbers, format_name, formulas
 
 __all__ = [
     "ALL_VALUES_MAX",
     "SCALES_TABLE_MAX",
-    "BlockNumbers",
     "TeachingPanel",
     "block_notes",
-    "block_numbers",
-    "formulas",
     "heading",
-    "latex_number",
-    "latex_operand",
-    "latex_text",
     "scales_table",
     "symbols",
     "teaching_panel",
@@ -37,157 +32,6 @@ __all__ = [
 ALL_VALUES_MAX = 64
 # Tensors with at most this many blocks get a table of every block's scale.
 SCALES_TABLE_MAX = 64
-
-
-@dataclass(frozen=True)
-class BlockNumbers:
-    """The live numbers of one block: its scale, zero point, code range, data range, the
-    representable range ``[range_lo, range_hi]`` and the range the grid was fitted to
-    (``chosen_lo``/``chosen_hi``: the clipping range under percentile/MSE)."""
-
-    block: int
-    scale: float
-    zero_point: int
-    qmin: int
-    qmax: int
-    data_min: float
-    data_max: float
-    range_lo: float
-    range_hi: float
-    chosen_lo: float
-    chosen_hi: float
-    offset: float = 0.0
-
-
-def block_numbers(exp: Exploration, block: int) -> BlockNumbers:
-    """Scale, zero point (or float-min offset ``m``) and ranges of ``block`` (finite values
-    only)."""
-    values = block_values(exp, block)
-    lo, hi = torch.aminmax(values) if values.numel() else (torch.tensor(0.0), torch.tensor(0.0))
-    rng = exp.qt.representable_range()
-    chosen = exp.qt.chosen_range or rng
-    cfg = exp.config
-    return BlockNumbers(
-        block=block,
-        scale=float(exp.qt.scale.reshape(-1)[block]),
-        zero_point=int(exp.qt.zero_point.reshape(-1)[block]),
-        qmin=cfg.qmin,
-        qmax=cfg.qmax,
-        # A block of non-finite cells only was quantized as stand-in zeros.
-        data_min=float(lo),
-        data_max=float(hi),
-        range_lo=float(rng.lo.reshape(-1)[block]),
-        range_hi=float(rng.hi.reshape(-1)[block]),
-        chosen_lo=float(chosen.lo.reshape(-1)[block]),
-        chosen_hi=float(chosen.hi.reshape(-1)[block]),
-        offset=0.0 if exp.qt.offset is None else float(exp.qt.offset.reshape(-1)[block]),
-    )
-
-
-def latex_number(v: float) -> str:
-    """A number for LaTeX: 5 significant digits, an exponent written as times 10^k."""
-    text = f"{v:.5g}"
-    if "e" in text:
-        mant, exp = text.split("e")
-        text = rf"{mant}\times 10^{{{int(exp)}}}"
-    return text
-
-
-def latex_operand(v: float) -> str:
-    """``latex_number``, in parentheses when negative (a substituted operand)."""
-    return f"({latex_number(v)})" if v < 0 else latex_number(v)
-
-
-_f, _p = latex_number, latex_operand
-
-
-_TEXT_SPECIAL = {c: "\\" + c for c in "_#%&{}$"}
-
-
-def latex_text(text: str) -> str:
-    """``\text{...}`` with LaTeX's special characters escaped (an unescaped ``_`` there is
-    what made KaTeX show the FP4/FP8 lines as raw red source)."""
-    return r"\text{" + "".join(_TEXT_SPECIAL.get(c, c) for c in text) + "}"
-
-
-def _format_name(cfg_format: Format) -> str:
-    return cfg_format.value.upper().replace("_", " ")
-
-
-def formulas(exp: Exploration, nums: BlockNumbers) -> tuple[str, ...]:
-    """LaTeX lines for the current format, mode and zero-point convention, substituted with
-    ``nums``. Every line is valid KaTeX: braces balance, ``\text{}`` holds no raw ``_``."""
-    cfg = exp.config
-    s, z, qmin, qmax = nums.scale, nums.zero_point, nums.qmin, nums.qmax
-    rounding = (
-        r"\operatorname{round}" if cfg.rounding is Rounding.NEAREST else r"\operatorname{sround}"
-    )
-    clipped = cfg.range_method is not RangeMethod.MINMAX
-    if cfg.format is not Format.INT:
-        cb = codebook_for(cfg.format)
-        vmax = cb.max_abs
-        a = "a" if clipped else r"\max|r|"
-        values = latex_text(f"the {len(cb.values)} {_format_name(cfg.format)} values")
-        return (
-            rf"s = \frac{{{a}}}{{\max|v|}} = \frac{{{_f(s * vmax)}}}{{{_f(vmax)}}} = {_f(s)}",
-            rf"q = \arg\min_k \left| \frac{{r}}{{{_f(s)}}} - v_k \right|\quad (v = {values})",
-            rf"\hat r = s \cdot v_q = {_f(s)} \cdot v_q",
-        )
-    code_range = (
-        rf"q_{{\min}} = -2^{{{cfg.bits - 1}}} = {qmin},\quad"
-        rf" q_{{\max}} = 2^{{{cfg.bits - 1}}}-1 = {qmax}"
-    )
-    if cfg.mode is Mode.SYMMETRIC:
-        a = s * qmax
-        head = r"a" if clipped else r"\max|r|"
-        return (
-            code_range,
-            rf"s = \frac{{{head}}}{{q_{{\max}}}} = \frac{{{_f(a)}}}{{{qmax}}} = {_f(s)},"
-            r"\quad z = 0",
-            rf"q = \operatorname{{clamp}}\left({rounding}\left(\frac{{r}}{{{_f(s)}}}\right),"
-            rf" {qmin}, {qmax}\right)",
-            rf"\hat r = s\,q = {_f(s)}\,q",
-        )
-    lo, hi = (nums.chosen_lo, nums.chosen_hi) if clipped else (nums.data_min, nums.data_max)
-    lo_name, hi_name = (r"\ell", "h") if clipped else (r"r_{\min}", r"r_{\max}")
-    quantize_line = (
-        rf"q = \operatorname{{clamp}}\left({rounding}\left(\frac{{r}}{{{_f(s)}}} + {_p(z)}\right),"
-        rf" {qmin}, {qmax}\right)"
-    )
-    dequantize_line = rf"\hat r = s\,(q - z) = {_f(s)}\,(q - {_p(z)})"
-    if cfg.zero_point is ZeroPoint.FLOAT_MIN:
-        m = nums.offset
-        return (
-            code_range,
-            rf"s = \frac{{{hi_name} - {lo_name}}}{{q_{{\max}} - q_{{\min}}}}"
-            rf" = \frac{{{_f(hi)} - {_p(lo)}}}{{{qmax} - ({qmin})}} = {_f(s)}",
-            rf"m = {lo_name} - s\,q_{{\min}} = {_f(lo)} - {_f(s)} \cdot ({qmin}) = {_f(m)}",
-            rf"q = \operatorname{{clamp}}\left({rounding}\left(\frac{{r - {_p(m)}}}{{{_f(s)}}}"
-            rf"\right), {qmin}, {qmax}\right)",
-            rf"\hat r = s\,q + m = {_f(s)}\,q + {_p(m)}",
-        )
-    if cfg.zero_point is ZeroPoint.INCLUDE_ZERO:
-        wlo, whi = min(lo, 0.0), max(hi, 0.0)
-        return (
-            code_range,
-            rf"s = \frac{{\max({hi_name}, 0) - \min({lo_name}, 0)}}{{q_{{\max}} - q_{{\min}}}}"
-            rf" = \frac{{{_f(whi)} - {_p(wlo)}}}{{{qmax} - ({qmin})}} = {_f(s)}",
-            rf"z = q_{{\min}} - \operatorname{{round}}\left(\frac{{\min({lo_name}, 0)}}{{s}}"
-            rf"\right) = {qmin} - \operatorname{{round}}({_f(wlo / s)}) = {z}",
-            quantize_line,
-            dequantize_line,
-        )
-    z_raw = qmin - lo / s
-    return (
-        code_range,
-        rf"s = \frac{{{hi_name} - {lo_name}}}{{q_{{\max}} - q_{{\min}}}}"
-        rf" = \frac{{{_f(hi)} - {_p(lo)}}}{{{qmax} - ({qmin})}} = {_f(s)}",
-        rf"z = \operatorname{{clamp}}\left(\operatorname{{round}}\left(q_{{\min}} -"
-        rf" \frac{{{lo_name}}}{{s}}\right)\right) = \operatorname{{clamp}}"
-        rf"(\operatorname{{round}}({_f(z_raw)})) = {z}",
-        quantize_line,
-        dequantize_line,
-    )
 
 
 def worked_table(exp: Exploration, block: int, n_values: int = 8) -> pd.DataFrame:
@@ -348,7 +192,7 @@ def symbols(exp: Exploration) -> str:
         elif cfg.has_zero_point:
             parts.append("*z*: the block's integer zero point, the code of the value 0")
     else:
-        parts.append(f"*v*ₖ: the {_format_name(cfg.format)} values, *v*_q the one code *q* names")
+        parts.append(f"*v*ₖ: the {format_name(cfg.format)} values, *v*_q the one code *q* names")
         parts.append("max|v|: the largest of them")
     if cfg.range_method is not RangeMethod.MINMAX:
         parts.append(
