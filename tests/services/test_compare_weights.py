@@ -14,6 +14,7 @@ from dashboard.services.compare.weights import (
     WeightScheme,
     calibration_note,
     check_layer,
+    held_out_reference,
     linear_layer_of,
     offered_algorithms,
     quantize_and_measure,
@@ -184,6 +185,9 @@ def test_measurements_match_quant_core(algorithm: Algorithm) -> None:
     else:
         assert m.quantized_input is layer.weight
     assert quantize_and_measure(layer.weight, WeightScheme(scheme.config)).output is None
+    reference = held_out_reference(layer.weight, layer)
+    shared = quantize_and_measure(layer.weight, scheme, layer, reference)
+    assert shared.output == m.output and shared.metrics == m.metrics
 
 
 def test_gptq_trades_weight_error_for_output_error() -> None:

@@ -40,7 +40,7 @@ from ..progress import Progress
 from ..state.scheme import GranularityKind
 from .frontier import pareto_mask
 from .grid import GridExpansion, SchemeGrid, SkippedScheme, expand_grid
-from .weights import WeightScheme, check_layer, quantize_and_measure
+from .weights import WeightScheme, held_out_reference, quantize_and_measure
 
 __all__ = [
     "TABLE_COLUMNS",
@@ -114,8 +114,7 @@ def run_sweep(
     tensor, ``inputs`` of another shape) raises. Duplicate schemes run once.
     """
     check_float_tensor(x)
-    if inputs is not None:
-        check_layer(x, inputs)
+    reference = None if inputs is None else held_out_reference(x, inputs)
     unique = list(dict.fromkeys(_as_scheme(s) for s in schemes))
     total = len(unique)
     if progress is not None:
@@ -124,7 +123,7 @@ def run_sweep(
     skipped: list[SkippedScheme] = []
     for done, scheme in enumerate(unique, start=1):
         try:
-            m = quantize_and_measure(x, scheme, inputs)
+            m = quantize_and_measure(x, scheme, inputs, reference)
         except ValueError as exc:
             skipped.append(SkippedScheme(scheme.config, str(exc), scheme.algorithm))
         else:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode
 
 import torch
+from torch.nn import functional as F
 
 from quant_core import (
     Algorithm,
@@ -33,7 +34,6 @@ from quant_core import (
     WeightQuantResult,
     check_float_tensor,
     error_metrics,
-    layer_output_error,
     quantize_weight,
 )
 from quant_core.calibration import CALIBRATION_SENTENCES
@@ -57,6 +57,7 @@ __all__ = [
     "WeightScheme",
     "calibration_note",
     "check_layer",
+    "held_out_reference",
     "linear_layer_of",
     "offered_algorithms",
     "quantize_and_measure",
@@ -275,22 +276,42 @@ class MeasuredScheme:
     quantized_input: torch.Tensor
 
 
+def held_out_reference(w: torch.Tensor, inputs: LayerInputs) -> torch.Tensor:
+    """The float layer's output on the held-out inputs, ``x_eval wᵀ + b`` (float32, as
+    ``layer_output_error`` computes it): computed once, shared by every scheme of a
+    sweep. ``ValueError`` as ``check_layer``."""
+    check_float_tensor(w)
+    check_layer(w, inputs)
+    return _linear(inputs.x_eval, w, inputs.bias)
+
+
+def _linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    b = None if bias is None else bias.to(torch.float32)
+    return F.linear(x.to(torch.float32), w.to(torch.float32), b)
+
+
 def quantize_and_measure(
-    w: torch.Tensor, scheme: WeightScheme, inputs: LayerInputs | None = None
+    w: torch.Tensor,
+    scheme: WeightScheme,
+    inputs: LayerInputs | None = None,
+    reference: torch.Tensor | None = None,
 ) -> MeasuredScheme:
     """Quantize ``w`` under ``scheme`` (calibrated on ``inputs.x_calib`` when the
     algorithm needs it) and measure the weight error and, with ``inputs``, the output error
-    on ``inputs.x_eval`` (held-out sentences, bias included). ``ValueError`` when the
-    scheme cannot run (no calibration for GPTQ/AWQ, a codebook format for GPTQ/HQQ, a
-    misfit granularity) or ``w`` is not the layer's weight."""
-    check_float_tensor(w)
-    if inputs is not None:
-        check_layer(w, inputs)
+    on ``inputs.x_eval`` (held-out sentences, bias included; the same metrics as
+    ``layer_output_error``). ``reference``: ``held_out_reference(w, inputs)`` when the
+    caller measures many schemes (computed here otherwise). ``ValueError`` when the scheme
+    cannot run (no calibration for GPTQ/AWQ, a codebook format for GPTQ/HQQ, a misfit
+    granularity) or ``w`` is not the layer's weight."""
+    if inputs is not None and reference is None:
+        reference = held_out_reference(w, inputs)
+    else:
+        check_float_tensor(w)
     result = quantize_scheme(w, scheme, None if inputs is None else inputs.x_calib)
     effective = result.effective_weight()
     output = None
-    if inputs is not None:
-        output = layer_output_error(w, effective, inputs.x_eval, inputs.bias)
+    if inputs is not None and reference is not None:
+        output = error_metrics(reference, _linear(inputs.x_eval, effective, inputs.bias))
     scale = result.input_scale
     return MeasuredScheme(
         scheme=scheme,
