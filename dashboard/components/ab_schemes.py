@@ -9,6 +9,7 @@ import streamlit as st
 from dashboard.components import persist, url
 from dashboard.components.algorithm import algorithm_picker
 from dashboard.components.config import apply_config, config_picker
+from dashboard.services.compare.weights import offered_algorithms
 from dashboard.services.state.algorithm import AlgorithmChoice
 from dashboard.services.state.compare import AB_PREFIXES, side_from_query
 from dashboard.services.state.scheme import link_fixes
@@ -50,13 +51,16 @@ def seed_ab_from_url() -> None:
 
 
 def ab_side(
-    cols: int, prefix: str, default: QuantConfig, has_calibration: bool
+    cols: int, prefix: str, default: QuantConfig, layer: str | None
 ) -> tuple[QuantConfig, AlgorithmChoice]:
-    """One side's pickers in the current container (``prefix`` ``"a_"`` or ``"b_"``)."""
+    """One side's pickers in the current container (``prefix`` ``"a_"`` or ``"b_"``);
+    ``layer``: the bundled-model layer the tensor is (GPTQ/AWQ offered), else ``None``."""
     cfg = config_picker(cols, prefix=prefix, default=default)
     wanted = st.session_state.pop(_LINK + prefix, None)
     if isinstance(wanted, QuantConfig):
         for text in link_fixes(wanted, cfg, cols):
             st.warning(f"Link: {text}.", icon="⚠️")
-    choice = algorithm_picker(cfg, prefix=prefix, has_calibration=has_calibration)
+    choice = algorithm_picker(
+        cfg, prefix=prefix, has_calibration=layer is not None, offered=offered_algorithms(layer)
+    )
     return cfg, choice

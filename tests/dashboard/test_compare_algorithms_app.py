@@ -183,11 +183,14 @@ def test_ab_explains_why_gptq_cannot_run_on_a_synthetic_tensor() -> None:
     no_errors(at)
     head = next(m.value for m in at.markdown if "bits/el" in m.value)
     assert "**A**: 4.5 bits/el" in head and " — A costs " in head
-    at.selectbox(key="a_a_algo").set_value(Algorithm.GPTQ).run()
-    no_errors(at)
-    assert "a single tensor with no model has none" in at.warning[0].value
-    assert list(at.dataframe[0].value["algorithm"]) == ["RTN", "RTN"]
-    assert "a.algo" not in at.query_params
+    assert at.selectbox(key="a_a_algo").options == ["RTN", "HQQ"]
+    assert "GPTQ and AWQ cannot run here" in " ".join(c.value for c in at.caption)
+    # a link asking GPTQ for a tensor with no model: the reason, and RTN
+    linked = open_page("ab.py", src="synthetic", rows="32", cols="64", **{"a.algo": "gptq"})
+    no_errors(linked)
+    assert "a single tensor with no model has none" in linked.warning[0].value
+    assert list(linked.dataframe[0].value["algorithm"]) == ["RTN", "RTN"]
+    assert "a.algo" not in linked.query_params
 
 
 def test_explorer_query_carries_source_config_and_algorithm() -> None:
