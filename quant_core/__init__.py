@@ -4,6 +4,11 @@
     qt = quantize(x, QuantConfig(bits=4, mode=Mode.ASYMMETRIC, granularity=PerGroup(32)))
     m = error_metrics(x, qt.dequantize())
 
+On CPU the large passes run as compiled kernels (``Backend.COMPILED``, the default; the
+eager path where compiling is not possible, or under ``QLAB_COMPILE=0``), with the same
+results bit for bit: see ``quant_core.kernels``. ``warm_up_in_background()`` compiles them
+at an app's start.
+
 This package never imports Streamlit.
 """
 
@@ -52,6 +57,16 @@ from .formats import NF4_VALUES, Codebook, codebook_for
 from .gptq import GPTQOptions, GPTQResult
 from .granularity import BlockLayout, layout_for
 from .hqq import HQQOptions, HQQResult, HQQVariable
+from .kernels import (
+    Backend,
+    WarmUp,
+    active_backend,
+    compile_failure,
+    set_backend,
+    use_backend,
+    warm_up,
+    warm_up_in_background,
+)
 from .linear_eval import LayerScheme, LinearEval, SchemePreset, evaluate_linear, linear_layer
 from .metrics import ErrorMetrics, error_metrics
 from .model import LayerReport, ModelReport, QuantizedLinear, quantize_model, report_tensor
@@ -95,6 +110,7 @@ __all__ = [
     "Algorithm",
     "AlgorithmWarning",
     "AlphaSweep",
+    "Backend",
     "BlockLayout",
     "BlockRange",
     "ClipStats",
@@ -131,8 +147,10 @@ __all__ = [
     "SchemePreset",
     "StorageReport",
     "TeachingStep",
+    "WarmUp",
     "WeightQuantResult",
     "ZeroPoint",
+    "active_backend",
     "alpha_sweep",
     "calibrate_layer_ranges",
     "calibrate_ranges",
@@ -144,6 +162,7 @@ __all__ = [
     "code_counts",
     "codebook_for",
     "compare_static_dynamic",
+    "compile_failure",
     "dorefa_quantize_weights",
     "error_metrics",
     "evaluate_linear",
@@ -170,8 +189,12 @@ __all__ = [
     "quantize_weights",
     "rank_layers",
     "report_tensor",
+    "set_backend",
     "smooth",
     "smoothing_factors",
     "storage_cost",
     "unpack",
+    "use_backend",
+    "warm_up",
+    "warm_up_in_background",
 ]

@@ -1,26 +1,27 @@
-"""Cache-sized pieces for elementwise work and reductions over ``[n_blocks, block_len]``.
+"""Cache-sized pieces for the eager path's elementwise work and reductions over
+``[n_blocks, block_len]``.
 
-On CPU, a whole-tensor temporary costs a page fault per 4 KiB, and every op over a large
-tensor wakes torch's thread team, which on a busy machine waits a scheduler tick for each
-busy thread. Work over pieces of ``CHUNK_ELEMS`` elements reuses a small temporary that
-stays in cache, and each op on a piece, being below torch's parallel grain (32768
-elements), runs on the thread that calls it alone. ``for_each_piece`` spreads the pieces
-over up to ``torch.get_num_threads()`` Python threads (torch releases the GIL inside each
-op), so the work still uses every core, and a descheduled thread delays only its own share.
-Every piece writes its own part of the output, so results do not depend on the threads,
-and the workers run in the caller's inference/grad mode.
-Other devices get the whole tensor as one piece, on the calling thread.
+The eager path (``kernels.Backend.EAGER``: the reference, and the fallback where compiling
+is not possible or the device is not a CPU) runs each formula as a chain of torch operators.
+Over a whole large tensor every operator would stream it through memory once, through a
+tensor-sized temporary (a page fault per 4 KiB). Over pieces of ``CHUNK_ELEMS`` elements the
+chain reuses one small temporary that stays in cache, and each operator, being above
+torch's parallel grain (32768 elements), still spreads over torch's threads. Pieces run in
+order on the calling thread, each writing its own part of the output, so results do not
+depend on the number of threads. (A Python thread pool used to run pieces in parallel; the
+compiled kernels, one parallel loop per pass, made it unnecessary.)
+Other devices get the whole tensor as one piece.
+
+``block_extremes`` runs as a compiled kernel where ``kernels`` allows.
 """
 
 from __future__ import annotations
 
-import itertools
-import os
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import torch
+
+from . import kernels
 
 __all__ = [
     "CHUNK_ELEMS",
@@ -31,23 +32,9 @@ __all__ = [
     "scratch_buffer",
 ]
 
-CHUNK_ELEMS = 24576  # 96 KiB of float32, a multiple of 128 and 1024, below 32768
-_MIN_PIECES_PER_THREAD = 8
+CHUNK_ELEMS = 1 << 18  # 1 MiB of float32: a multiple of 128 and 1024, 8x the parallel grain
 
 Piece = tuple[slice, slice]
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _executor() -> ThreadPoolExecutor:
-    """One pool for the process, created on first use; idle threads cost nothing."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            workers = max(1, (os.cpu_count() or 1) - 1)
-            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="quant_core")
-        return _pool
 
 
 def chunk_slices(blocks: torch.Tensor) -> list[Piece]:
@@ -71,30 +58,12 @@ def chunk_slices(blocks: torch.Tensor) -> list[Piece]:
 def for_each_piece(
     pieces: Sequence[Piece], work: Callable[[slice, slice, dict[str, torch.Tensor]], None]
 ) -> None:
-    """Call ``work(rows, cols, scratch)`` for every piece, in up to ``get_num_threads()``
-    threads; ``scratch`` is a dict each thread keeps to itself (for reusable temporaries).
-    ``work`` must write only its own piece of any output."""
-
-    # Inference and grad mode are per thread: the workers take the caller's, so that they
-    # may write to tensors the caller created (say, inside a model's inference_mode).
-    inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()
-
-    def run(part: Sequence[Piece]) -> None:
-        scratch: dict[str, torch.Tensor] = {}
-        with torch.inference_mode(inference), torch.set_grad_enabled(grad):
-            for rows, cols in part:
-                work(rows, cols, scratch)
-
-    threads = min(torch.get_num_threads(), len(pieces) // _MIN_PIECES_PER_THREAD)
-    if threads <= 1:
-        run(pieces)
-        return
-    bounds = [len(pieces) * i // threads for i in range(threads + 1)]
-    parts = [pieces[a:b] for a, b in itertools.pairwise(bounds)]
-    futures = [_executor().submit(run, part) for part in parts[1:]]
-    run(parts[0])  # the calling thread takes a share too
-    for future in futures:
-        future.result()
+    """Call ``work(rows, cols, scratch)`` for every piece, in order, on this thread;
+    ``scratch`` is one dict for every call (for reusable temporaries). ``work`` must write
+    only its own piece of any output."""
+    scratch: dict[str, torch.Tensor] = {}
+    for rows, cols in pieces:
+        work(rows, cols, scratch)
 
 
 def scratch_buffer(
@@ -108,7 +77,16 @@ def scratch_buffer(
 
 
 def block_extremes(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per row of the 2-D ``blocks``, ``(min, max)``, each ``[n_rows, 1]``; NaN propagates."""
+    """Per row of the 2-D ``blocks``, ``(min, max)``, each ``[n_rows, 1]``; NaN propagates,
+    and a zero extreme is ``+0`` (``kernels.canonical_zeros``), on either path."""
+    fast = kernels.extremes(blocks)
+    if fast is not None:
+        return fast
+    lo, hi = _eager_extremes(blocks)
+    return kernels.canonical_zeros(lo), kernels.canonical_zeros(hi)
+
+
+def _eager_extremes(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     pieces = chunk_slices(blocks)
     if len(pieces) == 1:
         return blocks.amin(dim=1, keepdim=True), blocks.amax(dim=1, keepdim=True)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import kernels
 from .validation import check_float_tensor
 
 __all__ = ["ErrorMetrics", "error_metrics"]
@@ -62,13 +63,42 @@ def _sums(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float, float, float,
     return sq, abs_sum, float(max_abs), sa, sb, dot
 
 
+def _fused_sums(
+    x: torch.Tensor, x_hat: torch.Tensor
+) -> tuple[float, float, float, float, float, float] | None:
+    """``_sums`` as one compiled pass (``kernels.error_sums``), or ``None``: run eagerly.
+
+    The finiteness check comes from the same pass: every float32 value squares to at most
+    ``(3.4e38)^2 < 1.2e77`` and float64 holds far more than ``2^53`` of those, so ``sum a^2``
+    is finite exactly when every ``a`` is; a NaN or Inf anywhere sends the caller back to the
+    checks, which raise."""
+    a, b = x.detach().reshape(-1), x_hat.detach().reshape(-1).to(x.device)
+    sums = kernels.error_sums(a, b)
+    if sums is None:
+        return None
+    sq, abs_sum, max_abs, sa, sb, dot = sums.tolist()
+    if not (math.isfinite(sa) and math.isfinite(sb)):
+        return None
+    return sq, abs_sum, max_abs, sa, sb, dot
+
+
 def error_metrics(x: torch.Tensor, x_hat: torch.Tensor) -> ErrorMetrics:
-    """Metrics of ``x_hat`` against ``x``; both finite float tensors of one shape."""
-    check_float_tensor(x, "x")
-    check_float_tensor(x_hat, "x_hat")
+    """Metrics of ``x_hat`` against ``x``; both finite float tensors of one shape.
+
+    On CPU, where ``quant_core.kernels`` allows, the sums (and the finiteness check) are one
+    compiled pass over both tensors; they may then differ from the eager path's in the last
+    bits of float64 (another order of summation)."""
+    check_float_tensor(x, "x", allow_nonfinite=True)
+    check_float_tensor(x_hat, "x_hat", allow_nonfinite=True)
     if x.shape != x_hat.shape:
+        check_float_tensor(x, "x")  # a non-finite value is named first, as on the eager path
+        check_float_tensor(x_hat, "x_hat")
         raise ValueError(f"shapes differ: x {tuple(x.shape)} vs x_hat {tuple(x_hat.shape)}")
-    sums = _sums(x.detach().reshape(-1), x_hat.detach().reshape(-1).to(x.device))
+    sums = _fused_sums(x, x_hat)
+    if sums is None:
+        check_float_tensor(x, "x")
+        check_float_tensor(x_hat, "x_hat")
+        sums = _sums(x.detach().reshape(-1), x_hat.detach().reshape(-1).to(x.device))
     sq_err, abs_err, max_abs, signal, energy_hat, dot = sums
     n = x.numel()
     mse = sq_err / n

@@ -30,6 +30,11 @@ the value nearest to ``r / s``. FP4/FP8 send an exact midpoint to the even code,
 rounding (a native float8 cast) does. NF4 computes ``r * (1/s)`` and sends an exact midpoint
 to the lower code, as bitsandbytes' ``quantize_4bit(..., quant_type="nf4")`` does, so its
 codes equal bitsandbytes' everywhere.
+
+The passes over the data (each block's extremes, the integer codes, dequantization) run as
+compiled kernels on CPU where ``quant_core.kernels`` allows, and as torch operators over
+cache-sized pieces otherwise; both give the same bits (see ``kernels``). The per-block
+arithmetic (scales, zero points, offsets) is the same eager code on both paths.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from . import kernels
 from .chunks import block_extremes, chunk_slices, for_each_piece, map_rows, scratch_buffer
 from .config import Format, Mode, QuantConfig, Rounding, ScaleDtype, ZeroPoint
 from .formats import Codebook, codebook_for
@@ -48,10 +54,10 @@ from .validation import check_float_tensor, raise_nonfinite
 
 __all__ = ["QuantizedTensor", "quantize"]
 
-# Round half to even without ``round_``, whose CPU kernel starts a thread team even for a
-# small piece (see ``chunks``): for |v| <= 2^22, v + 1.5 * 2^23 lies where float32's spacing
-# is exactly 1, so the addition rounds v to an integer, ties to even (the constant is even),
-# and subtracting the constant is exact. Results are those of ``torch.round``.
+# Round half to even by an addition and a subtraction: for |v| <= 2^22, v + 1.5 * 2^23 lies
+# where float32's spacing is exactly 1, so the addition rounds v to an integer, ties to even
+# (the constant is even), and subtracting the constant is exact. Results are those of
+# ``torch.round``.
 _RNE_MAGIC = 1.5 * 2.0**23
 # The smallest positive float32 (subnormal): the scale of a tiny range that underflows.
 _MIN_SCALE = 2.0**-149
@@ -140,12 +146,21 @@ class QuantizedTensor:
         """``r_hat = s (q - z) + m`` (linear; ``m`` only under ``ZeroPoint.FLOAT_MIN``) or
         ``s * value[q]`` (codebook): float32, input shape, saturated to float32's range."""
         codes = self.layout.to_blocks(self.codes)
-        out = torch.empty(codes.shape, dtype=torch.float32, device=codes.device)
         s = self._scale_col()
         if self.config.format is Format.INT:
             # int32 zero points subtract from float32 exactly (|z| <= 2^15)
             zp = self.zero_point.reshape(-1, 1) if self.config.has_zero_point else None
             m = self._offset_col()
+            fast = kernels.decode_int(
+                codes,
+                s,
+                zp if zp is not None and m is None else torch.zeros_like(s),
+                m if m is not None else torch.zeros_like(s),
+            )
+            if fast is not None:
+                return self.layout.from_blocks(fast)
+        out = torch.empty(codes.shape, dtype=torch.float32, device=codes.device)
+        if self.config.format is Format.INT:
 
             def work(rows: slice, cols: slice, scratch: dict[str, torch.Tensor]) -> None:
                 part = out[rows, cols]
@@ -304,13 +319,13 @@ def _int_codes(
     z: torch.Tensor,
     m: torch.Tensor,
     cfg: QuantConfig,
-    generator: torch.Generator | None,
+    noise: torch.Tensor | None,
 ) -> torch.Tensor:
-    """Float tensor of codes ``clamp(round(v))`` (``v`` of ``_scaled_codes``), computed in
-    place on one temporary."""
+    """Float tensor of codes ``clamp(round(v))`` (``v`` of ``_scaled_codes``), or
+    ``clamp(floor(v + u))`` with ``noise`` ``u`` (stochastic rounding), computed in place on
+    one temporary."""
     v = _scaled_codes(blocks, s, z, m, cfg)
-    if cfg.rounding is Rounding.STOCHASTIC:
-        noise = torch.rand(v.shape, generator=generator, device=v.device, dtype=v.dtype)
+    if noise is not None:
         v.add_(noise).floor_()
     else:
         v.round_()
@@ -327,9 +342,18 @@ def _encode_int(
 ) -> torch.Tensor:
     """Integer codes of ``blocks``: int8 for bits <= 8, else int16."""
     code_dtype = torch.int8 if cfg.bits <= 8 else torch.int16
+    noise = None
     if cfg.rounding is Rounding.STOCHASTIC:
-        # One draw over the whole tensor, so a seed gives the same codes at any size.
-        return _int_codes(blocks, s, z, m, cfg, generator).to(code_dtype)
+        # One draw over the whole tensor, so a seed gives the same codes at any size, and
+        # the same on both paths (drawn once, before either runs).
+        noise = torch.rand(
+            blocks.shape, generator=generator, device=blocks.device, dtype=torch.float32
+        )
+    fast = kernels.encode_int(blocks, s, z, m, cfg.qmin, cfg.qmax, code_dtype, noise)
+    if fast is not None:
+        return fast
+    if noise is not None:
+        return _int_codes(blocks, s, z, m, cfg, noise).to(code_dtype)
     codes = torch.empty(blocks.shape, dtype=code_dtype, device=blocks.device)
     pieces = chunk_slices(blocks)
     if len(pieces) == 1:

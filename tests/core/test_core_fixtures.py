@@ -27,6 +27,9 @@ from quant_core import (
     unpack,
 )
 
+# Every test here runs on both backends (see conftest.backend).
+pytestmark = pytest.mark.usefixtures("backend")
+
 # -- packing ---------------------------------------------------------------------------------
 
 

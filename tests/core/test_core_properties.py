@@ -45,6 +45,9 @@ from quant_core import (
     unpack,
 )
 
+# Every test here runs on both backends (see conftest.backend).
+pytestmark = pytest.mark.usefixtures("backend")
+
 U = 2.0**-24
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

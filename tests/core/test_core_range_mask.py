@@ -7,6 +7,9 @@ import torch
 
 from quant_core import Mode, PerChannel, PerGroup, PerTensor, QuantConfig, RangeMethod, quantize
 
+# Every test here runs on both backends (see conftest.backend).
+pytestmark = pytest.mark.usefixtures("backend")
+
 METHODS = [
     (RangeMethod.MINMAX, 99.9),
     (RangeMethod.PERCENTILE, 90.0),

@@ -20,6 +20,9 @@ from quant_core import (
     quantize,
 )
 
+# Every test here runs on both backends (see conftest.backend).
+pytestmark = pytest.mark.usefixtures("backend")
+
 GRANULARITIES = [PerTensor(), PerChannel(0), PerChannel(1), PerGroup(8)]
 GRAN_IDS = ["per-tensor", "axis0", "axis1", "g8"]
 CONFIGS = [

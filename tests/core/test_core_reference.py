@@ -28,6 +28,9 @@ from quant_core import (
     quantize,
 )
 
+# Every test here runs on both backends (see conftest.backend).
+pytestmark = pytest.mark.usefixtures("backend")
+
 U = 2.0**-24  # float32 unit roundoff
 MODES = [Mode.SYMMETRIC, Mode.ASYMMETRIC]
 MODE_IDS = ["sym", "asym"]

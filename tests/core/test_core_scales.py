@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from quant_core import PerGroup, QuantConfig, ScaleDtype, quantize
+
+# Every test here runs on both backends (see conftest.backend).
+pytestmark = pytest.mark.usefixtures("backend")
 
 
 def test_fp16_scales_keep_subnormal_steps(gen: torch.Generator) -> None:

@@ -53,6 +53,9 @@ from quant_core import (
     unpack,
 )
 
+# Every test here runs on both backends (see conftest.backend).
+pytestmark = pytest.mark.usefixtures("backend")
+
 U = 2.0**-24
 
 GRANULARITIES = [PerTensor(), PerChannel(0), PerChannel(1), PerGroup(16)]

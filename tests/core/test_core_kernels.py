@@ -1,0 +1,422 @@
+"""The compiled kernels (quant_core.kernels) against the eager path: equal bit for bit, no
+recompiles when shapes and bit widths change, and a quiet fallback where compiling fails.
+
+"Bit for bit" compares every value's bits (so ``-0.0`` differs from ``+0.0`` and NaNs must
+match too), dtypes and shapes: codes, scales, zero points, offsets, chosen ranges and the
+dequantized tensor. The error metrics are sums, which the compiled pass adds up in another
+order: they agree to float64 rounding (see ``test_error_metrics_agree``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+
+import hypothesis.extra.numpy as hnp
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from torch._dynamo.utils import counters
+
+from quant_core import (
+    Backend,
+    BlockRange,
+    Mode,
+    PerChannel,
+    PerGroup,
+    PerTensor,
+    QuantConfig,
+    QuantizedTensor,
+    RangeMethod,
+    Rounding,
+    ScaleDtype,
+    ZeroPoint,
+    active_backend,
+    error_metrics,
+    kernels,
+    quantize,
+    set_backend,
+    use_backend,
+    warm_up,
+    warm_up_in_background,
+)
+
+FORCED_EAGER = kernels.backend_from_env() is Backend.EAGER
+needs_compiled = pytest.mark.skipif(FORCED_EAGER, reason="QLAB_COMPILE=0 forces the eager path")
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The raw bits of a tensor (floats as same-width integers)."""
+    t = t.contiguous()
+    if t.is_floating_point():
+        return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+    return t
+
+
+def assert_same(a: torch.Tensor | None, b: torch.Tensor | None, what: str) -> None:
+    if a is None or b is None:
+        assert a is b, f"{what}: one is None"
+        return
+    assert a.dtype == b.dtype, f"{what}: dtype {a.dtype} vs {b.dtype}"
+    assert a.shape == b.shape, f"{what}: shape {tuple(a.shape)} vs {tuple(b.shape)}"
+    assert torch.equal(_bits(a), _bits(b)), f"{what}: values differ"
+
+
+def both_paths(
+    x: torch.Tensor, cfg: QuantConfig, seed: int | None = None, **kwargs: object
+) -> tuple[QuantizedTensor, torch.Tensor, QuantizedTensor, torch.Tensor]:
+    """``quantize`` + ``dequantize`` compiled (every size) and eager; with ``seed``, each
+    path gets its own generator seeded alike."""
+    results = []
+    for backend in (Backend.COMPILED, Backend.EAGER):
+        gen = None if seed is None else torch.Generator().manual_seed(seed)
+        with use_backend(backend, min_elements=1):
+            qt = quantize(x, cfg, gen, **kwargs)
+            results += [qt, qt.dequantize()]
+    return tuple(results)  # type: ignore[return-value]
+
+
+def assert_paths_agree(x: torch.Tensor, cfg: QuantConfig, seed: int | None = None, **kw) -> None:
+    fast, fast_hat, ref, ref_hat = both_paths(x, cfg, seed, **kw)
+    name = cfg.describe()
+    assert_same(fast.codes, ref.codes, f"{name} codes")
+    assert_same(fast.scale, ref.scale, f"{name} scales")
+    assert_same(fast.zero_point, ref.zero_point, f"{name} zero points")
+    assert_same(fast.offset, ref.offset, f"{name} offsets")
+    assert fast.chosen_range is not None and ref.chosen_range is not None
+    assert_same(fast.chosen_range.lo, ref.chosen_range.lo, f"{name} range lo")
+    assert_same(fast.chosen_range.hi, ref.chosen_range.hi, f"{name} range hi")
+    assert_same(fast_hat, ref_hat, f"{name} dequantized")
+
+
+# -- equal bit for bit -------------------------------------------------------------------
+
+
+@st.composite
+def matrices(draw) -> torch.Tensor:
+    """Float32 ``[R, C]`` (C a multiple of 4) of mixed magnitudes, subnormals and signed
+    zeros included; sometimes all positive, all negative or constant."""
+    rows = draw(st.integers(1, 6))
+    cols = 4 * draw(st.integers(1, 8))
+    elements = st.floats(-1e6, 1e6, width=32, allow_nan=False, allow_infinity=False)
+    arr = draw(hnp.arrays(np.float32, (rows, cols), elements=elements | st.sampled_from([-0.0])))
+    x = torch.from_numpy(arr)
+    kind = draw(st.sampled_from(["plain", "plain", "positive", "negative", "constant"]))
+    if kind == "positive":
+        x = x.abs() + 1e3
+    elif kind == "negative":
+        x = -x.abs() - 50.0
+    elif kind == "constant":
+        x = torch.full_like(x, draw(st.sampled_from([0.0, -0.0, 1.25, -3e-40, 3e38])))
+    return x
+
+
+@st.composite
+def configs(draw) -> QuantConfig:
+    return QuantConfig(
+        bits=draw(st.integers(2, 16)),
+        mode=draw(st.sampled_from(Mode)),
+        granularity=draw(
+            st.sampled_from([PerTensor(), PerChannel(0), PerChannel(-1), PerGroup(4)])
+        ),
+        range_method=draw(st.sampled_from(RangeMethod)),
+        scale_dtype=draw(st.sampled_from(ScaleDtype)),
+        rounding=draw(st.sampled_from(Rounding)),
+        zero_point=draw(st.sampled_from(ZeroPoint)),
+    )
+
+
+@needs_compiled
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(x=matrices(), cfg=configs(), seed=st.integers(0, 2**31))
+def test_compiled_equals_eager_bit_for_bit(x, cfg, seed):
+    assert_paths_agree(x, cfg, seed)
+
+
+# Shapes the eager path splits into many cache-sized pieces (rows, and parts of rows).
+LARGE = [
+    ((300, 1000), PerChannel(0)),
+    ((300, 1000), PerChannel(1)),
+    ((300, 1000), PerGroup(100)),
+    ((2, 300_000), PerChannel(0)),
+    ((600_000,), PerTensor()),
+    ((6, 50, 40), PerChannel(1)),  # a moved middle axis: a copied block view
+]
+
+
+@needs_compiled
+@pytest.mark.parametrize(("shape", "gran"), LARGE, ids=lambda v: str(v))
+@pytest.mark.parametrize("bits", [3, 8, 12], ids=lambda b: f"int{b}")
+@pytest.mark.parametrize(
+    ("mode", "zp"),
+    [(Mode.SYMMETRIC, ZeroPoint.INCLUDE_ZERO), *((Mode.ASYMMETRIC, zp) for zp in ZeroPoint)],
+    ids=["sym", "include-zero", "float-min", "course-clamp"],
+)
+def test_large_tensors_equal_bit_for_bit(gen, shape, gran, bits, mode, zp):
+    x = torch.randn(shape, generator=gen) * 2.0 + 0.3
+    cfg = QuantConfig(bits, mode, gran, zero_point=zp)
+    assert_paths_agree(x, cfg)
+    assert_paths_agree(x, dataclasses.replace(cfg, rounding=Rounding.STOCHASTIC), seed=5)
+
+
+@needs_compiled
+@pytest.mark.parametrize(
+    "values",
+    [
+        [0.0, -0.0, 0.0, -0.0],  # signed zeros only: the extremes' zero sign
+        [-0.0, 0.0, -0.0, 0.0],
+        [2.0**-149, -(2.0**-149), 0.0, 2.0**-148],  # a range that underflows the scale
+        [3.4e38, -3.4e38, 1.0, 0.0],  # wider than float32's max
+        [0.5, 1.5, 2.5, -0.5],  # exact ties at s = 1 in symmetric int2..
+        [1.25, 1.25, 1.25, 1.25],  # constant
+    ],
+    ids=["zeros", "zeros-neg-first", "subnormal", "huge", "ties", "constant"],
+)
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        QuantConfig(3, Mode.SYMMETRIC, PerGroup(4)),
+        QuantConfig(3, Mode.ASYMMETRIC, PerGroup(4)),
+        QuantConfig(3, Mode.ASYMMETRIC, PerGroup(4), zero_point=ZeroPoint.FLOAT_MIN),
+        QuantConfig(16, Mode.ASYMMETRIC, PerGroup(4), zero_point=ZeroPoint.COURSE_CLAMP),
+        QuantConfig(8, Mode.ASYMMETRIC, PerTensor(), scale_dtype=ScaleDtype.FP16),
+        QuantConfig(4, Mode.SYMMETRIC, PerChannel(1), scale_dtype=ScaleDtype.BF16),
+    ],
+    ids=lambda c: c.describe(),
+)
+def test_edge_values_equal_bit_for_bit(values, cfg):
+    x = torch.tensor(values).repeat(3, 2)
+    assert_paths_agree(x, cfg)
+
+
+@needs_compiled
+def test_given_ranges_and_masks_equal_bit_for_bit(gen):
+    x = torch.randn(64, 96, generator=gen)
+    cfg = QuantConfig(4, Mode.ASYMMETRIC, PerChannel(0))
+    lo = torch.full((64, 1), -1.0)
+    assert_paths_agree(x, cfg, ranges=BlockRange(lo, -lo * 0.5))
+    assert_paths_agree(x, cfg, range_mask=torch.rand(64, 96, generator=gen) < 0.7)
+
+
+@needs_compiled
+@pytest.mark.parametrize(
+    "context", [torch.inference_mode, torch.no_grad, torch.enable_grad],
+    ids=["inference-mode", "no-grad", "grad"],
+)  # fmt: skip
+def test_any_grad_mode_equal_and_plain(gen, context):
+    w = torch.nn.Parameter(torch.randn(96, 128, generator=gen))
+    cfg = QuantConfig(4, Mode.ASYMMETRIC, PerGroup(32))
+    with use_backend(Backend.EAGER):
+        ref = quantize(w, cfg)
+        ref_hat = ref.dequantize()
+    with context(), use_backend(Backend.COMPILED, min_elements=1):
+        inner = torch.randn(96, 128, generator=gen)  # an inference tensor in inference mode
+        qt = quantize(w, cfg)
+        x_hat = qt.dequantize()
+        quantize(inner, cfg).dequantize()
+    assert_same(qt.codes, ref.codes, "codes")
+    assert_same(x_hat, ref_hat, "dequantized")
+    assert not x_hat.requires_grad and not qt.scale.requires_grad
+    x_hat.add_(1.0)  # a plain tensor: writable outside inference mode
+
+
+def test_error_metrics_agree(gen):
+    """Sums of 2^16 terms in another order: float64's relative error is at most
+    ``n u`` with ``u = 2^-53`` (a loose bound for any order); max |d| is exact."""
+    x = torch.randn(256, 256, generator=gen)
+    x_hat = x + 0.01 * torch.randn(256, 256, generator=gen)
+    with use_backend(Backend.COMPILED, min_elements=1):
+        fast = error_metrics(x, x_hat)
+    with use_backend(Backend.EAGER):
+        ref = error_metrics(x, x_hat)
+    assert fast.max_abs == ref.max_abs
+    tol = x.numel() * 2.0**-53
+    for name in ("mse", "mean_abs", "cosine"):
+        a, b = getattr(fast, name), getattr(ref, name)
+        assert abs(a - b) <= tol * abs(b), name
+    assert abs(fast.sqnr_db - ref.sqnr_db) <= 10 / math.log(10) * 2 * tol
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
+def test_error_metrics_refuse_nonfinite_on_both_paths(bad):
+    x = torch.randn(256, 256)
+    y = x.clone()
+    y[3, 7] = bad
+    messages = []
+    for backend in Backend:
+        with use_backend(backend, min_elements=1), pytest.raises(ValueError) as info:
+            error_metrics(x, y)
+        messages.append(str(info.value))
+    assert messages[0] == messages[1] and "x_hat holds" in messages[0]
+
+
+def test_nonfinite_input_raises_on_both_paths():
+    x = torch.randn(64, 64)
+    x[5, 5] = float("nan")
+    for backend in Backend:
+        with use_backend(backend, min_elements=1), pytest.raises(ValueError, match="1 NaN"):
+            quantize(x, QuantConfig(4, granularity=PerGroup(16)))
+
+
+# -- no recompiles per slider move --------------------------------------------------------
+
+
+@needs_compiled
+def test_shapes_and_bit_widths_reuse_the_warm_kernels():
+    """After ``warm_up``, any size, bit width, mode and convention on the warmed layouts
+    (per tensor, per channel on either axis, groups) compiles nothing more."""
+    report = warm_up()
+    assert report.backend is Backend.COMPILED and report.failure is None
+    before = counters["stats"]["unique_graphs"]
+    gen = torch.Generator().manual_seed(0)
+    with use_backend(Backend.COMPILED, min_elements=1):
+        for rows, cols in [(64, 96), (100, 128), (512, 256), (7, 1024), (333, 64)]:
+            x = torch.randn(rows, cols, generator=gen)
+            for bits in (2, 3, 5, 8, 9, 13, 16):
+                for gran in (PerTensor(), PerChannel(0), PerChannel(1), PerGroup(32)):
+                    for mode, zp in ((Mode.SYMMETRIC, ZeroPoint.INCLUDE_ZERO),
+                                     (Mode.ASYMMETRIC, ZeroPoint.FLOAT_MIN)):  # fmt: skip
+                        cfg = QuantConfig(bits, mode, gran, zero_point=zp)
+                        quantize(x, cfg).dequantize()
+                    stochastic = QuantConfig(bits, granularity=gran, rounding="stochastic")
+                    quantize(x, stochastic).dequantize()
+            error_metrics(x, x * 0.5)
+    assert counters["stats"]["unique_graphs"] == before
+
+
+@needs_compiled
+def test_a_new_layout_compiles_once():
+    """A layout class the warm-up skips (groups of one: ``block_len == 1``) compiles its
+    kernels once; later shapes and widths reuse them."""
+    warm_up()
+    with use_backend(Backend.COMPILED, min_elements=1):
+        quantize(torch.randn(8, 8), QuantConfig(4, granularity=PerGroup(1))).dequantize()
+        before = counters["stats"]["unique_graphs"]
+        for shape, bits in [((16, 4), 3), ((5, 40), 6), ((100, 7), 8)]:
+            quantize(torch.randn(shape), QuantConfig(bits, granularity=PerGroup(1))).dequantize()
+    assert counters["stats"]["unique_graphs"] == before
+
+
+# -- the switch ------------------------------------------------------------------------------
+
+
+def test_backend_choice_precedence(monkeypatch):
+    monkeypatch.setenv(kernels.ENV_VAR, "0")
+    assert active_backend() is Backend.EAGER
+    set_backend("compiled")
+    try:
+        assert kernels._requested().backend is Backend.COMPILED
+        with use_backend(Backend.EAGER) as inside:
+            assert inside is Backend.EAGER and active_backend() is Backend.EAGER
+            seen = []
+            thread = threading.Thread(target=lambda: seen.append(kernels._requested().backend))
+            thread.start()
+            thread.join()
+            assert seen == [Backend.COMPILED]  # use_backend is this thread's only
+    finally:
+        set_backend(None)
+    assert active_backend() is Backend.EAGER
+    monkeypatch.setenv(kernels.ENV_VAR, "1")
+    assert kernels._requested().backend is Backend.COMPILED
+
+
+def test_bad_choices_name_the_value(monkeypatch):
+    monkeypatch.setenv(kernels.ENV_VAR, "maybe")
+    with pytest.raises(ValueError, match="QLAB_COMPILE='maybe'"):
+        active_backend()
+    with pytest.raises(ValueError, match="unknown backend 'fast'"):
+        set_backend("fast")
+    with pytest.raises(TypeError, match="backend must be a Backend or str, got int"):
+        set_backend(3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="min_elements must be >= 1, got 0"):
+        set_backend(Backend.COMPILED, min_elements=0)
+
+
+def test_small_tensors_and_other_devices_run_eagerly(device):
+    big = torch.randn(512, 512).to(device)
+    with use_backend(Backend.COMPILED):
+        assert kernels.extremes(torch.randn(4, 4)) is None  # below MIN_ELEMENTS
+        if device.type != "cpu" or FORCED_EAGER:
+            assert kernels.extremes(big) is None
+        else:
+            assert kernels.extremes(big) is not None
+
+
+@needs_compiled
+def test_other_threads_run_eagerly_while_the_kernels_warm(monkeypatch):
+    monkeypatch.setattr(kernels, "_warming", threading.Thread(target=lambda: None))
+    with use_backend(Backend.COMPILED):
+        assert kernels.extremes(torch.randn(512, 512)) is None
+
+
+@needs_compiled
+def test_warm_up_in_background_runs_once():
+    thread = warm_up_in_background()
+    assert thread is not None and thread.daemon
+    assert warm_up_in_background() is thread
+    thread.join(timeout=600)
+    assert not thread.is_alive() and kernels._warming is None
+
+
+def test_warm_up_under_eager_returns_at_once():
+    with use_backend(Backend.EAGER):
+        report = warm_up()
+    assert report.backend is Backend.EAGER and report.graphs == 0
+
+
+# -- no compiler: eager, with one log line ------------------------------------------------
+
+_FALLBACK_SCRIPT = """
+import json, logging, sys, torch
+logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
+import quant_core as qc
+PATCH
+x = torch.randn(256, 256, generator=torch.Generator().manual_seed(0))
+cfg = qc.QuantConfig(4, "asymmetric", qc.PerGroup(32))
+with qc.use_backend("compiled"):
+    fast = qc.quantize(x, cfg)
+    fast_hat = fast.dequantize()
+    metrics = qc.error_metrics(x, fast_hat)
+    again = qc.quantize(x, cfg).dequantize()
+    warm = qc.warm_up()
+with qc.use_backend("eager"):
+    ref = qc.quantize(x, cfg)
+    ref_hat = ref.dequantize()
+print(json.dumps({
+    "backend": qc.active_backend().value,
+    "failure": qc.compile_failure(),
+    "warm": warm.backend.value,
+    "same": bool(torch.equal(fast.codes, ref.codes) and torch.equal(fast_hat, ref_hat)
+                 and torch.equal(again, ref_hat)),
+}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("env", "patch", "reason"),
+    [
+        ({"CXX": "/nonexistent/g++"}, "", "InvalidCxxCompiler"),
+        ({}, "torch.compile = lambda *a, **k: 1 / 0", "ZeroDivisionError"),
+    ],
+    ids=["no-compiler", "compile-raises"],
+)
+def test_compile_failure_falls_back_with_one_warning(tmp_path, env, patch, reason):
+    script = _FALLBACK_SCRIPT.replace("PATCH", patch)
+    run_env = {**os.environ, **env, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}
+    run_env.pop(kernels.ENV_VAR, None)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=run_env, check=True
+    )
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["backend"] == "eager" and result["warm"] == "eager" and result["same"]
+    assert reason in result["failure"]
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("WARNING quant_core: compiled kernels unavailable")
