@@ -15,7 +15,8 @@ from dashboard.services.compare.ab_summary import (
     error_phrase,
     output_headline,
 )
-from dashboard.services.compare.weights import WeightScheme, quantize_and_measure
+from dashboard.services.compare.measure import quantize_and_measure
+from dashboard.services.compare.weights import WeightScheme
 from quant_core import Algorithm, Mode, PerChannel, PerGroup, PerTensor, QuantConfig, ScaleDtype
 
 INT8_ROWS = QuantConfig(bits=8, granularity=PerChannel(0))

@@ -9,15 +9,17 @@ import pytest
 import torch
 from layer_builders import synthetic_layer
 
+from dashboard.services.compare.measure import (
+    check_layer,
+    held_out_reference,
+    quantize_and_measure,
+)
 from dashboard.services.compare.weights import (
     SWEEP_GPTQ,
     WeightScheme,
     calibration_note,
-    check_layer,
-    held_out_reference,
     linear_layer_of,
     offered_algorithms,
-    quantize_and_measure,
     quantize_scheme,
 )
 from dashboard.services.sources.choice import ExampleSource, ModelSource

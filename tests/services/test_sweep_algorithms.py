@@ -19,6 +19,7 @@ from dashboard.services.compare.frontier import (
     pareto_mask,
 )
 from dashboard.services.compare.grid import fit_grid
+from dashboard.services.compare.measure import quantize_and_measure
 from dashboard.services.compare.sweep import (
     TABLE_COLUMNS,
     SchemeGrid,
@@ -27,7 +28,7 @@ from dashboard.services.compare.sweep import (
     run_sweep,
     sweep_table,
 )
-from dashboard.services.compare.weights import WeightScheme, quantize_and_measure
+from dashboard.services.compare.weights import WeightScheme
 from dashboard.services.state.scheme import GranularityKind
 from quant_core import (
     Algorithm,

@@ -38,7 +38,8 @@ from quant_core import (
 
 from ..activations.layer import LayerInputs
 from ..sources.values import to_2d_view
-from .weights import WeightScheme, quantize_and_measure
+from .measure import quantize_and_measure
+from .weights import WeightScheme
 
 __all__ = [
     "ABResult",

@@ -40,7 +40,8 @@ from ..progress import Progress
 from ..state.scheme import GranularityKind
 from .frontier import pareto_mask
 from .grid import GridExpansion, SchemeGrid, SkippedScheme, expand_grid
-from .weights import WeightScheme, held_out_reference, quantize_and_measure
+from .measure import held_out_reference, quantize_and_measure
+from .weights import WeightScheme
 
 __all__ = [
     "TABLE_COLUMNS",
