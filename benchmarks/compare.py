@@ -207,6 +207,10 @@ def bench_layer_sweep() -> bool:
         f"{t_capture:.1f} s ({inputs.x_calib.shape[0]} calibration and "
         f"{inputs.x_eval.shape[0]} held-out tokens; the page caches both)"
     )
+    # Warm up untimed: the first quantize of each layout compiles its kernels.
+    start = time.perf_counter()
+    run_sweep(w, expand_grid(GRID_24, w.shape).schemes, inputs=inputs)
+    line("warm-up (RTN, untimed)", time.perf_counter() - start)
     times: dict[tuple[Algorithm, ...], float] = {}
     table = None
     for algorithms in (
