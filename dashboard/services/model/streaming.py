@@ -10,13 +10,13 @@ weights in natural name order):
    ``safe_open`` maps the whole shard, and the pages a read touches stay resident while
    the map lives, so keeping a 5 GB shard open across its tensors would grow the process
    by 5 GB;
-3. the tensor is kept as stored (bf16/fp16 are not converted here; ``quantize`` makes the
-   float32 copy of this one tensor), quantized under the scheme (RTN, or HQQ: a folder
-   holds no calibration inputs) and measured by ``report_tensor``, exactly as
-   ``evaluate.iter_layers`` does for one file.
+3. the tensor is read as stored and copied out of the map as float32 (bf16/fp16 converted
+   exactly, this one tensor only: ``evaluate.working_copy``, which says why), quantized
+   under the scheme (RTN, or HQQ: a folder holds no calibration inputs) and measured by
+   ``report_tensor``, exactly as ``evaluate.iter_layers`` does for one file.
 
-Peak memory is then one tensor as stored plus its float32 working copies (about
-``stored + 1.5 x float32`` bytes, measured in ``tests/services/test_model_folder_stream``).
+Peak memory is then one tensor's float32 copy, its codes and its dequantized copy (about
+``2.5 x`` its float32 bytes; ``tests/services/test_model_folder_stream`` measures it).
 
 ``FOLDER_LIMITS`` is larger than the explorer's 64M elements: the explorer keeps a tensor,
 its codes, its dequantized copy and its figures in caches, while the report keeps nothing
@@ -53,7 +53,7 @@ from quant_core import (
 from ..io import Limits, LoadError, load_safetensors_file_tensor
 from ..io.common import check_size
 from .checkpoint import Checkpoint, CheckpointError, CheckpointTensor
-from .evaluate import LayerResult, ModelEvalResult, SkippedLayer
+from .evaluate import LayerResult, ModelEvalResult, SkippedLayer, working_copy
 
 __all__ = [
     "FOLDER_LIMITS",
@@ -195,7 +195,8 @@ def _measure(
         )
     # Read it now, out of the file's map (unmapped with ``mapped``): the read is timed
     # here, not inside quantize, and a file rewritten later cannot fault under us.
-    w = mapped.clone()
+    w = working_copy(mapped)
+    w = mapped.clone() if w is mapped else w
     del mapped
     read = time.perf_counter() - began
     try:
