@@ -27,7 +27,7 @@ from dashboard.services.compare.weights import calibration_note, offered_algorit
 from dashboard.services.state.algorithm import parse_sentences
 from dashboard.services.state.compare import sweep_from_query, sweep_to_query
 from dashboard.services.state.scheme import GranularityKind
-from quant_core import Algorithm, Format, Mode, QuantConfig, RangeMethod, ScaleDtype
+from quant_core import Algorithm, Format, Mode, QuantConfig, RangeMethod, ScaleDtype, ZeroPoint
 from quant_core.calibration import CALIBRATION_SENTENCES, HELD_OUT_SENTENCES
 
 __all__ = ["SweepRequest", "run_with_progress", "seed_sweep_from_url", "sweep_grid_form"]
@@ -41,6 +41,11 @@ _FORMATS = {
     Format.FP4_E2M1: "FP4 E2M1",
     Format.FP8_E4M3: "FP8 E4M3",
     Format.FP8_E5M2: "FP8 E5M2",
+}
+_ZERO_POINTS = {
+    ZeroPoint.INCLUDE_ZERO: "include zero",
+    ZeroPoint.FLOAT_MIN: "float min (m)",
+    ZeroPoint.COURSE_CLAMP: "course clamp",
 }
 _OWN_TEXT = (
     "The link was made with its author's own calibration sentences, which links do not "
@@ -98,6 +103,7 @@ def _state_from_grid(grid: SchemeGrid) -> dict[str, object]:
         "sw_range": grid.base.range_method,
         "sw_sdtype": grid.base.scale_dtype,
         "sw_algos": list(grid.algorithms),
+        "sw_zps": list(grid.zero_points),
     }
 
 
@@ -181,6 +187,17 @@ def sweep_grid_form(
         modes = c1.multiselect(
             "Modes (int)", list(Mode), format_func=lambda m: m.value, key="sw_modes", **kw
         )
+        zero_points = c1.multiselect(
+            "Zero points (int asym)",
+            list(ZeroPoint),
+            format_func=lambda z: _ZERO_POINTS[z],
+            key="sw_zps",
+            help="How an asymmetric block whose values are all of one sign is stored: "
+            "include zero widens its range to 0 (PyTorch, torchao); float min stores the "
+            "offset m in the scale dtype (GGUF Q4_1, tinygemm; costs its bits); course "
+            "clamp pins the integer zero point (the course's formula).",
+            **kw,
+        )
         kinds = c2.multiselect(
             "Granularities",
             list(GranularityKind),
@@ -228,6 +245,7 @@ def sweep_grid_form(
                 ("algorithms", algorithms, True),
                 ("bit widths", bits, Format.INT in formats),
                 ("modes", modes, Format.INT in formats),
+                ("zero points", zero_points, Mode.ASYMMETRIC in modes),
                 ("group sizes", sizes, GranularityKind.GROUP in kinds),
             )
             if needed and not chosen
@@ -245,6 +263,7 @@ def sweep_grid_form(
                 formats=tuple(formats),
                 base=QuantConfig(range_method=range_method, scale_dtype=scale_dtype),
                 algorithms=tuple(algorithms),
+                zero_points=tuple(zero_points) or (ZeroPoint.INCLUDE_ZERO,),
             )
         except (TypeError, ValueError) as exc:
             st.error(f"That grid is not valid: {exc}")

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard.services.compare.frontier import pareto_mask
 from dashboard.services.state.scheme import GranularityKind
-from quant_core import Format
+from quant_core import Format, ZeroPoint
 
 PAGES = Path(__file__).resolve().parents[2] / "dashboard" / "views"
 
@@ -81,6 +81,22 @@ def test_sweep_grid_controls_act() -> None:
     no_errors(at)
     # 2 bits x 2 modes x per-tensor = 4 schemes
     assert len(at.dataframe[0].value) == 4
+    # Every zero-point convention: the asymmetric schemes run once under each.
+    at.multiselect(key="sw_zps").set_value(list(ZeroPoint))
+    at.button[0].click().run()
+    no_errors(at)
+    table = at.dataframe[0].value
+    assert len(table) == 2 + 2 * 3
+    asym = table[table["mode"] == "asymmetric"]
+    assert sorted(asym["zero_point"]) == sorted(2 * [z.value for z in ZeroPoint])
+
+
+def test_sweep_link_carries_zero_point_conventions() -> None:
+    at = open_page(
+        "sweep.py", src="example", ex="random_4x4", **{"sw.zp": "course_clamp,float_min"}
+    )
+    no_errors(at)
+    assert at.multiselect(key="sw_zps").value == [ZeroPoint.COURSE_CLAMP, ZeroPoint.FLOAT_MIN]
 
 
 def test_ab_runs_with_shared_scale_and_totals() -> None:

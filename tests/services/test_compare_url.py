@@ -49,6 +49,7 @@ grids = st.builds(
         scale_dtype=st.sampled_from(list(ScaleDtype)),
     ),
     algorithms=_subset(list(Algorithm)),
+    zero_points=_subset(list(ZeroPoint)),
 )
 
 
@@ -71,6 +72,7 @@ def test_sweep_query_example() -> None:
         formats=(Format.INT, Format.NF4),
         base=QuantConfig(scale_dtype=ScaleDtype.FP16),
         algorithms=(Algorithm.RTN, Algorithm.GPTQ),
+        zero_points=(ZeroPoint.INCLUDE_ZERO, ZeroPoint.FLOAT_MIN),
     )
     assert sweep_to_query(grid, axis=ErrorAxis.OUTPUT_MSE) == {
         "sw.bits": "2,4,8",
@@ -79,6 +81,7 @@ def test_sweep_query_example() -> None:
         "sw.groups": "32,128",
         "sw.fmt": "int,nf4",
         "sw.algo": "rtn,gptq",
+        "sw.zp": "include_zero,float_min",
         "sw.range": "minmax",
         "sw.sdtype": "fp16",
         "sw.y": "output_mse",
@@ -96,6 +99,7 @@ def test_sweep_query_example() -> None:
         ("sw.modes", "sym", "sw.modes='sym' is not one of: symmetric, asymmetric"),
         ("sw.algo", "rtn,magic", "'magic' is not one of: rtn, gptq, awq, hqq"),
         ("sw.fmt", "int8", "not one of"),
+        ("sw.zp", "clamp", "sw.zp='clamp' is not one of: include_zero, float_min, course_clamp"),
         ("sw.range", "max", "sw.range='max'"),
         ("sw.y", "psnr", "sw.y='psnr'"),
         ("sw.calib", "mine", "sw.calib='mine' must be bundled or custom"),

@@ -30,6 +30,7 @@ from quant_core import (
     QuantConfig,
     RangeMethod,
     ScaleDtype,
+    ZeroPoint,
     clip_stats,
     error_metrics,
     quantize,
@@ -308,3 +309,45 @@ def test_sqnr_and_mse_frontiers_agree_on_one_tensor(x: torch.Tensor) -> None:
     assert by_mse == by_sqnr
     assert 1 < sum(by_mse) < len(table)
     assert np.all(np.isfinite(table["sqnr_db"].to_numpy()))
+
+
+def test_zero_point_conventions_multiply_asymmetric_int_configs_only() -> None:
+    grid = SchemeGrid(
+        bits=(4,),
+        modes=(Mode.SYMMETRIC, Mode.ASYMMETRIC),
+        kinds=(GROUP,),
+        group_sizes=(32,),
+        formats=(Format.INT, Format.NF4),
+        zero_points=tuple(ZeroPoint),
+    )
+    configs = expand_grid(grid, (8, 64)).configs
+    # int sym (1) + int asym under 3 conventions + NF4 (1)
+    assert len(configs) == 5
+    asym = [c for c in configs if c.format is Format.INT and c.mode is Mode.ASYMMETRIC]
+    assert {c.zero_point for c in asym} == set(ZeroPoint)
+    assert all(c.zero_point is ZeroPoint.INCLUDE_ZERO for c in configs if c not in asym)
+    with pytest.raises(ValueError, match="zero_points is empty"):
+        SchemeGrid(zero_points=())
+    with pytest.raises(TypeError, match="ZeroPoint"):
+        SchemeGrid(zero_points=("float_min",))  # type: ignore[arg-type]
+
+
+def test_sweep_table_shows_what_each_convention_does_to_one_sign_blocks() -> None:
+    # 1 + 0.1 randn: every group of 32 is all positive, so the conventions differ.
+    x = 1 + 0.1 * torch.randn(16, 64, generator=torch.Generator().manual_seed(0))
+    grid = SchemeGrid(
+        bits=(4,),
+        modes=(Mode.ASYMMETRIC,),
+        kinds=(GROUP,),
+        group_sizes=(32,),
+        zero_points=tuple(ZeroPoint),
+    )
+    table = sweep_table(run_sweep(x, expand_grid(grid, x.shape).schemes), "x")
+    mse = dict(zip(table["zero_point"], table["mse"], strict=True))
+    bits = dict(zip(table["zero_point"], table["bits_per_element"], strict=True))
+    # Pinned at qmin, the course's clamped grid covers [0, hi - lo] and misses the data.
+    assert mse["course_clamp"] > 100 * mse["include_zero"]
+    # The float offset reproduces each block's [lo, hi]: finer steps than [0, hi].
+    assert mse["float_min"] < mse["include_zero"]
+    # ... and costs its own 32 bits per block (fp32 scale dtype): 1 bit per element here.
+    assert bits["float_min"] == pytest.approx(bits["include_zero"] - 4 / 32 + 32 / 32)

@@ -24,6 +24,7 @@ from quant_core import (
     PerGroup,
     PerTensor,
     QuantConfig,
+    ZeroPoint,
     layout_for,
 )
 
@@ -42,6 +43,8 @@ class SchemeGrid:
     granularity whatever ``bits``/``modes`` hold. ``group_sizes`` apply to
     ``GranularityKind.GROUP`` only; ``axis`` to ``GranularityKind.CHANNEL`` only.
     ``algorithms`` pick the codes of every config (GPTQ with ``SWEEP_GPTQ``'s options).
+    ``zero_points``: the zero-point conventions of the asymmetric integer configs (each
+    asymmetric config once per convention; symmetric and codebook configs have none).
     ``base`` supplies every other field (range method, percentile, rounding, seed,
     scale dtype).
 
@@ -59,9 +62,11 @@ class SchemeGrid:
     axis: int = 0
     base: QuantConfig = field(default_factory=QuantConfig)
     algorithms: tuple[Algorithm, ...] = (Algorithm.RTN,)
+    zero_points: tuple[ZeroPoint, ...] = (ZeroPoint.INCLUDE_ZERO,)
 
     def __post_init__(self) -> None:
-        for name in ("bits", "modes", "kinds", "group_sizes", "formats", "algorithms"):
+        names = ("bits", "modes", "kinds", "group_sizes", "formats", "algorithms", "zero_points")
+        for name in names:
             value = getattr(self, name)
             if not isinstance(value, tuple):
                 raise TypeError(f"SchemeGrid.{name} must be a tuple, got {type(value).__name__}")
@@ -69,6 +74,9 @@ class SchemeGrid:
         _check_members("kinds", self.kinds, GranularityKind)
         _check_members("formats", self.formats, Format)
         _check_members("algorithms", self.algorithms, Algorithm)
+        _check_members("zero_points", self.zero_points, ZeroPoint)
+        if not self.zero_points:
+            raise ValueError("SchemeGrid.zero_points is empty; name at least one convention")
         for b in self.bits:
             QuantConfig(bits=b)  # raises naming the bad width
         for g in self.group_sizes:
@@ -131,9 +139,18 @@ def _distinct_configs(grid: SchemeGrid) -> list[QuantConfig]:
         for gran in _granularities(grid):
             if fmt is Format.INT:
                 for mode in grid.modes:
-                    for b in grid.bits:
-                        cfg = replace(grid.base, format=fmt, granularity=gran, mode=mode, bits=b)
-                        seen.setdefault(cfg, None)
+                    zps = grid.zero_points if mode is Mode.ASYMMETRIC else (ZeroPoint.INCLUDE_ZERO,)
+                    for zp in zps:
+                        for b in grid.bits:
+                            cfg = replace(
+                                grid.base,
+                                format=fmt,
+                                granularity=gran,
+                                mode=mode,
+                                bits=b,
+                                zero_point=zp,
+                            )
+                            seen.setdefault(cfg, None)
             else:
                 cfg = replace(
                     grid.base, format=fmt, granularity=gran, mode=Mode.SYMMETRIC, bits=fmt.bits

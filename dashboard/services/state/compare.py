@@ -11,6 +11,7 @@ key            value                                                  ``SchemeGr
 ``sw.groups``  integers 1..1048576                                    ``group_sizes``
 ``sw.fmt``     ``int`` | ``nf4`` | ``fp4_e2m1`` | ``fp8_e4m3`` | ...  ``formats``
 ``sw.algo``    ``rtn`` | ``gptq`` | ``awq`` | ``hqq``                 ``algorithms``
+``sw.zp``      ``include_zero`` | ``float_min`` | ``course_clamp``     ``zero_points``
 ``sw.range``   ``minmax`` | ``percentile`` | ``mse``                  ``base.range_method``
 ``sw.sdtype``  ``fp32`` | ``fp16`` | ``bf16``                         ``base.scale_dtype``
 ``sw.calib``   ``custom`` (own calibration sentences; text not carried)
@@ -33,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import TypeVar
 
-from quant_core import Algorithm, Format, Mode, QuantConfig, RangeMethod, ScaleDtype
+from quant_core import Algorithm, Format, Mode, QuantConfig, RangeMethod, ScaleDtype, ZeroPoint
 
 from ..compare.frontier import ErrorAxis
 from ..compare.grid import SchemeGrid
@@ -70,6 +71,7 @@ class SweepQuery:
     group_sizes: tuple[int, ...] | None = None
     formats: tuple[Format, ...] | None = None
     algorithms: tuple[Algorithm, ...] | None = None
+    zero_points: tuple[ZeroPoint, ...] | None = None
     range_method: RangeMethod | None = None
     scale_dtype: ScaleDtype | None = None
     custom_calibration: bool = False
@@ -80,7 +82,7 @@ class SweepQuery:
     def has_grid(self) -> bool:
         """Whether the link carries a grid: at least one grid part parsed (the others
         then take the page's defaults)."""
-        parts = ("bits", "modes", "kinds", "group_sizes", "formats", "algorithms")
+        parts = ("bits", "modes", "kinds", "group_sizes", "formats", "algorithms", "zero_points")
         return any(getattr(self, p) is not None for p in (*parts, "range_method", "scale_dtype"))
 
     def grid(self, defaults: SchemeGrid) -> SchemeGrid:
@@ -94,7 +96,7 @@ class SweepQuery:
             range_method=self.range_method or defaults.base.range_method,
             scale_dtype=self.scale_dtype or defaults.base.scale_dtype,
         )
-        parts = ("bits", "modes", "kinds", "group_sizes", "formats", "algorithms")
+        parts = ("bits", "modes", "kinds", "group_sizes", "formats", "algorithms", "zero_points")
         return SchemeGrid(**{p: pick(p) for p in parts}, base=base)  # type: ignore[arg-type]
 
 
@@ -128,6 +130,7 @@ def sweep_to_query(
         p + "groups": ",".join(str(g) for g in grid.group_sizes),
         p + "fmt": ",".join(f.value for f in grid.formats),
         p + "algo": ",".join(a.value for a in grid.algorithms),
+        p + "zp": ",".join(z.value for z in grid.zero_points),
         p + "range": grid.base.range_method.value,
         p + "sdtype": grid.base.scale_dtype.value,
     }
@@ -177,6 +180,7 @@ _LISTS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "groups": ("group_sizes", _int_item(*GROUP_RANGE)),
     "fmt": ("formats", _enum_item(Format)),
     "algo": ("algorithms", _enum_item(Algorithm)),
+    "zp": ("zero_points", _enum_item(ZeroPoint)),
 }
 _SINGLES: dict[str, tuple[str, type[enum.Enum]]] = {
     "range": ("range_method", RangeMethod),
