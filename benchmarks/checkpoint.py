@@ -43,7 +43,8 @@ from dashboard.services.model.evaluate import working_copy
 from dashboard.services.model.folder import open_checkpoint
 from dashboard.services.model.roots import parse_roots
 from dashboard.services.model.shards import write_sharded
-from dashboard.services.model.streaming import stream_report, throughput
+from dashboard.services.model.streaming import stream_report
+from dashboard.services.model.throughput import throughput
 from quant_core import Mode, PerGroup, QuantConfig, error_metrics, quantize
 
 HIDDEN, INTERMEDIATE = 4096, 11008

@@ -15,8 +15,9 @@ from dashboard.services.model.checkpoint import listing_table
 from dashboard.services.model.evaluate import COLUMN_LABELS, LayerMetric, layer_table, order_by
 from dashboard.services.model.figures import cosine_figure, layer_figure
 from dashboard.services.model.files import list_linear_weights
-from dashboard.services.model.streaming import collect, run_report, stream_table, throughput
+from dashboard.services.model.streaming import collect, run_report, stream_table
 from dashboard.services.model.tables import most_sensitive, output_table
+from dashboard.services.model.throughput import throughput
 from dashboard.services.state.algorithm import parse_sentences
 from dashboard.services.state.model import model_scheme_to_query
 from quant_core import HELD_OUT_SENTENCES, Mode, PerGroup, QuantConfig

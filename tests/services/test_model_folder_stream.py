@@ -28,8 +28,8 @@ from dashboard.services.model.streaming import (
     run_report,
     stream_report,
     stream_table,
-    throughput,
 )
+from dashboard.services.model.throughput import throughput
 from quant_core import Algorithm, Mode, PerGroup, QuantConfig
 
 REPO = Path(__file__).resolve().parents[2]
