@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-__all__ = ["DEFAULT_MAX_CELLS", "Reduced", "Reduction", "reduce_2d"]
+__all__ = ["DEFAULT_MAX_CELLS", "Reduced", "Reduction", "needs_reduction", "reduce_2d"]
 
 DEFAULT_MAX_CELLS = 512 * 512
 """Cells per heatmap: 262,144 float32 values are 1 MB, about 1.4 MB as base64 JSON."""
@@ -79,6 +79,13 @@ class Reduced:
         )
 
 
+def needs_reduction(shape: tuple[int, int], max_cells: int = DEFAULT_MAX_CELLS) -> bool:
+    """Whether ``reduce_2d`` draws a ``shape`` matrix as blocks (more than ``max_cells``
+    cells) rather than cell by cell."""
+    rows, cols = shape
+    return rows * cols > max_cells
+
+
 def _steps(rows: int, cols: int, max_cells: int) -> tuple[int, int]:
     """The smallest square step ``s`` with ``ceil(rows/s) * ceil(cols/s) <= max_cells``,
     clipped to each dimension (so a long thin matrix is reduced along its length only)."""
@@ -119,7 +126,8 @@ def reduce_2d(matrix: np.ndarray | torch.Tensor, max_cells: int, how: Reduction)
     kernel = (rs, cs)
     grid = m[None, None]
     if how is Reduction.MEAN:
-        if bool(torch.isnan(m).any()):
+        # A sum is NaN when a cell is (or when +inf and -inf meet): one pass, no mask.
+        if bool(torch.isnan(m.sum())):
             known = (~torch.isnan(grid)).to(torch.float32)
             total = F.avg_pool2d(torch.nan_to_num(grid, nan=0.0), kernel, ceil_mode=True)
             share = F.avg_pool2d(known, kernel, ceil_mode=True)
