@@ -35,7 +35,14 @@ from dashboard.services.explorer.algorithm import AlgorithmExploration, explore_
 from dashboard.services.explorer.explore import Exploration, explore
 from dashboard.services.explorer.exports import DownloadFiles
 from dashboard.services.explorer.exports import download_files as build_download_files
-from dashboard.services.explorer.heatmaps import OverviewFigures, ViewOptions, overview_figures
+from dashboard.services.explorer.heatmaps import (
+    OriginalMap,
+    OverviewFigures,
+    ViewOptions,
+    original_key,
+    original_map,
+    overview_figures,
+)
 from dashboard.services.explorer.histogram import histogram_figure
 from dashboard.services.explorer.research import ResearchExploration, explore_research
 from dashboard.services.explorer.research_teaching import research_panel
@@ -119,9 +126,21 @@ def exploration(key: str, _matrix: torch.Tensor, _cfg: QuantConfig) -> Explorati
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
-def overview(key: str, _exp: Exploration, _opts: ViewOptions) -> OverviewFigures:
-    """``key``: the exploration's key plus the view options."""
-    return overview_figures(_exp, _opts)
+def overview(
+    key: str, _exp: Exploration, _opts: ViewOptions, source_key: str | None = None
+) -> OverviewFigures:
+    """``key``: the exploration's key plus the view options. With ``source_key`` (the
+    source's key), the original map of a larger tensor is built once per source, options
+    and boundaries (``original_key``): a new bit width or mode does not rebuild it."""
+    common = None if source_key is None else original_key(_exp, _opts)
+    base = None if common is None else original_overview(f"{source_key}|{common}", _exp, _opts)
+    return overview_figures(_exp, _opts, base)
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def original_overview(key: str, _exp: Exploration, _opts: ViewOptions) -> OriginalMap:
+    """``key``: the source's key plus ``original_key(exp, opts)``."""
+    return original_map(_exp, _opts)
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)

@@ -59,9 +59,14 @@ def view_options(reduced: bool = True) -> ViewOptions:
     blocks; when not, the choice is shown with a note that it changes nothing."""
     persist.defaults({"v_red": Reduction.MEAN, "v_bounds": True})
     c1, c2 = st.columns([3, 1])
+    label = (
+        "Overview: each cell is the"
+        if reduced
+        else "Overview (this tensor is drawn cell by cell, so nothing is reduced): each cell "
+        "would be the"
+    )
     reduction = c1.radio(
-        "Overview: each cell is the" if reduced else "Overview (this tensor is drawn cell "
-        "by cell, so nothing is reduced): each cell would be the",
+        label,
         list(Reduction),
         format_func=lambda r: r.label + " of its block",
         key="v_red",

@@ -21,6 +21,7 @@ from dashboard.components.view import (
     zoom_window,
 )
 from dashboard.components.view import seed_from_url as seed_view_from_url
+from dashboard.services.display.reduce import needs_reduction
 from dashboard.services.explorer.heatmaps import zoom_figure
 from dashboard.services.state.algorithm import algorithm_to_query
 from dashboard.services.state.research import scheme_to_query
@@ -44,7 +45,6 @@ with st.sidebar:
     scheme = config_picker(cols, research=True, activation_terms=is_activation(source))
     st.header("Algorithm")
     algo, layer = explorer_algorithm(source, scheme)
-opts = view_options()
 query = {**source_to_query(source.choice), **scheme_to_query(scheme), **algorithm_to_query(algo)}
 # Written before the work below, so a run that stops early still leaves URL and page agreeing.
 url.write({**query, **view_to_query(current_view())})
@@ -73,7 +73,8 @@ if run.algorithm is not None:
     algorithm_row(run.algorithm)
 
 outlier_strip(source)
-figs = cache.overview(f"{key}|{opts!r}", exp, opts)
+opts = view_options(reduced=needs_reduction((rows, cols)))
+figs = cache.overview(f"{key}|{opts!r}", exp, opts, source_key=source.key)
 # The four maps go into one container, drawn only once all four figures exist, so they
 # appear together (a map missing while the others are drawn read as "no codes").
 with st.container(key="overview_maps"):

@@ -55,11 +55,13 @@ def test_slider_changes_metrics(page, app_url: str) -> None:
 
 HEATMAP_IMAGES = """() => Array.from(document.querySelectorAll(
     '[data-testid="stPlotlyChart"]')).slice(0, 4).map(
-    c => (c.querySelector('.heatmaplayer image') || {}).href?.baseVal ?? '')"""
+    c => (c.querySelector('.imagelayer image') || c.querySelector('.heatmaplayer image') || {})
+      .href?.baseVal ?? '')"""
 
 
 def heatmap_images(page) -> list[str]:
-    """The drawn image of each overview map (plotly draws a heatmap as one image)."""
+    """The drawn image of each overview map: a small tensor's heatmap (plotly draws it as
+    one image) or a larger tensor's PNG (an image trace)."""
     return page.evaluate(HEATMAP_IMAGES)
 
 
@@ -79,6 +81,72 @@ def test_bit_width_change_redraws_codes_dequantized_and_error(page, app_url: str
     names = ("original", "codes", "dequantized", "error")
     changed = {n for n, b, a in zip(names, before, after, strict=True) if a != b}
     assert {"codes", "dequantized", "error"} <= changed, changed
+
+
+def test_bit_width_change_leaves_a_large_tensors_original_map_alone(page, app_url: str) -> None:
+    # 256x256 cells: drawn as images; the original's map is the same for every bit width,
+    # so Streamlit sends only a reference to it and the browser keeps the drawn one.
+    frames: list[str] = []
+    page.on(
+        "websocket",
+        lambda ws: ws.on(
+            "framereceived",
+            lambda f: frames.append(f.decode("latin-1") if isinstance(f, bytes) else f),
+        ),
+    )
+    page.goto(f"{app_url}/?src=synthetic&rows=256&cols=256&bits=4&mode=asymmetric")
+    wait_for_charts(page, 4)
+    wait_idle(page)
+    before = heatmap_images(page)
+    assert all(src.startswith("data:image/png;base64,") for src in before), before
+    frames.clear()
+    page.evaluate(
+        """() => { const plot = document.querySelector(
+              '[data-testid="stPlotlyChart"] .js-plotly-plot');
+            window.__original = plot; window.__originalMutations = 0;
+            new MutationObserver(() => window.__originalMutations++)
+              .observe(plot, {subtree: true, childList: true, attributes: true}); }"""
+    )
+    slider = page.get_by_role("slider", name="Bit width")
+    slider.focus()
+    slider.press("ArrowRight")
+    page.wait_for_url("**bits=5&**", timeout=90_000)
+    wait_idle(page)
+    page.wait_for_function(f"({HEATMAP_IMAGES})()[1] !== {before[1]!r}", timeout=90_000)
+    after = heatmap_images(page)
+    assert after[0] == before[0]
+    assert after[1] != before[1] and after[2] != before[2] and after[3] != before[3]
+    assert page.evaluate("window.__original.isConnected && window.__originalMutations === 0")
+    # the new maps came over the websocket, the original's did not (each map's hover names
+    # what it shows)
+    sent = "".join(frames)
+    assert "code: see the colour bar" in sent and "error: see the colour bar" in sent
+    assert "original: see the colour bar" not in sent
+
+
+def hover_text(page, chart, x: float, y: float) -> str:
+    """Hover at ``(x, y)`` (fractions of the chart's box) and read plotly's hover label."""
+    chart.scroll_into_view_if_needed()
+    box = chart.bounding_box()
+    page.mouse.move(box["x"] + box["width"] * x, box["y"] + box["height"] * y)
+    page.wait_for_function(
+        "Array.from(document.querySelectorAll('.hoverlayer')).some(h => h.textContent)",
+        timeout=30_000,
+    )
+    return page.evaluate(
+        "Array.from(document.querySelectorAll('.hoverlayer')).map(h => h.textContent).join(' ')"
+    )
+
+
+def test_zoom_hover_names_every_value_of_a_large_tensors_cell(page, app_url: str) -> None:
+    page.goto(f"{app_url}/?src=synthetic&rows=256&cols=256&bits=4&mode=asymmetric")
+    wait_for_charts(page, 5)
+    wait_idle(page)
+    zoom = page.locator('[data-testid="stPlotlyChart"]').nth(4)
+    # the first of the four panels, inside its plot area
+    text = hover_text(page, zoom, 0.12, 0.45)
+    for name in ("original", "code", "dequantized", "error", "scale", "zero point"):
+        assert name in text, text
 
 
 def test_block_change_leaves_the_heatmaps_alone(page, app_url: str) -> None:

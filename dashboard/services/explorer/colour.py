@@ -1,0 +1,133 @@
+"""The explorer maps' colour scales: one diverging convention, robust limits, colour bars.
+
+Every diverging map is red = positive, blue = negative, white = 0, said in its colour bar.
+Limits sit at the 99.5th percentile of ``|x|`` of the shown values, so one extreme value
+among thousands does not wash a map out; the values beyond are counted in the colour bar
+(and ringed on the overview maps).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from quant_core import Format
+
+from .explore import Exploration
+
+__all__ = [
+    "DIVERGING",
+    "LIMIT_PERCENTILE",
+    "SIGN_NOTE",
+    "ColourLimits",
+    "code_limits",
+    "colorbar",
+    "error_limits",
+    "robust_limit",
+    "value_limits",
+    "with_count",
+]
+
+DIVERGING = "RdBu_r"
+"""Every diverging map: red = positive, blue = negative, white = 0 (said in its colour bar)."""
+SIGN_NOTE = "red = positive, blue = negative"
+LIMIT_PERCENTILE = 99.5
+
+
+@dataclass(frozen=True)
+class ColourLimits:
+    """A map's colour range ``[lo, hi]`` and how it was chosen (``note``, for the colour
+    bar). ``colorscale``: ``DIVERGING`` (``lo = -hi``), ``"Viridis"`` (one-signed data) or
+    ``"Cividis"`` (codes)."""
+
+    colorscale: str
+    lo: float
+    hi: float
+    note: str
+
+
+def robust_limit(shown: np.ndarray | torch.Tensor) -> float:
+    """The 99.5th percentile of ``|x|`` over the finite shown values, taken as an actual
+    data value (``method="higher"``), so a tensor of up to 200 values keeps its maximum
+    and one extreme value among thousands no longer washes the map out. 1 for all-zero."""
+    a = np.abs(np.asarray(shown, dtype=np.float32))
+    a = a[np.isfinite(a)]
+    if a.size == 0:
+        return 1.0
+    lim = float(np.percentile(a, LIMIT_PERCENTILE, method="higher"))
+    return lim if lim > 0 else (float(a.max()) or 1.0)
+
+
+def _beyond(shown: np.ndarray | torch.Tensor, lo: float, hi: float) -> int:
+    v = np.asarray(shown, dtype=np.float32)
+    return int(np.count_nonzero((v > hi) | (v < lo)))
+
+
+def _limits_note(lim: float, n_beyond: int) -> str:
+    return (
+        f"{SIGN_NOTE}<br>±{lim:.3g} ({LIMIT_PERCENTILE:g}th pct of |x|; "
+        f"{n_beyond:,} values beyond, saturated)"
+    )
+
+
+def value_limits(exp: Exploration, shown: np.ndarray | torch.Tensor) -> ColourLimits:
+    """One colour scale for original and dequantized: diverging around 0 (``DIVERGING``)
+    at ``±`` the 99.5th percentile of ``|x|`` of the shown original values when the data has
+    both signs; sequential over the 0.5th-99.5th percentile range otherwise."""
+    if exp.value_min < 0 < exp.value_max:
+        lim = robust_limit(shown)
+        return ColourLimits(DIVERGING, -lim, lim, _limits_note(lim, _beyond(shown, -lim, lim)))
+    v = np.asarray(shown, dtype=np.float32)
+    v = v[np.isfinite(v)]
+    lo = float(np.percentile(v, 100 - LIMIT_PERCENTILE, method="lower")) if v.size else 0.0
+    hi = float(np.percentile(v, LIMIT_PERCENTILE, method="higher")) if v.size else 1.0
+    if hi <= lo:
+        hi = lo + 1.0
+    n = _beyond(shown, lo, hi)
+    return ColourLimits(
+        "Viridis",
+        lo,
+        hi,
+        f"{lo:.3g} to {hi:.3g} ({100 - LIMIT_PERCENTILE:g}th–{LIMIT_PERCENTILE:g}th pct; "
+        f"{n:,} values beyond, saturated)",
+    )
+
+
+def error_limits(shown: np.ndarray | torch.Tensor) -> ColourLimits:
+    """Diverging, centred on 0, at ``±`` the 99.5th percentile of ``|error|`` shown."""
+    lim = robust_limit(shown)
+    return ColourLimits(DIVERGING, -lim, lim, _limits_note(lim, _beyond(shown, -lim, lim)))
+
+
+def with_count(limits: ColourLimits, shown: np.ndarray | torch.Tensor) -> ColourLimits:
+    """The same range, with the count of ``shown`` values beyond it (another map)."""
+    n = _beyond(shown, limits.lo, limits.hi)
+    note = re.sub(r"[0-9,]+ values beyond", f"{n:,} values beyond", limits.note)
+    return ColourLimits(limits.colorscale, limits.lo, limits.hi, note)
+
+
+def code_limits(exp: Exploration, note: str | None = None) -> ColourLimits:
+    """Cividis over every code the format has: ``qmin .. qmax`` for integers, ``0 ..
+    2^bits - 1`` for codebook formats (NF4, FP4, FP8 index a table)."""
+    cfg = exp.config
+    if cfg.format is Format.INT:
+        lo, hi = float(cfg.qmin), float(cfg.qmax)
+    else:
+        lo, hi = 0.0, float((1 << cfg.bits) - 1)
+    return ColourLimits("Cividis", lo, hi, f"code {lo:.0f} to {hi:.0f}" if note is None else note)
+
+
+def colorbar(title: str) -> dict:
+    """A horizontal colour bar under the map, its title (convention and limits) on top."""
+    return {
+        "orientation": "h",
+        "thickness": 10,
+        "y": -0.1,
+        "yanchor": "top",
+        "len": 0.9,
+        "nticks": 6,
+        "title": {"text": title, "side": "top", "font": {"size": 11}},
+    }

@@ -1,0 +1,170 @@
+"""The explorer's four overview maps: original, codes, dequantized and error.
+
+Large matrices are drawn as a reduced overview (at most ``max_cells`` cells, each the mean
+or the max-|value| of a block of cells, said in the title) plus a full-resolution zoom
+window. Tensors of up to ``RICH_HOVER_MAX_CELLS`` cells are full heatmaps whose every cell's
+hover names original, code, dequantized, error and scale; larger ones are light images
+(``maps``): colours only, exact values in the zoom.
+
+The original map of a larger tensor depends on the tensor and the view options alone (and
+on the granularity, when boundaries are drawn): a new bit width or mode gives the very same
+figure, which Streamlit then neither resends nor the browser redraws.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import plotly.graph_objects as go
+
+from ..display.reduce import DEFAULT_MAX_CELLS, Reduced, Reduction, reduce_2d
+from .cells import RICH_HOVER_MAX_CELLS, display_codes, rich_customdata, rich_hover
+from .colour import ColourLimits, code_limits, error_limits, value_limits, with_count
+from .explore import Exploration
+from .maps import MapSpec, boundary_trace, map_figure
+
+__all__ = [
+    "OriginalMap",
+    "OverviewFigures",
+    "ViewOptions",
+    "is_light",
+    "original_key",
+    "original_map",
+    "overview_figures",
+]
+
+
+@dataclass(frozen=True)
+class ViewOptions:
+    reduction: Reduction = Reduction.MEAN
+    max_cells: int = DEFAULT_MAX_CELLS
+    show_boundaries: bool = True
+
+
+@dataclass(frozen=True, eq=False)
+class OverviewFigures:
+    original: go.Figure
+    codes: go.Figure
+    dequantized: go.Figure
+    error: go.Figure
+
+    def all(self) -> tuple[go.Figure, go.Figure, go.Figure, go.Figure]:
+        return (self.original, self.codes, self.dequantized, self.error)
+
+
+def is_light(shape: tuple[int, int]) -> bool:
+    """Whether a matrix of ``shape`` is drawn as images (more than ``RICH_HOVER_MAX_CELLS``
+    cells) rather than as heatmaps with every cell's values."""
+    rows, cols = shape
+    return rows * cols > RICH_HOVER_MAX_CELLS
+
+
+def _suffix(first: Reduced, opts: ViewOptions) -> str:
+    if not first.is_reduced:
+        return ""
+    (rows, cols), (rr, cc) = first.source_shape, first.values.shape
+    return (
+        f"<br><sup>{rr}×{cc} overview of {rows}×{cols}: {opts.reduction.label} of "
+        f"{first.row_step}×{first.col_step} blocks</sup>"
+    )
+
+
+def _boundary(exp: Exploration, opts: ViewOptions) -> dict | None:
+    if not opts.show_boundaries:
+        return None
+    return boundary_trace(exp.config, tuple(exp.original.shape))
+
+
+Cells = tuple[np.ndarray, str] | None
+"""Every cell's hover data and template (a small tensor's heatmaps), ``None`` for images."""
+
+
+def _cells(exp: Exploration) -> Cells:
+    if is_light(tuple(exp.original.shape)):
+        return None
+    full = slice(None)
+    return rich_customdata(exp, full, full), rich_hover(exp)
+
+
+@dataclass(frozen=True, eq=False)
+class OriginalMap:
+    """The original's map and what the other maps take from it: its reduced values (the
+    mean error is their difference with the dequantized ones) and its colour range (the
+    dequantized map's too)."""
+
+    reduced: Reduced
+    limits: ColourLimits
+    figure: go.Figure
+
+
+def original_key(exp: Exploration, opts: ViewOptions) -> str | None:
+    """What the original map depends on besides the tensor, as a cache key: the view
+    options and, when boundary lines are drawn, the granularity. ``None`` for a small
+    tensor, whose every cell's hover names its code (its map changes with every scheme)."""
+    if not is_light(tuple(exp.original.shape)):
+        return None
+    lines = _boundary(exp, opts) is not None
+    return f"{opts!r}|{exp.config.granularity!r}" if lines else f"{opts!r}|no boundary lines"
+
+
+def original_map(exp: Exploration, opts: ViewOptions) -> OriginalMap:
+    """The original's map alone: of a larger tensor, the same figure for every scheme of
+    one granularity (``original_key``), which ``overview_figures`` can reuse."""
+    return _original(exp, opts, _cells(exp))
+
+
+def _original(exp: Exploration, opts: ViewOptions, cells: Cells) -> OriginalMap:
+    first = reduce_2d(exp.original, opts.max_cells, opts.reduction)
+    limits = value_limits(exp, first.values)
+    spec = MapSpec("Original" + _suffix(first, opts), first, limits, "original", True)
+    return OriginalMap(first, limits, _figure(exp, opts, spec, cells))
+
+
+def _figure(exp: Exploration, opts: ViewOptions, spec: MapSpec, cells: Cells) -> go.Figure:
+    nonfinite = exp.finite is not None
+    if cells is None:
+        return map_figure(spec, _boundary(exp, opts), nonfinite, image=True)
+    return map_figure(spec, _boundary(exp, opts), nonfinite, *cells)
+
+
+def overview_figures(
+    exp: Exploration, opts: ViewOptions, original: OriginalMap | None = None
+) -> OverviewFigures:
+    """The four overview maps: original, codes, dequantized (one shared colour scale with
+    original) and error, the diverging ones red = positive, blue = negative, each limited
+    at the 99.5th percentile of ``|x|`` of its shown values (``colour.robust_limit``) with
+    the saturated cells beyond it ringed. ``original``: ``original_map(exp, opts)`` built
+    before (for another scheme of the same ``original_key``), else built here."""
+    cells = _cells(exp)
+    if original is None:
+        original = _original(exp, opts, cells)
+    first, values = original.reduced, original.limits
+    full = slice(None)
+    codes = reduce_2d(display_codes(exp, full, full), opts.max_cells, opts.reduction)
+    deq = reduce_2d(exp.dequantized, opts.max_cells, opts.reduction)
+    if opts.reduction is Reduction.MEAN and first.is_reduced:
+        # The mean is linear: mean(x - x_hat) = mean(x) - mean(x_hat), no extra pass.
+        error = replace(first, values=first.values - deq.values)
+    else:
+        error = reduce_2d(exp.error, opts.max_cells, opts.reduction)
+    suffix = _suffix(first, opts)
+    specs = (
+        MapSpec("Quantized codes" + suffix, codes, code_limits(exp), "code", False),
+        MapSpec(
+            "Dequantized (same scale as original)" + suffix,
+            deq,
+            with_count(values, deq.values),
+            "dequantized",
+            True,
+        ),
+        MapSpec(
+            "Error = original − dequantized" + suffix,
+            error,
+            error_limits(error.values),
+            "error",
+            True,
+        ),
+    )
+    maps = [_figure(exp, opts, s, cells) for s in specs]
+    return OverviewFigures(original.figure, *maps)
