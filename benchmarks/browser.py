@@ -18,8 +18,9 @@ page (``performance.now()``): from the ``keydown`` to
 
 - *metric*: the first metric value on the page changing;
 - *settled*: the status widget gone and the page quiet (no DOM change anywhere outside the
-  status widget for ``QUIET_MS``), the time being that of the last change; the number of
-  charts whose DOM changed says which charts were redrawn;
+  status widget for ``QUIET_MS``), the time being that of the last change; the charts whose
+  plot changed (a mutation inside the plotly graph, not Streamlit's stale marks around it)
+  are named: those the browser redrew (the original map should not be among them);
 - *server+transfer*: from the rerun request the browser sends to the server's last
   websocket message, on the network stack's clock (CDP ``Network`` events), so a busy page
   does not inflate it; ``settled - server`` is then the browser's own share (parsing and
@@ -47,6 +48,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -120,7 +122,7 @@ PROBE = """
   B.result = () => ({
     metric: B.metricAt - B.press,
     settled: Math.max(B.lastMut ?? B.metricAt, B.statusGoneAt ?? 0) - B.press,
-    redrawn: B.redrawn.size,
+    redrawn: Array.from(B.redrawn).sort((a, b) => a - b),
     charts: charts().length,
     drawnAtFirstChart: B.drawnAtFirstChart,
     allChartsAt: B.allChartsAt === null ? null : B.allChartsAt - B.press,
@@ -134,8 +136,12 @@ PROBE = """
       const el = m.target.nodeType === 1 ? m.target : m.target.parentElement;
       if (!el || el.closest('[data-testid="stStatusWidget"]')) continue;
       counted = true;
+      // A redraw changes the plot itself (not Streamlit's stale marks around it, nor a
+      // hover label): a mutation inside the plotly graph, outside its hover layer.
       const c = el.closest('[data-testid="stPlotlyChart"]');
-      if (c && all.indexOf(c) >= 0) B.redrawn.add(all.indexOf(c));
+      const inPlot = el.closest('.js-plotly-plot') || el.querySelector?.('.js-plotly-plot');
+      const k = c ? all.indexOf(c) : -1;
+      if (inPlot && !el.closest('.hoverlayer') && k >= 0) B.redrawn.add(k);
     }
     if (B.hadStatus && !status() && B.statusGoneAt === null) B.statusGoneAt = t;
     if (status()) { B.hadStatus = true; B.statusGoneAt = null; }
@@ -178,7 +184,7 @@ class Change:
     server_ms: float | None
     busy_ms: float
     bytes_sent: int
-    redrawn: int
+    redrawn: tuple[int, ...]
     charts: int
 
 
@@ -298,7 +304,7 @@ class Meter:
             self._server_ms(),
             self._busy_ms() - busy0,
             self.received,
-            r["redrawn"],
+            tuple(r["redrawn"]),
             r["charts"],
         )
 
@@ -348,6 +354,19 @@ def p95(values: list[float]) -> float:
     return float(np.percentile(values, 95))
 
 
+CHART_NAMES = ("original", "codes", "dequantized", "error", "zoom", "histogram")
+
+
+def _redrawn(changes: list[Change]) -> str:
+    """The charts most changes redrew, by name (the explorer's charts in page order), e.g.
+    ``3/6 codes,dequantized,error``; ``(k of n)`` when the changes differ."""
+    sets = Counter(c.redrawn for c in changes)
+    common, n = sets.most_common(1)[0]
+    names = ",".join(CHART_NAMES[i] if i < len(CHART_NAMES) else str(i) for i in common)
+    agree = "" if n == len(changes) else f" ({n} of {len(changes)})"
+    return f"{len(common)}/{changes[0].charts} {names or '-'}{agree}"
+
+
 def summary(label: str, changes: list[Change], ref: float | None = None) -> str:
     settled = [c.settled_ms for c in changes]
     metric = [c.metric_ms for c in changes]
@@ -361,8 +380,7 @@ def summary(label: str, changes: list[Change], ref: float | None = None) -> str:
         f" browser after it {statistics.median(draw) if draw else nan:5.0f},"
         f" main thread busy {statistics.median(c.busy_ms for c in changes):5.0f} ms]"
         f"  {statistics.median(c.bytes_sent for c in changes) / 1e3:8.1f} kB/change"
-        f"  charts redrawn {statistics.median(c.redrawn for c in changes):.0f}"
-        f"/{changes[0].charts}"
+        f"  charts redrawn {_redrawn(changes)}"
     )
     if ref:
         text += f"  = {statistics.median(settled) / ref:4.1f}x reference"
@@ -383,48 +401,69 @@ def _matrix(tensor: Tensor):
 
 def server_breakdown(tensor: Tensor, repeats: int = 3) -> str:
     """Median ms of each step of one explorer rerun in this process (int5 asym g128, a
-    configuration the page has after one change), and the JSON size of each figure."""
+    configuration the page has after one change) and the JSON size of each figure, in three
+    groups: what every change pays (the original map comes from its cache, and Streamlit
+    sends a reference to it), what a first display adds (the original map), and what only
+    the "Prepare downloads" button pays."""
     import plotly.io as pio
 
     from dashboard.services.explorer import exports
     from dashboard.services.explorer.explore import explore
-    from dashboard.services.explorer.heatmaps import ViewOptions, overview_figures, zoom_figure
+    from dashboard.services.explorer.heatmaps import (
+        ViewOptions,
+        original_map,
+        overview_figures,
+        zoom_figure,
+    )
     from dashboard.services.explorer.histogram import histogram_figure
     from dashboard.services.explorer.teaching import teaching_panel
     from quant_core import Mode, PerGroup, QuantConfig
 
     x = _matrix(tensor)
-    steps: dict[str, list[float]] = {}
+    steps: dict[str, dict[str, list[float]]] = {"change": {}, "first": {}, "downloads": {}}
     sizes: dict[str, int] = {}
 
-    def timed(name: str, fn: Callable[[], object]) -> object:
+    def timed(group: str, name: str, fn: Callable[[], object]) -> object:
         t0 = time.perf_counter()
         out = fn()
-        steps.setdefault(name, []).append((time.perf_counter() - t0) * 1e3)
+        steps[group].setdefault(name, []).append((time.perf_counter() - t0) * 1e3)
         return out
 
+    def json_of(group: str, name: str, fig) -> None:
+        sizes[name] = len(timed(group, f"json {name}", lambda: pio.to_json(fig, validate=False)))
+
+    opts = ViewOptions()
     for i in range(repeats + 1):
         cfg = QuantConfig(5 + i % 3, Mode.ASYMMETRIC, PerGroup(128))
-        exp = timed("explore", lambda cfg=cfg: explore(x, cfg))
-        figs = timed("overview figures", lambda exp=exp: overview_figures(exp, ViewOptions()))
-        for name, fig in zip(("original", "codes", "dequant", "error"), figs.all(), strict=True):
-            sizes[name] = len(timed(f"json {name}", lambda f=fig: pio.to_json(f, validate=False)))
-        zoom = timed("zoom figure", lambda exp=exp: zoom_figure(exp, 0, 0, 32))
-        sizes["zoom"] = len(timed("json zoom", lambda f=zoom: pio.to_json(f, validate=False)))
-        hist = timed("histogram", lambda exp=exp: histogram_figure(exp, 0))
-        sizes["histogram"] = len(
-            timed("json histogram", lambda f=hist: pio.to_json(f, validate=False))
-        )
-        timed("teaching", lambda exp=exp: teaching_panel(exp, 0))
-        timed("export csv", lambda exp=exp: exports.metrics_csv(exp))
-        timed("export safetensors", lambda exp=exp: exports.quantized_safetensors(exp))
-        timed("export packed", lambda exp=exp: exports.packed_codes(exp))
+        exp = timed("change", "explore", lambda cfg=cfg: explore(x, cfg))
+        base = timed("first", "original map", lambda exp=exp: original_map(exp, opts))
+        json_of("first", "original", base.figure)
+        figs = timed("change", "maps", lambda e=exp, b=base: overview_figures(e, opts, b))
+        for name, fig in zip(("codes", "dequant", "error"), figs.all()[1:], strict=True):
+            json_of("change", name, fig)
+        zoom = timed("change", "zoom", lambda exp=exp: zoom_figure(exp, 0, 0, 32))
+        json_of("change", "zoom", zoom)
+        hist = timed("change", "histogram", lambda exp=exp: histogram_figure(exp, 0))
+        json_of("change", "histogram", hist)
+        timed("change", "teaching", lambda exp=exp: teaching_panel(exp, 0))
+        timed("downloads", "csv", lambda exp=exp: exports.metrics_csv(exp))
+        timed("downloads", "safetensors", lambda exp=exp: exports.quantized_safetensors(exp))
+        timed("downloads", "packed", lambda exp=exp: exports.packed_codes(exp))
         if i == 0:
-            steps.clear()  # warm-up
-    med = {k: statistics.median(v) for k, v in steps.items()}
-    parts = ", ".join(f"{k} {v:.0f}" for k, v in med.items())
-    kb = ", ".join(f"{k} {v / 1e3:.0f}" for k, v in sizes.items())
-    return f"{tensor.label}: total {sum(med.values()):.0f} ms = {parts}\n    JSON kB: {kb}"
+            for group in steps.values():
+                group.clear()  # warm-up
+    lines = [tensor.label]
+    titles = {
+        "change": "every change",
+        "first": "first display adds",
+        "downloads": "downloads (on demand)",
+    }
+    for group, named in steps.items():
+        med = {k: statistics.median(v) for k, v in named.items()}
+        parts = ", ".join(f"{k} {v:.0f}" for k, v in med.items())
+        lines.append(f"    {titles[group]}: {sum(med.values()):.0f} ms = {parts}")
+    lines.append("    JSON kB: " + ", ".join(f"{k} {v / 1e3:.0f}" for k, v in sizes.items()))
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -458,9 +497,11 @@ def main() -> None:
                 button.focus()
                 ref_meter.page.keyboard.press("Enter")
 
-            # Warm-up: the first app page of a server imports torch and builds caches.
+            # Warm-up: the first app page of a server imports torch and plotly, and the
+            # first tensor past quant_core's eager threshold compiles its kernels (seconds,
+            # once per server): paid here, so first displays below are a running server's.
             warm = Meter(browser)
-            warm.open(f"{app}/?src=example&ex=course_3x3", 4)
+            warmed, _ = warm.open(f"{app}/?src=synthetic&rows=512&cols=512&{START}", 4)
             warm.close()
             results: list[tuple[Tensor, Change, int | None, list[Change]]] = []
             for tensor in chosen:
@@ -478,6 +519,10 @@ def main() -> None:
     ref = statistics.median(c.settled_ms for c in ref_changes)
     print()
     print(f"uptime load: {os.getloadavg()[0]:.2f} (other work on this machine adds noise)")
+    print(
+        f"server's first page (imports, kernel compile; synthetic 512x512): settled"
+        f" {warmed.settled_ms:.0f} ms"
+    )
     print(summary("reference: one 512x512 heatmap", ref_changes))
     ok = True
     for tensor, first, drawn, changes in results:
