@@ -5,12 +5,14 @@ The eager path (``kernels.Backend.EAGER``: the reference, and the fallback where
 is not possible or the device is not a CPU) runs each formula as a chain of torch operators.
 Over a whole large tensor every operator would stream it through memory once, through a
 tensor-sized temporary (a page fault per 4 KiB). Over pieces of ``CHUNK_ELEMS`` elements the
-chain reuses one small temporary that stays in cache, and each operator, being above
-torch's parallel grain (32768 elements), still spreads over torch's threads. Pieces run in
-order on the calling thread, each writing its own part of the output, so results do not
-depend on the number of threads. (A Python thread pool used to run pieces in parallel; the
-compiled kernels, one parallel loop per pass, made it unnecessary.)
-Other devices get the whole tensor as one piece.
+chain reuses one small temporary that stays in cache. A piece is below torch's parallel
+grain (32768 elements), so each operator runs on the calling thread alone: it never waits
+for torch's thread team, which on a busy machine costs a scheduler tick per operator for
+each descheduled thread. Pieces run in order, each writing its own part of the output, so
+results do not depend on threads. (A Python thread pool used to spread the pieces over the
+cores; the compiled kernels, one parallel loop per pass, have replaced it where speed
+matters, and the eager path now keeps to one core.) Other devices get the whole tensor as
+one piece.
 
 ``block_extremes`` runs as a compiled kernel where ``kernels`` allows.
 """
@@ -32,7 +34,7 @@ __all__ = [
     "scratch_buffer",
 ]
 
-CHUNK_ELEMS = 1 << 18  # 1 MiB of float32: a multiple of 128 and 1024, 8x the parallel grain
+CHUNK_ELEMS = 24576  # 96 KiB of float32, a multiple of 128 and 1024, below 32768
 
 Piece = tuple[slice, slice]
 
@@ -83,7 +85,9 @@ def block_extremes(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if fast is not None:
         return fast
     lo, hi = _eager_extremes(blocks)
-    return kernels.canonical_zeros(lo), kernels.canonical_zeros(hi)
+    return map_rows(
+        lambda lo, hi: (kernels.canonical_zeros(lo), kernels.canonical_zeros(hi)), lo, hi
+    )
 
 
 def _eager_extremes(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -113,10 +117,22 @@ def map_rows(
     fn: Callable[..., tuple[torch.Tensor, ...]], *tensors: torch.Tensor
 ) -> tuple[torch.Tensor, ...]:
     """``fn(*tensors)``, computed on pieces of <= ``CHUNK_ELEMS`` rows on CPU and joined
-    along dim 0: for the many small ops on per-block columns ``[n_blocks, 1]``. ``fn``
-    must work row by row and return a tuple of tensors with one row per input row."""
+    along dim 0: for the many small ops on per-block columns ``[n_blocks, 1]``, each below
+    torch's parallel grain (see the module doc). ``fn`` must work piece by piece and return
+    a tuple of tensors; results with one row per input row are copied into one output piece
+    by piece (no whole-size operator), others (say, one flag per piece) are concatenated."""
     n = tensors[0].shape[0]
     if tensors[0].device.type != "cpu" or n <= CHUNK_ELEMS:
         return fn(*tensors)
-    parts = [fn(*(t[i : i + CHUNK_ELEMS] for t in tensors)) for i in range(0, n, CHUNK_ELEMS)]
-    return tuple(torch.cat(column) for column in zip(*parts, strict=True))
+    starts = range(0, n, CHUNK_ELEMS)
+    parts = [fn(*(t[i : i + CHUNK_ELEMS] for t in tensors)) for i in starts]
+    joined = []
+    for column in zip(*parts, strict=True):
+        if sum(p.shape[0] for p in column) != n:
+            joined.append(torch.cat(column))
+            continue
+        out = column[0].new_empty((n, *column[0].shape[1:]))
+        for i, p in zip(starts, column, strict=True):
+            out[i : i + p.shape[0]] = p
+        joined.append(out)
+    return tuple(joined)

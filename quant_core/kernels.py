@@ -268,21 +268,24 @@ def _variant(fn: Callable[..., Any], key: str) -> Callable[..., Any]:
     """``torch.compile(fn)`` for one variant ``key``, on its own copy of ``fn``'s code:
     Dynamo keeps one cache (and one recompile limit) per code object, so variants that
     differ by dtype or inference-ness never crowd each other out."""
-    compiled = _compiled.get(key)
+    name = f"{fn.__name__}_{key}"
+    compiled = _compiled.get(name)
     if compiled is None:
         with _lock:
-            compiled = _compiled.get(key)
+            compiled = _compiled.get(name)
             if compiled is None:
-                name = f"{fn.__name__}_{key}"
                 code = fn.__code__.replace(co_name=name, co_qualname=name)
                 copy = types.FunctionType(code, fn.__globals__, name, fn.__defaults__)
                 compiled = torch.compile(copy, dynamic=True, fullgraph=True)
-                _compiled[key] = compiled
+                _compiled[name] = compiled
     return compiled
 
 
+_FAILED = object()
+
+
 def _run(fn: Callable[..., Any], key: str, *args: torch.Tensor) -> Any:
-    """``fn(*args)`` compiled, or ``None`` when the compiled path failed (then it is off).
+    """``fn(*args)`` compiled, or ``_FAILED`` when the compiled path failed (then it is off).
 
     Kernels run outside autograd and outside inference mode, so their outputs are plain
     tensors. Which inputs are inference tensors (made under ``torch.inference_mode``) picks
@@ -296,14 +299,17 @@ def _run(fn: Callable[..., Any], key: str, *args: torch.Tensor) -> Any:
             return compiled(*plain)
     except Exception as exc:
         _fail(_describe(exc))
-        return None
+        return _FAILED
 
 
 # -- the kernels (plain torch code; Inductor compiles each into one loop) -----------------
 
 
 def _extremes_kernel(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return blocks.amin(dim=1, keepdim=True), blocks.amax(dim=1, keepdim=True)
+    return (
+        canonical_zeros(blocks.amin(dim=1, keepdim=True)),
+        canonical_zeros(blocks.amax(dim=1, keepdim=True)),
+    )
 
 
 def _encode_kernel(
@@ -315,7 +321,7 @@ def _encode_kernel(
     qmax: torch.Tensor,
     dtype: torch.dtype,
 ) -> torch.Tensor:
-    v = (blocks - m) / s + z
+    v = (blocks - m) / s + z.to(torch.float32)  # int32 zero points convert exactly
     return v.round().clamp(qmin, qmax).to(dtype)
 
 
@@ -337,7 +343,7 @@ def _encode_stochastic_kernel(
     noise: torch.Tensor,
     dtype: torch.dtype,
 ) -> torch.Tensor:
-    v = (blocks - m) / s + z
+    v = (blocks - m) / s + z.to(torch.float32)
     return (v + noise).floor().clamp(qmin, qmax).to(dtype)
 
 
@@ -349,11 +355,20 @@ def _encode_stochastic_int16(blocks, s, z, m, qmin, qmax, noise):
     return _encode_stochastic_kernel(blocks, s, z, m, qmin, qmax, noise, torch.int16)
 
 
-def _decode_kernel(
-    codes: torch.Tensor, s: torch.Tensor, z: torch.Tensor, m: torch.Tensor
-) -> torch.Tensor:
-    r_hat = (codes.to(torch.float32) - z) * s + m
-    return r_hat.clamp(-_F32_MAX, _F32_MAX)
+# Dequantization, in place on the codes already converted to float32, one kernel per
+# convention (no zero tensors to make): the eager path's operations in its order.
+
+
+def _decode_scale(q: torch.Tensor, s: torch.Tensor) -> None:
+    q.copy_((q * s).clamp(-_F32_MAX, _F32_MAX))
+
+
+def _decode_zero_point(q: torch.Tensor, s: torch.Tensor, z: torch.Tensor) -> None:
+    q.copy_(((q - z.to(torch.float32)) * s).clamp(-_F32_MAX, _F32_MAX))
+
+
+def _decode_offset(q: torch.Tensor, s: torch.Tensor, m: torch.Tensor) -> None:
+    q.copy_((q * s + m).clamp(-_F32_MAX, _F32_MAX))
 
 
 def _error_sums_kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -380,10 +395,10 @@ _ENCODE_STOCHASTIC = {torch.int8: _encode_stochastic_int8, torch.int16: _encode_
 
 
 def canonical_zeros(t: torch.Tensor) -> torch.Tensor:
-    """``t += 0`` in place: ``-0`` becomes ``+0``, every other value (and NaN) stays.
-    Applied to the extremes of both paths, whose zero signs depend on the order of
-    comparison."""
-    return t.add_(0.0)
+    """``t`` with ``-0`` replaced by ``+0`` (every other value, NaN included, kept). Applied
+    to the extremes of both paths, whose zero signs depend on the order of comparison.
+    (A ``select``, not ``t + 0``, which a compiler may drop as a no-op.)"""
+    return torch.where(t == 0, 0.0, t)
 
 
 def extremes(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -392,10 +407,7 @@ def extremes(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
     if blocks.dtype != torch.float32 or not _usable(blocks):
         return None
     out = _run(_extremes_kernel, "extremes", _kernel_layout(blocks))
-    if out is None:
-        return None
-    lo, hi = out
-    return canonical_zeros(lo), canonical_zeros(hi)
+    return None if out is _FAILED else out
 
 
 def _kernel_layout(blocks: torch.Tensor) -> torch.Tensor:
@@ -406,11 +418,9 @@ def _kernel_layout(blocks: torch.Tensor) -> torch.Tensor:
     return blocks.contiguous()
 
 
-def _column(t: torch.Tensor) -> torch.Tensor:
-    """One value per row as a fresh float32 ``[n, 1]`` tensor, never an inference tensor
-    (so only the large inputs decide a kernel's variant)."""
-    with torch.inference_mode(False):
-        return t.reshape(-1, 1).to(torch.float32, copy=True)
+def _column(t: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """One value per row as an ``[n, 1]`` tensor of ``dtype`` (a view when it is one)."""
+    return t.reshape(-1, 1).to(dtype)
 
 
 def encode_int(
@@ -430,23 +440,45 @@ def encode_int(
     tensors = (blocks,) if noise is None else (blocks, noise)
     if blocks.dtype != torch.float32 or dtype not in _ENCODE or not _usable(*tensors):
         return None
-    with torch.inference_mode(False):
-        bounds = torch.tensor([qmin, qmax], dtype=torch.float32)
-    args = (_kernel_layout(blocks), _column(s), _column(z), _column(m), bounds[0], bounds[1])
+    bounds = torch.tensor([qmin, qmax], dtype=torch.float32)
+    args = (
+        _kernel_layout(blocks),
+        _column(s),
+        _column(z, torch.int32),
+        _column(m),
+        bounds[0],
+        bounds[1],
+    )
     if noise is None:
-        return _run(_ENCODE[dtype], f"encode_{dtype}", *args)
-    return _run(_ENCODE_STOCHASTIC[dtype], f"encode_stochastic_{dtype}", *args, noise)
+        out = _run(_ENCODE[dtype], "encode", *args)
+    else:
+        out = _run(_ENCODE_STOCHASTIC[dtype], "encode_stochastic", *args, noise)
+    return None if out is _FAILED else out
 
 
 def decode_int(
-    codes: torch.Tensor, s: torch.Tensor, z: torch.Tensor, m: torch.Tensor
+    codes: torch.Tensor, s: torch.Tensor, z: torch.Tensor | None, m: torch.Tensor | None
 ) -> torch.Tensor | None:
-    """``clamp((q - z) s + m, -F, F)`` (float32) of integer ``codes`` ``[n, L]``, one
-    ``s``, ``z``, ``m`` per row; ``None``: run eagerly."""
+    """Dequantized float32 values of integer ``codes`` ``[n, L]``: ``clamp(s q + m)`` with
+    offsets ``m``, else ``clamp((q - z) s)`` with zero points ``z``, else ``clamp(s q)``
+    (one ``s``, ``z``, ``m`` per row; ``clamp`` to float32's finite range); ``None``: run
+    eagerly.
+
+    Two passes: torch's own ``codes.to(float32)`` (exact), then the compiled affine map in
+    place. Inductor loads 8-bit integers a lane group at a time through a stack copy (on
+    AVX2), which made one fused kernel slower than the two: the conversion streams at
+    memory speed, and the second pass reads what the first wrote."""
     if codes.dtype not in _ENCODE or not _usable(codes):
         return None
-    args = (_kernel_layout(codes), _column(s), _column(z), _column(m))
-    return _run(_decode_kernel, f"decode_{codes.dtype}", *args)
+    with torch.inference_mode(False):
+        out = _kernel_layout(codes).to(torch.float32)
+    if m is not None:
+        done = _run(_decode_offset, "decode", out, _column(s), _column(m))
+    elif z is not None:
+        done = _run(_decode_zero_point, "decode", out, _column(s), _column(z, torch.int32))
+    else:
+        done = _run(_decode_scale, "decode", out, _column(s))
+    return None if done is _FAILED else out
 
 
 def error_sums(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor | None:
@@ -455,7 +487,8 @@ def error_sums(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor | None:
     order, so they may differ from the eager path's in the last bits."""
     if a.dtype != torch.float32 or b.dtype != torch.float32 or not _usable(a, b):
         return None
-    return _run(_error_sums_kernel, "error_sums", a.contiguous(), b.contiguous())
+    out = _run(_error_sums_kernel, "error_sums", a.contiguous(), b.contiguous())
+    return None if out is _FAILED else out
 
 
 # -- warm-up ---------------------------------------------------------------------------------

@@ -151,12 +151,7 @@ class QuantizedTensor:
             # int32 zero points subtract from float32 exactly (|z| <= 2^15)
             zp = self.zero_point.reshape(-1, 1) if self.config.has_zero_point else None
             m = self._offset_col()
-            fast = kernels.decode_int(
-                codes,
-                s,
-                zp if zp is not None and m is None else torch.zeros_like(s),
-                m if m is not None else torch.zeros_like(s),
-            )
+            fast = kernels.decode_int(codes, s, zp if m is None else None, m)
             if fast is not None:
                 return self.layout.from_blocks(fast)
         out = torch.empty(codes.shape, dtype=torch.float32, device=codes.device)
