@@ -74,7 +74,10 @@ if run.algorithm is not None:
 
 outlier_strip(source)
 opts = view_options(reduced=needs_reduction((rows, cols)))
-figs = cache.overview(f"{key}|{opts!r}", exp, opts, source_key=source.key)
+# The original map is cached per source, except under AWQ, whose maps show W·diag(s): that
+# "original" belongs to this scheme and calibration.
+scaled = run.algorithm is not None and run.algorithm.shows_scaled_weight
+figs = cache.overview(f"{key}|{opts!r}", exp, opts, source_key=key if scaled else source.key)
 # The four maps go into one container, drawn only once all four figures exist, so they
 # appear together (a map missing while the others are drawn read as "no codes").
 with st.container(key="overview_maps"):

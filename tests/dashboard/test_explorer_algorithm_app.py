@@ -50,6 +50,16 @@ def codes_map(at: AppTest) -> str:
     return json.dumps(maps[1]["data"])
 
 
+def original_map(at: AppTest) -> str:
+    """The original map (the first of the four heatmaps) as JSON text."""
+    maps = [
+        spec
+        for spec in (json.loads(el.proto.spec) for el in at.get("plotly_chart"))
+        if spec["data"] and spec["data"][0]["type"] == "heatmap"
+    ]
+    return json.dumps(maps[0]["data"])
+
+
 def no_errors(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
@@ -95,6 +105,14 @@ def test_awq_from_a_link_labels_the_scaled_weight() -> None:
     assert "W·diag(s)" in captions(at)
     assert query(at, "algo") == "awq"
     assert any("W·diag(s)" in i.value for i in at.info)  # the teaching panel says it too
+    # The original map is W·diag(s) under AWQ, W under RTN: never the other's cached image.
+    awq_original = original_map(at)
+    at.selectbox(key="a_algo").set_value(Algorithm.RTN).run()
+    no_errors(at)
+    rtn_original = original_map(at)
+    assert rtn_original != awq_original
+    at.selectbox(key="a_algo").set_value(Algorithm.AWQ).run()
+    assert original_map(at) == awq_original
 
 
 def test_other_tensors_offer_rtn_and_hqq_and_say_why() -> None:
