@@ -37,16 +37,13 @@ import torch
 from .algo_checks import check_calibration, check_config, check_weight, emit
 from .config import Mode, PerChannel, PerGroup, PerTensor, QuantConfig
 from .granularity import layout_for
+from .hessian import DEFAULT_DAMP, gptq_hessian, inverse_hessian_factor
 from .quantize import QuantizedTensor, quantize
 from .ranges import BlockRange
 
 __all__ = ["GPTQOptions", "GPTQResult", "gptq_hessian", "gptq_quantize"]
 
 _F32_MAX = torch.finfo(torch.float32).max
-# Each failed Cholesky multiplies the dampening by 10, this many times at most.
-_MAX_DAMP_RETRIES = 6
-# A zero relative dampening that fails restarts from the default.
-_DEFAULT_DAMP = 0.01
 
 
 @dataclass(frozen=True)
@@ -61,7 +58,7 @@ class GPTQOptions:
     ``act_order``: quantize columns in order of decreasing ``H_jj`` (most active inputs
     first); with groups, the grids are static (see the module docstring)."""
 
-    damp: float = _DEFAULT_DAMP
+    damp: float = DEFAULT_DAMP
     block_size: int = 128
     act_order: bool = False
 
@@ -100,12 +97,6 @@ class GPTQResult:
     permutation: torch.Tensor | None
     proxy_loss: float
     warnings: tuple[str, ...]
-
-
-def gptq_hessian(x: torch.Tensor) -> torch.Tensor:
-    """``H = 2 XᵀX / tokens`` (float64, ``[in, in]``) of calibration inputs ``X [tokens, in]``."""
-    x64 = x.detach().to(torch.float64)
-    return x64.T @ x64 * (2.0 / x64.shape[0])
 
 
 def _row_config(cfg: QuantConfig) -> QuantConfig:
@@ -151,46 +142,6 @@ def _fake_quant(
     if asym:
         v.sub_(z)
     return v.mul_(s).clamp_(-_F32_MAX, _F32_MAX)
-
-
-def _inverse_hessian_factor(
-    h: torch.Tensor, damp: float, messages: list[str]
-) -> tuple[torch.Tensor, float, float]:
-    """Upper Cholesky factor ``U`` of ``(H + λI)⁻¹`` (float64), retrying with 10x the
-    dampening while ``H + λI`` is not numerically positive definite."""
-    mean_diag = float(torch.diagonal(h).mean())
-    eye = torch.eye(h.shape[0], dtype=h.dtype, device=h.device)
-    rel = damp
-    for attempt in range(_MAX_DAMP_RETRIES + 1):
-        lam = rel * mean_diag
-        # With J the reversal permutation and J (H + λI) J = M Mᵀ (M lower), the upper
-        # Cholesky factor of (H + λI)⁻¹ is U = J M⁻¹ J: one factorisation and one triangular
-        # inverse instead of the reference's Cholesky, cholesky_inverse and Cholesky again
-        # (the same U in exact arithmetic; about 1.5x faster).
-        damped = h + lam * eye
-        chol, info = torch.linalg.cholesky_ex(damped.flip(0, 1))
-        # A pivot at rounding level (relative to the largest diagonal) means a numerically
-        # singular matrix that factorised by luck: its inverse would be noise.
-        floor = h.shape[0] * torch.finfo(h.dtype).eps * float(torch.diagonal(damped).max())
-        if int(info) == 0 and float(torch.diagonal(chol).min()) ** 2 > floor:
-            inv = torch.linalg.solve_triangular(chol, eye, upper=False)
-            u = inv.flip(0, 1)
-            if bool(torch.isfinite(u).all()) and bool((torch.diagonal(u) > 0).all()):
-                return u, rel, lam
-        if attempt == _MAX_DAMP_RETRIES:
-            break
-        new_rel = rel * 10 if rel > 0 else _DEFAULT_DAMP
-        emit(
-            messages,
-            f"GPTQ: the Hessian H + {rel:g}·mean(diag H)·I is not positive definite "
-            f"(singular or ill-conditioned calibration inputs); retrying with dampening "
-            f"{new_rel:g}",
-        )
-        rel = new_rel
-    raise ValueError(
-        f"GPTQ: the Hessian is not positive definite even with dampening {rel:g} "
-        f"(mean diag H = {mean_diag:.6g}); the calibration inputs are unusable"
-    )
 
 
 def _check_granularity(cfg: QuantConfig, shape: tuple[int, int]) -> str:
@@ -273,7 +224,7 @@ def gptq_quantize(
         perm = torch.argsort(torch.diagonal(h), descending=True, stable=True)
         wt = wt[perm]
         h = h[perm][:, perm]
-    u, damp_used, lam = _inverse_hessian_factor(h, float(options.damp), messages)
+    u, damp_used, lam = inverse_hessian_factor(h, float(options.damp), messages)
     del h
 
     # Row j (in quantization order): the float32 values column j was rounded from, and its

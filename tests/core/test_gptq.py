@@ -24,7 +24,8 @@ from quant_core import (
     layer_output_error,
     quantize,
 )
-from quant_core.gptq import _inverse_hessian_factor, gptq_hessian, gptq_quantize
+from quant_core.gptq import gptq_quantize
+from quant_core.hessian import gptq_hessian, inverse_hessian_factor
 
 # ---------------------------------------------------------------------------------------
 # The reference: the paper's algorithm written out column by column, without lazy batches
@@ -258,7 +259,7 @@ def test_a_hessian_that_is_not_positive_definite_gets_more_dampening():
     h = torch.tensor([[1.0, 2.0], [2.0, 1.0]], dtype=torch.float64)
     messages: list[str] = []
     with pytest.warns(AlgorithmWarning, match="not positive definite") as record:
-        u, rel, lam = _inverse_hessian_factor(h, 0.01, messages)
+        u, rel, lam = inverse_hessian_factor(h, 0.01, messages)
     assert len(record) == 3 and len(messages) == 3
     assert (
         "retrying with dampening 0.1" in messages[0] and "retrying with dampening 10" in messages[2]
@@ -272,7 +273,7 @@ def test_zero_dampening_on_a_singular_hessian_restarts_from_the_default():
     h = torch.tensor([[1.0, -1.0], [-1.0, 1.0]], dtype=torch.float64)  # singular
     messages: list[str] = []
     with pytest.warns(AlgorithmWarning, match="retrying with dampening 0.01"):
-        _, rel, _ = _inverse_hessian_factor(h, 0.0, messages)
+        _, rel, _ = inverse_hessian_factor(h, 0.0, messages)
     assert rel == pytest.approx(0.01)
 
 
@@ -281,7 +282,7 @@ def test_a_hopeless_hessian_raises():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AlgorithmWarning)
         with pytest.raises(ValueError, match="not positive definite even with dampening"):
-            _inverse_hessian_factor(h, 0.01, [])
+            inverse_hessian_factor(h, 0.01, [])
 
 
 @pytest.mark.parametrize(
