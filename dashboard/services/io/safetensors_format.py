@@ -51,7 +51,14 @@ from .common import (
     short,
 )
 
-__all__ = ["list_bytes", "list_file", "load_bytes", "load_file_tensor", "open_file"]
+__all__ = [
+    "list_bytes",
+    "list_file",
+    "load_bytes",
+    "load_file_tensor",
+    "natural_key",
+    "open_file",
+]
 
 _MAX_HEADER = 100_000_000  # the library refuses larger headers; so do we, before reading
 
@@ -201,7 +208,7 @@ def _entries(path: Path, shown: str) -> tuple[_Entry, ...]:
                 f"{MAX_DIMS} are supported"
             )
         entries.append(_Entry(TensorInfo(name, shape, _dtype_name(st_dtype)), st_dtype))
-    return tuple(sorted(entries, key=lambda e: _natural_key(e.info.name)))
+    return tuple(sorted(entries, key=lambda e: natural_key(e.info.name)))
 
 
 def _read_header(path: Path, shown: str) -> tuple[dict[str, object], int]:
@@ -254,8 +261,9 @@ def _reject_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
     return out
 
 
-def _natural_key(name: str) -> list[tuple[int, int, str]]:
-    """``layers.2`` before ``layers.10`` (digit runs compared by length, then text)."""
+def natural_key(name: str) -> list[tuple[int, int, str]]:
+    """``layers.2`` before ``layers.10`` (digit runs compared by length, then text): the
+    order tensors, shards and folders are listed in."""
     key = []
     for part in re.split(r"(\d+)", name):
         if part.isdecimal():

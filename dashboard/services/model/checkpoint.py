@@ -4,7 +4,6 @@ one from a model folder; ``streaming`` reads its tensors one at a time."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +21,6 @@ __all__ = [
     "CheckpointTensor",
     "Shard",
     "listing_table",
-    "natural_key",
 ]
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -110,18 +108,6 @@ class Checkpoint:
         size and modification time (a rewritten shard gives a new key)."""
         parts = [str(self.folder)] + [f"{s.name}:{s.size}:{s.mtime_ns}" for s in self.shards]
         return "|".join(parts)
-
-
-def natural_key(name: str) -> list[tuple[int, int, str]]:
-    """``layers.2`` before ``layers.10`` (the order the ``io`` reader lists tensors in)."""
-    key = []
-    for part in re.split(r"(\d+)", name):
-        if part.isdecimal():
-            digits = part.lstrip("0")
-            key.append((0, len(digits), digits))
-        else:
-            key.append((1, 0, part))
-    return key
 
 
 # ---------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..io import LoadError, TensorInfo, list_safetensors_file
+from ..io.safetensors_format import natural_key
 from .checkpoint import (
     INDEX_NAME,
     SINGLE_NAME,
@@ -35,7 +36,6 @@ from .checkpoint import (
     CheckpointError,
     CheckpointTensor,
     Shard,
-    natural_key,
 )
 from .roots import ModelRoots, PathRefused, check_inside, resolve_in_roots
 
