@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import logging
 import os
 import threading
@@ -61,6 +62,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from .config import Format
+from .formats import Codebook, codebook_for
 
 __all__ = [
     "ENV_VAR",
@@ -275,7 +279,9 @@ def _variant(fn: Callable[..., Any], key: str) -> Callable[..., Any]:
             compiled = _compiled.get(name)
             if compiled is None:
                 code = fn.__code__.replace(co_name=name, co_qualname=name)
-                copy = types.FunctionType(code, fn.__globals__, name, fn.__defaults__)
+                copy = types.FunctionType(
+                    code, fn.__globals__, name, fn.__defaults__, fn.__closure__
+                )
                 compiled = torch.compile(copy, dynamic=True, fullgraph=True)
                 _compiled[name] = compiled
     return compiled
@@ -371,6 +377,56 @@ def _decode_offset(q: torch.Tensor, s: torch.Tensor, m: torch.Tensor) -> None:
     q.copy_((q * s + m).clamp(-_F32_MAX, _F32_MAX))
 
 
+def _decode_table(q: torch.Tensor, table: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """Codebook dequantization ``clamp(s * table[q])``."""
+    return (table[q.to(torch.int64)] * s).clamp(-_F32_MAX, _F32_MAX)
+
+
+@functools.cache
+def _codebook_encoder(fmt: Format) -> Callable[..., torch.Tensor]:
+    """The nearest-rounding encoder of one codebook format, its constants baked in.
+
+    FP8: ``clamp(r / s)`` cast to the native float8 dtype (IEEE round to nearest even,
+    subnormals and ``-0`` included), the bits being the code: the codebook's nearest value
+    with ties to the even code, which is what the eager path computes. NF4 and FP4 (16
+    values): the index ``sum_k [v > mid_k]`` (``bucketize`` over the 15 midpoints, a tie
+    going to the lower value), FP4 moving a tie at ``mid_k`` up when the lower code is odd;
+    the code by table (NF4 codes are indices), ``-0``'s code for a negative ``v`` rounding
+    to zero. NF4 takes ``1/s`` and multiplies, as bitsandbytes and the eager path do."""
+    cb = codebook_for(fmt)
+    lo, hi = float(cb.values[0]), float(cb.values[-1])
+    if fmt in _FLOAT8:
+        dtype = _FLOAT8[fmt]
+
+        def encode_fp8(blocks: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+            return (blocks / s).clamp(lo, hi).to(dtype).view(torch.uint8)
+
+        return encode_fp8
+    mids = ((cb.values[1:] + cb.values[:-1]) / 2).tolist()
+    nf4 = fmt is Format.NF4
+    if nf4 and not torch.equal(cb.codes, torch.arange(len(cb.codes), dtype=torch.uint8)):
+        raise ValueError(f"{fmt.value} codes are not the value indices")
+    bumps = [] if nf4 else [mids[k] for k in range(len(mids)) if int(cb.codes[k]) % 2 == 1]
+    neg_zero, zero_index = cb.neg_zero_code, cb.zero_index
+
+    def encode_small(blocks: torch.Tensor, s: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
+        v = blocks * s if nf4 else blocks / s
+        c = v.clamp(lo, hi)
+        idx = (c > mids[0]).to(torch.int32)
+        for mid in mids[1:]:
+            idx = idx + (c > mid).to(torch.int32)
+        for mid in bumps:
+            idx = idx + (c == mid).to(torch.int32)
+        if nf4:
+            return idx.to(torch.uint8)
+        code = codes[idx]
+        if neg_zero is not None:
+            code = torch.where((idx == zero_index) & torch.signbit(v), neg_zero, code)
+        return code
+
+    return encode_small
+
+
 def _error_sums_kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     a64, b64 = a.to(torch.float64), b.to(torch.float64)
     d = a64 - b64
@@ -387,6 +443,7 @@ def _error_sums_kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     )
 
 
+_FLOAT8 = {Format.FP8_E4M3: torch.float8_e4m3fn, Format.FP8_E5M2: torch.float8_e5m2}
 _ENCODE = {torch.int8: _encode_int8, torch.int16: _encode_int16}
 _ENCODE_STOCHASTIC = {torch.int8: _encode_stochastic_int8, torch.int16: _encode_stochastic_int16}
 
@@ -481,6 +538,33 @@ def decode_int(
     return None if done is _FAILED else out
 
 
+def encode_codebook(blocks: torch.Tensor, s: torch.Tensor, cb: Codebook) -> torch.Tensor | None:
+    """uint8 codes of ``blocks`` (float32 ``[n, L]``) under codebook ``cb`` with nearest
+    rounding, ``s`` one scale per row; ``None``: run eagerly."""
+    if blocks.dtype != torch.float32 or not _usable(blocks):
+        return None
+    kernel = _codebook_encoder(cb.format)
+    if cb.format in _FLOAT8:
+        args: tuple[torch.Tensor, ...] = (_kernel_layout(blocks), _column(s))
+    elif cb.format is Format.NF4:
+        args = (_kernel_layout(blocks), _column(s).reciprocal(), cb.codes)
+    else:
+        args = (_kernel_layout(blocks), _column(s), cb.codes)
+    out = _run(kernel, f"codebook_{cb.format.value}", *args)
+    return None if out is _FAILED else out
+
+
+def decode_codebook(
+    codes: torch.Tensor, s: torch.Tensor, table: torch.Tensor
+) -> torch.Tensor | None:
+    """``clamp(s * table[q])`` (float32) of uint8 codebook ``codes`` ``[n, L]``, one ``s``
+    per row, ``table`` the codebook's ``decode_table``; ``None``: run eagerly."""
+    if codes.dtype != torch.uint8 or not _usable(codes):
+        return None
+    out = _run(_decode_table, "decode_table", _kernel_layout(codes), table, _column(s))
+    return None if out is _FAILED else out
+
+
 def error_sums(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor | None:
     """``[sum d^2, sum |d|, max |d|, sum a^2, sum b^2, sum a b]`` (float64, ``d = a - b``)
     of two 1-D float32 tensors in one pass, or ``None``: run eagerly. Sums follow Inductor's
@@ -513,6 +597,9 @@ def _probe_cases() -> list[tuple[tuple[int, ...], Any]]:
                 cases.append(((128, 256), QuantConfig(bits, mode, gran, rounding=rounding)))
     for zp in (ZeroPoint.FLOAT_MIN, ZeroPoint.COURSE_CLAMP):  # the same kernels, checked
         cases.append(((128, 256), QuantConfig(3, Mode.ASYMMETRIC, PerGroup(32), zero_point=zp)))
+    for fmt in (Format.NF4, Format.FP8_E4M3):
+        for gran in (PerTensor(), PerGroup(64)):
+            cases.append(((128, 256), QuantConfig(format=fmt, granularity=gran)))
     return cases
 
 

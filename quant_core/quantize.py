@@ -144,7 +144,8 @@ class QuantizedTensor:
 
     def dequantize(self) -> torch.Tensor:
         """``r_hat = s (q - z) + m`` (linear; ``m`` only under ``ZeroPoint.FLOAT_MIN``) or
-        ``s * value[q]`` (codebook): float32, input shape, saturated to float32's range."""
+        ``s * value[q]`` (codebook): float32, input shape, saturated to float32's range.
+        A compiled kernel where ``kernels`` allows, else torch operators over pieces."""
         codes = self.layout.to_blocks(self.codes)
         s = self._scale_col()
         if self.config.format is Format.INT:
@@ -152,8 +153,11 @@ class QuantizedTensor:
             zp = self.zero_point.reshape(-1, 1) if self.config.has_zero_point else None
             m = self._offset_col()
             fast = kernels.decode_int(codes, s, zp if m is None else None, m)
-            if fast is not None:
-                return self.layout.from_blocks(fast)
+        else:
+            table = codebook_for(self.config.format, codes.device).decode_table
+            fast = kernels.decode_codebook(codes, s, table)
+        if fast is not None:
+            return self.layout.from_blocks(fast)
         out = torch.empty(codes.shape, dtype=torch.float32, device=codes.device)
         if self.config.format is Format.INT:
 
@@ -168,7 +172,6 @@ class QuantizedTensor:
                 part.clamp_(-_F32_MAX, _F32_MAX)
 
         else:
-            table = codebook_for(self.config.format, codes.device).decode_table
 
             def work(rows: slice, cols: slice, scratch: dict[str, torch.Tensor]) -> None:
                 part = torch.mul(table[codes[rows, cols].long()], s[rows], out=out[rows, cols])
@@ -193,17 +196,30 @@ class QuantizedTensor:
 
     def representable_range(self) -> BlockRange:
         """Per block, the lowest and highest dequantized value, ``[n_blocks, 1]`` each."""
-        s = self._scale_col()
-        if self.config.format is Format.INT:
-            z = self._zp_col()
-            lo, hi = s * (self.config.qmin - z), s * (self.config.qmax - z)
+        cfg = self.config
+        if cfg.format is Format.INT:
             m = self._offset_col()
-            if m is not None:
-                lo, hi = lo + m, hi + m
+            columns = [self._scale_col(), self._zp_col()] + ([] if m is None else [m])
+
+            def ends(
+                s: torch.Tensor, z: torch.Tensor, *m: torch.Tensor
+            ) -> tuple[torch.Tensor, ...]:
+                lo, hi = s * (cfg.qmin - z), s * (cfg.qmax - z)
+                if m:
+                    lo, hi = lo + m[0], hi + m[0]
+                return lo.clamp_(-_F32_MAX, _F32_MAX), hi.clamp_(-_F32_MAX, _F32_MAX)
+
         else:
-            values = codebook_for(self.config.format, s.device).values
-            lo, hi = s * values[0], s * values[-1]
-        return BlockRange(lo.clamp(-_F32_MAX, _F32_MAX), hi.clamp(-_F32_MAX, _F32_MAX))
+            values = codebook_for(cfg.format, self.scale.device).values
+            columns = [self._scale_col()]
+
+            def ends(s: torch.Tensor) -> tuple[torch.Tensor, ...]:
+                lo, hi = s * values[0], s * values[-1]
+                return lo.clamp_(-_F32_MAX, _F32_MAX), hi.clamp_(-_F32_MAX, _F32_MAX)
+
+        # per-block columns in pieces below torch's parallel grain (see ``chunks``)
+        lo, hi = map_rows(ends, *columns)
+        return BlockRange(lo, hi)
 
 
 def _round_scale(s: torch.Tensor, scale_dtype: ScaleDtype) -> torch.Tensor:
@@ -419,6 +435,9 @@ def _encode_codebook(
     if cfg.rounding is Rounding.STOCHASTIC:
         # One draw over the whole tensor, so a seed gives the same codes at any size.
         return _codebook_codes(_codebook_scaled(blocks, s, cb), cb, cfg.rounding, generator)
+    fast = kernels.encode_codebook(blocks, s, cb)
+    if fast is not None:
+        return fast
     codes = torch.empty(blocks.shape, dtype=torch.uint8, device=blocks.device)
 
     def work(rows: slice, cols: slice, scratch: dict[str, torch.Tensor]) -> None:

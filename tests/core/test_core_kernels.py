@@ -28,6 +28,7 @@ from torch._dynamo.utils import counters
 from quant_core import (
     Backend,
     BlockRange,
+    Format,
     Mode,
     PerChannel,
     PerGroup,
@@ -39,6 +40,7 @@ from quant_core import (
     ScaleDtype,
     ZeroPoint,
     active_backend,
+    codebook_for,
     error_metrics,
     kernels,
     quantize,
@@ -99,6 +101,10 @@ def assert_paths_agree(x: torch.Tensor, cfg: QuantConfig, seed: int | None = Non
 # -- equal bit for bit -------------------------------------------------------------------
 
 
+GRANULARITIES = [PerTensor(), PerChannel(0), PerChannel(-1), PerGroup(4)]
+CODEBOOKS = [Format.NF4, Format.FP4_E2M1, Format.FP8_E4M3, Format.FP8_E5M2]
+
+
 @st.composite
 def matrices(draw) -> torch.Tensor:
     """Float32 ``[R, C]`` (C a multiple of 4) of mixed magnitudes, subnormals and signed
@@ -120,12 +126,19 @@ def matrices(draw) -> torch.Tensor:
 
 @st.composite
 def configs(draw) -> QuantConfig:
+    fmt = draw(st.sampled_from([Format.INT, Format.INT, *CODEBOOKS]))
+    if fmt is not Format.INT:
+        return QuantConfig(
+            format=fmt,
+            granularity=draw(st.sampled_from(GRANULARITIES)),
+            range_method=draw(st.sampled_from(RangeMethod)),
+            scale_dtype=draw(st.sampled_from(ScaleDtype)),
+            rounding=draw(st.sampled_from(Rounding)),
+        )
     return QuantConfig(
         bits=draw(st.integers(2, 16)),
         mode=draw(st.sampled_from(Mode)),
-        granularity=draw(
-            st.sampled_from([PerTensor(), PerChannel(0), PerChannel(-1), PerGroup(4)])
-        ),
+        granularity=draw(st.sampled_from(GRANULARITIES)),
         range_method=draw(st.sampled_from(RangeMethod)),
         scale_dtype=draw(st.sampled_from(ScaleDtype)),
         rounding=draw(st.sampled_from(Rounding)),
@@ -194,6 +207,28 @@ def test_large_tensors_equal_bit_for_bit(gen, shape, gran, bits, mode, zp):
 def test_edge_values_equal_bit_for_bit(values, cfg):
     x = torch.tensor(values).repeat(3, 2)
     assert_paths_agree(x, cfg)
+
+
+@needs_compiled
+@pytest.mark.parametrize("fmt", CODEBOOKS, ids=lambda f: f.value)
+def test_codebook_midpoints_and_tiny_values_equal_bit_for_bit(fmt):
+    """Every midpoint between neighbouring values (ties), each nudged one float32 step
+    either way, and values around the smallest nonzero entry, both signs, at ``s = 1``."""
+    values = codebook_for(fmt).values
+    mids = (values[1:] + values[:-1]) / 2
+    near = torch.cat([mids, mids.nextafter(mids - 1), mids.nextafter(mids + 1)])
+    tiny = float(values[values > 0].min())
+    small = torch.tensor([tiny / 2, tiny / 4, tiny * 0.75, 1e-30, 0.0]) * torch.tensor([[1], [-1]])
+    top = values.abs().max().reshape(1)
+    x = torch.cat([top, near, small.reshape(-1), -top])  # absmax = top: s = 1
+    cfg = QuantConfig(format=fmt)
+    fast, _, _, _ = both_paths(x, cfg)
+    assert float(fast.scale) == 1.0
+    assert_paths_agree(x, cfg)
+    assert_paths_agree(x * 0.37, cfg)
+    assert_paths_agree(
+        x.reshape(1, -1).repeat(3, 1), QuantConfig(format=fmt, granularity=PerChannel(1))
+    )
 
 
 @needs_compiled
