@@ -361,6 +361,21 @@ def _encode_stochastic_int16(blocks, s, z, m, qmin, qmax, noise):
     return _encode_stochastic_kernel(blocks, s, z, m, qmin, qmax, noise, torch.int16)
 
 
+def _int_squared_error_kernel(
+    blocks: torch.Tensor,
+    s: torch.Tensor,
+    z: torch.Tensor,
+    m: torch.Tensor,
+    qmin: torch.Tensor,
+    qmax: torch.Tensor,
+) -> torch.Tensor:
+    zf = z.to(torch.float32)
+    q = ((blocks - m) / s + zf).round().clamp(qmin, qmax)
+    x_hat = ((q - zf) * s + m).clamp(-_F32_MAX, _F32_MAX)
+    d = blocks - x_hat
+    return d * d
+
+
 # Dequantization, in place on the codes already converted to float32, one kernel per
 # convention (no zero tensors to make): the eager path's operations in its order.
 
@@ -510,6 +525,20 @@ def encode_int(
         out = _run(_ENCODE[dtype], "encode", *args)
     else:
         out = _run(_ENCODE_STOCHASTIC[dtype], "encode_stochastic", *args, noise)
+    return None if out is _FAILED else out
+
+
+def int_squared_error(
+    blocks: torch.Tensor, s: torch.Tensor, z: torch.Tensor, m: torch.Tensor, qmin: int, qmax: int
+) -> torch.Tensor | None:
+    """``(r - r_hat)^2`` (float32, ``blocks``' shape) with ``r_hat = clamp((q - z) s + m)``
+    and ``q`` the nearest-rounded integer code; one pass instead of the eager path's chain,
+    the same operations in the same order, so the same bits. ``None``: run eagerly."""
+    if blocks.dtype != torch.float32 or not _usable(blocks):
+        return None
+    bounds = torch.tensor([qmin, qmax], dtype=torch.float32)
+    args = (_kernel_layout(blocks), _column(s), _column(z, torch.int32), _column(m))
+    out = _run(_int_squared_error_kernel, "squared_error", *args, bounds[0], bounds[1])
     return None if out is _FAILED else out
 
 

@@ -464,24 +464,29 @@ def _block_qparams(
     return s, torch.zeros(s.shape, dtype=torch.int32, device=s.device), torch.zeros_like(s)
 
 
-def _fake_quant_fn(
+def _squared_error_fn(
     cfg: QuantConfig, cb: Codebook | None
 ) -> Callable[[torch.Tensor, BlockRange], torch.Tensor]:
-    """``(blocks, range) -> x_hat`` with nearest rounding, for the MSE range search."""
+    """``(blocks, range) -> (x - x_hat)^2``, ``x_hat`` quantized and dequantized with nearest
+    rounding under ``range`` (saturated as ``dequantize`` does): the MSE range search's
+    measure, one compiled pass where ``kernels`` allows."""
     nearest = replace(cfg, rounding=Rounding.NEAREST)
 
-    def fq(blocks: torch.Tensor, rng: BlockRange) -> torch.Tensor:
+    def squared_error(blocks: torch.Tensor, rng: BlockRange) -> torch.Tensor:
         if cb is None:
             s, z, m = _int_qparams(rng, nearest)
+            fast = kernels.int_squared_error(blocks, s, z, m, cfg.qmin, cfg.qmax)
+            if fast is not None:
+                return fast
             # m is 0 and z as stored under every convention but FLOAT_MIN, whose z is 0
             x_hat = _int_codes(blocks, s, z, m, nearest, None).sub_(z).mul_(s).add_(m)
         else:
             s = _codebook_scale(rng, cb, nearest)
             v = _codebook_scaled(blocks, s, cb)
             x_hat = cb.values[_codebook_index(v, cb, Rounding.NEAREST, None)] * s
-        return x_hat.clamp_(-_F32_MAX, _F32_MAX)  # as dequantize saturates
+        return (blocks - x_hat.clamp_(-_F32_MAX, _F32_MAX)).square_()
 
-    return fq
+    return squared_error
 
 
 def _given_ranges(ranges: object, n_blocks: int, mode: Mode, device: torch.device) -> BlockRange:
@@ -591,7 +596,7 @@ def quantize(
     if ranges is not None:
         rng = _given_ranges(ranges, layout.n_blocks, cfg.mode, blocks.device)
     else:
-        rng = choose_range(blocks, cfg, _fake_quant_fn(cfg, cb), BlockRange(lo, hi), mask_blocks)
+        rng = choose_range(blocks, cfg, _squared_error_fn(cfg, cb), BlockRange(lo, hi), mask_blocks)
     s, z, m = map_rows(lambda lo, hi: _block_qparams(BlockRange(lo, hi), cfg, cb), rng.lo, rng.hi)
     if cb is None:
         codes = _encode_int(blocks, s, z, m, cfg, generator)

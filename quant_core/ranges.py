@@ -97,11 +97,13 @@ def _masked_percentile(
 def _mse_search(
     blocks: torch.Tensor,
     base: BlockRange,
-    fake_quant: Callable[[torch.Tensor, BlockRange], torch.Tensor],
+    squared_error: Callable[[torch.Tensor, BlockRange], torch.Tensor],
     mask: torch.Tensor | None = None,
 ) -> BlockRange:
     """Per block, the ratio ``alpha`` minimising ``mean((x - fq(x; alpha*range))^2)`` over
-    the cells ``mask`` keeps (all cells without a mask)."""
+    the cells ``mask`` keeps (all cells without a mask). The means are eager torch
+    reductions on every backend: their order of summation decides near-ties between
+    candidates, so the chosen ranges are the same bits everywhere."""
     weight = None
     if mask is not None:
         keep = mask | ~mask.any(dim=1, keepdim=True)
@@ -112,8 +114,7 @@ def _mse_search(
         out = torch.empty_like(alphas)
         for j in range(alphas.shape[1]):
             a = alphas[:, j : j + 1]
-            x_hat = fake_quant(blocks, BlockRange(base.lo * a, base.hi * a))
-            sq = (blocks - x_hat).square_()
+            sq = squared_error(blocks, BlockRange(base.lo * a, base.hi * a))
             out[:, j] = sq.mean(dim=1) if weight is None else (sq * weight).sum(dim=1)
         return out
 
@@ -133,14 +134,15 @@ def _mse_search(
 def choose_range(
     blocks: torch.Tensor,
     cfg: QuantConfig,
-    fake_quant: Callable[[torch.Tensor, BlockRange], torch.Tensor],
+    squared_error: Callable[[torch.Tensor, BlockRange], torch.Tensor],
     extremes: BlockRange | None = None,
     mask: torch.Tensor | None = None,
 ) -> BlockRange:
     """The range of each block under ``cfg.range_method``.
 
-    ``fake_quant(blocks, range) -> x_hat`` quantizes and dequantizes with nearest rounding;
-    the MSE search calls it once per candidate ratio (30 candidates). ``extremes``: each
+    ``squared_error(blocks, range) -> (x - x_hat)^2`` (``blocks``' shape), ``x_hat``
+    quantized and dequantized with nearest rounding under ``range``; the MSE search calls it
+    once per candidate ratio (30 candidates). ``extremes``: each
     block's min and max when the caller has them already. ``mask`` (bool, like ``blocks``):
     only the cells it keeps choose the range (a block with none keeps all).
     """
@@ -151,11 +153,11 @@ def choose_range(
             return _masked_percentile(blocks, cfg.mode, float(cfg.percentile), mask)
         if cfg.range_method is RangeMethod.MSE:
             base = _masked_minmax(blocks, cfg.mode, mask)
-            return _mse_search(blocks, base, fake_quant, mask)
+            return _mse_search(blocks, base, squared_error, mask)
     if cfg.range_method is RangeMethod.MINMAX:
         return _minmax(blocks, cfg.mode, extremes)
     if cfg.range_method is RangeMethod.PERCENTILE:
         return _percentile(blocks, cfg.mode, float(cfg.percentile))
     if cfg.range_method is RangeMethod.MSE:
-        return _mse_search(blocks, _minmax(blocks, cfg.mode, extremes), fake_quant)
+        return _mse_search(blocks, _minmax(blocks, cfg.mode, extremes), squared_error)
     raise ValueError(f"unknown range method {cfg.range_method!r}")
