@@ -51,20 +51,22 @@ def zoom_figure(exp: Exploration, row0: int, col0: int, size: int) -> go.Figure:
             nticks=4,
             title={**bar["title"], "font": {"size": 9}},
         )
+        # A dict, not a go.Heatmap: the figure validates it once instead of copying it.
         data.append(
-            go.Heatmap(
-                z=z,
-                x=x,
-                y=y,
-                colorscale=limits.colorscale,
-                zmin=limits.lo,
-                zmax=limits.hi,
-                customdata=custom,
-                hovertemplate=hover,
-                colorbar=bar,
-                xaxis=f"x{suffix}",
-                yaxis=f"y{suffix}",
-            )
+            {
+                "type": "heatmap",
+                "z": z,
+                "x": x,
+                "y": y,
+                "colorscale": limits.colorscale,
+                "zmin": limits.lo,
+                "zmax": limits.hi,
+                "customdata": custom,
+                "hovertemplate": hover,
+                "colorbar": bar,
+                "xaxis": f"x{suffix}",
+                "yaxis": f"y{suffix}",
+            }
         )
         # Few ticks, flat: four panels side by side have room for about five labels each.
         layout[f"xaxis{suffix}"] = {
