@@ -38,9 +38,10 @@ threads run eagerly (same results) instead of waiting. Inductor keeps compiled k
 on-disk cache (``$TORCHINDUCTOR_CACHE_DIR``, by default ``/tmp/torchinductor_$USER``), so a
 later process skips the C++ compiler.
 
-Which backend runs: ``use_backend`` (this thread) over ``set_backend`` (the process) over the
-environment variable ``QLAB_COMPILE`` (``0``/``false``/``off``/``no``: eager; unset,
-``1``/``true``/``on``/``yes``: compiled). Compiled kernels run only on CPU tensors of at
+Which backend runs: ``QLAB_COMPILE=0`` (or ``false``/``off``/``no``) forces the eager path
+for the process, whatever the code asks; otherwise (unset, ``1``/``true``/``on``/``yes``)
+``use_backend`` (this thread) over ``set_backend`` (the process) over the default, compiled.
+Compiled kernels run only on CPU tensors of at
 least ``MIN_ELEMENTS`` elements (a kernel call costs tens of microseconds before any work;
 ``use_backend(Backend.COMPILED, min_elements=1)`` lowers it); anything else runs eagerly.
 A machine where compiling fails (no C++ compiler, an unsupported platform) logs one warning
@@ -120,7 +121,7 @@ class WarmUp:
 @dataclass(frozen=True)
 class _Choice:
     backend: Backend
-    min_elements: int
+    min_elements: int = MIN_ELEMENTS
 
 
 _lock = threading.RLock()
@@ -166,20 +167,19 @@ def backend_from_env() -> Backend:
 
 
 def _requested() -> _Choice:
-    local = getattr(_local, "choice", None)
-    if local is not None:
-        return local
-    if _process_choice is not None:
-        return _process_choice
-    return _Choice(backend_from_env(), MIN_ELEMENTS)
+    choice = getattr(_local, "choice", None) or _process_choice or _Choice(Backend.COMPILED)
+    if backend_from_env() is Backend.EAGER:  # QLAB_COMPILE=0 forces the eager path
+        return _Choice(Backend.EAGER, choice.min_elements)
+    return choice
 
 
 def set_backend(backend: Backend | str | None, *, min_elements: int = MIN_ELEMENTS) -> None:
-    """Choose the backend for the whole process; ``None`` goes back to ``QLAB_COMPILE``.
+    """Choose the backend for the whole process; ``None`` goes back to the default.
 
     ``min_elements``: the smallest tensor the compiled kernels take (default
-    ``MIN_ELEMENTS``). Choosing ``Backend.COMPILED`` where compiling failed keeps the eager
-    path (``active_backend`` says which runs, ``compile_failure`` why)."""
+    ``MIN_ELEMENTS``). Choosing ``Backend.COMPILED`` under ``QLAB_COMPILE=0``, or where
+    compiling failed, keeps the eager path (``active_backend`` says which runs,
+    ``compile_failure`` why a compile failed)."""
     global _process_choice
     choice = (
         None if backend is None else _Choice(_coerce(backend), _check_min_elements(min_elements))

@@ -343,23 +343,25 @@ def test_a_new_layout_compiles_once():
 
 
 def test_backend_choice_precedence(monkeypatch):
-    monkeypatch.setenv(kernels.ENV_VAR, "0")
-    assert active_backend() is Backend.EAGER
-    set_backend("compiled")
+    monkeypatch.setenv(kernels.ENV_VAR, "1")
+    set_backend("eager")
     try:
-        assert kernels._requested().backend is Backend.COMPILED
-        with use_backend(Backend.EAGER) as inside:
-            assert inside is Backend.EAGER and active_backend() is Backend.EAGER
+        assert kernels._requested().backend is Backend.EAGER
+        with use_backend(Backend.COMPILED, min_elements=7):
+            assert kernels._requested() == kernels._Choice(Backend.COMPILED, 7)
             seen = []
             thread = threading.Thread(target=lambda: seen.append(kernels._requested().backend))
             thread.start()
             thread.join()
-            assert seen == [Backend.COMPILED]  # use_backend is this thread's only
+            assert seen == [Backend.EAGER]  # use_backend is this thread's only
     finally:
         set_backend(None)
-    assert active_backend() is Backend.EAGER
-    monkeypatch.setenv(kernels.ENV_VAR, "1")
-    assert kernels._requested().backend is Backend.COMPILED
+    assert kernels._requested().backend is Backend.COMPILED  # the default
+    # QLAB_COMPILE=0 forces the eager path over every choice made in code
+    monkeypatch.setenv(kernels.ENV_VAR, "0")
+    with use_backend(Backend.COMPILED) as inside:
+        assert inside is Backend.EAGER and active_backend() is Backend.EAGER
+        assert kernels.extremes(torch.randn(512, 512)) is None
 
 
 def test_bad_choices_name_the_value(monkeypatch):
