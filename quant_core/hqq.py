@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .algo_checks import check_config
+from .algo_checks import check_config, emit
 from .config import Mode, QuantConfig, ScaleDtype
 from .granularity import layout_for
 from .quantize import QuantizedTensor, quantize
@@ -106,8 +106,11 @@ class HQQResult:
     ``variable``: what the solver updated (see ``HQQVariable``).
     ``iterations``: updates in the kept iterate (0: RTN's grid was best).
     ``error_trace``: ``mean|W - W_r|`` of every iterate measured, ``error_trace[0]`` being
-    RTN's; the kept one is ``error_trace[iterations]``. ``stopped_early``: the run ended
-    because the error stopped falling before ``iters`` updates.
+    RTN's; the kept one is ``error_trace[iterations]``, except when storing the best
+    iterate (offsets and scales rounded to the scale dtype) made it worse than RTN, where
+    RTN's grid is kept, ``iterations`` is 0 and ``warnings`` says so.
+    ``stopped_early``: the run ended because the error stopped falling before ``iters``
+    updates.
     ``zero_float``: the kept zero point per block (``[n_blocks]``, code units,
     ``W_r = s (q - z)``; integer-valued but under the zero-point solver) before storage.
     """
@@ -274,11 +277,23 @@ def hqq_quantize(w: torch.Tensor, cfg: QuantConfig, options: HQQOptions | None =
         offset=offset,
     )
     iterations = run.best_it
-    if iterations:
+    messages: list[str] = []
+    if iterations == 0:
+        # RTN's grid was best: return it as quantize stored it (rebuilding it from the
+        # solver's float zero point would round the offset a second time).
+        qt = init
+    else:
         err = _mean_abs_error(blocks, layout.to_blocks(qt.dequantize()))
-        if err > _mean_abs_error(blocks, layout.to_blocks(init.dequantize())):
+        rtn_err = _mean_abs_error(blocks, layout.to_blocks(init.dequantize()))
+        if err > rtn_err:
             # Storing the solver's grid (codes recomputed from the stored offset) costs a
             # float rounding; never return worse than RTN's own grid.
+            emit(
+                messages,
+                f"HQQ's best iterate ({iterations}, mean |error| {run.best_err:.3g}) came "
+                f"out at {err:.3g} once stored in the scale dtype, above RTN's {rtn_err:.3g}: "
+                "RTN's grid is kept",
+            )
             qt, iterations = init, 0
     # No range was fitted: the grid came from the solver, so record what it spans.
     qt = replace(qt, chosen_range=qt.representable_range())
@@ -289,4 +304,5 @@ def hqq_quantize(w: torch.Tensor, cfg: QuantConfig, options: HQQOptions | None =
         error_trace=tuple(run.trace),
         stopped_early=run.stopped,
         zero_float=z.reshape(-1),
+        warnings=tuple(messages),
     )

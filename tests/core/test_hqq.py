@@ -207,7 +207,14 @@ def test_never_worse_than_rtn_and_stored_as_quantize_stores(case, early):
         error_metrics(w, rtn.dequantize()).mean_abs, rel=1e-5, abs=ulps
     )
     assert len(res.error_trace) <= 9 and (early or len(res.error_trace) == 9)
-    assert res.error_trace[res.iterations] == min(res.error_trace)
+    if res.warnings:
+        # the solver's best iterate lost to RTN once stored: RTN's own grid comes back
+        assert res.iterations == 0
+        assert torch.equal(qt.dequantize(), rtn.dequantize())
+    else:
+        assert res.error_trace[res.iterations] == min(res.error_trace)
+    if res.iterations == 0:
+        assert torch.equal(qt.codes, rtn.codes) and torch.equal(qt.scale, rtn.scale)
 
 
 def test_hqq_beats_rtn_on_a_weight_with_outliers(gen):
