@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import kernels
 from .config import Format
 from .formats import codebook_for
 from .quantize import QuantizedTensor
@@ -98,10 +99,20 @@ def clip_stats(
     lo_index, hi_index = _end_codes(qt)
     n_low, n_high = int(counts[lo_index]), int(counts[hi_index])
     bounds = clip_bounds(qt)
+    beyond = None
+    if n_low or n_high:
+        # An input beyond a bound rounds past the end code and is clamped onto it, so
+        # counting over every cell gives the same numbers as over the end-code cells.
+        beyond = kernels.count_beyond(qt.layout.to_blocks(x), bounds.lo, bounds.hi)
+    if beyond is not None:
+        n_clipped_low, n_clipped_high = beyond
+    else:
+        n_clipped_low = _clipped(x, qt, lo_index, n_low, bounds.lo, torch.lt)
+        n_clipped_high = _clipped(x, qt, hi_index, n_high, bounds.hi, torch.gt)
     return ClipStats(
         n_elements=x.numel(),
-        n_clipped_low=_clipped(x, qt, lo_index, n_low, bounds.lo, torch.lt),
-        n_clipped_high=_clipped(x, qt, hi_index, n_high, bounds.hi, torch.gt),
+        n_clipped_low=n_clipped_low,
+        n_clipped_high=n_clipped_high,
         n_saturated=n_low + n_high,
     )
 

@@ -458,6 +458,10 @@ def _error_sums_kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     )
 
 
+def _beyond_kernel(blocks: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    return torch.stack([(blocks < lo).sum(), (blocks > hi).sum()])
+
+
 _FLOAT8 = {Format.FP8_E4M3: torch.float8_e4m3fn, Format.FP8_E5M2: torch.float8_e5m2}
 _ENCODE = {torch.int8: _encode_int8, torch.int16: _encode_int16}
 _ENCODE_STOCHASTIC = {torch.int8: _encode_stochastic_int8, torch.int16: _encode_stochastic_int16}
@@ -604,6 +608,20 @@ def error_sums(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor | None:
     return None if out is _FAILED else out
 
 
+def count_beyond(
+    blocks: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor
+) -> tuple[int, int] | None:
+    """How many entries of ``blocks`` (float32 ``[n, L]``) lie below their row's ``lo`` and
+    above its ``hi`` (one value per row), in one pass; counts are exact in any order.
+    ``None``: run eagerly."""
+    if blocks.dtype != torch.float32 or not _usable(blocks):
+        return None
+    out = _run(_beyond_kernel, "beyond", _kernel_layout(blocks), _column(lo), _column(hi))
+    if out is _FAILED:
+        return None
+    return int(out[0]), int(out[1])
+
+
 # -- warm-up ---------------------------------------------------------------------------------
 
 
@@ -646,6 +664,7 @@ def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
 
 def _check_probe(shape: tuple[int, ...], cfg: Any) -> str | None:
     """Quantize a probe on both paths; a description of the first difference, or None."""
+    from .analysis import clip_stats
     from .metrics import error_metrics
     from .quantize import quantize
 
@@ -655,9 +674,14 @@ def _check_probe(shape: tuple[int, ...], cfg: Any) -> str | None:
         fast = quantize(x, cfg)
         fast_hat = fast.dequantize()
         error_metrics(x, fast_hat)
+        # x * 2 on x's ranges (static ranges), so that some inputs clip
+        fast_clip = clip_stats(x * 2, quantize(x * 2, cfg, ranges=fast.chosen_range))
     with use_backend(Backend.EAGER):
         ref = quantize(x, cfg)
         ref_hat = ref.dequantize()
+        ref_clip = clip_stats(x * 2, quantize(x * 2, cfg, ranges=ref.chosen_range))
+    if fast_clip != ref_clip:
+        return f"clipping counts of {cfg.describe()} differ from the eager path's"
     pairs = {
         "codes": (fast.codes, ref.codes),
         "scales": (fast.scale, ref.scale),

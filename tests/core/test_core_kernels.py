@@ -40,6 +40,7 @@ from quant_core import (
     ScaleDtype,
     ZeroPoint,
     active_backend,
+    clip_stats,
     codebook_for,
     error_metrics,
     kernels,
@@ -238,6 +239,36 @@ def test_given_ranges_and_masks_equal_bit_for_bit(gen):
     lo = torch.full((64, 1), -1.0)
     assert_paths_agree(x, cfg, ranges=BlockRange(lo, -lo * 0.5))
     assert_paths_agree(x, cfg, range_mask=torch.rand(64, 96, generator=gen) < 0.7)
+
+
+@needs_compiled
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(x=matrices(), cfg=configs(), shrink=st.sampled_from([0.25, 0.5, 1.0]))
+def test_clip_counts_equal_on_both_paths(x, cfg, shrink):
+    """Clipping counts: the compiled path counts every cell beyond its block's bound, the
+    eager path only the cells holding an end code; static ranges narrower than the data
+    (``shrink`` < 1) make inputs clip, so the two must agree on nonzero counts too."""
+    stats = []
+    for backend in (Backend.COMPILED, Backend.EAGER):
+        with use_backend(backend, min_elements=1):
+            rng = quantize(x, cfg).chosen_range
+            assert rng is not None
+            narrow = BlockRange(rng.lo * shrink, rng.hi * shrink)
+            stats.append(clip_stats(x, quantize(x, cfg, ranges=narrow)))
+    assert stats[0] == stats[1]
+
+
+def test_clip_counts_of_a_hand_made_case_on_both_paths():
+    # int4 sym (codes -8..7), static range [-1, 1]: s = 1/7, so the grid spans [-8/7, 1]
+    # and the clip bounds are half a step beyond: [-8/7 - 1/14, 1 + 1/14] = [-1.2143,
+    # 1.0714]. 1.07 and -1.21 lie inside (not clipped); 1.08, 3.0, -1.22 and -2.0 beyond.
+    x = torch.tensor([[3.0, -2.0, 1.07, 1.08, -1.21, -1.22, 0.3, 0.0]]).repeat(8, 8)
+    cfg = QuantConfig(4, Mode.SYMMETRIC, PerTensor())
+    ranges = BlockRange(torch.tensor([[-1.0]]), torch.tensor([[1.0]]))
+    for backend in (Backend.COMPILED, Backend.EAGER):
+        with use_backend(backend, min_elements=1):
+            st_ = clip_stats(x, quantize(x, cfg, ranges=ranges))
+        assert (st_.n_clipped_low, st_.n_clipped_high) == (128, 128), backend
 
 
 @needs_compiled
