@@ -32,7 +32,7 @@ from .algorithms import (
     quantize_weight,
     quantize_weights,
 )
-from .analysis import ClipStats, clip_bounds, clip_stats, code_counts, levels_used
+from .analysis import ClipStats, clip_bounds, clip_stats, code_counts, histogram, levels_used
 from .awq import AWQOptions, AWQResult
 from .calibration import CALIBRATION_SENTENCES, HELD_OUT_SENTENCES, capture_sentence_inputs
 from .capture import ActivationCapture, capture_linear_inputs
@@ -168,6 +168,7 @@ __all__ = [
     "evaluate_linear",
     "fake_quantize_linears",
     "feature_absmax",
+    "histogram",
     "int_range",
     "layer_output_error",
     "layout_for",

@@ -462,6 +462,10 @@ def _beyond_kernel(blocks: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> 
     return torch.stack([(blocks < lo).sum(), (blocks > hi).sum()])
 
 
+def _bin_kernel(x: torch.Tensor, lo: torch.Tensor, per_unit: torch.Tensor, top: torch.Tensor):
+    return torch.minimum(((x - lo) * per_unit).floor().clamp_min(0.0), top).to(torch.uint8)
+
+
 _FLOAT8 = {Format.FP8_E4M3: torch.float8_e4m3fn, Format.FP8_E5M2: torch.float8_e5m2}
 _ENCODE = {torch.int8: _encode_int8, torch.int16: _encode_int16}
 _ENCODE_STOCHASTIC = {torch.int8: _encode_stochastic_int8, torch.int16: _encode_stochastic_int16}
@@ -622,6 +626,18 @@ def count_beyond(
     return int(out[0]), int(out[1])
 
 
+def bin_indices(
+    x: torch.Tensor, lo: torch.Tensor, per_unit: torch.Tensor, top: torch.Tensor
+) -> torch.Tensor | None:
+    """uint8 ``clamp(floor((x - lo) * per_unit), 0, top)`` of a 1-D float32 ``x`` (0-d
+    float32 ``lo``, ``per_unit``, ``top``; ``top`` <= 255), the eager formula's operations
+    in its order. ``None``: run eagerly."""
+    if x.dtype != torch.float32 or not _usable(x):
+        return None
+    out = _run(_bin_kernel, "bins", x.contiguous(), lo, per_unit, top)
+    return None if out is _FAILED else out
+
+
 # -- warm-up ---------------------------------------------------------------------------------
 
 
@@ -664,7 +680,7 @@ def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
 
 def _check_probe(shape: tuple[int, ...], cfg: Any) -> str | None:
     """Quantize a probe on both paths; a description of the first difference, or None."""
-    from .analysis import clip_stats
+    from .analysis import clip_stats, histogram
     from .metrics import error_metrics
     from .quantize import quantize
 
@@ -682,6 +698,12 @@ def _check_probe(shape: tuple[int, ...], cfg: Any) -> str | None:
         ref_clip = clip_stats(x * 2, quantize(x * 2, cfg, ranges=ref.chosen_range))
     if fast_clip != ref_clip:
         return f"clipping counts of {cfg.describe()} differ from the eager path's"
+    with use_backend(Backend.COMPILED, min_elements=1):
+        fast_hist = histogram(x.reshape(-1), 50, -2.0, 3.0)
+    with use_backend(Backend.EAGER):
+        ref_hist = histogram(x.reshape(-1), 50, -2.0, 3.0)
+    if not torch.equal(fast_hist, ref_hist):
+        return "histogram counts differ from the eager path's"
     pairs = {
         "codes": (fast.codes, ref.codes),
         "scales": (fast.scale, ref.scale),

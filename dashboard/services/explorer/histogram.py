@@ -6,7 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from quant_core import clip_bounds, levels_used
+from quant_core import clip_bounds, histogram, levels_used
 
 from .explore import Exploration, block_label, block_values
 
@@ -33,16 +33,13 @@ def histogram_figure(exp: Exploration, block: int) -> go.Figure:
     clip_lo, clip_hi = float(bounds.lo.reshape(-1)[block]), float(bounds.hi.reshape(-1)[block])
     lo32, hi32 = torch.aminmax(values)
     vmin, vmax = float(lo32), float(hi32)
-    if not bool(torch.isfinite(hi32 - lo32)):
-        # A range wider than float32's max would make every float32 bin empty.
-        values = values.to(torch.float64)
     rep = exp.qt.representable_range()
     rep_lo, rep_hi = float(rep.lo.reshape(-1)[block]), float(rep.hi.reshape(-1)[block])
     n_bins = int(min(120, max(10, values.numel() // 4)))
     lo, hi = min(vmin, rep_lo), max(vmax, rep_hi)
     if hi == lo:
         hi = lo + 1.0
-    counts = torch.histc(values, bins=n_bins, min=lo, max=hi).numpy(force=True)
+    counts = histogram(values, n_bins, lo, hi).numpy(force=True)
     width = (hi - lo) / n_bins
     centres = (lo + width * (np.arange(n_bins) + 0.5)).astype(np.float32)
     data: list[go.Bar | go.Scatter] = [
