@@ -282,6 +282,25 @@ def test_worked_table_reproduces_codes() -> None:
     assert table["r"].min() == pytest.approx(-184.0) and table["r"].max() == pytest.approx(728.6)
 
 
+@pytest.mark.parametrize("n", [100, 16 * 4096, 16 * 4096 + 17, 300 * 4096 + 5])
+def test_worked_table_extremes_are_the_first_argmin_and_argmax(n: int) -> None:
+    """The row-wise search for a long block's extremes returns what argmin/argmax do,
+    ties (many equal integers) going to the first occurrence, in the tail too."""
+    g = torch.Generator().manual_seed(n)
+    for v in (torch.randint(-5, 6, (n,), generator=g).float(), torch.randn(n, generator=g)):
+        assert teaching._extreme_indices(v) == (int(v.argmin()), int(v.argmax()))
+    v = torch.zeros(n)
+    v[-1], v[-2] = -1.0, 1.0  # extremes in the tail only
+    assert teaching._extreme_indices(v) == (n - 1, n - 2)
+
+
+def test_worked_table_of_a_large_block_lists_its_extremes() -> None:
+    x = torch.randn(512, 512, generator=torch.Generator().manual_seed(3))
+    x[300, 7], x[5, 400] = -9.0, 9.0
+    table = teaching.worked_table(explore(x, QuantConfig(4, Mode.SYMMETRIC)), 0, n_values=8)
+    assert list(table["index in block"]) == [0, 1, 2, 3, 4, 5, 300 * 512 + 7, 5 * 512 + 400]
+
+
 def test_worked_table_marks_clamping() -> None:
     vec = example_tensor(Example.VECTOR_10).reshape(1, -1)
     exp = explore(vec, QuantConfig(8, Mode.ASYMMETRIC, zero_point=ZeroPoint.COURSE_CLAMP))

@@ -34,6 +34,33 @@ ALL_VALUES_MAX = 64
 SCALES_TABLE_MAX = 64
 
 
+_ROW = 4096
+
+
+def _extreme_indices(values: torch.Tensor) -> tuple[int, int]:
+    """``(argmin, argmax)`` of a 1-D finite tensor, the first occurrence of each, as
+    ``argmin``/``argmax`` give them; a long one (a whole 4096² tensor) reduced by rows of
+    ``_ROW`` first, which spreads over the threads where one ``argmin`` does not."""
+    n = values.numel()
+    head = n - n % _ROW
+    if head < 16 * _ROW:
+        return int(values.argmin()), int(values.argmax())
+    rows = values[:head].reshape(-1, _ROW)
+    lows, low_at = rows.min(dim=1)
+    highs, high_at = rows.max(dim=1)
+    r_lo, r_hi = int(lows.argmin()), int(highs.argmax())
+    i_lo, i_hi = r_lo * _ROW + int(low_at[r_lo]), r_hi * _ROW + int(high_at[r_hi])
+    if head < n:
+        tail = values[head:]
+        t_lo, t_hi = int(tail.argmin()), int(tail.argmax())
+        # strictly beyond: on a tie the earlier (head) index stays first
+        if float(tail[t_lo]) < float(values[i_lo]):
+            i_lo = head + t_lo
+        if float(tail[t_hi]) > float(values[i_hi]):
+            i_hi = head + t_hi
+    return i_lo, i_hi
+
+
 def worked_table(exp: Exploration, block: int, n_values: int = 8) -> pd.DataFrame:
     """Step-by-step quantization of ``block``'s values: every value when the block has at
     most ``max(n_values, ALL_VALUES_MAX)``, else its first ``n_values - 2`` plus its minimum
@@ -43,18 +70,25 @@ def worked_table(exp: Exploration, block: int, n_values: int = 8) -> pd.DataFram
     codes = exp.qt.codes[cells].reshape(-1)
     deq = exp.dequantized[cells].reshape(-1)
     if exp.finite is None:
-        candidates = torch.arange(values.numel())
+        # Every value is finite: no index list over a block that may be the whole tensor.
+        n = values.numel()
+        if n <= max(n_values, ALL_VALUES_MAX):
+            pick = list(range(n))
+        else:
+            first = list(range(max(1, n_values - 2)))
+            extremes = _extreme_indices(values)
+            pick = first + [i for i in dict.fromkeys(extremes) if i not in first]
     else:
         candidates = torch.isfinite(values).nonzero().reshape(-1)
         if candidates.numel() == 0:
             return pd.DataFrame()
-    if candidates.numel() <= max(n_values, ALL_VALUES_MAX):
-        pick = candidates.tolist()
-    else:
-        first = candidates[: max(1, n_values - 2)].tolist()
-        fv = values[candidates]
-        extremes = (int(candidates[fv.argmin()]), int(candidates[fv.argmax()]))
-        pick = first + [i for i in dict.fromkeys(extremes) if i not in first]
+        if candidates.numel() <= max(n_values, ALL_VALUES_MAX):
+            pick = candidates.tolist()
+        else:
+            first = candidates[: max(1, n_values - 2)].tolist()
+            fv = values[candidates]
+            extremes = (int(candidates[fv.argmin()]), int(candidates[fv.argmax()]))
+            pick = first + [i for i in dict.fromkeys(extremes) if i not in first]
     nums = block_numbers(exp, block)
     cfg = exp.config
     stochastic = cfg.rounding is Rounding.STOCHASTIC
