@@ -172,7 +172,8 @@ def histogram(values: torch.Tensor, bins: int, lo: float, hi: float) -> torch.Te
         raise ValueError(f"histogram range must be finite with lo < hi, got [{lo}, {hi}]")
     v = values.detach().reshape(-1).to(torch.float32)
     inside = None
-    if v.numel() and (float(v.min()) < lo or float(v.max()) > hi):
+    v_lo, v_hi = torch.aminmax(v) if v.numel() else (lo, hi)
+    if float(v_lo) < lo or float(v_hi) > hi:
         inside = (v >= lo) & (v <= hi)
         v = v[inside]
     f32_max = torch.finfo(torch.float32).max

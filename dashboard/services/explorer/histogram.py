@@ -31,8 +31,11 @@ def histogram_figure(exp: Exploration, block: int) -> go.Figure:
     levels = exp.qt.levels(block).numpy(force=True).astype(np.float32)
     bounds = clip_bounds(exp.qt)
     clip_lo, clip_hi = float(bounds.lo.reshape(-1)[block]), float(bounds.hi.reshape(-1)[block])
-    lo32, hi32 = torch.aminmax(values)
-    vmin, vmax = float(lo32), float(hi32)
+    if exp.n_blocks == 1:
+        vmin, vmax = exp.value_min, exp.value_max  # the block is the whole tensor
+    else:
+        lo32, hi32 = torch.aminmax(values)
+        vmin, vmax = float(lo32), float(hi32)
     rep = exp.qt.representable_range()
     rep_lo, rep_hi = float(rep.lo.reshape(-1)[block]), float(rep.hi.reshape(-1)[block])
     n_bins = int(min(120, max(10, values.numel() // 4)))
@@ -87,7 +90,7 @@ def histogram_figure(exp: Exploration, block: int) -> go.Figure:
         for a, b in ((vmin, clip_lo), (clip_hi, vmax))
         if a < b
     ]
-    used = levels_used(exp.qt, block)
+    used = exp.levels_used if exp.n_blocks == 1 else levels_used(exp.qt, block)
     total = 1 << exp.config.bits
     note = "" if n_levels <= MAX_DRAWN_LEVELS else f" ({n_levels} levels: too dense to draw)"
     return go.Figure(
