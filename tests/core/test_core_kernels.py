@@ -377,17 +377,18 @@ def test_backend_choice_precedence(monkeypatch):
     monkeypatch.setenv(kernels.ENV_VAR, "1")
     set_backend("eager")
     try:
-        assert kernels._requested().backend is Backend.EAGER
+        assert kernels.switch._requested().backend is Backend.EAGER
         with use_backend(Backend.COMPILED, min_elements=7):
-            assert kernels._requested() == kernels._Choice(Backend.COMPILED, 7)
+            assert kernels.switch._requested() == kernels.switch._Choice(Backend.COMPILED, 7)
             seen = []
-            thread = threading.Thread(target=lambda: seen.append(kernels._requested().backend))
+            requested = kernels.switch._requested
+            thread = threading.Thread(target=lambda: seen.append(requested().backend))
             thread.start()
             thread.join()
             assert seen == [Backend.EAGER]  # use_backend is this thread's only
     finally:
         set_backend(None)
-    assert kernels._requested().backend is Backend.COMPILED  # the default
+    assert kernels.switch._requested().backend is Backend.COMPILED  # the default
     # QLAB_COMPILE=0 forces the eager path over every choice made in code
     monkeypatch.setenv(kernels.ENV_VAR, "0")
     with use_backend(Backend.COMPILED) as inside:
@@ -419,7 +420,7 @@ def test_small_tensors_and_other_devices_run_eagerly(device):
 
 @needs_compiled
 def test_other_threads_run_eagerly_while_the_kernels_warm(monkeypatch):
-    monkeypatch.setattr(kernels, "_warming", threading.Thread(target=lambda: None))
+    monkeypatch.setattr(kernels.switch, "_warming", threading.Thread(target=lambda: None))
     with use_backend(Backend.COMPILED):
         assert kernels.extremes(torch.randn(512, 512)) is None
 
@@ -430,7 +431,7 @@ def test_warm_up_in_background_runs_once():
     assert thread is not None and thread.daemon
     assert warm_up_in_background() is thread
     thread.join(timeout=600)
-    assert not thread.is_alive() and kernels._warming is None
+    assert not thread.is_alive() and kernels.switch._warming is None
 
 
 def test_warm_up_under_eager_returns_at_once():
@@ -488,3 +489,14 @@ def test_compile_failure_falls_back_with_one_warning(tmp_path, env, patch, reaso
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("WARNING quant_core: compiled kernels unavailable")
+
+
+def test_nf4_of_a_subnormal_scale_keeps_zeros_exact():
+    """``1/s`` overflows for a subnormal scale; bitsandbytes' ``r * (1/s)`` would make every
+    zero NaN. Both paths divide there: zeros get NF4's zero code (7), the extreme code 15."""
+    x = torch.tensor([[2.8026e-45, 0.0, 0.0, -0.0]]).repeat(2, 1)
+    for backend in Backend:
+        with use_backend(backend, min_elements=1):
+            qt = quantize(x, QuantConfig(format=Format.NF4))
+        assert qt.codes.tolist() == [[15, 7, 7, 7]] * 2, backend
+        assert torch.equal(qt.dequantize(), x.abs()), backend

@@ -1,0 +1,99 @@
+"""Compiled kernels for quantize's large passes, and the switch between them and eager.
+
+``quantize`` and ``dequantize`` spend their time in three passes over the data: each block's
+extremes (a min/max reduction), the codes (``q = clamp(round((r - m)/s + z), qmin, qmax)``)
+and the dequantized values (``r_hat = clamp((q - z) s + m, -F, F)``, ``F`` float32's max);
+``error_metrics`` adds one over ``x`` and ``x_hat``. On CPU, with ``Backend.COMPILED``, each
+pass is one ``torch.compile`` (Inductor) kernel: one C++/OpenMP loop that reads its inputs
+once and writes its outputs once, instead of a chain of torch operators over cache-sized
+pieces (``quant_core.chunks``, the eager path, which stays the reference and the fallback).
+
+Bit for bit. The compiled path returns the eager path's codes, scales, zero points, offsets
+and dequantized values exactly:
+
+- Only elementwise passes and min/max are compiled. Per-block arithmetic (scales, zero
+  points, offsets on ``[n_blocks, 1]`` tensors) runs eagerly, in both paths, and so do sums
+  whose order decides a result (the MSE search's errors): Inductor may sum in another order.
+- Every elementwise formula does eager's IEEE operations in eager's order: Inductor keeps
+  the graph's order, does not contract ``a * b + c`` into an FMA (torch builds its C++ with
+  ``-ffp-contract=off`` and without unsafe math) and divides by a tensor as division on CPU.
+  ``round`` is half to even in both (``nearbyint`` / ``_mm256_round_ps``). The kernels use
+  one formula for every zero-point convention, with ``z = 0`` or ``m = 0`` where a scheme
+  has none; adding such a zero can only turn a ``-0`` into ``+0`` before rounding, which no
+  integer code or dequantized value can show.
+- Min and max are exact in any order, but the sign of a zero extreme depends on the order:
+  both paths give ``+0`` for a zero extreme (``canonical_zeros``).
+- Stochastic rounding draws its noise eagerly with the caller's generator, one draw of the
+  blocks' shape as the eager path does, and passes it in: the same seed gives the same codes.
+- ``warm_up`` checks all of this on probes against the eager path; a difference turns the
+  compiled path off with one warning.
+
+Compile cost. Kernels compile with ``dynamic=True`` (sizes are symbols) and take the code
+range as data (``qmin``/``qmax`` 0-d tensors), so a new shape or bit width reuses the
+compiled kernel. Each kernel compiles once per code dtype (int8 for bits <= 8, int16 above)
+and per layout class: contiguous or transposed blocks (``PerChannel(1)`` of a matrix), and
+Dynamo's specialisations of sizes 1 (``n_blocks == 1``, per tensor; ``block_len == 1``).
+``warm_up_in_background`` compiles the common ones in a daemon thread; meanwhile other
+threads run eagerly (same results) instead of waiting. Inductor keeps compiled kernels in its
+on-disk cache (``$TORCHINDUCTOR_CACHE_DIR``, by default ``/tmp/torchinductor_$USER``), so a
+later process skips the C++ compiler.
+
+Which backend runs: ``QLAB_COMPILE=0`` (or ``false``/``off``/``no``) forces the eager path
+for the process, whatever the code asks; otherwise (unset, ``1``/``true``/``on``/``yes``)
+``use_backend`` (this thread) over ``set_backend`` (the process) over the default, compiled.
+Compiled kernels run only on CPU tensors of at
+least ``MIN_ELEMENTS`` elements (a kernel call costs tens of microseconds before any work;
+``use_backend(Backend.COMPILED, min_elements=1)`` lowers it); anything else runs eagerly.
+A machine where compiling fails (no C++ compiler, an unsupported platform) logs one warning
+and runs eagerly from then on; no error reaches the caller.
+"""
+
+from __future__ import annotations
+
+from .passes import (
+    bin_indices,
+    canonical_zeros,
+    count_beyond,
+    decode_codebook,
+    decode_int,
+    encode_codebook,
+    encode_int,
+    error_sums,
+    extremes,
+    int_squared_error,
+)
+from .switch import (
+    ENV_VAR,
+    MIN_ELEMENTS,
+    Backend,
+    active_backend,
+    backend_from_env,
+    compile_failure,
+    set_backend,
+    use_backend,
+)
+from .warmup import WarmUp, warm_up, warm_up_in_background
+
+__all__ = [
+    "ENV_VAR",
+    "MIN_ELEMENTS",
+    "Backend",
+    "WarmUp",
+    "active_backend",
+    "backend_from_env",
+    "bin_indices",
+    "canonical_zeros",
+    "compile_failure",
+    "count_beyond",
+    "decode_codebook",
+    "decode_int",
+    "encode_codebook",
+    "encode_int",
+    "error_sums",
+    "extremes",
+    "int_squared_error",
+    "set_backend",
+    "use_backend",
+    "warm_up",
+    "warm_up_in_background",
+]

@@ -1,0 +1,201 @@
+"""Entry points of the compiled passes: each runs its kernel when the compiled path may
+(``switch._usable``) and returns ``None`` where the eager path must run instead."""
+
+from __future__ import annotations
+
+import torch
+
+from ..config import Format
+from ..formats import Codebook
+from .bodies import (
+    _ENCODE,
+    _ENCODE_STOCHASTIC,
+    _FLOAT8,
+    _beyond_kernel,
+    _bin_kernel,
+    _codebook_encoder,
+    _decode_offset,
+    _decode_scale,
+    _decode_table,
+    _decode_zero_point,
+    _error_sums_kernel,
+    _extremes_kernel,
+    _int_squared_error_kernel,
+    canonical_zeros,
+)
+from .switch import _FAILED, _run, _usable
+
+__all__ = [
+    "bin_indices",
+    "canonical_zeros",
+    "count_beyond",
+    "decode_codebook",
+    "decode_int",
+    "encode_codebook",
+    "encode_int",
+    "error_sums",
+    "extremes",
+    "int_squared_error",
+]
+
+# -- entry points: each returns None where the eager path must run ---------------------------
+
+
+def extremes(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Per row of ``blocks`` (2-D float32), ``(min, max)`` as ``[n_rows, 1]`` (NaN
+    propagates; a zero extreme is ``+0``), or ``None``: run eagerly."""
+    if blocks.dtype != torch.float32 or not _usable(blocks):
+        return None
+    out = _run(_extremes_kernel, "extremes", _kernel_layout(blocks))
+    return None if out is _FAILED else out
+
+
+def _kernel_layout(blocks: torch.Tensor) -> torch.Tensor:
+    """``blocks`` as a kernel takes it: contiguous, or the transpose of a contiguous
+    matrix (``PerChannel(1)``), else a contiguous copy, so few layouts reach Dynamo."""
+    if blocks.is_contiguous() or blocks.t().is_contiguous():
+        return blocks
+    return blocks.contiguous()
+
+
+def _column(t: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """One value per row as an ``[n, 1]`` tensor of ``dtype`` (a view when it is one)."""
+    return t.reshape(-1, 1).to(dtype)
+
+
+def encode_int(
+    blocks: torch.Tensor,
+    s: torch.Tensor,
+    z: torch.Tensor,
+    m: torch.Tensor,
+    qmin: int,
+    qmax: int,
+    dtype: torch.dtype,
+    noise: torch.Tensor | None = None,
+) -> torch.Tensor | None:
+    """Integer codes ``clamp(round((r - m)/s + z), qmin, qmax)`` of ``blocks`` (float32
+    ``[n, L]``; ``s``, ``z``, ``m`` one value per row), as ``dtype`` (int8 or int16); with
+    ``noise`` (``U[0, 1)``, ``blocks``' shape) ``clamp(floor((r - m)/s + z + u))`` instead.
+    ``None``: run eagerly."""
+    tensors = (blocks,) if noise is None else (blocks, noise)
+    if blocks.dtype != torch.float32 or dtype not in _ENCODE or not _usable(*tensors):
+        return None
+    bounds = torch.tensor([qmin, qmax], dtype=torch.float32)
+    args = (
+        _kernel_layout(blocks),
+        _column(s),
+        _column(z, torch.int32),
+        _column(m),
+        bounds[0],
+        bounds[1],
+    )
+    if noise is None:
+        out = _run(_ENCODE[dtype], "encode", *args)
+    else:
+        out = _run(_ENCODE_STOCHASTIC[dtype], "encode_stochastic", *args, noise)
+    return None if out is _FAILED else out
+
+
+def int_squared_error(
+    blocks: torch.Tensor, s: torch.Tensor, z: torch.Tensor, m: torch.Tensor, qmin: int, qmax: int
+) -> torch.Tensor | None:
+    """``(r - r_hat)^2`` (float32, ``blocks``' shape) with ``r_hat = clamp((q - z) s + m)``
+    and ``q`` the nearest-rounded integer code; one pass instead of the eager path's chain,
+    the same operations in the same order, so the same bits. ``None``: run eagerly."""
+    if blocks.dtype != torch.float32 or not _usable(blocks):
+        return None
+    bounds = torch.tensor([qmin, qmax], dtype=torch.float32)
+    args = (_kernel_layout(blocks), _column(s), _column(z, torch.int32), _column(m))
+    out = _run(_int_squared_error_kernel, "squared_error", *args, bounds[0], bounds[1])
+    return None if out is _FAILED else out
+
+
+def decode_int(
+    codes: torch.Tensor, s: torch.Tensor, z: torch.Tensor | None, m: torch.Tensor | None
+) -> torch.Tensor | None:
+    """Dequantized float32 values of integer ``codes`` ``[n, L]``: ``clamp(s q + m)`` with
+    offsets ``m``, else ``clamp((q - z) s)`` with zero points ``z``, else ``clamp(s q)``
+    (one ``s``, ``z``, ``m`` per row; ``clamp`` to float32's finite range); ``None``: run
+    eagerly.
+
+    Two passes: torch's own ``codes.to(float32)`` (exact), then the compiled affine map in
+    place. Inductor loads 8-bit integers a lane group at a time through a stack copy (on
+    AVX2), which made one fused kernel slower than the two: the conversion streams at
+    memory speed, and the second pass reads what the first wrote."""
+    if codes.dtype not in _ENCODE or not _usable(codes):
+        return None
+    with torch.inference_mode(False):
+        out = _kernel_layout(codes).to(torch.float32)
+    if m is not None:
+        done = _run(_decode_offset, "decode", out, _column(s), _column(m))
+    elif z is not None:
+        done = _run(_decode_zero_point, "decode", out, _column(s), _column(z, torch.int32))
+    else:
+        done = _run(_decode_scale, "decode", out, _column(s))
+    return None if done is _FAILED else out
+
+
+def encode_codebook(blocks: torch.Tensor, s: torch.Tensor, cb: Codebook) -> torch.Tensor | None:
+    """uint8 codes of ``blocks`` (float32 ``[n, L]``) under codebook ``cb`` with nearest
+    rounding, ``s`` one scale per row; ``None``: run eagerly."""
+    if blocks.dtype != torch.float32 or not _usable(blocks):
+        return None
+    kernel = _codebook_encoder(cb.format)
+    if cb.format in _FLOAT8:
+        args: tuple[torch.Tensor, ...] = (_kernel_layout(blocks), _column(s))
+    elif cb.format is Format.NF4:
+        inv = _column(s).reciprocal()
+        if bool(torch.isinf(inv).any()):
+            return None  # a subnormal scale: the eager path divides in those blocks
+        args = (_kernel_layout(blocks), inv, cb.codes)
+    else:
+        args = (_kernel_layout(blocks), _column(s), cb.codes)
+    out = _run(kernel, f"codebook_{cb.format.value}", *args)
+    return None if out is _FAILED else out
+
+
+def decode_codebook(
+    codes: torch.Tensor, s: torch.Tensor, table: torch.Tensor
+) -> torch.Tensor | None:
+    """``clamp(s * table[q])`` (float32) of uint8 codebook ``codes`` ``[n, L]``, one ``s``
+    per row, ``table`` the codebook's ``decode_table``; ``None``: run eagerly."""
+    if codes.dtype != torch.uint8 or not _usable(codes):
+        return None
+    out = _run(_decode_table, "decode_table", _kernel_layout(codes), table, _column(s))
+    return None if out is _FAILED else out
+
+
+def error_sums(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor | None:
+    """``[sum d^2, sum |d|, max |d|, sum a^2, sum b^2, sum a b]`` (float64, ``d = a - b``)
+    of two 1-D float32 tensors in one pass, or ``None``: run eagerly. Sums follow Inductor's
+    order, so they may differ from the eager path's in the last bits."""
+    if a.dtype != torch.float32 or b.dtype != torch.float32 or not _usable(a, b):
+        return None
+    out = _run(_error_sums_kernel, "error_sums", a.contiguous(), b.contiguous())
+    return None if out is _FAILED else out
+
+
+def count_beyond(
+    blocks: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor
+) -> tuple[int, int] | None:
+    """How many entries of ``blocks`` (float32 ``[n, L]``) lie below their row's ``lo`` and
+    above its ``hi`` (one value per row), in one pass; counts are exact in any order.
+    ``None``: run eagerly."""
+    if blocks.dtype != torch.float32 or not _usable(blocks):
+        return None
+    out = _run(_beyond_kernel, "beyond", _kernel_layout(blocks), _column(lo), _column(hi))
+    if out is _FAILED:
+        return None
+    return int(out[0]), int(out[1])
+
+
+def bin_indices(
+    x: torch.Tensor, lo: torch.Tensor, per_unit: torch.Tensor, top: torch.Tensor
+) -> torch.Tensor | None:
+    """uint8 ``clamp(floor((x - lo) * per_unit), 0, top)`` of a 1-D float32 ``x`` (0-d
+    float32 ``lo``, ``per_unit``, ``top``; ``top`` <= 255), the eager formula's operations
+    in its order. ``None``: run eagerly."""
+    if x.dtype != torch.float32 or not _usable(x):
+        return None
+    out = _run(_bin_kernel, "bins", x.contiguous(), lo, per_unit, top)
+    return None if out is _FAILED else out

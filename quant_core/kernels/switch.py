@@ -1,0 +1,239 @@
+"""The switch between the compiled and the eager path, and the machinery that compiles
+and runs a kernel (see ``quant_core.kernels`` for the rules)."""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+import os
+import threading
+import types
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = [
+    "ENV_VAR",
+    "MIN_ELEMENTS",
+    "Backend",
+    "active_backend",
+    "backend_from_env",
+    "compile_failure",
+    "set_backend",
+    "use_backend",
+]
+
+_log = logging.getLogger("quant_core.kernels")
+
+ENV_VAR = "QLAB_COMPILE"
+MIN_ELEMENTS = 1 << 15
+_OFF = ("0", "false", "off", "no")
+_ON = ("", "1", "true", "on", "yes")
+
+
+class Backend(enum.Enum):
+    """Which implementation runs quantize's large passes (see ``quant_core.kernels``).
+
+    EAGER: torch operators over cache-sized pieces (``quant_core.chunks``); every device.
+    The reference, and the fallback wherever compiling is not possible.
+    COMPILED: one ``torch.compile`` (Inductor) kernel per pass, on CPU tensors; results
+    equal EAGER's bit for bit. Example: ``quantize(x, cfg).dequantize()`` on a 4096 x 4096
+    float32 matrix reads ``x`` twice (extremes, codes) and writes the int8 codes and the
+    float32 result once each.
+    """
+
+    EAGER = "eager"
+    COMPILED = "compiled"
+
+
+@dataclass(frozen=True)
+class _Choice:
+    backend: Backend
+    min_elements: int = MIN_ELEMENTS
+
+
+_lock = threading.RLock()
+_process_choice: _Choice | None = None
+_local = threading.local()
+_failure: str | None = None
+_compiler_checked = False
+_warming: threading.Thread | None = None
+_background: threading.Thread | None = None
+_compiled: dict[str, Callable[..., Any]] = {}
+
+
+def _coerce(backend: object) -> Backend:
+    if isinstance(backend, Backend):
+        return backend
+    if isinstance(backend, str):
+        try:
+            return Backend(backend.lower())
+        except ValueError:
+            allowed = ", ".join(b.value for b in Backend)
+            raise ValueError(f"unknown backend {backend!r}; expected one of: {allowed}") from None
+    raise TypeError(f"backend must be a Backend or str, got {type(backend).__name__}")
+
+
+def _check_min_elements(min_elements: object) -> int:
+    if isinstance(min_elements, bool) or not isinstance(min_elements, int):
+        raise TypeError(f"min_elements must be an int, got {min_elements!r}")
+    if min_elements < 1:
+        raise ValueError(f"min_elements must be >= 1, got {min_elements}")
+    return min_elements
+
+
+def backend_from_env() -> Backend:
+    """The backend ``QLAB_COMPILE`` asks for (``ValueError`` for a value it does not know)."""
+    value = os.environ.get(ENV_VAR, "").strip().lower()
+    if value in _OFF:
+        return Backend.EAGER
+    if value in _ON:
+        return Backend.COMPILED
+    raise ValueError(
+        f"{ENV_VAR}={os.environ[ENV_VAR]!r} is not understood; use 0 (eager) or 1 (compiled)"
+    )
+
+
+def _requested() -> _Choice:
+    choice = getattr(_local, "choice", None) or _process_choice or _Choice(Backend.COMPILED)
+    if backend_from_env() is Backend.EAGER:  # QLAB_COMPILE=0 forces the eager path
+        return _Choice(Backend.EAGER, choice.min_elements)
+    return choice
+
+
+def set_backend(backend: Backend | str | None, *, min_elements: int = MIN_ELEMENTS) -> None:
+    """Choose the backend for the whole process; ``None`` goes back to the default.
+
+    ``min_elements``: the smallest tensor the compiled kernels take (default
+    ``MIN_ELEMENTS``). Choosing ``Backend.COMPILED`` under ``QLAB_COMPILE=0``, or where
+    compiling failed, keeps the eager path (``active_backend`` says which runs,
+    ``compile_failure`` why a compile failed)."""
+    global _process_choice
+    choice = (
+        None if backend is None else _Choice(_coerce(backend), _check_min_elements(min_elements))
+    )
+    with _lock:
+        _process_choice = choice
+
+
+@contextlib.contextmanager
+def use_backend(backend: Backend | str, *, min_elements: int = MIN_ELEMENTS) -> Iterator[Backend]:
+    """Run the ``with`` block, in this thread only, on ``backend``; yields the backend that
+    actually runs (``Backend.EAGER`` when compiling failed). See ``set_backend``."""
+    choice = _Choice(_coerce(backend), _check_min_elements(min_elements))
+    previous = getattr(_local, "choice", None)
+    _local.choice = choice
+    try:
+        yield active_backend()
+    finally:
+        _local.choice = previous
+
+
+def active_backend() -> Backend:
+    """The backend quantize uses in this thread now: the requested one, except
+    ``Backend.EAGER`` once compiling has failed in this process."""
+    choice = _requested()
+    if choice.backend is Backend.COMPILED and _failure is None:
+        return Backend.COMPILED
+    return Backend.EAGER
+
+
+def compile_failure() -> str | None:
+    """Why the compiled path is off in this process (one line), or ``None``."""
+    return _failure
+
+
+def _fail(reason: str) -> None:
+    """Turn the compiled path off for the process, with one warning."""
+    global _failure
+    with _lock:
+        if _failure is not None:
+            return
+        _failure = reason
+    _log.warning("quant_core: compiled kernels unavailable (%s); running eager kernels", reason)
+
+
+def _describe(exc: BaseException) -> str:
+    # Dynamo wraps a backend's error; name the innermost cause, on one line.
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    text = " ".join(str(exc).split())
+    if len(text) > 200:
+        text = text[:197] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _compiler_ok() -> bool:
+    """Look for Inductor's C++ compiler once per process (``$CXX``, else ``g++``)."""
+    global _compiler_checked
+    if _compiler_checked:
+        return _failure is None
+    with _lock:
+        if not _compiler_checked:
+            try:
+                from torch._inductor.cpp_builder import get_cpp_compiler
+
+                get_cpp_compiler()
+            except Exception as exc:
+                _fail(_describe(exc))
+            _compiler_checked = True
+    return _failure is None
+
+
+def _usable(*tensors: torch.Tensor) -> bool:
+    """Whether this call may run compiled: backend, device, size, and no warm-up elsewhere."""
+    choice = _requested()
+    if choice.backend is not Backend.COMPILED or _failure is not None:
+        return False
+    first = tensors[0]
+    if first.numel() < choice.min_elements:
+        return False
+    if any(t.device.type != "cpu" for t in tensors):
+        return False
+    warming = _warming
+    if warming is not None and warming is not threading.current_thread():
+        return False  # the kernels are being compiled: run eagerly rather than wait
+    return _compiler_ok()
+
+
+def _variant(fn: Callable[..., Any], key: str) -> Callable[..., Any]:
+    """``torch.compile(fn)`` for one variant ``key``, on its own copy of ``fn``'s code:
+    Dynamo keeps one cache (and one recompile limit) per code object, so variants that
+    differ by dtype or inference-ness never crowd each other out."""
+    name = f"{fn.__name__}_{key}"
+    compiled = _compiled.get(name)
+    if compiled is None:
+        with _lock:
+            compiled = _compiled.get(name)
+            if compiled is None:
+                code = fn.__code__.replace(co_name=name, co_qualname=name)
+                copy = types.FunctionType(
+                    code, fn.__globals__, name, fn.__defaults__, fn.__closure__
+                )
+                compiled = torch.compile(copy, dynamic=True, fullgraph=True)
+                _compiled[name] = compiled
+    return compiled
+
+
+_FAILED = object()
+
+
+def _run(fn: Callable[..., Any], key: str, *args: torch.Tensor) -> Any:
+    """``fn(*args)`` compiled, or ``_FAILED`` when the compiled path failed (then it is off).
+
+    Kernels run outside autograd and outside inference mode, so their outputs are plain
+    tensors. Which inputs are inference tensors (made under ``torch.inference_mode``) picks
+    the compiled variant, as Dynamo guards on it."""
+    marks = "".join("i" if a.is_inference() else "n" for a in args)
+    # detach(): not a view (Dynamo would guard on a view's base, one variant more).
+    plain = [a.detach() for a in args]
+    try:
+        compiled = _variant(fn, f"{key}_{marks}")
+        with torch.inference_mode(False), torch.no_grad():
+            return compiled(*plain)
+    except Exception as exc:
+        _fail(_describe(exc))
+        return _FAILED

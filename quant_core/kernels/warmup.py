@@ -1,0 +1,173 @@
+"""``warm_up``: compile the common kernels on small probes and check each against the
+eager path bit for bit, in the foreground or in a daemon thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..config import Format
+from . import switch
+from .switch import Backend, _compiler_ok, active_backend, use_backend
+
+__all__ = ["WarmUp", "warm_up", "warm_up_in_background"]
+
+_background: threading.Thread | None = None
+
+
+@dataclass(frozen=True)
+class WarmUp:
+    """What ``warm_up`` did: the backend active afterwards, wall-clock ``seconds``, how many
+    kernel ``graphs`` Dynamo compiled (0 when every kernel was ready) and, when the compiled
+    path is off, why (``failure``; ``None`` otherwise)."""
+
+    backend: Backend
+    seconds: float
+    graphs: int
+    failure: str | None
+
+
+# -- warm-up ---------------------------------------------------------------------------------
+
+
+def _graphs_compiled() -> int:
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+def _probe_cases() -> list[tuple[tuple[int, ...], Any]]:
+    """The configs a dashboard session meets first, over every layout class."""
+    from ..config import Mode, PerChannel, PerGroup, PerTensor, QuantConfig, Rounding, ZeroPoint
+
+    grans = (PerTensor(), PerChannel(0), PerChannel(1), PerGroup(32))
+    cases = []
+    for bits in (4, 12):  # int8 codes, then int16
+        for rounding in (Rounding.NEAREST, Rounding.STOCHASTIC):
+            for gran in grans:
+                mode = Mode.ASYMMETRIC if bits == 4 else Mode.SYMMETRIC
+                cases.append(((128, 256), QuantConfig(bits, mode, gran, rounding=rounding)))
+    for zp in (ZeroPoint.FLOAT_MIN, ZeroPoint.COURSE_CLAMP):  # the same kernels, checked
+        cases.append(((128, 256), QuantConfig(3, Mode.ASYMMETRIC, PerGroup(32), zero_point=zp)))
+    for fmt in (Format.NF4, Format.FP8_E4M3):
+        for gran in (PerTensor(), PerGroup(64)):
+            cases.append(((128, 256), QuantConfig(format=fmt, granularity=gran)))
+    return cases
+
+
+def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
+    """Equal bit for bit (dtype, shape and every value's bits; NaNs alike)."""
+    if a is None or b is None:
+        return a is b
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.is_floating_point():
+        width = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+        return torch.equal(a.contiguous().view(width), b.contiguous().view(width))
+    return torch.equal(a, b)
+
+
+def _check_probe(shape: tuple[int, ...], cfg: Any) -> str | None:
+    """Quantize a probe on both paths; a description of the first difference, or None."""
+    from ..analysis import clip_stats, histogram
+    from ..metrics import error_metrics
+    from ..quantize import quantize
+
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(0)) * 3 + 0.5
+    x[0, :8] = torch.tensor([0.5, -0.5, 1.5, 2.5, -0.0, 0.0, 1e-30, -1e-30])  # ties, zeros
+    with use_backend(Backend.COMPILED, min_elements=1):
+        fast = quantize(x, cfg)
+        fast_hat = fast.dequantize()
+        error_metrics(x, fast_hat)
+        # x * 2 on x's ranges (static ranges), so that some inputs clip
+        fast_clip = clip_stats(x * 2, quantize(x * 2, cfg, ranges=fast.chosen_range))
+    with use_backend(Backend.EAGER):
+        ref = quantize(x, cfg)
+        ref_hat = ref.dequantize()
+        ref_clip = clip_stats(x * 2, quantize(x * 2, cfg, ranges=ref.chosen_range))
+    if fast_clip != ref_clip:
+        return f"clipping counts of {cfg.describe()} differ from the eager path's"
+    with use_backend(Backend.COMPILED, min_elements=1):
+        fast_hist = histogram(x.reshape(-1), 50, -2.0, 3.0)
+    with use_backend(Backend.EAGER):
+        ref_hist = histogram(x.reshape(-1), 50, -2.0, 3.0)
+    if not torch.equal(fast_hist, ref_hist):
+        return "histogram counts differ from the eager path's"
+    pairs = {
+        "codes": (fast.codes, ref.codes),
+        "scales": (fast.scale, ref.scale),
+        "zero points": (fast.zero_point, ref.zero_point),
+        "offsets": (fast.offset, ref.offset),
+        "dequantized": (fast_hat, ref_hat),
+    }
+    for name, (a, b) in pairs.items():
+        if not _same(a, b):
+            return f"{name} of {cfg.describe()} differ from the eager path's"
+    return None
+
+
+def warm_up() -> WarmUp:
+    """Compile the common kernels now (on small probes) and check each against the eager
+    path bit for bit; returns what happened. Cold, this takes tens of seconds (mostly the
+    C++ compiler); with Inductor's on-disk cache, a few. While it runs, other threads use
+    the eager path. Under ``Backend.EAGER`` it returns at once."""
+    start = time.perf_counter()
+    if active_backend() is not Backend.COMPILED or not _compiler_ok():
+        return WarmUp(active_backend(), time.perf_counter() - start, 0, switch._failure)
+    graphs = _graphs_compiled()
+    me = threading.current_thread()
+    with switch._lock:
+        switch._warming = me
+    try:
+        for shape, cfg in _probe_cases():
+            problem = _check_probe(shape, cfg)
+            if problem is None and switch._failure is None:
+                continue
+            if problem is not None:
+                switch._fail(problem)
+            break
+    finally:
+        with switch._lock:
+            if switch._warming is me:
+                switch._warming = None
+    return WarmUp(
+        active_backend(),
+        time.perf_counter() - start,
+        _graphs_compiled() - graphs,
+        switch._failure,
+    )
+
+
+def warm_up_in_background() -> threading.Thread | None:
+    """Start ``warm_up`` in a daemon thread, once per process (later calls return the same
+    thread); ``None`` under ``Backend.EAGER``. Safe to call on every app rerun."""
+    global _background
+    if active_backend() is not Backend.COMPILED:
+        return None
+    with switch._lock:
+        if _background is None:
+
+            def run() -> None:
+                try:
+                    report = warm_up()
+                    switch._log.info(
+                        "quant_core: warm-up took %.1f s (%d kernel graphs), backend %s",
+                        report.seconds,
+                        report.graphs,
+                        report.backend.value,
+                    )
+                finally:
+                    with switch._lock:
+                        if switch._warming is threading.current_thread():
+                            switch._warming = None
+
+            _background = threading.Thread(target=run, name="quant_core-warm-up", daemon=True)
+            # Mark the warm-up as running before the thread starts, so a call that comes
+            # first runs eagerly instead of compiling the same kernel alongside it.
+            switch._warming = _background
+            _background.start()
+        return _background
