@@ -29,7 +29,8 @@ Codebook formats (NF4, FP4, FP8): ``s = max(|lo|, |hi|) / max|values|``; the cod
 the value nearest to ``r / s``. FP4/FP8 send an exact midpoint to the even code, as IEEE
 rounding (a native float8 cast) does. NF4 computes ``r * (1/s)`` and sends an exact midpoint
 to the lower code, as bitsandbytes' ``quantize_4bit(..., quant_type="nf4")`` does, so its
-codes equal bitsandbytes' everywhere.
+codes equal bitsandbytes' everywhere bitsandbytes' are defined (a subnormal ``s``, whose
+``1/s`` overflows, divides instead of turning ``0 * inf`` into NaN).
 
 The passes over the data (each block's extremes, the integer codes, dequantization) run as
 compiled kernels on CPU where ``quant_core.kernels`` allows, and as torch operators over
@@ -421,7 +422,13 @@ def _codebook_scaled(blocks: torch.Tensor, s: torch.Tensor, cb: Codebook) -> tor
     """``r / s``, the value looked up in the codebook; NF4 multiplies by ``1/s`` instead, as
     bitsandbytes does (the two can differ by an ulp, which moves a value across a midpoint)."""
     if cb.format is Format.NF4:
-        return blocks * s.reciprocal()
+        inv = s.reciprocal()
+        overflow = torch.isinf(inv)
+        if bool(overflow.any()):
+            # A subnormal scale: 1/s overflows and r * inf is NaN at r = 0 (bitsandbytes'
+            # result); dividing keeps those blocks' codes the nearest values.
+            return torch.where(overflow, blocks / s, blocks * inv)
+        return blocks * inv
     return blocks / s
 
 
