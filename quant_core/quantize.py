@@ -41,418 +41,24 @@ arithmetic (scales, zero points, offsets) is the same eager code on both paths.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
 
 from . import kernels
-from .chunks import block_extremes, chunk_slices, for_each_piece, map_rows, scratch_buffer
-from .config import Format, Mode, QuantConfig, Rounding, ScaleDtype, ZeroPoint
+from .chunks import block_extremes, map_rows
+from .config import Format, Mode, QuantConfig, Rounding
+from .encode import codebook_index, codebook_scaled, encode_codebook, encode_int, int_codes
 from .formats import Codebook, codebook_for
-from .granularity import BlockLayout, layout_for
+from .granularity import layout_for
+from .qparams import codebook_scale, int_qparams
+from .quantized_tensor import QuantizedTensor
 from .ranges import BlockRange, choose_range, symmetric_ends
 from .validation import check_float_tensor, raise_nonfinite
 
 __all__ = ["QuantizedTensor", "quantize"]
 
-# Round half to even by an addition and a subtraction: for |v| <= 2^22, v + 1.5 * 2^23 lies
-# where float32's spacing is exactly 1, so the addition rounds v to an integer, ties to even
-# (the constant is even), and subtracting the constant is exact. Results are those of
-# ``torch.round``.
-_RNE_MAGIC = 1.5 * 2.0**23
-# The smallest positive float32 (subnormal): the scale of a tiny range that underflows.
-_MIN_SCALE = 2.0**-149
 _F32_MAX = torch.finfo(torch.float32).max
-
-_SCALE_TORCH_DTYPE = {
-    ScaleDtype.FP32: torch.float32,
-    ScaleDtype.FP16: torch.float16,
-    ScaleDtype.BF16: torch.bfloat16,
-}
-
-
-@dataclass(frozen=True, eq=False)
-class QuantizedTensor:
-    """Codes, scales and zero points of one quantized tensor.
-
-    Every linear block dequantizes as ``r_hat = s (q - z) + m``:
-
-    - ``codes`` (``q``): same shape as the input; int8 (bits <= 8) or int16 in
-      ``[qmin, qmax]`` for ``Format.INT``; uint8 codebook codes (NF4 index, FP4/FP8 bit
-      pattern) otherwise.
-    - ``scale`` (``s``, float32, holding values of ``config.scale_dtype``) and
-      ``zero_point`` (``z``, int32; zeros when symmetric, under ``ZeroPoint.FLOAT_MIN`` and
-      for codebooks) have ``layout.scale_shape``: ``[]`` per tensor, ``[C]`` per channel,
-      ``shape[:-1] + [C/g]`` per group; ``.flatten()`` lists them block by block.
-    - ``offset`` (``m``): the float zero point of ``ZeroPoint.FLOAT_MIN``, float32 (values
-      of the scale dtype), ``layout.scale_shape``: the value code 0 dequantizes to, so a
-      block's levels run from ``m + s qmin`` to ``m + s qmax``. ``None`` under every other
-      scheme (``m = 0``); it must be given exactly when ``config.float_offset``.
-      A zero point in another float convention converts to it: tinygemm's and torchao's
-      float ``zero_point`` (codes ``u = q - qmin``, ``r_hat = (u - 2^(b-1)) s + zp``) is
-      ``m`` itself; GGUF Q4_1's ``min`` (``r_hat = d u + min``) is ``m + s qmin``; HQQ's
-      ``r_hat = s (u - z_f)`` with a float ``z_f`` is ``m = -s (qmin + z_f)``.
-    - ``chosen_range``: the range each block's grid was fitted to (``[n_blocks, 1]`` each;
-      the data's extremes under min-max, the clipping range under percentile/MSE, the
-      caller's under ``quantize(..., ranges=)``; ``[-a, a]`` when symmetric), before the
-      zero point convention widens it (``INCLUDE_ZERO``) or rounds and clamps ``z``;
-      ``None`` when not known.
-    """
-
-    codes: torch.Tensor
-    scale: torch.Tensor
-    zero_point: torch.Tensor
-    config: QuantConfig
-    layout: BlockLayout
-    input_dtype: torch.dtype
-    chosen_range: BlockRange | None = None
-    offset: torch.Tensor | None = None
-
-    def __post_init__(self) -> None:
-        wants = self.config.float_offset
-        if wants and not isinstance(self.offset, torch.Tensor):
-            raise ValueError(
-                f"config {self.config.describe()!r} stores a float offset m per block: "
-                "pass offset (float32, the scale's shape)"
-            )
-        if not wants and self.offset is not None:
-            raise ValueError(
-                f"config {self.config.describe()!r} has no float offset; offset must be None "
-                "(use ZeroPoint.FLOAT_MIN for x_hat = s q + m)"
-            )
-        if self.offset is not None and tuple(self.offset.shape) != tuple(self.scale.shape):
-            raise ValueError(
-                f"offset shape {tuple(self.offset.shape)} differs from the scale's "
-                f"{tuple(self.scale.shape)}"
-            )
-
-    @property
-    def shape(self) -> torch.Size:
-        return self.codes.shape
-
-    @property
-    def n_blocks(self) -> int:
-        return self.layout.n_blocks
-
-    def _scale_col(self) -> torch.Tensor:
-        return self.scale.reshape(-1, 1)
-
-    def _zp_col(self) -> torch.Tensor:
-        return self.zero_point.reshape(-1, 1).to(torch.float32)
-
-    def _offset_col(self) -> torch.Tensor | None:
-        return None if self.offset is None else self.offset.reshape(-1, 1).to(torch.float32)
-
-    def dequantize(self) -> torch.Tensor:
-        """``r_hat = s (q - z) + m`` (linear; ``m`` only under ``ZeroPoint.FLOAT_MIN``) or
-        ``s * value[q]`` (codebook): float32, input shape, saturated to float32's range.
-        A compiled kernel where ``kernels`` allows, else torch operators over pieces."""
-        codes = self.layout.to_blocks(self.codes)
-        s = self._scale_col()
-        if self.config.format is Format.INT:
-            # int32 zero points subtract from float32 exactly (|z| <= 2^15)
-            zp = self.zero_point.reshape(-1, 1) if self.config.has_zero_point else None
-            m = self._offset_col()
-            fast = kernels.decode_int(codes, s, zp if m is None else None, m)
-        else:
-            table = codebook_for(self.config.format, codes.device).decode_table
-            fast = kernels.decode_codebook(codes, s, table)
-        if fast is not None:
-            return self.layout.from_blocks(fast)
-        out = torch.empty(codes.shape, dtype=torch.float32, device=codes.device)
-        if self.config.format is Format.INT:
-
-            def work(rows: slice, cols: slice, scratch: dict[str, torch.Tensor]) -> None:
-                part = out[rows, cols]
-                part.copy_(codes[rows, cols])
-                if zp is not None and m is None:
-                    part.sub_(zp[rows])
-                part.mul_(s[rows])
-                if m is not None:
-                    part.add_(m[rows])
-                part.clamp_(-_F32_MAX, _F32_MAX)
-
-        else:
-
-            def work(rows: slice, cols: slice, scratch: dict[str, torch.Tensor]) -> None:
-                part = torch.mul(table[codes[rows, cols].long()], s[rows], out=out[rows, cols])
-                part.clamp_(-_F32_MAX, _F32_MAX)
-
-        for_each_piece(chunk_slices(codes), work)
-        return self.layout.from_blocks(out)
-
-    def levels(self, block: int = 0) -> torch.Tensor:
-        """Every value block ``block`` can dequantize to, ascending (float32, <= ``2^bits``)."""
-        if not 0 <= block < self.n_blocks:
-            raise ValueError(f"block {block} out of range: this tensor has {self.n_blocks} blocks")
-        s = self.scale.reshape(-1)[block]
-        if self.config.format is Format.INT:
-            q = torch.arange(self.config.qmin, self.config.qmax + 1, device=s.device)
-            z = self.zero_point.reshape(-1)[block]
-            levels = (q - z).to(torch.float32) * s
-            if self.offset is not None:
-                levels = levels + self.offset.reshape(-1)[block]
-            return levels.clamp_(-_F32_MAX, _F32_MAX)
-        return (codebook_for(self.config.format, s.device).values * s).clamp_(-_F32_MAX, _F32_MAX)
-
-    def representable_range(self) -> BlockRange:
-        """Per block, the lowest and highest dequantized value, ``[n_blocks, 1]`` each."""
-        cfg = self.config
-        if cfg.format is Format.INT:
-            m = self._offset_col()
-            columns = [self._scale_col(), self._zp_col()] + ([] if m is None else [m])
-
-            def ends(
-                s: torch.Tensor, z: torch.Tensor, *m: torch.Tensor
-            ) -> tuple[torch.Tensor, ...]:
-                lo, hi = s * (cfg.qmin - z), s * (cfg.qmax - z)
-                if m:
-                    lo, hi = lo + m[0], hi + m[0]
-                return lo.clamp_(-_F32_MAX, _F32_MAX), hi.clamp_(-_F32_MAX, _F32_MAX)
-
-        else:
-            values = codebook_for(cfg.format, self.scale.device).values
-            columns = [self._scale_col()]
-
-            def ends(s: torch.Tensor) -> tuple[torch.Tensor, ...]:
-                lo, hi = s * values[0], s * values[-1]
-                return lo.clamp_(-_F32_MAX, _F32_MAX), hi.clamp_(-_F32_MAX, _F32_MAX)
-
-        # per-block columns in pieces below torch's parallel grain (see ``chunks``)
-        lo, hi = map_rows(ends, *columns)
-        return BlockRange(lo, hi)
-
-
-def _round_scale(s: torch.Tensor, scale_dtype: ScaleDtype) -> torch.Tensor:
-    """Round scales to their storage dtype, keeping them finite and positive."""
-    if scale_dtype is ScaleDtype.FP32:
-        return s
-    dtype = _SCALE_TORCH_DTYPE[scale_dtype]
-    info = torch.finfo(dtype)
-    # The floor is the smallest subnormal (tiny * eps: 2^-24 for fp16), not the smallest
-    # normal: clamping to 6.1e-5 would coarsen every fp16 block whose step is below it.
-    return s.clamp(min=info.tiny * info.eps, max=info.max).to(dtype).to(torch.float32)
-
-
-def _positive_scale(s: torch.Tensor, nonzero_range: torch.Tensor) -> torch.Tensor:
-    """``s`` where positive; else ``2^-149`` for a nonzero range that underflowed, else 1."""
-    fallback = torch.where(nonzero_range, _MIN_SCALE, 1.0).to(s.dtype)
-    return torch.where(s > 0, s, fallback)
-
-
-def _round_half_even_(v: torch.Tensor) -> torch.Tensor:
-    """``torch.round`` in place, for ``|v| <= 2^22`` (see ``_RNE_MAGIC``)."""
-    return v.add_(_RNE_MAGIC).sub_(_RNE_MAGIC)
-
-
-def _round_offset(m: torch.Tensor, scale_dtype: ScaleDtype) -> torch.Tensor:
-    """Round float offsets to the scale dtype, saturating at its largest finite value."""
-    if scale_dtype is ScaleDtype.FP32:
-        return m
-    dtype = _SCALE_TORCH_DTYPE[scale_dtype]
-    info = torch.finfo(dtype)
-    return m.clamp(-info.max, info.max).to(dtype).to(torch.float32)
-
-
-def _course_zero_point(lo: torch.Tensor, s: torch.Tensor, qmin: int, qmax: int) -> torch.Tensor:
-    """``clamp(round(qmin - lo / s), qmin, qmax)`` (float); clamping first is the same, as
-    the bounds are integers, and keeps the rounding in ``_round_half_even_``'s range."""
-    return _round_half_even_((qmin - lo / s).clamp_(qmin, qmax))
-
-
-def _include_zero_point(lo: torch.Tensor, s: torch.Tensor, qmin: int, qmax: int) -> torch.Tensor:
-    """``clamp(qmin - round(lo / s), qmin, qmax)`` (float), torchao's order of operations;
-    ``round(lo/s)`` is clamped to ``[qmin - qmax, 0]`` first (the same result, as the bounds
-    are integers), which keeps it in ``_round_half_even_``'s range."""
-    return qmin - _round_half_even_((lo / s).clamp_(qmin - qmax, 0))
-
-
-def _int_qparams(
-    rng: BlockRange, cfg: QuantConfig
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Scales, zero points and float offsets (float32 ``[n_blocks, 1]`` each) of blocks
-    with ranges ``rng``; the offsets are zeros but under ``ZeroPoint.FLOAT_MIN``."""
-    qmin, qmax = cfg.qmin, cfg.qmax
-    if cfg.mode is Mode.SYMMETRIC:
-        a = torch.maximum(rng.lo.abs(), rng.hi.abs())
-        s = _round_scale(_positive_scale(a / qmax, a > 0), cfg.scale_dtype)
-        return s, torch.zeros_like(s), torch.zeros_like(s)
-    lo, hi = rng.lo, rng.hi
-    convention = cfg.zero_point
-    if convention is ZeroPoint.INCLUDE_ZERO:
-        lo, hi = lo.clamp(max=0), hi.clamp(min=0)
-    elif convention is ZeroPoint.COURSE_CLAMP:
-        degenerate = hi <= lo
-        lo = torch.where(degenerate, lo.clamp(max=0), lo)
-        hi = torch.where(degenerate, hi.clamp(min=0), hi)
-    n = qmax - qmin
-    span = hi - lo
-    # hi - lo overflows for ranges wider than float32's max; hi/n - lo/n does not.
-    s = torch.where(torch.isfinite(span), span / n, hi / n - lo / n)
-    s = _round_scale(_positive_scale(s, hi > lo), cfg.scale_dtype)
-    if convention is ZeroPoint.FLOAT_MIN:
-        # m = lo - s qmin puts code qmin on lo; s * 2^(b-1) is exact. m lies in [lo, hi],
-        # but s * 2^(b-1) alone can overflow for ranges near float32's max: halve both
-        # terms there (exact) and double the sum. A constant block (s = 1) puts code 0 on
-        # the constant instead, so it dequantizes to itself.
-        up = s * (-qmin)
-        m = torch.where(torch.isfinite(up), lo + up, (lo / 2 + s * (-qmin / 2)) * 2)
-        m = torch.where(hi > lo, m, lo)
-        return s, torch.zeros_like(s), _round_offset(m, cfg.scale_dtype)
-    if convention is ZeroPoint.INCLUDE_ZERO:
-        return s, _include_zero_point(lo, s, qmin, qmax), torch.zeros_like(s)
-    return s, _course_zero_point(lo, s, qmin, qmax), torch.zeros_like(s)
-
-
-def _codebook_scale(rng: BlockRange, cb: Codebook, cfg: QuantConfig) -> torch.Tensor:
-    a = torch.maximum(rng.lo.abs(), rng.hi.abs())
-    return _round_scale(_positive_scale(a / cb.max_abs, a > 0), cfg.scale_dtype)
-
-
-def _scaled_codes(
-    blocks: torch.Tensor,
-    s: torch.Tensor,
-    z: torch.Tensor,
-    m: torch.Tensor,
-    cfg: QuantConfig,
-    out: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """``r / s + z``, or ``(r - m) / s`` under ``ZeroPoint.FLOAT_MIN``: codes before rounding."""
-    if cfg.float_offset:
-        v = torch.sub(blocks, m, out=out)
-        return v.div_(s)
-    v = torch.div(blocks, s, out=out)
-    return v.add_(z) if cfg.mode is Mode.ASYMMETRIC else v
-
-
-def _int_codes(
-    blocks: torch.Tensor,
-    s: torch.Tensor,
-    z: torch.Tensor,
-    m: torch.Tensor,
-    cfg: QuantConfig,
-    noise: torch.Tensor | None,
-) -> torch.Tensor:
-    """Float tensor of codes ``clamp(round(v))`` (``v`` of ``_scaled_codes``), or
-    ``clamp(floor(v + u))`` with ``noise`` ``u`` (stochastic rounding), computed in place on
-    one temporary."""
-    v = _scaled_codes(blocks, s, z, m, cfg)
-    if noise is not None:
-        v.add_(noise).floor_()
-    else:
-        v.round_()
-    return v.clamp_(cfg.qmin, cfg.qmax)
-
-
-def _encode_int(
-    blocks: torch.Tensor,
-    s: torch.Tensor,
-    z: torch.Tensor,
-    m: torch.Tensor,
-    cfg: QuantConfig,
-    generator: torch.Generator | None,
-) -> torch.Tensor:
-    """Integer codes of ``blocks``: int8 for bits <= 8, else int16."""
-    code_dtype = torch.int8 if cfg.bits <= 8 else torch.int16
-    noise = None
-    if cfg.rounding is Rounding.STOCHASTIC:
-        # One draw over the whole tensor, so a seed gives the same codes at any size, and
-        # the same on both paths (drawn once, before either runs).
-        noise = torch.rand(
-            blocks.shape, generator=generator, device=blocks.device, dtype=torch.float32
-        )
-    fast = kernels.encode_int(blocks, s, z, m, cfg.qmin, cfg.qmax, code_dtype, noise)
-    if fast is not None:
-        return fast
-    if noise is not None:
-        return _int_codes(blocks, s, z, m, cfg, noise).to(code_dtype)
-    codes = torch.empty(blocks.shape, dtype=code_dtype, device=blocks.device)
-    pieces = chunk_slices(blocks)
-    if len(pieces) == 1:
-        return codes.copy_(_int_codes(blocks, s, z, m, cfg, None))
-
-    def work(rows: slice, cols: slice, scratch: dict[str, torch.Tensor]) -> None:
-        part = blocks[rows, cols]
-        buf = scratch_buffer(scratch, "v", part, torch.float32)
-        v = _scaled_codes(part, s[rows], z[rows], m[rows], cfg, out=buf)
-        # clamp then round equals round then clamp: the bounds are integers.
-        codes[rows, cols].copy_(_round_half_even_(v.clamp_(cfg.qmin, cfg.qmax)))
-
-    for_each_piece(pieces, work)
-    return codes
-
-
-def _codebook_index(
-    v: torch.Tensor, cb: Codebook, rounding: Rounding, generator: torch.Generator | None
-) -> torch.Tensor:
-    """Index into ``cb.values`` of the entry ``v`` rounds to (``v`` already scaled)."""
-    values = cb.values
-    v = v.clamp(values[0], values[-1]).contiguous()  # bucketize wants contiguous input
-    if rounding is Rounding.STOCHASTIC:
-        lower = (torch.bucketize(v, values, right=True) - 1).clamp_(0, len(values) - 2)
-        lo_v, hi_v = values[lower], values[lower + 1]
-        p_up = (v - lo_v) / (hi_v - lo_v)
-        u = torch.rand(v.shape, generator=generator, device=v.device, dtype=v.dtype)
-        return lower + (u < p_up).long()
-    mids = (values[1:] + values[:-1]) / 2
-    idx = torch.bucketize(v, mids)
-    if cb.format is Format.NF4:
-        return idx  # an exact tie goes to the lower entry, as in bitsandbytes
-    # bucketize sends an exact tie to the lower entry; IEEE sends it to the even code.
-    tie = v == mids[idx.clamp(max=len(mids) - 1)]
-    if bool(tie.any()):
-        odd = (cb.codes[idx] % 2 == 1) & tie
-        idx = idx + odd.long()
-    return idx
-
-
-def _codebook_codes(
-    v: torch.Tensor, cb: Codebook, rounding: Rounding, generator: torch.Generator | None
-) -> torch.Tensor:
-    """Codes (uint8) of scaled values ``v``; a negative ``v`` rounding to zero gets ``-0``."""
-    idx = _codebook_index(v, cb, rounding, generator)
-    codes = cb.codes[idx]
-    if cb.neg_zero_code is not None:
-        neg_zero = (idx == cb.zero_index) & torch.signbit(v)
-        codes = torch.where(neg_zero, cb.neg_zero_code, codes).to(torch.uint8)
-    return codes
-
-
-def _codebook_scaled(blocks: torch.Tensor, s: torch.Tensor, cb: Codebook) -> torch.Tensor:
-    """``r / s``, the value looked up in the codebook; NF4 multiplies by ``1/s`` instead, as
-    bitsandbytes does (the two can differ by an ulp, which moves a value across a midpoint)."""
-    if cb.format is Format.NF4:
-        inv = s.reciprocal()
-        overflow = torch.isinf(inv)
-        if bool(overflow.any()):
-            # A subnormal scale: 1/s overflows and r * inf is NaN at r = 0 (bitsandbytes'
-            # result); dividing keeps those blocks' codes the nearest values.
-            return torch.where(overflow, blocks / s, blocks * inv)
-        return blocks * inv
-    return blocks / s
-
-
-def _encode_codebook(
-    blocks: torch.Tensor,
-    s: torch.Tensor,
-    cb: Codebook,
-    cfg: QuantConfig,
-    generator: torch.Generator | None,
-) -> torch.Tensor:
-    if cfg.rounding is Rounding.STOCHASTIC:
-        # One draw over the whole tensor, so a seed gives the same codes at any size.
-        return _codebook_codes(_codebook_scaled(blocks, s, cb), cb, cfg.rounding, generator)
-    fast = kernels.encode_codebook(blocks, s, cb)
-    if fast is not None:
-        return fast
-    codes = torch.empty(blocks.shape, dtype=torch.uint8, device=blocks.device)
-
-    def work(rows: slice, cols: slice, scratch: dict[str, torch.Tensor]) -> None:
-        v = _codebook_scaled(blocks[rows, cols], s[rows], cb)
-        codes[rows, cols] = _codebook_codes(v, cb, cfg.rounding, None)
-
-    for_each_piece(chunk_slices(blocks), work)
-    return codes
 
 
 def _all_finite_rows(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor]:
@@ -465,9 +71,9 @@ def _block_qparams(
     """Scales (float32), zero points (int32) and offsets (float32, zeros unless
     ``ZeroPoint.FLOAT_MIN``) of blocks with ranges ``rng``."""
     if cb is None:
-        s, z, m = _int_qparams(rng, cfg)
+        s, z, m = int_qparams(rng, cfg)
         return s, z.to(torch.int32), m
-    s = _codebook_scale(rng, cb, cfg)
+    s = codebook_scale(rng, cb, cfg)
     return s, torch.zeros(s.shape, dtype=torch.int32, device=s.device), torch.zeros_like(s)
 
 
@@ -481,16 +87,16 @@ def _squared_error_fn(
 
     def squared_error(blocks: torch.Tensor, rng: BlockRange) -> torch.Tensor:
         if cb is None:
-            s, z, m = _int_qparams(rng, nearest)
+            s, z, m = int_qparams(rng, nearest)
             fast = kernels.int_squared_error(blocks, s, z, m, cfg.qmin, cfg.qmax)
             if fast is not None:
                 return fast
             # m is 0 and z as stored under every convention but FLOAT_MIN, whose z is 0
-            x_hat = _int_codes(blocks, s, z, m, nearest, None).sub_(z).mul_(s).add_(m)
+            x_hat = int_codes(blocks, s, z, m, nearest, None).sub_(z).mul_(s).add_(m)
         else:
-            s = _codebook_scale(rng, cb, nearest)
-            v = _codebook_scaled(blocks, s, cb)
-            x_hat = cb.values[_codebook_index(v, cb, Rounding.NEAREST, None)] * s
+            s = codebook_scale(rng, cb, nearest)
+            v = codebook_scaled(blocks, s, cb)
+            x_hat = cb.values[codebook_index(v, cb, Rounding.NEAREST, None)] * s
         return (blocks - x_hat.clamp_(-_F32_MAX, _F32_MAX)).square_()
 
     return squared_error
@@ -606,9 +212,9 @@ def quantize(
         rng = choose_range(blocks, cfg, _squared_error_fn(cfg, cb), BlockRange(lo, hi), mask_blocks)
     s, z, m = map_rows(lambda lo, hi: _block_qparams(BlockRange(lo, hi), cfg, cb), rng.lo, rng.hi)
     if cb is None:
-        codes = _encode_int(blocks, s, z, m, cfg, generator)
+        codes = encode_int(blocks, s, z, m, cfg, generator)
     else:
-        codes = _encode_codebook(blocks, s, cb, cfg, generator)
+        codes = encode_codebook(blocks, s, cb, cfg, generator)
     return QuantizedTensor(
         codes=layout.from_blocks(codes),
         scale=s.reshape(layout.scale_shape),

@@ -1,0 +1,166 @@
+"""Codes from values and block parameters: integer (nearest or stochastic rounding) and
+codebook (NF4, FP4, FP8) encoders, compiled where ``kernels`` allows, else in pieces."""
+
+from __future__ import annotations
+
+import torch
+
+from . import kernels
+from .chunks import chunk_slices, for_each_piece, scratch_buffer
+from .config import Format, Mode, QuantConfig, Rounding
+from .formats import Codebook
+from .qparams import round_half_even_
+
+__all__ = [
+    "codebook_index",
+    "codebook_scaled",
+    "encode_codebook",
+    "encode_int",
+    "int_codes",
+]
+
+
+def _scaled_codes(
+    blocks: torch.Tensor,
+    s: torch.Tensor,
+    z: torch.Tensor,
+    m: torch.Tensor,
+    cfg: QuantConfig,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``r / s + z``, or ``(r - m) / s`` under ``ZeroPoint.FLOAT_MIN``: codes before rounding."""
+    if cfg.float_offset:
+        v = torch.sub(blocks, m, out=out)
+        return v.div_(s)
+    v = torch.div(blocks, s, out=out)
+    return v.add_(z) if cfg.mode is Mode.ASYMMETRIC else v
+
+
+def int_codes(
+    blocks: torch.Tensor,
+    s: torch.Tensor,
+    z: torch.Tensor,
+    m: torch.Tensor,
+    cfg: QuantConfig,
+    noise: torch.Tensor | None,
+) -> torch.Tensor:
+    """Float tensor of codes ``clamp(round(v))`` (``v`` of ``_scaled_codes``), or
+    ``clamp(floor(v + u))`` with ``noise`` ``u`` (stochastic rounding), computed in place on
+    one temporary."""
+    v = _scaled_codes(blocks, s, z, m, cfg)
+    if noise is not None:
+        v.add_(noise).floor_()
+    else:
+        v.round_()
+    return v.clamp_(cfg.qmin, cfg.qmax)
+
+
+def encode_int(
+    blocks: torch.Tensor,
+    s: torch.Tensor,
+    z: torch.Tensor,
+    m: torch.Tensor,
+    cfg: QuantConfig,
+    generator: torch.Generator | None,
+) -> torch.Tensor:
+    """Integer codes of ``blocks``: int8 for bits <= 8, else int16."""
+    code_dtype = torch.int8 if cfg.bits <= 8 else torch.int16
+    noise = None
+    if cfg.rounding is Rounding.STOCHASTIC:
+        # One draw over the whole tensor, so a seed gives the same codes at any size, and
+        # the same on both paths (drawn once, before either runs).
+        noise = torch.rand(
+            blocks.shape, generator=generator, device=blocks.device, dtype=torch.float32
+        )
+    fast = kernels.encode_int(blocks, s, z, m, cfg.qmin, cfg.qmax, code_dtype, noise)
+    if fast is not None:
+        return fast
+    if noise is not None:
+        return int_codes(blocks, s, z, m, cfg, noise).to(code_dtype)
+    codes = torch.empty(blocks.shape, dtype=code_dtype, device=blocks.device)
+    pieces = chunk_slices(blocks)
+    if len(pieces) == 1:
+        return codes.copy_(int_codes(blocks, s, z, m, cfg, None))
+
+    def work(rows: slice, cols: slice, scratch: dict[str, torch.Tensor]) -> None:
+        part = blocks[rows, cols]
+        buf = scratch_buffer(scratch, "v", part, torch.float32)
+        v = _scaled_codes(part, s[rows], z[rows], m[rows], cfg, out=buf)
+        # clamp then round equals round then clamp: the bounds are integers.
+        codes[rows, cols].copy_(round_half_even_(v.clamp_(cfg.qmin, cfg.qmax)))
+
+    for_each_piece(pieces, work)
+    return codes
+
+
+def codebook_index(
+    v: torch.Tensor, cb: Codebook, rounding: Rounding, generator: torch.Generator | None
+) -> torch.Tensor:
+    """Index into ``cb.values`` of the entry ``v`` rounds to (``v`` already scaled)."""
+    values = cb.values
+    v = v.clamp(values[0], values[-1]).contiguous()  # bucketize wants contiguous input
+    if rounding is Rounding.STOCHASTIC:
+        lower = (torch.bucketize(v, values, right=True) - 1).clamp_(0, len(values) - 2)
+        lo_v, hi_v = values[lower], values[lower + 1]
+        p_up = (v - lo_v) / (hi_v - lo_v)
+        u = torch.rand(v.shape, generator=generator, device=v.device, dtype=v.dtype)
+        return lower + (u < p_up).long()
+    mids = (values[1:] + values[:-1]) / 2
+    idx = torch.bucketize(v, mids)
+    if cb.format is Format.NF4:
+        return idx  # an exact tie goes to the lower entry, as in bitsandbytes
+    # bucketize sends an exact tie to the lower entry; IEEE sends it to the even code.
+    tie = v == mids[idx.clamp(max=len(mids) - 1)]
+    if bool(tie.any()):
+        odd = (cb.codes[idx] % 2 == 1) & tie
+        idx = idx + odd.long()
+    return idx
+
+
+def _codebook_codes(
+    v: torch.Tensor, cb: Codebook, rounding: Rounding, generator: torch.Generator | None
+) -> torch.Tensor:
+    """Codes (uint8) of scaled values ``v``; a negative ``v`` rounding to zero gets ``-0``."""
+    idx = codebook_index(v, cb, rounding, generator)
+    codes = cb.codes[idx]
+    if cb.neg_zero_code is not None:
+        neg_zero = (idx == cb.zero_index) & torch.signbit(v)
+        codes = torch.where(neg_zero, cb.neg_zero_code, codes).to(torch.uint8)
+    return codes
+
+
+def codebook_scaled(blocks: torch.Tensor, s: torch.Tensor, cb: Codebook) -> torch.Tensor:
+    """``r / s``, the value looked up in the codebook; NF4 multiplies by ``1/s`` instead, as
+    bitsandbytes does (the two can differ by an ulp, which moves a value across a midpoint)."""
+    if cb.format is Format.NF4:
+        inv = s.reciprocal()
+        overflow = torch.isinf(inv)
+        if bool(overflow.any()):
+            # A subnormal scale: 1/s overflows and r * inf is NaN at r = 0 (bitsandbytes'
+            # result); dividing keeps those blocks' codes the nearest values.
+            return torch.where(overflow, blocks / s, blocks * inv)
+        return blocks * inv
+    return blocks / s
+
+
+def encode_codebook(
+    blocks: torch.Tensor,
+    s: torch.Tensor,
+    cb: Codebook,
+    cfg: QuantConfig,
+    generator: torch.Generator | None,
+) -> torch.Tensor:
+    if cfg.rounding is Rounding.STOCHASTIC:
+        # One draw over the whole tensor, so a seed gives the same codes at any size.
+        return _codebook_codes(codebook_scaled(blocks, s, cb), cb, cfg.rounding, generator)
+    fast = kernels.encode_codebook(blocks, s, cb)
+    if fast is not None:
+        return fast
+    codes = torch.empty(blocks.shape, dtype=torch.uint8, device=blocks.device)
+
+    def work(rows: slice, cols: slice, scratch: dict[str, torch.Tensor]) -> None:
+        v = codebook_scaled(blocks[rows, cols], s[rows], cb)
+        codes[rows, cols] = _codebook_codes(v, cb, cfg.rounding, None)
+
+    for_each_piece(chunk_slices(blocks), work)
+    return codes

@@ -1,0 +1,171 @@
+"""``QuantizedTensor``: what ``quantize`` returns (codes, scales, zero points or offsets,
+the layout that maps blocks to the input's shape), and its dequantization."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from . import kernels
+from .chunks import chunk_slices, for_each_piece, map_rows
+from .config import Format, QuantConfig
+from .formats import codebook_for
+from .granularity import BlockLayout
+from .ranges import BlockRange
+
+__all__ = ["QuantizedTensor"]
+
+_F32_MAX = torch.finfo(torch.float32).max
+
+
+@dataclass(frozen=True, eq=False)
+class QuantizedTensor:
+    """Codes, scales and zero points of one quantized tensor.
+
+    Every linear block dequantizes as ``r_hat = s (q - z) + m``:
+
+    - ``codes`` (``q``): same shape as the input; int8 (bits <= 8) or int16 in
+      ``[qmin, qmax]`` for ``Format.INT``; uint8 codebook codes (NF4 index, FP4/FP8 bit
+      pattern) otherwise.
+    - ``scale`` (``s``, float32, holding values of ``config.scale_dtype``) and
+      ``zero_point`` (``z``, int32; zeros when symmetric, under ``ZeroPoint.FLOAT_MIN`` and
+      for codebooks) have ``layout.scale_shape``: ``[]`` per tensor, ``[C]`` per channel,
+      ``shape[:-1] + [C/g]`` per group; ``.flatten()`` lists them block by block.
+    - ``offset`` (``m``): the float zero point of ``ZeroPoint.FLOAT_MIN``, float32 (values
+      of the scale dtype), ``layout.scale_shape``: the value code 0 dequantizes to, so a
+      block's levels run from ``m + s qmin`` to ``m + s qmax``. ``None`` under every other
+      scheme (``m = 0``); it must be given exactly when ``config.float_offset``.
+      A zero point in another float convention converts to it: tinygemm's and torchao's
+      float ``zero_point`` (codes ``u = q - qmin``, ``r_hat = (u - 2^(b-1)) s + zp``) is
+      ``m`` itself; GGUF Q4_1's ``min`` (``r_hat = d u + min``) is ``m + s qmin``; HQQ's
+      ``r_hat = s (u - z_f)`` with a float ``z_f`` is ``m = -s (qmin + z_f)``.
+    - ``chosen_range``: the range each block's grid was fitted to (``[n_blocks, 1]`` each;
+      the data's extremes under min-max, the clipping range under percentile/MSE, the
+      caller's under ``quantize(..., ranges=)``; ``[-a, a]`` when symmetric), before the
+      zero point convention widens it (``INCLUDE_ZERO``) or rounds and clamps ``z``;
+      ``None`` when not known.
+    """
+
+    codes: torch.Tensor
+    scale: torch.Tensor
+    zero_point: torch.Tensor
+    config: QuantConfig
+    layout: BlockLayout
+    input_dtype: torch.dtype
+    chosen_range: BlockRange | None = None
+    offset: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        wants = self.config.float_offset
+        if wants and not isinstance(self.offset, torch.Tensor):
+            raise ValueError(
+                f"config {self.config.describe()!r} stores a float offset m per block: "
+                "pass offset (float32, the scale's shape)"
+            )
+        if not wants and self.offset is not None:
+            raise ValueError(
+                f"config {self.config.describe()!r} has no float offset; offset must be None "
+                "(use ZeroPoint.FLOAT_MIN for x_hat = s q + m)"
+            )
+        if self.offset is not None and tuple(self.offset.shape) != tuple(self.scale.shape):
+            raise ValueError(
+                f"offset shape {tuple(self.offset.shape)} differs from the scale's "
+                f"{tuple(self.scale.shape)}"
+            )
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.codes.shape
+
+    @property
+    def n_blocks(self) -> int:
+        return self.layout.n_blocks
+
+    def _scale_col(self) -> torch.Tensor:
+        return self.scale.reshape(-1, 1)
+
+    def _zp_col(self) -> torch.Tensor:
+        return self.zero_point.reshape(-1, 1).to(torch.float32)
+
+    def _offset_col(self) -> torch.Tensor | None:
+        return None if self.offset is None else self.offset.reshape(-1, 1).to(torch.float32)
+
+    def dequantize(self) -> torch.Tensor:
+        """``r_hat = s (q - z) + m`` (linear; ``m`` only under ``ZeroPoint.FLOAT_MIN``) or
+        ``s * value[q]`` (codebook): float32, input shape, saturated to float32's range.
+        A compiled kernel where ``kernels`` allows, else torch operators over pieces."""
+        codes = self.layout.to_blocks(self.codes)
+        s = self._scale_col()
+        if self.config.format is Format.INT:
+            # int32 zero points subtract from float32 exactly (|z| <= 2^15)
+            zp = self.zero_point.reshape(-1, 1) if self.config.has_zero_point else None
+            m = self._offset_col()
+            fast = kernels.decode_int(codes, s, zp if m is None else None, m)
+        else:
+            table = codebook_for(self.config.format, codes.device).decode_table
+            fast = kernels.decode_codebook(codes, s, table)
+        if fast is not None:
+            return self.layout.from_blocks(fast)
+        out = torch.empty(codes.shape, dtype=torch.float32, device=codes.device)
+        if self.config.format is Format.INT:
+
+            def work(rows: slice, cols: slice, scratch: dict[str, torch.Tensor]) -> None:
+                part = out[rows, cols]
+                part.copy_(codes[rows, cols])
+                if zp is not None and m is None:
+                    part.sub_(zp[rows])
+                part.mul_(s[rows])
+                if m is not None:
+                    part.add_(m[rows])
+                part.clamp_(-_F32_MAX, _F32_MAX)
+
+        else:
+
+            def work(rows: slice, cols: slice, scratch: dict[str, torch.Tensor]) -> None:
+                part = torch.mul(table[codes[rows, cols].long()], s[rows], out=out[rows, cols])
+                part.clamp_(-_F32_MAX, _F32_MAX)
+
+        for_each_piece(chunk_slices(codes), work)
+        return self.layout.from_blocks(out)
+
+    def levels(self, block: int = 0) -> torch.Tensor:
+        """Every value block ``block`` can dequantize to, ascending (float32, <= ``2^bits``)."""
+        if not 0 <= block < self.n_blocks:
+            raise ValueError(f"block {block} out of range: this tensor has {self.n_blocks} blocks")
+        s = self.scale.reshape(-1)[block]
+        if self.config.format is Format.INT:
+            q = torch.arange(self.config.qmin, self.config.qmax + 1, device=s.device)
+            z = self.zero_point.reshape(-1)[block]
+            levels = (q - z).to(torch.float32) * s
+            if self.offset is not None:
+                levels = levels + self.offset.reshape(-1)[block]
+            return levels.clamp_(-_F32_MAX, _F32_MAX)
+        return (codebook_for(self.config.format, s.device).values * s).clamp_(-_F32_MAX, _F32_MAX)
+
+    def representable_range(self) -> BlockRange:
+        """Per block, the lowest and highest dequantized value, ``[n_blocks, 1]`` each."""
+        cfg = self.config
+        if cfg.format is Format.INT:
+            m = self._offset_col()
+            columns = [self._scale_col(), self._zp_col()] + ([] if m is None else [m])
+
+            def ends(
+                s: torch.Tensor, z: torch.Tensor, *m: torch.Tensor
+            ) -> tuple[torch.Tensor, ...]:
+                lo, hi = s * (cfg.qmin - z), s * (cfg.qmax - z)
+                if m:
+                    lo, hi = lo + m[0], hi + m[0]
+                return lo.clamp_(-_F32_MAX, _F32_MAX), hi.clamp_(-_F32_MAX, _F32_MAX)
+
+        else:
+            values = codebook_for(cfg.format, self.scale.device).values
+            columns = [self._scale_col()]
+
+            def ends(s: torch.Tensor) -> tuple[torch.Tensor, ...]:
+                lo, hi = s * values[0], s * values[-1]
+                return lo.clamp_(-_F32_MAX, _F32_MAX), hi.clamp_(-_F32_MAX, _F32_MAX)
+
+        # per-block columns in pieces below torch's parallel grain (see ``chunks``)
+        lo, hi = map_rows(ends, *columns)
+        return BlockRange(lo, hi)
