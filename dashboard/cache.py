@@ -55,7 +55,7 @@ from dashboard.services.io import (
     load_safetensors_file_tensor,
     load_tensor,
 )
-from dashboard.services.model.checkpoint import Checkpoint
+from dashboard.services.model.checkpoint import Checkpoint, read_tensor
 from dashboard.services.model.embeddings import load_bundled_model
 from dashboard.services.model.evaluate import ModelEvalResult, evaluate_safetensors
 from dashboard.services.model.files import bundled_model_file
@@ -199,6 +199,12 @@ def model_checkpoint(key: str, _path: str, _roots: ModelRoots) -> Checkpoint:
     """``key``: ``folder.snapshot_key(path, roots)`` (the roots, the path and its files'
     sizes and times: a changed file reads the headers again). Errors are not cached."""
     return open_checkpoint(_path, _roots)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Reading the tensor…")
+def folder_tensor(key: str, _checkpoint: Checkpoint, name: str) -> LoadedTensor:
+    """``key``: ``checkpoint.key`` (its shards' names, sizes and times) and ``name``."""
+    return read_tensor(_checkpoint, name)
 
 
 @st.cache_resource(max_entries=1, show_spinner=False)

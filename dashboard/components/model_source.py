@@ -25,10 +25,18 @@ from dashboard.services.model.checkpoint import Checkpoint
 from dashboard.services.model.folder import snapshot_key
 from dashboard.services.model.roots import ROOTS_ENV, ROOTS_SECRET, ModelRoots, parse_roots
 
-__all__ = ["ModelFile", "ModelFolder", "model_picker", "model_roots"]
+__all__ = [
+    "OTHER_PATH",
+    "ModelFile",
+    "ModelFolder",
+    "folder_label",
+    "folder_path_input",
+    "model_picker",
+    "model_roots",
+]
 
 _FILES = "_model_upload_path"
-_OTHER = ""  # the folder choice "type a path" (no found folder has an empty path)
+OTHER_PATH = ""  # the folder choice "type a path" (no found folder has an empty path)
 _LABELS = {
     "bundled": "all-MiniLM-L6-v2 (bundled)",
     "upload": "Upload a .safetensors model",
@@ -113,14 +121,14 @@ def model_picker() -> ModelFile | ModelFolder | None:
         if which == "bundled":
             return ModelFile(cache.model_file(), "bundled", "all-MiniLM-L6-v2", True)
         if which == "folder":
-            path = _folder_path(roots)
+            path = folder_path_input(roots, "m_folder")
             if path:
                 try:
                     checkpoint = cache.model_checkpoint(snapshot_key(path, roots), path, roots)
                 except LoadError as exc:  # PathRefused, CheckpointError, io's refusals
                     problem = str(exc)
                 else:
-                    return ModelFolder(checkpoint, _folder_label(checkpoint.folder))
+                    return ModelFolder(checkpoint, folder_label(checkpoint.folder))
         else:
             chosen = _upload()
             if chosen is not None:
@@ -147,25 +155,26 @@ def _upload() -> ModelFile | None:
     return None
 
 
-def _folder_path(roots: ModelRoots) -> str:
-    """The folder the user picked among those found under the roots, or typed."""
+def folder_path_input(roots: ModelRoots, key: str) -> str:
+    """The folder the user picked among those found under the roots (selectbox ``key``),
+    or typed (text input ``{key}_path``)."""
     found = [str(p) for p in cache.model_folders(roots.key(), roots)]
-    chosen = _OTHER
+    chosen = OTHER_PATH
     if found:
         chosen = st.selectbox(
             "Model folder",
-            [*found, _OTHER],
-            format_func=lambda p: "another path…" if p == _OTHER else _short(p, roots),
-            key="m_folder",
+            [*found, OTHER_PATH],
+            format_func=lambda p: "another path…" if p == OTHER_PATH else _short(p, roots),
+            key=key,
             persist_state=PERSIST,
             help="Folders under the allowed roots that hold model.safetensors or "
             "model.safetensors.index.json.",
         )
-    if chosen != _OTHER:
+    if chosen != OTHER_PATH:
         return chosen
     return st.text_input(
         "Folder path (or a .safetensors file)",
-        key="m_folder_path",
+        key=f"{key}_path",
         persist_state=PERSIST,
         placeholder=str(roots.roots[0]),
         help=f"Inside {roots.describe()}.",
@@ -182,7 +191,7 @@ def _short(path: str, roots: ModelRoots) -> str:
     return path
 
 
-def _folder_label(folder: Path) -> str:
+def folder_label(folder: Path) -> str:
     """A Hugging Face cache's ``models--org--name/snapshots/<sha>`` as ``org/name``;
     other folders by their name."""
     if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):

@@ -1,5 +1,6 @@
 """The tensor source picker (sidebar): synthetic, teaching examples, the bundled model,
-or an uploaded file. Returns a ``PreparedSource`` or, on a load error, the previous one."""
+activations, an uploaded file or (where the server allows it) a model folder. Returns a
+``PreparedSource`` or, on a load error, the previous one."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import streamlit as st
 
 from dashboard import cache
 from dashboard.components import persist, url
+from dashboard.components.model_source import OTHER_PATH, folder_label, model_roots
 from dashboard.components.persist import PERSIST
 from dashboard.components.source_inputs import (
     DEFAULTS,
@@ -14,15 +16,19 @@ from dashboard.components.source_inputs import (
     SourceUnavailable,
     activation_choice,
     example_choice,
+    folder_choice,
     model_choice,
+    offered_kinds,
     synthetic_choice,
     upload_choice,
 )
 from dashboard.services.activations.source import activation_label, activation_notes
 from dashboard.services.io import LoadError
+from dashboard.services.model.folder import snapshot_key
 from dashboard.services.sources.choice import (
     ActivationSource,
     ExampleSource,
+    FolderSource,
     ModelSource,
     SourceChoice,
     SourceKind,
@@ -68,6 +74,20 @@ def _seed_widgets_from_url() -> None:
         values = {"src_kind": SourceKind.EXAMPLE, "src_example": choice.example}
     elif isinstance(choice, ModelSource):
         values = {"src_kind": SourceKind.MODEL, "src_model": choice.tensor}
+    elif isinstance(choice, FolderSource):
+        if not model_roots().enabled:
+            url.add_warning(
+                "The link names a model folder, but this server does not allow reading "
+                "model folders; using the default tensor."
+            )
+            values = {"src_kind": SourceKind.SYNTHETIC}
+        else:
+            values = {
+                "src_kind": SourceKind.FOLDER,
+                "src_folder": OTHER_PATH,
+                "src_folder_path": choice.folder,
+                "src_folder_tensor": choice.tensor,
+            }
     elif isinstance(choice, ActivationSource):
         values = {
             "src_kind": SourceKind.ACTIVATIONS,
@@ -97,6 +117,14 @@ def _load(choice: SourceChoice, data: bytes | None) -> PreparedSource:
         loaded = cache.model_tensor(choice.tensor)
         label = f"all-MiniLM-L6-v2 · {choice.tensor}"
         return cache.prepared(repr(choice), choice, loaded.tensor, label, loaded.notes)
+    if isinstance(choice, FolderSource):
+        roots = model_roots()
+        key = snapshot_key(choice.folder, roots)  # PathRefused outside the roots
+        checkpoint = cache.model_checkpoint(key, choice.folder, roots)
+        loaded = cache.folder_tensor(checkpoint.key, checkpoint, choice.tensor)
+        label = f"{folder_label(checkpoint.folder)} · {choice.tensor}"
+        prepared_key = f"{checkpoint.key}|{choice.tensor}"
+        return cache.prepared(prepared_key, choice, loaded.tensor, label, loaded.notes)
     if isinstance(choice, ActivationSource):
         capture = cache.linear_inputs(choice.shown.sentences)
         return cache.prepared(
@@ -127,9 +155,12 @@ def source_picker(collapsed: bool = False) -> PreparedSource | None:
     with box:
         if not collapsed:
             st.header("Tensor")
+        kinds = offered_kinds()
+        if st.session_state.get("src_kind") not in kinds:
+            st.session_state["src_kind"] = DEFAULTS["src_kind"]
         kind = st.selectbox(
             "Source",
-            list(SourceKind),
+            kinds,
             format_func=KIND_LABELS.__getitem__,
             key="src_kind",
             persist_state=PERSIST,
@@ -144,6 +175,8 @@ def source_picker(collapsed: bool = False) -> PreparedSource | None:
                 choice = model_choice()
             elif kind is SourceKind.ACTIVATIONS:
                 choice = activation_choice()
+            elif kind is SourceKind.FOLDER:
+                choice = folder_choice()
             else:
                 choice, data = upload_choice()
             source = _load(choice, data)

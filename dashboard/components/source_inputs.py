@@ -11,14 +11,17 @@ import streamlit as st
 
 from dashboard import cache
 from dashboard.components import persist, url
+from dashboard.components.model_source import folder_path_input, model_roots
 from dashboard.components.persist import PERSIST
 from dashboard.services.activations.sentences import CALIBRATION, RangeMode, SentenceSet
 from dashboard.services.activations.source import capture_summary
 from dashboard.services.io import LoadError
+from dashboard.services.model.folder import snapshot_key
 from dashboard.services.sources.choice import (
     DEFAULT_ACTIVATION_LAYER,
     ActivationSource,
     ExampleSource,
+    FolderSource,
     ModelSource,
     SourceChoice,
     SourceKind,
@@ -45,6 +48,7 @@ KIND_LABELS = {
     SourceKind.MODEL: "Bundled model (all-MiniLM-L6-v2)",
     SourceKind.UPLOAD: "Upload a file",
     SourceKind.ACTIVATIONS: "Activations (linear-layer inputs of all-MiniLM-L6-v2)",
+    SourceKind.FOLDER: "Model folder on this machine",
 }
 _DIST_LABELS = {
     Distribution.NORMAL: "Normal N(0, 1)",
@@ -68,7 +72,14 @@ DEFAULTS: dict[str, object] = {
     "src_ranges": RangeMode.DYNAMIC,
     "src_own": False,
     "src_text": "\n".join(CALIBRATION.sentences),
+    "src_folder_tensor": None,
 }
+
+
+def offered_kinds() -> list[SourceKind]:
+    """Every source kind, the model folder only where the server names allowed roots."""
+    enabled = model_roots().enabled
+    return [k for k in SourceKind if k is not SourceKind.FOLDER or enabled]
 
 
 def synthetic_choice() -> SourceChoice:
@@ -252,3 +263,39 @@ def activation_choice() -> SourceChoice:
         shown = cache.linear_inputs(choice.shown.sentences)
         st.caption(f"Held-out: {capture_summary(shown, len(choice.shown.sentences))}")
     return choice
+
+
+def folder_choice() -> SourceChoice:
+    """A model folder under the allowed roots (found, or typed) and one of its tensors,
+    listed from the shards' headers; the tensor is read alone when shown."""
+    roots = model_roots()
+    path = folder_path_input(roots, "src_folder")
+    if not path:
+        st.info(f"Give the path of a model folder inside {roots.describe()}.")
+        raise SourceUnavailable
+    try:
+        checkpoint = cache.model_checkpoint(snapshot_key(path, roots), path, roots)
+    except LoadError as exc:  # PathRefused, CheckpointError, io's refusals
+        st.error(f"Model folder refused: {exc}")
+        raise SourceUnavailable from None
+    tensors = {t.name: t for t in checkpoint.tensors}
+    if not tensors:
+        st.error(f"{checkpoint.folder.name} lists no tensors.")
+        raise SourceUnavailable
+    if st.session_state.get("src_folder_tensor") not in tensors:
+        # A stale or tampered name (from a link, or another folder): the first linear
+        # weight (else the first tensor) instead, and say so.
+        if st.session_state.get("src_folder_tensor") is not None:
+            url.add_warning(
+                f"Tensor {st.session_state['src_folder_tensor']!r} is not in this folder."
+            )
+        first = checkpoint.linear_weights[:1] or checkpoint.tensors[:1]
+        st.session_state["src_folder_tensor"] = first[0].name
+    name = st.selectbox(
+        f"Tensor ({len(tensors)} in {len(checkpoint.shards)} file(s))",
+        list(tensors),
+        format_func=lambda n: f"{n}  {list(tensors[n].info.shape)} {tensors[n].info.dtype}",
+        key="src_folder_tensor",
+        persist_state=PERSIST,
+    )
+    return FolderSource(path, name)

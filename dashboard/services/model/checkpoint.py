@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..io import LoadError, TensorInfo
+from ..io import LoadedTensor, LoadError, TensorInfo, load_safetensors_file_tensor
 from .files import is_linear_weight, stored_bytes
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "CheckpointTensor",
     "Shard",
     "listing_table",
+    "read_tensor",
 ]
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -80,6 +81,13 @@ class Checkpoint:
     index: str | None
     notes: tuple[str, ...] = ()
 
+    def tensor(self, name: str) -> CheckpointTensor:
+        """The tensor called ``name``; ``CheckpointError`` naming it when there is none."""
+        for t in self.tensors:
+            if t.name == name:
+                return t
+        raise CheckpointError(f"{self.folder.name}: no tensor named {name!r} in its headers")
+
     def shard_path(self, shard: str) -> Path:
         """The path of shard file ``shard``; ``ValueError`` for a name not in ``shards``."""
         if shard not in {s.name for s in self.shards}:
@@ -108,6 +116,16 @@ class Checkpoint:
         size and modification time (a rewritten shard gives a new key)."""
         parts = [str(self.folder)] + [f"{s.name}:{s.size}:{s.mtime_ns}" for s in self.shards]
         return "|".join(parts)
+
+
+def read_tensor(checkpoint: Checkpoint, name: str) -> LoadedTensor:
+    """One tensor of ``checkpoint``, read alone from its shard under the explorer's limits
+    (``io.DEFAULT_LIMITS``: checked from the header before anything is allocated), as the
+    explorer takes it (bf16/fp16 widened to float32 exactly, said in ``notes``).
+    ``CheckpointError`` for an unknown name; ``LoadError`` for a tensor over the limits or
+    a shard that changed since its header was read."""
+    t = checkpoint.tensor(name)
+    return load_safetensors_file_tensor(checkpoint.shard_path(t.shard), name)
 
 
 # ---------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ __all__ = [
     "DEFAULT_ACTIVATION_LAYER",
     "ActivationSource",
     "ExampleSource",
+    "FolderSource",
     "ModelSource",
     "SourceChoice",
     "SourceKind",
@@ -36,6 +37,7 @@ class SourceKind(enum.Enum):
     MODEL = "model"
     UPLOAD = "upload"
     ACTIVATIONS = "act"
+    FOLDER = "folder"
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,17 @@ class UploadSource:
     file_id: str
     filename: str
     tensor: str | None
+
+
+@dataclass(frozen=True)
+class FolderSource:
+    """A tensor of a model folder on this machine: ``folder`` as the user gave it (a
+    folder or one ``.safetensors`` file), ``tensor`` its name in the checkpoint. Offered
+    only where the server names allowed roots (``services/model/roots``); the path is
+    checked against them whenever it is read, so a link cannot reach outside them."""
+
+    folder: str
+    tensor: str
 
 
 DEFAULT_ACTIVATION_LAYER = "encoder.layer.0.attention.self.query"
@@ -103,4 +116,6 @@ class ActivationSource:
         return self.sentences if self.ranges is RangeMode.STATIC else None
 
 
-SourceChoice = SyntheticSource | ExampleSource | ModelSource | UploadSource | ActivationSource
+SourceChoice = (
+    SyntheticSource | ExampleSource | ModelSource | UploadSource | ActivationSource | FolderSource
+)

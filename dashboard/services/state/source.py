@@ -16,6 +16,7 @@ from ..sources.choice import (
     DEFAULT_ACTIVATION_LAYER,
     ActivationSource,
     ExampleSource,
+    FolderSource,
     ModelSource,
     SourceChoice,
     SourceKind,
@@ -49,6 +50,7 @@ SOURCE_KEYS = (
     "layer",
     "ranges",
     "sents",
+    "folder",
 )
 OWN_SENTENCES = "own"
 """``sents=own``: the link was made with the user's own sentences, which it cannot carry."""
@@ -57,6 +59,8 @@ _INT_RE = re.compile(r"0|[1-9][0-9]{0,9}")
 _FLOAT_RE = re.compile(r"[0-9]{1,6}(\.[0-9]{1,12})?")
 _TENSOR_RE = re.compile(r"[A-Za-z0-9_.\-]{1,200}")
 _LAYER_RE = re.compile(r"[A-Za-z0-9_.]{1,200}")
+# A folder path: printable, no control characters (whether it may be read is the roots' call).
+_PATH_RE = re.compile(r"[^\x00-\x1f\x7f]{1,200}")
 
 
 def source_to_query(choice: SourceChoice) -> dict[str, str]:
@@ -81,6 +85,8 @@ def source_to_query(choice: SourceChoice) -> dict[str, str]:
         return {"src": SourceKind.EXAMPLE.value, "ex": choice.example.value}
     if isinstance(choice, ModelSource):
         return {"src": SourceKind.MODEL.value, "tensor": choice.tensor}
+    if isinstance(choice, FolderSource):
+        return {"src": SourceKind.FOLDER.value, "folder": choice.folder, "tensor": choice.tensor}
     if isinstance(choice, ActivationSource):
         out = {"src": SourceKind.ACTIVATIONS.value, "layer": choice.layer}
         if choice.ranges is not RangeMode.DYNAMIC:
@@ -139,7 +145,8 @@ def source_from_query(params: Mapping[str, str], default: SourceChoice) -> Sourc
 
     Raises ``ValueError`` naming the first bad key (unknown kind, a shape beyond
     ``SIDE_RANGE``, a malformed number, a tensor name with characters outside
-    ``[A-Za-z0-9_.-]``). ``src=upload`` cannot be restored from a link: also a ValueError.
+    ``[A-Za-z0-9_.-]``, a folder path with control characters). ``src=upload`` cannot be
+    restored from a link: also a ValueError.
     """
     kind = _enum(params, "src", SourceKind, None)
     if kind is None:
@@ -166,6 +173,14 @@ def source_from_query(params: Mapping[str, str], default: SourceChoice) -> Sourc
         if name is None or not _TENSOR_RE.fullmatch(name):
             raise ValueError(f"tensor={name!r} is not a valid tensor name")
         return ModelSource(name)
+    if kind is SourceKind.FOLDER:
+        folder = _get(params, "folder")
+        if folder is None or not _PATH_RE.fullmatch(folder):
+            raise ValueError(f"folder={folder!r} is not a folder path")
+        name = _get(params, "tensor")
+        if name is None or not _TENSOR_RE.fullmatch(name):
+            raise ValueError(f"tensor={name!r} is not a valid tensor name")
+        return FolderSource(folder, name)
     if kind is SourceKind.ACTIVATIONS:
         layer = _get(params, "layer")
         if layer is None:
