@@ -18,15 +18,17 @@ page (``performance.now()``): from the ``keydown`` to
 
 - *metric*: the first metric value on the page changing;
 - *settled*: the status widget gone and the page quiet (no DOM change anywhere outside the
-  status widget for ``QUIET_MS``), the time being that of the last change; the charts whose
-  plot changed (a mutation inside the plotly graph, not Streamlit's stale marks around it)
-  are named: those the browser redrew (the original map should not be among them);
+  status widget, and no image loaded, for ``QUIET_MS``), the time being that of the last
+  change; the charts whose plot changed (a mutation inside the plotly graph, not
+  Streamlit's stale marks around it; for the explorer's image maps, a new ``<img>``) are
+  named: those the browser redrew (the original map should not be among them);
 - *server+transfer*: from the rerun request the browser sends to the server's last
   websocket message, on the network stack's clock (CDP ``Network`` events), so a busy page
   does not inflate it; ``settled - server`` is then the browser's own share (parsing and
   drawing what it was sent).
 
-Bytes per change count every websocket frame the server sent (``page.on("websocket")``).
+Bytes per change count every websocket frame the server sent (``page.on("websocket")``)
+and the media files (the explorer's image maps) the page fetched over HTTP.
 *Busy* is the browser main thread's task time (CDP ``Performance.getMetrics``
 ``TaskDuration``) during the change. First display is timed from navigation start.
 
@@ -40,6 +42,7 @@ embeddings; first display < 1.5 s.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import statistics
@@ -102,8 +105,13 @@ PROBE = """
   const metricText = () => Array.from(
       document.querySelectorAll('[data-testid="stMetricValue"]')).map(e => e.innerText).join('|');
   const status = () => document.querySelector('[data-testid="stStatusWidget"]');
-  const charts = () => Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]'));
-  const drawnCharts = () => charts().filter(c => c.querySelector('.main-svg')).length;
+  // Charts: plotly charts, and the explorer's image maps (an <img> in a "heat_*" box).
+  const charts = () => Array.from(document.querySelectorAll(
+      '[data-testid="stPlotlyChart"], [class*="st-key-heat_"] [data-testid="stImage"]'));
+  const loaded = (c) => Array.from(c.querySelectorAll('img'))
+      .some(i => i.complete && i.naturalWidth > 0);
+  const drawnCharts = () => charts().filter(c => c.querySelector('.main-svg') || loaded(c))
+      .length;
   // A chart's name: its Streamlit key ("heat_codes" -> "codes", "zoom"), else its position.
   const chartName = (c, all) => {
     const box = c.closest('[class*="st-key-"]');
@@ -147,6 +155,11 @@ PROBE = """
       const c = el.closest('[data-testid="stPlotlyChart"]');
       const inPlot = el.closest('.js-plotly-plot') || el.querySelector?.('.js-plotly-plot');
       if (c && inPlot && !el.closest('.hoverlayer')) B.redrawn.add(chartName(c, all));
+      // An image map is redrawn when its <img> gets a new source.
+      const img = el.closest('[class*="st-key-heat_"] [data-testid="stImage"]');
+      if (img && (el.tagName === 'IMG' || el.querySelector?.('img'))) {
+        B.redrawn.add(chartName(img, all));
+      }
     }
     if (B.hadStatus && !status() && B.statusGoneAt === null) B.statusGoneAt = t;
     if (status()) { B.hadStatus = true; B.statusGoneAt = null; }
@@ -158,6 +171,11 @@ PROBE = """
     if (B.allChartsAt === null && drawn >= 4) B.allChartsAt = t;
   });
   obs.observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+  // An image is drawn when it has loaded (after the mutation that set its source).
+  document.addEventListener('load', (e) => {
+    if (B.press === null || e.target.tagName !== 'IMG') return;
+    B.lastMut = performance.now();
+  }, true);
 })();
 """.replace("QUIET", str(QUIET_MS))
 
@@ -239,6 +257,8 @@ class Meter:
         self.page.set_default_timeout(120_000)
         self.received = 0
         self.page.on("websocket", self._watch)
+        # Image maps come over HTTP (Streamlit's media files), not the websocket.
+        self.page.on("response", self._media)
         self.cdp = self.context.new_cdp_session(self.page)
         self.cdp.send("Performance.enable")
         # The network stack's clock, not the page's: a busy main thread delays the page's
@@ -262,6 +282,12 @@ class Meter:
         if self.sent_at is None or self.last_received_at is None:
             return None
         return 1e3 * (self.last_received_at - self.sent_at)
+
+    def _media(self, response) -> None:
+        if "/media/" in response.url:
+            # a response the page dropped before it was read has no body to count
+            with contextlib.suppress(Exception):
+                self.received += len(response.body())
 
     def _watch(self, ws) -> None:
         def count(payload: bytes | str) -> None:
@@ -402,15 +428,17 @@ def _matrix(tensor: Tensor):
 
 def server_breakdown(tensor: Tensor, repeats: int = 3) -> str:
     """Median ms of each step of one explorer rerun in this process (int5 asym g128, a
-    configuration the page has after one change) and the JSON size of each figure, in three
-    groups: what every change pays (the original map comes from its cache, and Streamlit
-    sends a reference to it), what a first display adds (the original map), and what only
-    the "Prepare downloads" button pays."""
+        configuration the page has after one change) and the size of each figure (JSON, or an
+    image map's PNG), in three
+        groups: what every change pays (the original map comes from its cache, and Streamlit
+        sends a reference to it), what a first display adds (the original map), and what only
+        the "Prepare downloads" button pays."""
     import plotly.io as pio
 
     from dashboard.services.explorer import exports
     from dashboard.services.explorer.explore import explore
     from dashboard.services.explorer.heatmaps import (
+        MapImage,
         ViewOptions,
         original_map,
         overview_figures,
@@ -431,6 +459,9 @@ def server_breakdown(tensor: Tensor, repeats: int = 3) -> str:
         return out
 
     def json_of(group: str, name: str, fig) -> None:
+        if isinstance(fig, MapImage):  # an image map: its PNG, already encoded
+            sizes[name] = len(fig.png)
+            return
         sizes[name] = len(timed(group, f"json {name}", lambda: pio.to_json(fig, validate=False)))
 
     opts = ViewOptions()

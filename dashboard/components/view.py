@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from dashboard.components import persist, url
 from dashboard.components.persist import PERSIST
 from dashboard.services.display.reduce import Reduction
-from dashboard.services.explorer.heatmaps import ViewOptions
+from dashboard.services.explorer.heatmaps import MapImage, MapView, ViewOptions
+from dashboard.services.explorer.map_image import marked_note
 from dashboard.services.state.view import ZOOM_SIZES, ViewState, view_from_query
 from quant_core import PerChannel, QuantConfig
 
@@ -120,3 +122,20 @@ def block_chooser(cfg: QuantConfig, n_blocks: int, key: str = "v_block") -> int:
         )
     )
     return block
+
+
+def draw_map(box: DeltaGenerator, m: MapView, key: str) -> None:
+    """One overview map in ``box``: a plotly heatmap, or an image with its title above and
+    its colour bar (HTML) below. Each image sits in a keyed container, so the four maps
+    keep their places and a test (or a user's tool) can find them by ``key``."""
+    if isinstance(m, MapImage):
+        with box.container(key=key):
+            head = f"**{m.title}**" + (f"  \n{m.subtitle}" if m.subtitle else "")
+            st.markdown(head, help="colours only here: every value of a cell is in the zoom")
+            st.image(m.png, width="stretch", alt=f"{m.title} map")
+            st.markdown(m.colourbar, unsafe_allow_html=True)
+            note = marked_note(m.n_marked)
+            if note:
+                st.caption(note)
+        return
+    box.plotly_chart(m, key=key, config={"displaylogo": False})

@@ -17,6 +17,7 @@ from dashboard.components.source import current_source
 from dashboard.components.view import (
     block_chooser,
     current_view,
+    draw_map,
     view_options,
     zoom_window,
 )
@@ -86,7 +87,7 @@ with st.container(key="overview_maps"):
     for col, fig, name in zip(
         (*top, *bottom), figs.all(), ("original", "codes", "dequantized", "error"), strict=True
     ):
-        col.plotly_chart(fig, key=f"heat_{name}", config={"displaylogo": False})
+        draw_map(col, fig, f"heat_{name}")
 
 
 

@@ -13,11 +13,16 @@ def metric_values(page) -> list[str]:
     return page.locator('[data-testid="stMetricValue"]').all_inner_texts()
 
 
+DRAWN_CHARTS = """() =>
+    document.querySelectorAll('[data-testid="stPlotlyChart"] .main-svg').length
+    + Array.from(document.querySelectorAll('[class*="st-key-heat_"] [data-testid="stImage"] img'))
+        .filter(i => i.complete && i.naturalWidth > 0).length"""
+
+
 def wait_for_charts(page, n: int) -> None:
-    page.wait_for_function(
-        f"document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .main-svg').length >= {n}",
-        timeout=90_000,
-    )
+    """Until ``n`` charts are drawn: plotly charts, and the explorer's image maps (a larger
+    tensor's overview maps are plain images)."""
+    page.wait_for_function(f"({DRAWN_CHARTS})() >= {n}", timeout=90_000)
 
 
 def wait_idle(page) -> None:
@@ -53,15 +58,20 @@ def test_slider_changes_metrics(page, app_url: str) -> None:
     page.screenshot(path=str(ARTIFACTS / "explorer.png"), full_page=True)
 
 
-HEATMAP_IMAGES = """() => Array.from(document.querySelectorAll(
-    '[data-testid="stPlotlyChart"]')).slice(0, 4).map(
-    c => (c.querySelector('.imagelayer image') || c.querySelector('.heatmaplayer image') || {})
-      .href?.baseVal ?? '')"""
+HEATMAP_IMAGES = """() => ['original', 'codes', 'dequantized', 'error'].map(n => {
+    const box = document.querySelector('.st-key-heat_' + n);
+    if (!box) return '';
+    const img = box.querySelector('[data-testid="stImage"] img');
+    if (img) return img.getAttribute('src') || '';
+    const drawn = box.querySelector('.imagelayer image')
+      || box.querySelector('.heatmaplayer image');
+    return drawn?.href?.baseVal ?? '';
+  })"""
 
 
 def heatmap_images(page) -> list[str]:
-    """The drawn image of each overview map: a small tensor's heatmap (plotly draws it as
-    one image) or a larger tensor's PNG (an image trace)."""
+    """What each overview map shows: a small tensor's heatmap (plotly draws it as one
+    image, ``data:``) or a larger tensor's image map (its media file's address)."""
     return page.evaluate(HEATMAP_IMAGES)
 
 
@@ -76,7 +86,11 @@ def test_bit_width_change_redraws_codes_dequantized_and_error(page, app_url: str
     slider.press("ArrowRight")
     page.wait_for_url("**bits=5&**", timeout=90_000)
     wait_idle(page)
-    page.wait_for_function(f"({HEATMAP_IMAGES})()[1] !== {before[1]!r}", timeout=90_000)
+    page.wait_for_function(
+        f"(() => {{ const now = ({HEATMAP_IMAGES})(); const was = {before!r};"
+        " return [1, 2, 3].every(i => now[i] && now[i] !== was[i]); })()",
+        timeout=90_000,
+    )
     after = heatmap_images(page)
     names = ("original", "codes", "dequantized", "error")
     changed = {n for n, b, a in zip(names, before, after, strict=True) if a != b}
@@ -85,27 +99,20 @@ def test_bit_width_change_redraws_codes_dequantized_and_error(page, app_url: str
 
 def test_bit_width_change_leaves_a_large_tensors_original_map_alone(page, app_url: str) -> None:
     # 256x256 cells: drawn as images; the original's map is the same for every bit width,
-    # so Streamlit sends only a reference to it and the browser keeps the drawn one.
-    frames: list[str] = []
-    page.on(
-        "websocket",
-        lambda ws: ws.on(
-            "framereceived",
-            lambda f: frames.append(f.decode("latin-1") if isinstance(f, bytes) else f),
-        ),
-    )
+    # so its address stays, the browser neither fetches nor redraws it.
+    fetched: list[str] = []
+    page.on("request", lambda r: fetched.append(r.url) if "/media/" in r.url else None)
     page.goto(f"{app_url}/?src=synthetic&rows=256&cols=256&bits=4&mode=asymmetric")
-    wait_for_charts(page, 4)
+    wait_for_charts(page, 6)
     wait_idle(page)
     before = heatmap_images(page)
-    assert all(src.startswith("data:image/png;base64,") for src in before), before
-    frames.clear()
+    assert all("/media/" in src and src.endswith(".png") for src in before), before
+    fetched.clear()
     page.evaluate(
-        """() => { const plot = document.querySelector(
-              '[data-testid="stPlotlyChart"] .js-plotly-plot');
-            window.__original = plot; window.__originalMutations = 0;
+        """() => { const img = document.querySelector('.st-key-heat_original img');
+            window.__original = img; window.__originalMutations = 0;
             new MutationObserver(() => window.__originalMutations++)
-              .observe(plot, {subtree: true, childList: true, attributes: true}); }"""
+              .observe(img, {attributes: true}); }"""
     )
     slider = page.get_by_role("slider", name="Bit width")
     slider.focus()
@@ -113,15 +120,42 @@ def test_bit_width_change_leaves_a_large_tensors_original_map_alone(page, app_ur
     page.wait_for_url("**bits=5&**", timeout=90_000)
     wait_idle(page)
     page.wait_for_function(f"({HEATMAP_IMAGES})()[1] !== {before[1]!r}", timeout=90_000)
+    wait_for_charts(page, 6)
     after = heatmap_images(page)
     assert after[0] == before[0]
     assert after[1] != before[1] and after[2] != before[2] and after[3] != before[3]
     assert page.evaluate("window.__original.isConnected && window.__originalMutations === 0")
-    # the new maps came over the websocket, the original's did not (each map's hover names
-    # what it shows)
-    sent = "".join(frames)
-    assert "code: see the colour bar" in sent and "error: see the colour bar" in sent
-    assert "original: see the colour bar" not in sent
+    # the three new maps were fetched, the original's was not
+    names = {url.rsplit("/", 1)[-1] for url in fetched}
+    assert {src.rsplit("/", 1)[-1] for src in after[1:]} <= names
+    assert before[0].rsplit("/", 1)[-1] not in names
+
+
+def test_large_tensor_maps_have_titles_colour_bars_and_rings(page, app_url: str) -> None:
+    # 0.2% outliers of magnitude 20 (beyond the 99.5th percentile): saturated, ringed
+    page.goto(
+        f"{app_url}/?src=synthetic&dist=outliers&rows=256&cols=256&ofrac=0.002&omag=20"
+        "&bits=4&mode=asymmetric&gran=group&group=64"
+    )
+    wait_for_charts(page, 6)
+    wait_idle(page)
+    for name, title in (
+        ("original", "Original"),
+        ("codes", "Quantized codes"),
+        ("dequantized", "Dequantized (same scale as original)"),
+        ("error", "Error = original − dequantized"),
+    ):
+        box = page.locator(f".st-key-heat_{name}")
+        text = box.inner_text()
+        assert title in text, text
+        img = box.locator('[data-testid="stImage"] img')
+        width = img.evaluate("i => i.getBoundingClientRect().width")
+        assert width > 300, width  # the image fills its column
+    original = page.locator(".st-key-heat_original").inner_text()
+    assert "red = positive, blue = negative" in original and "values beyond" in original
+    assert "rings: cells beyond the colour range" in original
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator(".st-key-overview_maps").screenshot(path=str(ARTIFACTS / "image_maps.png"))
 
 
 def hover_text(page, chart, x: float, y: float) -> str:
@@ -142,7 +176,7 @@ def test_zoom_hover_names_every_value_of_a_large_tensors_cell(page, app_url: str
     page.goto(f"{app_url}/?src=synthetic&rows=256&cols=256&bits=4&mode=asymmetric")
     wait_for_charts(page, 5)
     wait_idle(page)
-    zoom = page.locator('[data-testid="stPlotlyChart"]').nth(4)
+    zoom = page.locator('.st-key-zoom [data-testid="stPlotlyChart"], .st-key-zoom').first
     # the first of the four panels, inside its plot area
     text = hover_text(page, zoom, 0.12, 0.45)
     for name in ("original", "code", "dequantized", "error", "scale", "zero point"):

@@ -38,26 +38,32 @@ def query(at: AppTest, key: str) -> str | None:
     return value[-1] if isinstance(value, list) else value
 
 
-def codes_map(at: AppTest) -> str:
-    """The codes map (the second of the four), as JSON text: its traces hold the codes, as
-    an array or (a big matrix) a PNG of the overview."""
-    maps = [
+def _map(at: AppTest, index: int, title: str) -> str:
+    """One of the four overview maps as text that changes with what it shows: a small
+    tensor's heatmap traces (JSON), or a larger tensor's image map, by its media address
+    (a hash of the PNG's bytes)."""
+    images = [el.proto.imgs[0] for el in at.get("image") if el.proto.imgs]
+    maps = [i for i in images if i.alt.endswith(" map")]
+    if maps:
+        assert maps[index].alt.startswith(title), [m.alt for m in maps]
+        return maps[index].url
+    heatmaps = [
         spec
         for spec in (json.loads(el.proto.spec) for el in at.get("plotly_chart"))
         if spec["data"] and spec["data"][0]["type"] == "heatmap"
     ]
-    assert "codes" in maps[1]["layout"]["title"]["text"]
-    return json.dumps(maps[1]["data"])
+    assert title in heatmaps[index]["layout"]["title"]["text"]
+    return json.dumps(heatmaps[index]["data"])
+
+
+def codes_map(at: AppTest) -> str:
+    """The codes map (the second of the four)."""
+    return _map(at, 1, "Quantized codes")
 
 
 def original_map(at: AppTest) -> str:
-    """The original map (the first of the four heatmaps) as JSON text."""
-    maps = [
-        spec
-        for spec in (json.loads(el.proto.spec) for el in at.get("plotly_chart"))
-        if spec["data"] and spec["data"][0]["type"] == "heatmap"
-    ]
-    return json.dumps(maps[0]["data"])
+    """The original map (the first of the four)."""
+    return _map(at, 0, "Original")
 
 
 def no_errors(at: AppTest) -> None:

@@ -3,12 +3,14 @@ exports, block arithmetic."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 from safetensors.torch import load
 
 from dashboard.services.display.reduce import Reduction, reduce_2d
@@ -16,6 +18,7 @@ from dashboard.services.explorer import exports, formulas, teaching
 from dashboard.services.explorer.explore import block_label, block_of, explore
 from dashboard.services.explorer.heatmaps import (
     RICH_HOVER_MAX_CELLS,
+    MapImage,
     ViewOptions,
     overview_figures,
     zoom_figure,
@@ -38,8 +41,9 @@ COURSE = example_tensor(Example.COURSE_3X3)
 MB = 1_000_000
 
 
-def payload(fig) -> int:
-    return len(fig.to_json())
+def payload(m) -> int:
+    """Bytes a map costs: a figure's JSON, an image map's PNG."""
+    return len(m.png) if isinstance(m, MapImage) else len(m.to_json())
 
 
 # --- explore -------------------------------------------------------------------------
@@ -140,7 +144,7 @@ def test_every_chart_payload_under_2mb(shape: tuple[int, int]) -> None:
     sizes.append(payload(zoom_figure(exp, 100, 100, 64)))
     sizes.append(payload(histogram_figure(exp, 3)))
     assert max(sizes) < 2 * MB, sizes
-    assert "overview" in figs.original.layout.title.text
+    assert "overview" in figs.original.subtitle
 
 
 def test_shared_colour_scale_and_centred_error() -> None:
@@ -196,15 +200,13 @@ def test_every_diverging_map_red_positive_said_in_colour_bar() -> None:
     x = torch.randn(300, 300, generator=torch.Generator().manual_seed(2))
     exp = explore(x, QuantConfig(3, Mode.SYMMETRIC))
     figs = overview_figures(exp, ViewOptions())
+    for m in (figs.original, figs.dequantized, figs.error):  # images: their colour bars
+        assert m.limits.colorscale == "RdBu_r"
+        assert "rgb(5,48,97) 0.0%" in m.colourbar and "rgb(103,0,31) 100.0%" in m.colourbar
+        assert "red = positive, blue = negative" in m.colourbar
     zoom = zoom_figure(exp, 0, 0, 32)
-    for trace in (
-        figs.original.data[0],
-        figs.dequantized.data[0],
-        figs.error.data[0],
-        zoom.data[0],
-        zoom.data[2],
-        zoom.data[3],
-    ):
+    small = overview_figures(explore(x[:100, :100], QuantConfig(3)), ViewOptions())
+    for trace in (small.original.data[0], small.error.data[0], *zoom.data[:1], *zoom.data[2:]):
         spec = json.loads(go_json(trace))
         assert spec["colorscale"][-1][1] == "rgb(103,0,31)"  # dark red at the top: +
         assert spec["colorscale"][0][1] == "rgb(5,48,97)"  # dark blue at the bottom: -
@@ -216,15 +218,16 @@ def test_colour_limit_is_the_percentile_not_one_outlier() -> None:
     x = torch.randn(200, 200, generator=torch.Generator().manual_seed(3))
     x[7, 9] = 1000.0
     exp = explore(x, QuantConfig(8, Mode.SYMMETRIC))
-    fig = overview_figures(exp, ViewOptions()).original
-    heat = fig.data[0]
+    m = overview_figures(exp, ViewOptions()).original
     want = float(np.percentile(np.abs(x.numpy()), 99.5, method="higher"))
-    assert heat.zmax == want and heat.zmin == -want and want < 4
+    assert m.limits.hi == want and m.limits.lo == -want and want < 4
     beyond = int((x.abs() > want).sum())
-    assert f"±{want:.3g} (99.5th pct of |x|; {beyond:,} values beyond" in heat.colorbar.title.text
-    rings = [t for t in fig.data if t.type == "scatter" and t.mode == "markers"]
-    assert len(rings) == 1 and len(rings[0].x) == beyond
-    assert (9.0, 7.0) in set(zip(rings[0].x.tolist(), rings[0].y.tolist(), strict=True))
+    assert f"±{want:.3g} (99.5th pct of |x|; {beyond:,} values beyond" in m.colourbar
+    assert m.n_marked == beyond  # every saturated cell ringed (fewer than MAX_MARKED)
+    img = np.asarray(Image.open(io.BytesIO(m.png)).convert("RGB"))
+    fy, fx = m.scale
+    around = img[7 * fy - 4 : 7 * fy + 6, 9 * fx - 4 : 9 * fx + 6]
+    assert np.all(around == 0, axis=-1).any()  # a black ring round cell (7, 9)
     # a teaching-sized tensor keeps its maximum as the limit: nothing saturated
     small = overview_figures(explore(COURSE, QuantConfig(8)), ViewOptions()).original.data[0]
     assert small.zmax == float(COURSE.abs().max())

@@ -1,5 +1,6 @@
-"""The light overview maps of larger tensors: colour-mapped PNG images with a real colour
-bar, the same colours plotly would draw, the original map unchanged across schemes."""
+"""The light overview maps of larger tensors: colour-mapped PNG images (the same colours
+plotly would draw) with boundary lines, rings and an HTML colour bar; the original map
+unchanged across schemes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 from bisect import bisect_left
 
 import numpy as np
+import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 import torch
@@ -17,9 +19,11 @@ from plotly.colors import find_intermediate_color, get_colorscale, hex_to_rgb, u
 
 from dashboard.services.display.image import LEVELS, NAN_INDEX, palette, rgba, to_png
 from dashboard.services.display.reduce import Reduction, needs_reduction, reduce_2d
+from dashboard.services.explorer.colour import ColourLimits
 from dashboard.services.explorer.explore import explore
 from dashboard.services.explorer.heatmaps import (
     RICH_HOVER_MAX_CELLS,
+    MapImage,
     ViewOptions,
     is_light,
     original_key,
@@ -27,6 +31,8 @@ from dashboard.services.explorer.heatmaps import (
     overview_figures,
     zoom_figure,
 )
+from dashboard.services.explorer.map_image import colourbar_html
+from dashboard.services.explorer.overview import IMAGE_MAX_SIDE
 from quant_core import Mode, PerChannel, PerGroup, PerTensor, QuantConfig
 
 KB = 1_000
@@ -104,18 +110,31 @@ def test_png_rejects_what_is_not_a_matrix() -> None:
 # --- the overview maps -------------------------------------------------------------------
 
 
+def pixels(m: MapImage) -> np.ndarray:
+    """An image map's PNG as RGB uint8 ``[height, width, 3]``."""
+    assert isinstance(m, MapImage), type(m)
+    return np.asarray(Image.open(io.BytesIO(m.png)).convert("RGB"))
+
+
+def cells(m: MapImage) -> np.ndarray:
+    """One pixel per reduced cell: the top-left pixel of each repeated block."""
+    fy, fx = m.scale
+    return pixels(m)[::fy, ::fx]
+
+
+BLACK = np.array([0, 0, 0], dtype=np.uint8)
+
+
 def test_small_tensors_keep_full_heatmaps_larger_ones_are_images() -> None:
     assert not is_light((128, 256)) and RICH_HOVER_MAX_CELLS == 128 * 256
     small = overview_figures(explore(randn(128, 256), QuantConfig(4)), ViewOptions())
     for fig in small.all():
-        assert not traces(fig, "image") and traces(fig, "heatmap")[0].customdata is not None
+        assert isinstance(fig, go.Figure)
+        assert traces(fig, "heatmap")[0].customdata is not None
     big = overview_figures(explore(randn(129, 256), QuantConfig(4)), ViewOptions())
-    for fig in big.all():
-        (image,) = traces(fig, "image")
-        (bar,) = traces(fig, "heatmap")
-        # the heatmap only carries the colour bar: one transparent cell, no hover
-        assert np.asarray(bar.z).shape == (1, 1) and bar.opacity == 0 and bar.hoverinfo == "skip"
-        assert "zoom below" in image.hovertemplate and "customdata" not in image.hovertemplate
+    for m in big.all():
+        assert isinstance(m, MapImage) and m.png.startswith(b"\x89PNG")
+        assert "red = positive" in m.colourbar or "code" in m.colourbar
 
 
 @pytest.mark.parametrize("reduction", list(Reduction), ids=lambda r: r.value)
@@ -123,53 +142,64 @@ def test_image_pixels_are_the_maps_values_in_their_colour_scale(reduction: Reduc
     x = randn(300, 200, seed=1)
     x[10, 20] = 40.0  # one outlier: saturated, ringed
     exp = explore(x, QuantConfig(3, Mode.ASYMMETRIC, PerGroup(50)))
-    opts = ViewOptions(reduction=reduction, max_cells=100 * 100)
+    opts = ViewOptions(reduction=reduction, max_cells=100 * 100, show_boundaries=False)
     figs = overview_figures(exp, opts)
     shown = {
         "original": exp.original,
         "dequantized": exp.dequantized,
         "error": exp.original - exp.dequantized,
     }
-    for name, fig in (("original", figs.original), ("dequantized", figs.dequantized)):
-        values = reduce_2d(shown[name], opts.max_cells, reduction).values
+    for name, m in (("original", figs.original), ("dequantized", figs.dequantized)):
+        values = reduce_2d(shown[name], opts.max_cells, reduction, IMAGE_MAX_SIDE).values
         if name == "original" or reduction is Reduction.MAX_ABS:
-            bar = traces(fig, "heatmap")[0]
-            want = rgba(values, "RdBu_r", bar.zmin, bar.zmax)
-            np.testing.assert_array_equal(decode(traces(fig, "image")[0].source), want)
-    err = reduce_2d(shown["error"], opts.max_cells, reduction).values
-    bar = traces(figs.error, "heatmap")[0]
-    got = decode(traces(figs.error, "image")[0].source)
+            want = rgba(values, "RdBu_r", m.limits.lo, m.limits.hi)[..., :3]
+            got = cells(m)
+            free = ~np.all(got == BLACK, axis=-1)  # not under a ring
+            assert free.mean() > 0.95
+            np.testing.assert_array_equal(got[free], want[free])
+    err = reduce_2d(shown["error"], opts.max_cells, reduction, IMAGE_MAX_SIDE).values
+    lim = figs.error.limits
+    got = cells(figs.error)
     # the mean error is mean(x) - mean(x_hat), equal to the mean of x - x_hat up to rounding
-    same = np.mean(np.all(got == rgba(err, "RdBu_r", bar.zmin, bar.zmax), axis=-1))
-    assert same > 0.99
-    assert bar.zmin == -bar.zmax
+    same = np.mean(np.all(got == rgba(err, "RdBu_r", lim.lo, lim.hi)[..., :3], axis=-1))
+    assert same > 0.95
+    assert lim.lo == -lim.hi
 
 
 def test_original_and_dequantized_share_one_colour_scale_error_diverges() -> None:
     exp = explore(randn(256, 256, seed=2), QuantConfig(3, Mode.SYMMETRIC, PerChannel(0)))
     figs = overview_figures(exp, ViewOptions())
-    o, d, e = (traces(f, "heatmap")[0] for f in (figs.original, figs.dequantized, figs.error))
-    assert (o.zmin, o.zmax, o.colorscale) == (d.zmin, d.zmax, d.colorscale)
-    assert e.zmin == -e.zmax and e.colorscale == o.colorscale
-    for bar in (o, d, e):
-        assert "red = positive, blue = negative" in bar.colorbar.title.text
-    codes = traces(figs.codes, "heatmap")[0]
-    assert (codes.zmin, codes.zmax) == (-4, 3)
+    o, d, e = (m.limits for m in (figs.original, figs.dequantized, figs.error))
+    assert (o.lo, o.hi, o.colorscale) == (d.lo, d.hi, d.colorscale)
+    assert e.lo == -e.hi and e.colorscale == o.colorscale
+    for m in (figs.original, figs.dequantized, figs.error):
+        assert "red = positive, blue = negative" in m.colourbar
+    assert (figs.codes.limits.lo, figs.codes.limits.hi) == (-4, 3)
 
 
-def test_image_axes_are_in_tensor_coordinates() -> None:
+def test_colour_bar_html_is_the_palette_with_ticks_and_the_note() -> None:
+    lim = ColourLimits("RdBu_r", -2.0, 2.0, "red = positive, blue = negative<br>±2 (x < y)")
+    text = colourbar_html(lim)
+    table = palette("RdBu_r")
+    first, last = table[0], table[-1]
+    assert f"rgb({first[0]},{first[1]},{first[2]}) 0.0%" in text
+    assert f"rgb({last[0]},{last[1]},{last[2]}) 100.0%" in text
+    assert [f"<span>{v}</span>" in text for v in ("-2", "-1", "0", "1", "2")] == [True] * 5
+    assert "±2 (x &lt; y)" in text  # the note is escaped, its line break kept
+
+
+def test_image_geometry_and_reduction_said_in_the_subtitle() -> None:
     exp = explore(randn(1024, 512, seed=3), QuantConfig(4, Mode.ASYMMETRIC, PerGroup(128)))
-    figs = overview_figures(exp, ViewOptions(max_cells=128 * 64))
-    for fig in figs.all():
-        (image,) = traces(fig, "image")
-        # 8x8 blocks: the first pixel's centre is 3.5, one pixel spans 8 rows or columns
-        assert (image.x0, image.dx, image.y0, image.dy) == (3.5, 8, 3.5, 8)
-        assert list(fig.layout.xaxis.range) == [-0.5, 511.5]
-        assert list(fig.layout.yaxis.range) == [1023.5, -0.5]  # row 0 on top
-        assert fig.layout.yaxis.scaleanchor is False  # fills the chart, not square pixels
-        assert decode(image.source).shape == (128, 64, 4)
-        assert "8×8 blocks" in fig.layout.title.text
-        assert "rows %{y:.0f}±4" in image.hovertemplate
+    figs = overview_figures(exp, ViewOptions(max_cells=128 * 64, show_boundaries=False))
+    for m in figs.all():
+        # 128 x 64 cells of 8 x 8 values; stretched towards 3:4 and at least 256 pixels
+        assert m.subtitle == "128×64 overview of 1024×512: mean of 8×8 blocks"
+        assert m.scale == (2, 6) and pixels(m).shape == (256, 384, 3)
+    # a long thin tensor: capped at 512 cells a side, stretched across
+    words = explore(randn(30522, 384, seed=3), QuantConfig(4))
+    m = overview_figures(words, ViewOptions()).codes
+    assert m.subtitle == "509×55 overview of 30522×384: mean of 60×7 blocks"
+    assert pixels(m).shape == (509, 660, 3)
 
 
 def test_boundaries_and_rings_on_the_images() -> None:
@@ -177,28 +207,29 @@ def test_boundaries_and_rings_on_the_images() -> None:
     x[50, 300] = 30.0
     exp = explore(x, QuantConfig(4, Mode.ASYMMETRIC, PerGroup(128)))
     figs = overview_figures(exp, ViewOptions())
-    for fig in figs.all():
-        (lines,) = [t for t in traces(fig, "scatter") if t.mode == "lines"]
-        assert sorted({v for v in lines.x if v is not None}) == [127.5, 255.5, 383.5]
-    rings = [t for t in traces(figs.original, "scatter") if t.mode == "markers"]
-    assert (300.0, 50.0) in set(zip(rings[0].x.tolist(), rings[0].y.tolist(), strict=True))
+    line = np.array([60, 60, 60], dtype=np.uint8)
+    for m in figs.all():
+        assert m.scale == (2, 1)  # 200 x 512 cells, no reduction: rows doubled
+        img = pixels(m)
+        on_line = np.all(img == line, axis=-1).mean(axis=0)  # share of each pixel column
+        # between columns 127|128, 255|256, 383|384 (a ring may cross a line)
+        assert np.flatnonzero(on_line > 0.95).tolist() == [128, 256, 384]
+    img = pixels(figs.original)
+    box = img[101 - 5 : 101 + 6, 300 - 5 : 300 + 6]  # around cell (50, 300) at 2x rows
+    assert np.all(box == BLACK, axis=-1).any() and figs.original.n_marked >= 1
     off = overview_figures(exp, ViewOptions(show_boundaries=False))
-    assert not [t for t in traces(off.original, "scatter") if t.mode == "lines"]
+    assert not np.all(pixels(off.codes) == line, axis=-1).any()
 
 
-def test_nonfinite_cells_are_transparent_on_magenta() -> None:
+def test_nonfinite_cells_are_magenta() -> None:
     x = randn(200, 200, seed=5)
     x[7, 9] = float("nan")
     x[8, 9] = float("inf")
     exp = explore(x, QuantConfig(4, Mode.SYMMETRIC))
-    for fig in overview_figures(exp, ViewOptions()).all():
-        assert fig.layout.plot_bgcolor == "#ff00ff"
-        alpha = decode(traces(fig, "image")[0].source)[..., 3]
-        assert alpha[7, 9] == 0 and alpha[8, 9] == 0 and (alpha == 0).sum() == 2
-
-
-def spec(fig) -> str:
-    return pio.to_json(fig, validate=False)
+    for m in overview_figures(exp, ViewOptions(show_boundaries=False)).all():
+        got = cells(m)
+        magenta = np.all(got == np.array([255, 0, 255], dtype=np.uint8), axis=-1)
+        assert magenta[7, 9] and magenta[8, 9] and magenta.sum() == 2
 
 
 def test_original_map_is_the_same_bytes_for_every_bit_width_and_mode() -> None:
@@ -206,22 +237,22 @@ def test_original_map_is_the_same_bytes_for_every_bit_width_and_mode() -> None:
     opts = ViewOptions()
     cfgs = [QuantConfig(b, m, PerGroup(128)) for b in (4, 5, 8) for m in Mode]
     exps = [explore(x, c) for c in cfgs]
-    originals = {spec(overview_figures(e, opts).original) for e in exps}
+    originals = {overview_figures(e, opts).original.png for e in exps}
     assert len(originals) == 1
     assert len({original_key(e, opts) for e in exps}) == 1
     # another group size moves the boundary lines: another key, another map
     other = explore(x, QuantConfig(4, Mode.ASYMMETRIC, PerGroup(64)))
     assert original_key(other, opts) != original_key(exps[0], opts)
-    assert spec(overview_figures(other, opts).original) not in originals
+    assert overview_figures(other, opts).original.png not in originals
     # without lines, per-tensor, per-channel and every group size share one map
     plain = ViewOptions(show_boundaries=False)
     flat = [explore(x, QuantConfig(4, granularity=g)) for g in (PerTensor(), PerChannel(0))]
     assert len({original_key(e, plain) for e in [*flat, other, *exps]}) == 1
-    # a map built for one scheme, reused for another: the same four figures as fresh ones
+    # a map built for one scheme, reused for another: the same four images as fresh ones
     base = original_map(exps[0], opts)
     reused = overview_figures(exps[3], opts, base)
     fresh = overview_figures(exps[3], opts)
-    assert [spec(f) for f in reused.all()] == [spec(f) for f in fresh.all()]
+    assert [m.png for m in reused.all()] == [m.png for m in fresh.all()]
 
 
 def test_small_tensor_original_follows_the_scheme() -> None:
@@ -231,17 +262,16 @@ def test_small_tensor_original_follows_the_scheme() -> None:
 
 
 def test_overview_of_4096_squared_is_light() -> None:
-    # 512x512 cells of noise at 127 levels: about 6.6 bits a cell, a 220 kB PNG, 290 kB as
-    # base64, 315 kB in plotly's JSON (which writes "/" as "\\u002f"), plus the colour bar,
-    # boundaries, rings and template: under 350 kB. The float32 heatmap was 1.47 MB.
+    # 512x512 cells of noise at 127 levels: about 6.6 bits a cell, a PNG of about 220 kB
+    # (the float32 heatmap was 1.47 MB of JSON)
     x = randn(4096, 4096, seed=7)
     exp = explore(x, QuantConfig(4, Mode.ASYMMETRIC, PerGroup(128)))
     for reduction in Reduction:
         figs = overview_figures(exp, ViewOptions(reduction=reduction))
-        sizes = [len(spec(f)) for f in figs.all()]
-        assert max(sizes) < 350 * KB, sizes
-        assert decode(traces(figs.original, "image")[0].source).shape == (512, 512, 4)
-    zoom = json.loads(spec(zoom_figure(exp, 100, 100, 32)))
+        sizes = [len(m.png) for m in figs.all()]
+        assert max(sizes) < 300 * KB, sizes
+        assert pixels(figs.original).shape == (512, 512, 3)
+    zoom = json.loads(pio.to_json(zoom_figure(exp, 100, 100, 32), validate=False))
     assert [t["type"] for t in zoom["data"]] == ["heatmap"] * 4  # exact values and hover
 
 

@@ -86,27 +86,39 @@ def needs_reduction(shape: tuple[int, int], max_cells: int = DEFAULT_MAX_CELLS) 
     return rows * cols > max_cells
 
 
-def _steps(rows: int, cols: int, max_cells: int) -> tuple[int, int]:
+def _steps(rows: int, cols: int, max_cells: int, max_side: int | None) -> tuple[int, int]:
     """The smallest square step ``s`` with ``ceil(rows/s) * ceil(cols/s) <= max_cells``,
-    clipped to each dimension (so a long thin matrix is reduced along its length only)."""
+    clipped to each dimension (so a long thin matrix is reduced along its length only);
+    then each step raised until its side has at most ``max_side`` cells."""
     if rows * cols <= max_cells:
-        return 1, 1
-    lo, hi = 1, max(rows, cols)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if math.ceil(rows / mid) * math.ceil(cols / mid) <= max_cells:
-            hi = mid
-        else:
-            lo = mid + 1
-    return min(lo, rows), min(lo, cols)
+        rs = cs = 1
+    else:
+        lo, hi = 1, max(rows, cols)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if math.ceil(rows / mid) * math.ceil(cols / mid) <= max_cells:
+                hi = mid
+            else:
+                lo = mid + 1
+        rs, cs = min(lo, rows), min(lo, cols)
+    if max_side is not None:
+        rs, cs = max(rs, math.ceil(rows / max_side)), max(cs, math.ceil(cols / max_side))
+    return rs, cs
 
 
-def reduce_2d(matrix: np.ndarray | torch.Tensor, max_cells: int, how: Reduction) -> Reduced:
+def reduce_2d(
+    matrix: np.ndarray | torch.Tensor,
+    max_cells: int,
+    how: Reduction,
+    max_side: int | None = None,
+) -> Reduced:
     """Block-reduce a 2-D matrix to at most ``max_cells`` cells, as float32.
 
     Blocks are ``s×s`` with the smallest ``s`` that fits (``s`` clipped to a dimension that
     is shorter). A matrix already small enough comes back unchanged (as float32), steps 1.
     Example: ``4096×4096`` with ``max_cells = 512*512`` -> ``8×8`` blocks, ``512×512``.
+    ``max_side``: at most that many cells along each side too (blocks then stop being
+    square): ``30522×384`` with ``max_side = 512`` -> ``60×7`` blocks, ``509×55``.
     NaN cells are ignored (a block of NaN stays NaN). Pooling kernels do the work in one
     pass. Raises ``ValueError`` for a matrix that is not 2-D and non-empty, or
     ``max_cells < 1``.
@@ -116,11 +128,15 @@ def reduce_2d(matrix: np.ndarray | torch.Tensor, max_cells: int, how: Reduction)
         raise ValueError(f"reduce_2d needs a non-empty 2-D matrix, got shape {tuple(m.shape)}")
     if isinstance(max_cells, bool) or not isinstance(max_cells, int) or max_cells < 1:
         raise ValueError(f"max_cells must be a positive int, got {max_cells!r}")
+    if max_side is not None and (
+        isinstance(max_side, bool) or not isinstance(max_side, int) or max_side < 1
+    ):
+        raise ValueError(f"max_side must be a positive int or None, got {max_side!r}")
     if not isinstance(how, Reduction):
         raise TypeError(f"how must be a Reduction, got {how!r}")
     rows, cols = m.shape
     m = m.detach().to(torch.float32)
-    rs, cs = _steps(rows, cols, max_cells)
+    rs, cs = _steps(rows, cols, max_cells, max_side)
     if rs == 1 and cs == 1:
         return Reduced(m.numpy(force=True).copy(), 1, 1, (rows, cols), how)
     kernel = (rs, cs)

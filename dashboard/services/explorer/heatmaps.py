@@ -3,19 +3,22 @@ modules by concern:
 
 - ``colour``: the diverging convention, robust colour limits, colour bars;
 - ``cells``: what a cell's hover says (original, code, dequantized, error, scale);
-- ``maps``: one overview map, a full heatmap (small tensors) or a light PNG image;
+- ``maps``: one overview map as a full heatmap (small tensors);
+- ``map_image``: one overview map of a larger tensor as an image, its colour bar in HTML;
 - ``overview``: the four overview maps of an exploration;
 - ``zoom``: the full-resolution zoom window, every cell's hover exact.
 
 Arrays reach plotly as float32 numpy (typed arrays in the JSON: float16 would fall back to
-lists, float64 doubles the payload); images as 8-bit palette PNGs (``display.image``).
+lists, float64 doubles the payload); image maps are 8-bit palette PNGs (``display.image``).
 """
 
 from __future__ import annotations
 
 from ..display.reduce import Reduced, Reduction, reduce_2d
 from .cells import RICH_HOVER_MAX_CELLS
+from .map_image import MapImage
 from .overview import (
+    MapView,
     OriginalMap,
     OverviewFigures,
     ViewOptions,
@@ -28,6 +31,8 @@ from .zoom import zoom_figure
 
 __all__ = [
     "RICH_HOVER_MAX_CELLS",
+    "MapImage",
+    "MapView",
     "OriginalMap",
     "OverviewFigures",
     "Reduced",

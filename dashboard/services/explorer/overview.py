@@ -1,14 +1,15 @@
 """The explorer's four overview maps: original, codes, dequantized and error.
 
-Large matrices are drawn as a reduced overview (at most ``max_cells`` cells, each the mean
-or the max-|value| of a block of cells, said in the title) plus a full-resolution zoom
-window. Tensors of up to ``RICH_HOVER_MAX_CELLS`` cells are full heatmaps whose every cell's
-hover names original, code, dequantized, error and scale; larger ones are light images
-(``maps``): colours only, exact values in the zoom.
+Large matrices are drawn as a reduced overview (at most ``max_cells`` cells, and at most
+``IMAGE_MAX_SIDE`` along a side, each the mean or the max-|value| of a block of cells, said
+in the title) plus a full-resolution zoom window. Tensors of up to ``RICH_HOVER_MAX_CELLS``
+cells are full plotly heatmaps whose every cell's hover names original, code, dequantized,
+error and scale; larger ones are images (``map_image``): colours only, exact values in the
+zoom.
 
 The original map of a larger tensor depends on the tensor and the view options alone (and
 on the granularity, when boundaries are drawn): a new bit width or mode gives the very same
-figure, which Streamlit then neither resends nor the browser redraws.
+image, which the browser then does not load again.
 """
 
 from __future__ import annotations
@@ -17,14 +18,18 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import plotly.graph_objects as go
+import torch
 
 from ..display.reduce import DEFAULT_MAX_CELLS, Reduced, Reduction, reduce_2d
 from .cells import RICH_HOVER_MAX_CELLS, display_codes, rich_customdata, rich_hover
 from .colour import ColourLimits, code_limits, error_limits, value_limits, with_count
 from .explore import Exploration
-from .maps import MapSpec, boundary_trace, map_figure
+from .map_image import MapImage, map_image
+from .maps import MapSpec, boundary_lines, boundary_trace, map_figure
 
 __all__ = [
+    "IMAGE_MAX_SIDE",
+    "MapView",
     "OriginalMap",
     "OverviewFigures",
     "ViewOptions",
@@ -33,6 +38,14 @@ __all__ = [
     "original_map",
     "overview_figures",
 ]
+
+
+IMAGE_MAX_SIDE = 512
+"""An image map has at most this many reduced cells along a side: a 30522 x 384 embedding
+becomes 509 x 55 cells of 60 x 7 values, not a 4361-pixel-tall sliver."""
+
+MapView = go.Figure | MapImage
+"""One overview map: a plotly heatmap (small tensors) or an image (larger ones)."""
 
 
 @dataclass(frozen=True)
@@ -44,12 +57,14 @@ class ViewOptions:
 
 @dataclass(frozen=True, eq=False)
 class OverviewFigures:
-    original: go.Figure
-    codes: go.Figure
-    dequantized: go.Figure
-    error: go.Figure
+    """The four maps, each a figure (small tensors) or an image (``is_light``)."""
 
-    def all(self) -> tuple[go.Figure, go.Figure, go.Figure, go.Figure]:
+    original: MapView
+    codes: MapView
+    dequantized: MapView
+    error: MapView
+
+    def all(self) -> tuple[MapView, MapView, MapView, MapView]:
         return (self.original, self.codes, self.dequantized, self.error)
 
 
@@ -95,7 +110,7 @@ class OriginalMap:
 
     reduced: Reduced
     limits: ColourLimits
-    figure: go.Figure
+    figure: MapView
 
 
 def original_key(exp: Exploration, opts: ViewOptions) -> str | None:
@@ -114,17 +129,24 @@ def original_map(exp: Exploration, opts: ViewOptions) -> OriginalMap:
     return _original(exp, opts, _cells(exp))
 
 
+def _reduce(exp: Exploration, opts: ViewOptions, matrix: torch.Tensor) -> Reduced:
+    side = IMAGE_MAX_SIDE if is_light(tuple(exp.original.shape)) else None
+    return reduce_2d(matrix, opts.max_cells, opts.reduction, side)
+
+
 def _original(exp: Exploration, opts: ViewOptions, cells: Cells) -> OriginalMap:
-    first = reduce_2d(exp.original, opts.max_cells, opts.reduction)
+    first = _reduce(exp, opts, exp.original)
     limits = value_limits(exp, first.values)
     spec = MapSpec("Original" + _suffix(first, opts), first, limits, "original", True)
     return OriginalMap(first, limits, _figure(exp, opts, spec, cells))
 
 
-def _figure(exp: Exploration, opts: ViewOptions, spec: MapSpec, cells: Cells) -> go.Figure:
+def _figure(exp: Exploration, opts: ViewOptions, spec: MapSpec, cells: Cells) -> MapView:
     nonfinite = exp.finite is not None
     if cells is None:
-        return map_figure(spec, _boundary(exp, opts), nonfinite, image=True)
+        shape = tuple(exp.original.shape)
+        lines = boundary_lines(exp.config, shape) if opts.show_boundaries else None
+        return map_image(spec, lines, nonfinite)
     return map_figure(spec, _boundary(exp, opts), nonfinite, *cells)
 
 
@@ -141,13 +163,13 @@ def overview_figures(
         original = _original(exp, opts, cells)
     first, values = original.reduced, original.limits
     full = slice(None)
-    codes = reduce_2d(display_codes(exp, full, full), opts.max_cells, opts.reduction)
-    deq = reduce_2d(exp.dequantized, opts.max_cells, opts.reduction)
+    codes = _reduce(exp, opts, display_codes(exp, full, full))
+    deq = _reduce(exp, opts, exp.dequantized)
     if opts.reduction is Reduction.MEAN and first.is_reduced:
         # The mean is linear: mean(x - x_hat) = mean(x) - mean(x_hat), no extra pass.
         error = replace(first, values=first.values - deq.values)
     else:
-        error = reduce_2d(exp.error, opts.max_cells, opts.reduction)
+        error = _reduce(exp, opts, exp.error)
     suffix = _suffix(first, opts)
     specs = (
         MapSpec("Quantized codes" + suffix, codes, code_limits(exp), "code", False),

@@ -1,0 +1,172 @@
+"""A larger tensor's overview map as a plain image: colours, boundary lines and rings drawn
+here, the colour bar as a few lines of HTML.
+
+Measured in headless Chromium (``benchmarks/browser.py``, MiniLM 1536x384): three maps
+drawn as plotly charts (a PNG under an image trace) kept the browser busy about 450 ms per
+bit-width change; as ``<img>`` elements they cost almost nothing to redraw, and the page
+settled in 0.87 s instead of 1.32 s. These maps showed colours only anyway (exact values
+are in the zoom window), so nothing a user reads is lost.
+
+The colours are ``display.image``'s (plotly's interpolation of the scale), so the image and
+the zoom window's plotly colour bars agree. Each reduced cell is at least one pixel, repeated
+by an integer factor along a side (nearest neighbour, so cells stay sharp) to bring the
+image near ``ASPECT`` and ``MIN_SIDE_PX``; the browser scales it to the column's width.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from ..display.image import LEVELS, NAN_INDEX, PNG_COMPRESS_LEVEL, colour_levels, palette
+from ..display.reduce import Reduced
+from .colour import ColourLimits
+from .maps import MAX_MARKED, BoundaryLines, MapSpec, outlier_cells
+
+__all__ = [
+    "ASPECT",
+    "MIN_SIDE_PX",
+    "MapImage",
+    "colourbar_html",
+    "map_image",
+    "marked_note",
+]
+
+MIN_SIDE_PX = 256
+"""The shorter side of an image, at least (cells are repeated by an integer factor)."""
+ASPECT = 0.75
+"""Height / width an image is stretched towards: 509 x 55 cells (a 30522 x 384 embedding)
+become 509 x 660 pixels, not a sliver a column wide and thousands of pixels tall."""
+MAX_REPEAT = 64
+_LINE_INDEX = NAN_INDEX - 2
+_RING_INDEX = NAN_INDEX - 1
+_LINE_RGB = (60, 60, 60)
+_RING_RGB = (0, 0, 0)
+_MAGENTA = (255, 0, 255)
+_TICKS = 5
+
+
+@dataclass(frozen=True, eq=False)
+class MapImage:
+    """One overview map as an image.
+
+    ``title``: what the map shows (``"Quantized codes"``); ``subtitle``: how it was reduced
+    (empty when every cell is a pixel); ``png``: palette PNG, row 0 on top, ``scale``
+    pixels per reduced cell along (rows, columns); ``limits``: its colour range and how it
+    was chosen; ``n_marked``: saturated cells ringed (at most ``MAX_MARKED``)."""
+
+    title: str
+    subtitle: str
+    png: bytes
+    scale: tuple[int, int]
+    limits: ColourLimits
+    n_marked: int
+
+    @property
+    def colourbar(self) -> str:
+        """The colour bar as HTML (``colourbar_html``)."""
+        return colourbar_html(self.limits)
+
+
+def _plain(title: str) -> tuple[str, str]:
+    """A figure title ``"Name<br><sup>how</sup>"`` as plain ``(name, how)``."""
+    head, _, rest = title.partition("<br>")
+    return head, re.sub(r"<[^>]+>", "", rest).strip()
+
+
+def _factors(rows: int, cols: int) -> tuple[int, int]:
+    """Integer repeats ``(fy, fx)`` of a ``rows x cols`` map so the image is about
+    ``ASPECT`` (height / width) and its shorter side at least ``MIN_SIDE_PX``; a long thin
+    tensor is stretched across, as plotly stretched its image trace into a fixed box."""
+    fy = fx = 1
+    if rows > ASPECT * cols:
+        fx = max(1, round(rows / (ASPECT * cols)))
+    else:
+        fy = max(1, round(ASPECT * cols / rows))
+    k = max(1, math.ceil(MIN_SIDE_PX / min(rows * fy, cols * fx)))
+    return min(fy * k, MAX_REPEAT), min(fx * k, MAX_REPEAT)
+
+
+def map_image(spec: MapSpec, lines: BoundaryLines | None, has_nonfinite: bool) -> MapImage:
+    """``spec`` drawn as an image: reduced cells coloured by ``spec.limits``, NaN cells
+    magenta (``has_nonfinite``: the matrix holds NaN/Inf), ``lines`` between channels or
+    groups, and, when ``spec.mark_outliers``, a ring round each of the (at most
+    ``MAX_MARKED``) most extreme cells beyond the colour range."""
+    reduced, limits = spec.reduced, spec.limits
+    rows, cols = reduced.values.shape
+    fy, fx = _factors(rows, cols)
+    levels = colour_levels(reduced.values, limits.lo, limits.hi)
+    pixels = np.repeat(np.repeat(levels, fy, axis=0), fx, axis=1)
+    if lines is not None:
+        _draw_lines(pixels, reduced, lines, fy, fx)
+    image = Image.frombytes("P", (pixels.shape[1], pixels.shape[0]), pixels.tobytes())
+    n_marked = 0
+    if spec.mark_outliers:
+        r, c = outlier_cells(reduced, limits)
+        n_marked = int(r.size)
+        draw = ImageDraw.Draw(image)
+        radius = max(3.0, 0.75 * max(fy, fx))
+        for y, x in zip((r + 0.5) * fy, (c + 0.5) * fx, strict=True):
+            box = (x - radius, y - radius, x + radius, y + radius)
+            draw.ellipse(box, outline=_RING_INDEX, width=1)
+    table = np.zeros((256, 3), dtype=np.uint8)
+    table[:LEVELS] = palette(limits.colorscale)
+    table[_LINE_INDEX] = _LINE_RGB
+    table[_RING_INDEX] = _RING_RGB
+    table[NAN_INDEX] = _MAGENTA if has_nonfinite else (255, 255, 255)
+    image.putpalette(table.tobytes())
+    out = io.BytesIO()
+    image.save(out, format="PNG", compress_level=PNG_COMPRESS_LEVEL)
+    title, subtitle = _plain(spec.title)
+    return MapImage(title, subtitle, out.getvalue(), (fy, fx), limits, n_marked)
+
+
+def _draw_lines(
+    pixels: np.ndarray, reduced: Reduced, lines: BoundaryLines, fy: int, fx: int
+) -> None:
+    """Dark one-pixel lines where a boundary between matrix cells ``p - 0.5 | p`` falls
+    (rounded to the nearest pixel edge of the reduced, repeated grid)."""
+    height, width = pixels.shape
+    for p in lines.rows:
+        y = min(height - 1, round((p + 0.5) / reduced.row_step * fy))
+        pixels[y, :] = _LINE_INDEX
+    for p in lines.cols:
+        x = min(width - 1, round((p + 0.5) / reduced.col_step * fx))
+        pixels[:, x] = _LINE_INDEX
+
+
+def colourbar_html(limits: ColourLimits) -> str:
+    """A horizontal colour bar: the scale as a CSS gradient of its palette (the image's
+    colours), ``_TICKS`` evenly spaced values from ``lo`` to ``hi`` under it, and the note
+    (convention, limits, values beyond) below."""
+    table = palette(limits.colorscale)
+    picks = np.linspace(0, LEVELS - 1, 11).round().astype(int)
+    stops = ", ".join(
+        f"rgb({r},{g},{b}) {100 * k / (LEVELS - 1):.1f}%"
+        for k, (r, g, b) in zip(picks, table[picks], strict=True)
+    )
+    ticks = "".join(
+        f"<span>{v:.3g}</span>" for v in np.linspace(limits.lo, limits.hi, _TICKS).tolist()
+    )
+    note = "<br>".join(html.escape(part) for part in limits.note.split("<br>"))
+    return (
+        '<div style="font-size:0.75rem;line-height:1.3;margin:-0.5rem 0 0.5rem 0">'
+        f'<div style="height:10px;border-radius:2px;background:linear-gradient(to right, '
+        f'{stops})"></div>'
+        f'<div style="display:flex;justify-content:space-between">{ticks}</div>'
+        f'<div style="text-align:center;opacity:0.8">{note}</div></div>'
+    )
+
+
+def marked_note(n_marked: int) -> str:
+    """What the rings mean, for the caption under a map with rings."""
+    if n_marked == 0:
+        return ""
+    most = f" (the {MAX_MARKED} most extreme)" if n_marked >= MAX_MARKED else ""
+    return f"rings: cells beyond the colour range{most}"
