@@ -203,8 +203,9 @@ def test_block_change_leaves_the_heatmaps_alone(page, app_url: str) -> None:
     assert page.evaluate("Array.from(window.__mutated)") == []
 
 
-def test_metrics_fit_at_laptop_width(browser, app_url: str) -> None:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+@pytest.mark.parametrize("width", [1280, 1366])
+def test_metrics_fit_at_laptop_width(browser, app_url: str, width: int) -> None:
+    context = browser.new_context(viewport={"width": width, "height": 900})
     page = context.new_page()
     page.set_default_timeout(90_000)
     try:
@@ -219,9 +220,9 @@ def test_metrics_fit_at_laptop_width(browser, app_url: str) -> None:
         )
         values = metric_values(page)
         assert len(values) == 12 and "5.39e" not in " ".join(values)
-        assert cut == [], f"metric values cut off at 1280 px: {cut}"
+        assert cut == [], f"metric values cut off at {width} px: {cut}"
         ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "explorer-1280.png"))
+        page.screenshot(path=str(ARTIFACTS / f"explorer-{width}.png"))
     finally:
         context.close()
 
@@ -253,3 +254,81 @@ def test_quick_second_download_still_gives_a_file(page, app_url: str) -> None:
     assert a.read_bytes() == b.read_bytes()
     qt = read_quantized_safetensors(a.read_bytes())
     assert tuple(qt.shape) == (3, 3) and qt.config.bits == 4
+
+
+TABLE_ROWS = """(i) => {
+    const t = document.querySelectorAll('[data-testid="stDataFrame"]')[i];
+    return t ? t.querySelectorAll('[role="row"]').length : 0;
+  }"""
+
+
+def table_rows(page, index: int, at_least: int) -> int:
+    """Rows (the header included) of the page's ``index``-th table, once it has drawn at
+    least ``at_least`` of them (the grid fills in as it comes into view)."""
+    tables = page.locator('[data-testid="stDataFrame"]')
+    tables.nth(index).scroll_into_view_if_needed()
+    page.wait_for_function(f"({TABLE_ROWS})({index}) >= {at_least}", timeout=30_000)
+    return page.evaluate(f"({TABLE_ROWS})({index})")
+
+
+def test_teaching_panel_lists_every_value_and_explains_symmetric_mode(page, app_url: str) -> None:
+    # the course's 3x3 tensor, symmetric per-tensor: one block, all 9 values listed
+    page.goto(f"{app_url}/?src=example&ex=course_3x3&bits=8&mode=symmetric&gran=tensor")
+    wait_for_charts(page, 4)
+    wait_idle(page)
+    page.wait_for_selector(".katex", timeout=90_000)
+    assert page.locator(".katex-error").count() == 0
+    text = page.locator('[data-testid="stMainBlockContainer"]').inner_text()
+    assert "Showing the whole tensor" in text
+    assert "Symbols:" in text and "*s*" not in text  # markdown rendered, every symbol named
+    for symbol in ("an original value of the block", "the block's scale", "the code stored"):
+        assert symbol in text, symbol
+    assert "not on the lowest code" in text  # why min(r) is not at qmin in symmetric mode
+    assert table_rows(page, 0, 10) == 10  # the header and every one of the 9 values
+
+
+def test_teaching_panel_shows_every_per_channel_scale(page, app_url: str) -> None:
+    page.goto(f"{app_url}/?src=example&ex=course_3x3&bits=8&mode=asymmetric&gran=channel&axis=0")
+    wait_for_charts(page, 4)
+    wait_idle(page)
+    text = page.locator('[data-testid="stMainBlockContainer"]').inner_text()
+    assert "Row (channel) 0" in text and "one of 3 blocks" in text
+    assert "Every block's scale" in text
+    assert table_rows(page, 1, 4) == 4  # the header and the 3 channels' scales at once
+
+
+def test_zoom_has_colour_bars_and_tick_labels_that_do_not_overlap(page, app_url: str) -> None:
+    page.goto(f"{app_url}/?src=synthetic&rows=256&cols=256&bits=4&mode=asymmetric&zsize=64")
+    wait_for_charts(page, 6)
+    wait_idle(page)
+    zoom = page.locator(".st-key-zoom")
+    zoom.scroll_into_view_if_needed()
+    assert zoom.locator(".colorbar").count() == 4  # one per panel
+    overlaps = page.evaluate(
+        """() => {
+        const zoom = document.querySelector('.st-key-zoom');
+        const out = [];
+        for (const axis of zoom.querySelectorAll('.xaxislayer-above, .yaxislayer-above')) {
+          const boxes = Array.from(axis.querySelectorAll('.xtick text, .ytick text'))
+            .map(t => t.getBoundingClientRect()).filter(b => b.width > 0);
+          for (let i = 1; i < boxes.length; i++) {
+            const a = boxes[i - 1], b = boxes[i];
+            const apart = a.right <= b.left + 0.5 || b.right <= a.left + 0.5
+              || a.bottom <= b.top + 0.5 || b.bottom <= a.top + 0.5;
+            if (!apart) out.push([a.left, a.top, b.left, b.top]);
+          }
+        }
+        return out;
+      }"""
+    )
+    assert overlaps == [], overlaps
+
+
+def test_a_link_value_the_page_changes_is_warned(page, app_url: str) -> None:
+    # group=100 does not divide 256 columns: the page picks a group size that does, and says
+    page.goto(f"{app_url}/?src=synthetic&rows=64&cols=256&bits=4&gran=group&group=100")
+    wait_for_charts(page, 4)
+    wait_idle(page)
+    warnings = page.locator('[data-testid="stAlert"]').all_inner_texts()
+    assert any("group" in w.lower() and "100" in w for w in warnings), warnings
+    assert "group=100" not in page.url
