@@ -1,0 +1,150 @@
+"""Caches of the explorer's computation and figures: explorations, overview maps,
+histograms, teaching panels, downloads, algorithms and research formats.
+
+See ``dashboard.cache`` for the keying rule."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+import torch
+
+from dashboard.services.activations.figures import (
+    outlier_strip_figure,
+)
+from dashboard.services.activations.static import StaticExploration
+from dashboard.services.activations.static import static_exploration as calibrated_exploration
+from dashboard.services.explorer.algorithm import AlgorithmExploration, explore_algorithm
+from dashboard.services.explorer.explore import Exploration, explore
+from dashboard.services.explorer.exports import DownloadFiles
+from dashboard.services.explorer.exports import download_files as build_download_files
+from dashboard.services.explorer.heatmaps import (
+    OriginalMap,
+    OverviewFigures,
+    ViewOptions,
+    original_key,
+    original_map,
+    overview_figures,
+)
+from dashboard.services.explorer.histogram import histogram_figure
+from dashboard.services.explorer.research import ResearchExploration, explore_research
+from dashboard.services.explorer.research_teaching import research_panel
+from dashboard.services.explorer.teaching import TeachingPanel, teaching_panel
+from dashboard.services.state.algorithm import AlgorithmChoice
+from dashboard.services.state.research import ResearchScheme
+from quant_core import (
+    QuantConfig,
+)
+from quant_core.calibration import HELD_OUT_SENTENCES
+
+from .sources import linear_inputs
+
+__all__ = [
+    "algorithm_exploration",
+    "download_files",
+    "exploration",
+    "histogram",
+    "original_overview",
+    "outlier_strip",
+    "overview",
+    "research_exploration",
+    "research_teaching",
+    "static_exploration",
+    "teaching",
+]
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def exploration(key: str, _matrix: torch.Tensor, _cfg: QuantConfig) -> Exploration:
+    """``key`` must name the matrix (its source) and the config: ``source|config``."""
+    return explore(_matrix, _cfg)
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def overview(
+    key: str, _exp: Exploration, _opts: ViewOptions, source_key: str | None = None
+) -> OverviewFigures:
+    """``key``: the exploration's key plus the view options. With ``source_key`` (the
+    source's key), the original map of a larger tensor is built once per source, options
+    and boundaries (``original_key``): a new bit width or mode does not rebuild it."""
+    common = None if source_key is None else original_key(_exp, _opts)
+    base = None if common is None else original_overview(f"{source_key}|{common}", _exp, _opts)
+    return overview_figures(_exp, _opts, base)
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def original_overview(key: str, _exp: Exploration, _opts: ViewOptions) -> OriginalMap:
+    """``key``: the source's key plus ``original_key(exp, opts)``."""
+    return original_map(_exp, _opts)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def histogram(key: str, _exp: Exploration, block: int) -> go.Figure:
+    """``key``: the exploration's key; a block's histogram changes only with it."""
+    return histogram_figure(_exp, block)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def teaching(key: str, _exp: Exploration, block: int) -> TeachingPanel:
+    """``key``: the exploration's key."""
+    return teaching_panel(_exp, block)
+
+
+@st.cache_resource(max_entries=2, show_spinner="Preparing the downloads…")
+def download_files(key: str, _exp: Exploration) -> DownloadFiles:
+    """``key``: the exploration's key. Built only when the user asks for the downloads."""
+    return build_download_files(_exp)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Running the algorithm on the weight…")
+def algorithm_exploration(
+    key: str,
+    _matrix: torch.Tensor,
+    _cfg: QuantConfig,
+    _choice: AlgorithmChoice,
+    layer: str | None,
+) -> AlgorithmExploration:
+    """``key``: ``source|config|choice.key()``. ``layer``: the bundled model's linear layer
+    whose weight the matrix is (its inputs calibrate GPTQ/AWQ and give the held-out output
+    errors), ``None`` for any other tensor (data-free algorithms, no output errors)."""
+    calibration = held_out = None
+    if layer is not None:
+        if _choice.algorithm.needs_calibration:
+            calibration = linear_inputs(_choice.calibration)[layer]
+        held_out = linear_inputs(HELD_OUT_SENTENCES)[layer]
+    return explore_algorithm(
+        _matrix,
+        _cfg,
+        _choice,
+        calibration=calibration,
+        held_out=held_out,
+        n_held_out_sentences=len(HELD_OUT_SENTENCES),
+    )
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def research_exploration(
+    key: str, _matrix: torch.Tensor, _scheme: ResearchScheme
+) -> ResearchExploration:
+    """``key``: ``source|scheme`` (the ``ResearchScheme``'s ``repr``)."""
+    return explore_research(_matrix, _scheme)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def research_teaching(key: str, _rexp: ResearchExploration) -> TeachingPanel:
+    """``key``: the research exploration's key."""
+    return research_panel(_rexp)
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def static_exploration(
+    key: str, _calibration: torch.Tensor, _matrix: torch.Tensor, _cfg: QuantConfig
+) -> StaticExploration:
+    """``key``: ``source|config``; the source names both sentence sets and the layer."""
+    return calibrated_exploration(_calibration, _matrix, _cfg)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def outlier_strip(key: str, _matrix: torch.Tensor) -> go.Figure:
+    """``key``: the activation source."""
+    return outlier_strip_figure(_matrix)
