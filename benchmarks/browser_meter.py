@@ -1,0 +1,271 @@
+"""The measuring half of ``benchmarks/browser.py``: a Streamlit server on a free port, and a
+Chromium page with a probe that times key press to metric and to settled page on the
+page's own clock, counts the bytes the server sends and names the charts it redrew (see
+``browser.py``'s docstring for the definitions)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"]
+QUIET_MS = 600
+
+
+# Installed before any page script: records key presses, DOM changes, metric changes and
+# the charts drawn, on the page's own clock.
+PROBE = """
+(() => {
+  const B = window.__bench = {};
+  const metricText = () => Array.from(
+      document.querySelectorAll('[data-testid="stMetricValue"]')).map(e => e.innerText).join('|');
+  const status = () => document.querySelector('[data-testid="stStatusWidget"]');
+  // Charts: plotly charts, and the explorer's image maps (an <img> in a "heat_*" box).
+  const charts = () => Array.from(document.querySelectorAll(
+      '[data-testid="stPlotlyChart"], [class*="st-key-heat_"] [data-testid="stImage"]'));
+  const loaded = (c) => Array.from(c.querySelectorAll('img'))
+      .some(i => i.complete && i.naturalWidth > 0);
+  const drawnCharts = () => charts().filter(c => c.querySelector('.main-svg') || loaded(c))
+      .length;
+  // A chart's name: its Streamlit key ("heat_codes" -> "codes", "zoom"), else its position.
+  const chartName = (c, all) => {
+    const box = c.closest('[class*="st-key-"]');
+    const key = box && Array.from(box.classList).find(k => k.startsWith('st-key-'));
+    return key ? key.slice(7).replace(/^heat_/, '') : String(all.indexOf(c));
+  };
+  B.arm = (t0) => {
+    B.press = t0; B.before = metricText(); B.metricAt = null; B.lastMut = null;
+    B.statusGoneAt = null; B.hadStatus = !!status(); B.redrawn = new Set();
+    B.drawnAtFirstChart = null; B.allChartsAt = null;
+  };
+  B.arm(0);
+  B.before = '';
+  document.addEventListener('keydown', () => { if (B.press === null) B.press = performance.now(); },
+                            true);
+  B.disarm = () => { B.press = null; };
+  B.settled = (minCharts) => {
+    if (B.press === null || B.metricAt === null || status()) return false;
+    if (drawnCharts() < minCharts) return false;
+    return performance.now() - Math.max(B.lastMut ?? 0, B.statusGoneAt ?? 0) > QUIET;
+  };
+  B.result = () => ({
+    metric: B.metricAt - B.press,
+    settled: Math.max(B.lastMut ?? B.metricAt, B.statusGoneAt ?? 0) - B.press,
+    redrawn: Array.from(B.redrawn).sort(),
+    charts: charts().length,
+    drawnAtFirstChart: B.drawnAtFirstChart,
+    allChartsAt: B.allChartsAt === null ? null : B.allChartsAt - B.press,
+  });
+  const obs = new MutationObserver((muts) => {
+    if (B.press === null) return;
+    const t = performance.now();
+    const all = charts();
+    let counted = false;
+    for (const m of muts) {
+      const el = m.target.nodeType === 1 ? m.target : m.target.parentElement;
+      if (!el || el.closest('[data-testid="stStatusWidget"]')) continue;
+      counted = true;
+      // A redraw changes the plot itself (not Streamlit's stale marks around it, nor a
+      // hover label): a mutation inside the plotly graph, outside its hover layer.
+      const c = el.closest('[data-testid="stPlotlyChart"]');
+      const inPlot = el.closest('.js-plotly-plot') || el.querySelector?.('.js-plotly-plot');
+      if (c && inPlot && !el.closest('.hoverlayer')) B.redrawn.add(chartName(c, all));
+      // An image map is redrawn when its <img> gets a new source.
+      const img = el.closest('[class*="st-key-heat_"] [data-testid="stImage"]');
+      if (img && (el.tagName === 'IMG' || el.querySelector?.('img'))) {
+        B.redrawn.add(chartName(img, all));
+      }
+    }
+    if (B.hadStatus && !status() && B.statusGoneAt === null) B.statusGoneAt = t;
+    if (status()) { B.hadStatus = true; B.statusGoneAt = null; }
+    if (!counted) return;
+    B.lastMut = t;
+    if (B.metricAt === null && metricText() !== B.before && metricText() !== '') B.metricAt = t;
+    const drawn = drawnCharts();
+    if (B.drawnAtFirstChart === null && drawn > 0) B.drawnAtFirstChart = drawn;
+    if (B.allChartsAt === null && drawn >= 4) B.allChartsAt = t;
+  });
+  obs.observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+  // An image is drawn when it has loaded (after the mutation that set its source).
+  document.addEventListener('load', (e) => {
+    if (B.press === null || e.target.tagName !== 'IMG') return;
+    B.lastMut = performance.now();
+  }, true);
+})();
+""".replace("QUIET", str(QUIET_MS))
+
+
+@dataclass(frozen=True)
+class Change:
+    """One measured change: times in ms from the key press, bytes the server sent."""
+
+    kind: str
+    metric_ms: float
+    settled_ms: float
+    server_ms: float | None
+    busy_ms: float
+    bytes_sent: int
+    redrawn: tuple[str, ...]
+    charts: int
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def streamlit_server(script: Path, log: Path) -> Iterator[str]:
+    """``streamlit run script`` on a free port until the block ends; yields its URL."""
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "STREAMLIT_SERVER_FILE_WATCHER_TYPE": "none"}
+    cmd = [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port)]
+    cmd += ["--server.address", "127.0.0.1", "--server.headless", "true"]
+    cmd += ["--browser.gatherUsageStats", "false"]
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"streamlit did not start: see {log}")
+                try:
+                    with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2):
+                        break
+                except OSError:
+                    time.sleep(0.5)
+            yield base
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+class Meter:
+    """One browser page with the probe installed, counting the bytes the server sends."""
+
+    def __init__(self, browser) -> None:
+        self.context = browser.new_context(viewport={"width": 1500, "height": 1100})
+        self.context.add_init_script(PROBE)
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(120_000)
+        self.received = 0
+        self.page.on("websocket", self._watch)
+        # Image maps come over HTTP (Streamlit's media files), not the websocket.
+        self.page.on("response", self._media)
+        self.cdp = self.context.new_cdp_session(self.page)
+        self.cdp.send("Performance.enable")
+        # The network stack's clock, not the page's: a busy main thread delays the page's
+        # message events, but not these timestamps (seconds).
+        self.cdp.send("Network.enable")
+        self.sent_at: float | None = None
+        self.last_received_at: float | None = None
+        self.cdp.on("Network.webSocketFrameSent", self._sent)
+        self.cdp.on("Network.webSocketFrameReceived", self._received)
+
+    def _sent(self, event: dict) -> None:
+        if self.sent_at is None:
+            self.sent_at = event["timestamp"]
+
+    def _received(self, event: dict) -> None:
+        self.last_received_at = event["timestamp"]
+
+    def _server_ms(self) -> float | None:
+        """From the browser's first message after the press (the rerun request) to the
+        server's last message: server work plus transfer."""
+        if self.sent_at is None or self.last_received_at is None:
+            return None
+        return 1e3 * (self.last_received_at - self.sent_at)
+
+    def _media(self, response) -> None:
+        if "/media/" in response.url:
+            # a response the page dropped before it was read has no body to count
+            with contextlib.suppress(Exception):
+                self.received += len(response.body())
+
+    def _watch(self, ws) -> None:
+        def count(payload: bytes | str) -> None:
+            self.received += len(payload)
+
+        ws.on("framereceived", count)
+
+    def _busy_ms(self) -> float:
+        metrics = self.cdp.send("Performance.getMetrics")["metrics"]
+        return 1e3 * next(m["value"] for m in metrics if m["name"] == "TaskDuration")
+
+    def _wait_settled(self, min_charts: int) -> None:
+        self.page.wait_for_function(f"window.__bench.settled({min_charts})", polling=50)
+        self.page.wait_for_timeout(50)  # let the last websocket events reach Python
+
+    def open(self, url: str, min_charts: int) -> tuple[Change, int | None]:
+        """Navigate and wait until settled: times from navigation start, and how many charts
+        were drawn when the first one appeared."""
+        self.received = 0
+        self.sent_at = self.last_received_at = None
+        busy0 = self._busy_ms()
+        self.page.goto(url)
+        self._wait_settled(min_charts)
+        r = self.page.evaluate("window.__bench.result()")
+        self.page.evaluate("window.__bench.disarm()")
+        return self._change("first display", r, busy0), r["drawnAtFirstChart"]
+
+    def change(self, kind: str, act: Callable[[], None], min_charts: int) -> Change:
+        """Arm the probe, ``act`` (a key press), wait until settled."""
+        self.page.evaluate("window.__bench.arm(null)")
+        self.received = 0
+        self.sent_at = self.last_received_at = None
+        busy0 = self._busy_ms()
+        act()
+        self._wait_settled(min_charts)
+        r = self.page.evaluate("window.__bench.result()")
+        self.page.evaluate("window.__bench.disarm()")
+        return self._change(kind, r, busy0)
+
+    def _change(self, kind: str, r: dict, busy0: float) -> Change:
+        return Change(
+            kind,
+            r["metric"],
+            r["settled"],
+            self._server_ms(),
+            self._busy_ms() - busy0,
+            self.received,
+            tuple(r["redrawn"]),
+            r["charts"],
+        )
+
+    def close(self) -> None:
+        self.context.close()
+
+
+def press(page, role_name: str, key: str) -> Callable[[], None]:
+    import re
+
+    def act() -> None:
+        el = page.get_by_role("slider", name=re.compile(role_name)).first
+        el.focus()
+        page.keyboard.press(key)
+
+    return act
+
+
+def press_radio(page, label: str, key: str) -> Callable[[], None]:
+    def act() -> None:
+        page.get_by_role("radio", name=label, exact=True).focus()
+        page.keyboard.press(key)
+
+    return act
