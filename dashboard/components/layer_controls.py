@@ -46,14 +46,13 @@ def layer_controls(layers: dict[str, tuple[int, int]]) -> LayerSettings:
     """Draw the controls; ``layers``: name -> weight shape ``(out, in)`` in model order."""
     persist.defaults({**DEFAULTS, "l_layer": DEFAULT_LAYER})
     names = list(layers)
-    if st.session_state["l_layer"] not in layers:
-        st.session_state["l_layer"] = DEFAULT_LAYER if DEFAULT_LAYER in layers else names[0]
-    layer = st.selectbox(
+    layer = persist.name_picker(
         f"Layer ({len(names)} linear layers)",
         names,
-        format_func=lambda n: f"{n}  {layers[n][1]}→{layers[n][0]}",
-        key="l_layer",
-        persist_state=PERSIST,
+        "l_layer",
+        DEFAULT_LAYER,
+        lambda n: f"{n}  {layers[n][1]}→{layers[n][0]}",
+        stale=lambda n: f"Layer {n!r} is not in the model.",
     )
     choice = st.selectbox(
         "Scheme",

@@ -9,9 +9,11 @@ before the widgets are drawn, never through ``value=`` as well.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import streamlit as st
+
+from dashboard.components import url
 
 PERSIST = "session"
 
@@ -26,3 +28,23 @@ def set_values(values: Mapping[str, object]) -> None:
     """Set widget values before the widgets are drawn in this run."""
     for key, value in values.items():
         st.session_state[key] = value
+
+
+def name_picker(
+    label: str,
+    names: Sequence[str],
+    key: str,
+    default: str,
+    format_func: Callable[[str], str],
+    stale: Callable[[str], str] | None = None,
+) -> str:
+    """A selectbox over ``names`` (tensors, layers) whose state may hold a name that is not
+    among them (a link's, or one kept from another model): it falls back to ``default``
+    (the first name when ``default`` is not among them) and, when ``stale`` is given, adds
+    ``stale(name)`` to the page's link warnings. Returns the picked name."""
+    current = st.session_state.get(key)
+    if current not in names:
+        if current is not None and stale is not None:
+            url.add_warning(stale(current))
+        st.session_state[key] = default if default in names else names[0]
+    return st.selectbox(label, list(names), format_func=format_func, key=key, persist_state=PERSIST)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import cache
-from dashboard.components import persist, url
+from dashboard.components import persist
 from dashboard.components.model_source import folder_path_input, model_roots
 from dashboard.components.persist import PERSIST
 from dashboard.services.activations.sentences import CALIBRATION, RangeMode, SentenceSet
@@ -154,20 +154,13 @@ def model_choice() -> SourceChoice:
     infos = cache.model_tensor_infos()
     names = [i.name for i in infos]
     shapes = {i.name: i.shape for i in infos}
-    persist.defaults({"src_model": None})
-    if st.session_state.get("src_model") not in shapes:
-        # A tampered or stale name: fall back to the first weight, and say so.
-        if st.session_state.get("src_model") is not None:
-            url.add_warning(f"Tensor {st.session_state['src_model']!r} is not in the model.")
-        st.session_state["src_model"] = next(
-            (n for n in names if n.endswith("query.weight")), names[0]
-        )
-    name = st.selectbox(
+    name = persist.name_picker(
         "Weight tensor",
         names,
-        format_func=lambda n: f"{n}  {list(shapes[n])}",
-        key="src_model",
-        persist_state=PERSIST,
+        "src_model",
+        next((n for n in names if n.endswith("query.weight")), names[0]),
+        lambda n: f"{n}  {list(shapes[n])}",
+        stale=lambda n: f"Tensor {n!r} is not in the model.",
     )
     return ModelSource(name)
 
@@ -234,19 +227,13 @@ def activation_choice() -> SourceChoice:
             )
     capture = cache.linear_inputs(sentences.sentences)
     names = capture.layer_names
-    if st.session_state.get("src_layer") not in names:
-        # A tampered or stale name (from a link): fall back to the default, and say so.
-        if st.session_state.get("src_layer") is not None:
-            url.add_warning(f"Layer {st.session_state['src_layer']!r} is not in the model.")
-        st.session_state["src_layer"] = (
-            DEFAULT_ACTIVATION_LAYER if DEFAULT_ACTIVATION_LAYER in names else names[0]
-        )
-    layer = st.selectbox(
+    layer = persist.name_picker(
         f"Layer ({len(names)} linear layers)",
         names,
-        format_func=lambda n: f"{n}  [tokens, {capture[n].shape[1]}]",
-        key="src_layer",
-        persist_state=PERSIST,
+        "src_layer",
+        DEFAULT_ACTIVATION_LAYER,
+        lambda n: f"{n}  [tokens, {capture[n].shape[1]}]",
+        stale=lambda n: f"Layer {n!r} is not in the model.",
     )
     ranges = st.radio(
         "Ranges",
@@ -282,20 +269,13 @@ def folder_choice() -> SourceChoice:
     if not tensors:
         st.error(f"{checkpoint.folder.name} lists no tensors.")
         raise SourceUnavailable
-    if st.session_state.get("src_folder_tensor") not in tensors:
-        # A stale or tampered name (from a link, or another folder): the first linear
-        # weight (else the first tensor) instead, and say so.
-        if st.session_state.get("src_folder_tensor") is not None:
-            url.add_warning(
-                f"Tensor {st.session_state['src_folder_tensor']!r} is not in this folder."
-            )
-        first = checkpoint.linear_weights[:1] or checkpoint.tensors[:1]
-        st.session_state["src_folder_tensor"] = first[0].name
-    name = st.selectbox(
+    first = checkpoint.linear_weights[:1] or checkpoint.tensors[:1]  # a weight, else any
+    name = persist.name_picker(
         f"Tensor ({len(tensors)} in {len(checkpoint.shards)} file(s))",
         list(tensors),
-        format_func=lambda n: f"{n}  {list(tensors[n].info.shape)} {tensors[n].info.dtype}",
-        key="src_folder_tensor",
-        persist_state=PERSIST,
+        "src_folder_tensor",
+        first[0].name,
+        lambda n: f"{n}  {list(tensors[n].info.shape)} {tensors[n].info.dtype}",
+        stale=lambda n: f"Tensor {n!r} is not in this folder.",
     )
     return FolderSource(path, name)
