@@ -146,7 +146,7 @@ def test_url_defaults_and_integer_schemes_still_parse() -> None:
         ({"fmt": "dorefa", "bits": "9"}, r"bits='9' must be an integer in 2\.\.8"),
         ({"fmt": "dorefa", "bits": "1"}, r"bits='1'"),
         ({"fmt": "minmax_levels", "bits": "x"}, r"bits='x'"),
-        ({"fmt": "dorefa", "qk": "floor"}, r"qk='floor' is not one of original"),
+        ({"fmt": "dorefa", "qk": "floor"}, r"qk='floor' is not one of: original"),
         ({"fmt": "dorefa", "rescale": "yes"}, r"rescale='yes' must be 0 or 1"),
         ({"fmt": "minmax_levels", "rescale": "1"}, r"rescale='1' needs fmt=dorefa"),
         ({"fmt": "dorefa", "gran": "group"}, r"gran='group' does not apply to fmt=dorefa"),

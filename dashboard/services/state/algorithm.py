@@ -31,6 +31,8 @@ from quant_core import (
     HQQOptions,
 )
 
+from .query import member
+
 __all__ = [
     "ALGORITHM_KEYS",
     "DAMP_RANGE",
@@ -137,11 +139,7 @@ def algorithm_from_query(params: Mapping[str, str]) -> AlgorithmChoice:
     raw = params.get("algo")
     algorithm = Algorithm.RTN
     if raw is not None:
-        try:
-            algorithm = Algorithm(raw)
-        except ValueError:
-            allowed = ", ".join(a.value for a in Algorithm)
-            raise ValueError(f"algo={raw!r} is not one of {allowed}") from None
+        algorithm = member("algo", raw, Algorithm)
     damp = DEFAULT_DAMP
     raw = params.get("damp")
     if raw is not None:

@@ -39,6 +39,7 @@ from quant_core import Algorithm, Format, Mode, QuantConfig, RangeMethod, ScaleD
 from ..compare.frontier import ErrorAxis
 from ..compare.grid import SchemeGrid
 from .algorithm import ALGORITHM_KEYS, AlgorithmChoice, algorithm_from_query, algorithm_to_query
+from .query import member
 from .scheme import GROUP_RANGE, QUERY_KEYS, GranularityKind, config_from_query, config_to_query
 
 __all__ = [
@@ -141,12 +142,6 @@ def sweep_to_query(
     return out
 
 
-def _member(key: str, raw: str, kind: type[_E]) -> _E:
-    for member in kind:
-        if member.value == raw:
-            return member
-    allowed = ", ".join(str(m.value) for m in kind)
-    raise ValueError(f"{key}={raw!r} is not one of: {allowed}")
 
 
 def _int_item(lo: int, hi: int) -> Callable[[str, str], int]:
@@ -159,7 +154,7 @@ def _int_item(lo: int, hi: int) -> Callable[[str, str], int]:
 
 
 def _enum_item(kind: type[_E]) -> Callable[[str, str], _E]:
-    return lambda key, raw: _member(key, raw, kind)
+    return lambda key, raw: member(key, raw, kind)
 
 
 def _list(key: str, raw: str, item: Callable[[str, str], _T]) -> tuple[_T, ...]:
@@ -198,7 +193,7 @@ def sweep_from_query(params: Mapping[str, str]) -> SweepQuery:
     problems: list[str] = []
     items = [(k, name, lambda key, raw, f=f: _list(key, raw, f)) for k, (name, f) in _LISTS.items()]
     items += [
-        (k, name, lambda key, raw, e=e: _member(key, raw, e)) for k, (name, e) in _SINGLES.items()
+        (k, name, lambda key, raw, e=e: member(key, raw, e)) for k, (name, e) in _SINGLES.items()
     ]
     for k, name, parse in items:
         key = SWEEP_PREFIX + k

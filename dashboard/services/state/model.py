@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from quant_core import ActivationGranularity, LayerScheme, QuantConfig, SchemePreset
 
 from .algorithm import ALGORITHM_KEYS, AlgorithmChoice, algorithm_from_query, algorithm_to_query
+from .query import member
 from .scheme import QUERY_KEYS, config_from_query, config_to_query
 
 __all__ = [
@@ -233,13 +234,7 @@ def _strip(params: Mapping[str, str], prefix: str, keys: tuple[str, ...]) -> dic
 
 def _enum(params: Mapping[str, str], key: str, kind: type[enum.Enum]) -> enum.Enum | None:
     raw = params.get(PREFIX + key)
-    if raw is None:
-        return None
-    for member in kind:
-        if member.value == raw:
-            return member
-    allowed = ", ".join(str(m.value) for m in kind)
-    raise ValueError(f"{PREFIX}{key}={raw!r} is not one of: {allowed}")
+    return None if raw is None else member(PREFIX + key, raw, kind)
 
 
 def model_scheme_from_query(params: Mapping[str, str]) -> ModelQuery:

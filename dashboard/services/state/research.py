@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from quant_core import QkVariant, QuantConfig
 
+from .query import member
 from .scheme import QUERY_KEYS, config_from_query, config_to_query
 
 __all__ = [
@@ -120,12 +121,7 @@ def research_from_query(params: Mapping[str, str]) -> ResearchScheme:
     """Parse the research keys of ``params`` (``fmt`` must name a research format; missing
     keys take defaults). Raises ``ValueError`` naming the first bad key and value, and for
     an integer scheme's key (``mode=...``) beside a research format."""
-    raw_fmt = params.get("fmt")
-    try:
-        fmt = ResearchFormat(raw_fmt)
-    except ValueError:
-        allowed = ", ".join(f.value for f in ResearchFormat)
-        raise ValueError(f"fmt={raw_fmt!r} is not one of {allowed}") from None
+    fmt = member("fmt", str(params.get("fmt")), ResearchFormat)
     for key in _INT_ONLY_KEYS:
         if key in params:
             raise ValueError(
@@ -142,11 +138,7 @@ def research_from_query(params: Mapping[str, str]) -> ResearchScheme:
     variant = QkVariant.ORIGINAL
     raw = params.get("qk")
     if raw is not None:
-        try:
-            variant = QkVariant(raw)
-        except ValueError:
-            allowed = ", ".join(v.value for v in QkVariant)
-            raise ValueError(f"qk={raw!r} is not one of {allowed}") from None
+        variant = member("qk", raw, QkVariant)
     rescale = True
     raw = params.get("rescale")
     if raw is not None:

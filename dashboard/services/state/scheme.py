@@ -58,6 +58,8 @@ from quant_core import (
     ZeroPoint,
 )
 
+from .query import member
+
 __all__ = [
     "AXIS_RANGE",
     "GROUP_RANGE",
@@ -221,11 +223,10 @@ def _parse_enum(params: Mapping[str, str], key: str, enum_type: type[_E]) -> _E 
     raw = _raw(params, key)
     if raw is None:
         return None
-    for member in enum_type:
-        if member.value == raw:
-            return member
-    allowed = ", ".join(str(m.value) for m in enum_type)
-    raise ValueError(f"query parameter {key}={raw!r} is not one of: {allowed}")
+    try:
+        return member(key, raw, enum_type)
+    except ValueError as exc:
+        raise ValueError(f"query parameter {exc}") from None
 
 
 def _parse_pct(params: Mapping[str, str]) -> float | None:

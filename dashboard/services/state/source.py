@@ -24,6 +24,7 @@ from ..sources.choice import (
 )
 from ..sources.examples import Example
 from ..sources.synthetic import SEED_RANGE, SIDE_RANGE, Distribution, SyntheticSpec
+from .query import member
 
 __all__ = [
     "OWN_SENTENCES",
@@ -131,13 +132,7 @@ def _float(params: Mapping[str, str], key: str, default: float) -> float:
 
 def _enum(params: Mapping[str, str], key: str, enum_type: type[_E], default: _D) -> _E | _D:
     raw = _get(params, key)
-    if raw is None:
-        return default
-    try:
-        return enum_type(raw)
-    except ValueError:
-        allowed = ", ".join(m.value for m in enum_type)
-        raise ValueError(f"{key}={raw!r} is not one of: {allowed}") from None
+    return default if raw is None else member(key, raw, enum_type)
 
 
 def source_from_query(params: Mapping[str, str], default: SourceChoice) -> SourceChoice:
