@@ -5,7 +5,8 @@ Run: ``python benchmarks/explorer.py [--repeats 5]``.
 A rerun after a bit-width change finds the source tensor cached (keyed on its spec) and
 misses the exploration cache (new config), so it pays for: quantize + dequantize + metrics
 + clipping (``explore``), three overview maps (the original's is built once per source and
-granularity, as the app caches it, and only serialised again), the zoom window, the histogram, the
+granularity, as the app caches it, and only serialised again; so are block 0's value range,
+extremes and histogram counts), the zoom window, the histogram, the
 teaching numbers and table, and serialising every figure to the JSON Streamlit sends.
 This script replays exactly that path, without Streamlit's own per-element overhead, and
 reports the median over ``--repeats`` changes (alternating bit widths so nothing is reused),
@@ -26,6 +27,7 @@ import plotly.io as pio
 import torch
 
 from dashboard.services.explorer import teaching
+from dashboard.services.explorer.block_values import BlockValues, block_value_stats
 from dashboard.services.explorer.explore import explore
 from dashboard.services.explorer.heatmaps import (
     MapImage,
@@ -52,13 +54,13 @@ TARGET_MS = {1024: 150.0, 4096: 150.0}
 
 
 def rerun(
-    x: torch.Tensor, cfg: QuantConfig, original: OriginalMap | None
+    x: torch.Tensor, cfg: QuantConfig, original: OriginalMap | None, stats: BlockValues | None
 ) -> tuple[float, list[int]]:
     t0 = time.perf_counter()
     exp = explore(x, cfg)
     figs = [*overview_figures(exp, ViewOptions(), original).all(), zoom_figure(exp, 0, 0, 32)]
-    figs.append(histogram_figure(exp, 0))
-    teaching.teaching_panel(exp, 0)
+    figs.append(histogram_figure(exp, 0, stats))
+    teaching.teaching_panel(exp, 0, stats)
     # what each chart costs to send: a figure's JSON, an image map's PNG
     sizes = [
         len(f.png) if isinstance(f, MapImage) else len(pio.to_json(f, validate=False)) for f in figs
@@ -92,14 +94,17 @@ def main() -> None:
             cfgs = [QuantConfig(b, Mode.ASYMMETRIC, gran) for b in (3, 4, 5, 6, 7, 8)]
             # The app builds a larger tensor's original map once per source and
             # granularity (dashboard.cache.original_overview); a bit-width change reuses it.
-            original = original_map(explore(x, cfgs[0]), ViewOptions())
-            rerun(x, cfgs[0], original)  # warm-up: first-call allocations and imports
+            # So is what block 0's values alone decide (dashboard.cache.block_stats).
+            first = explore(x, cfgs[0])
+            original = original_map(first, ViewOptions())
+            stats = block_value_stats(first, 0)
+            rerun(x, cfgs[0], original, stats)  # warm-up: first-call allocations and imports
             reference(x, cfgs[0])
             times, refs, sizes = [], [], []
             for i in range(args.repeats):
                 # Alternate page and reference so both see the same machine load.
                 refs.append(reference(x, cfgs[1 + i % 5]))
-                ms, sz = rerun(x, cfgs[1 + i % 5], original)
+                ms, sz = rerun(x, cfgs[1 + i % 5], original, stats)
                 times.append(ms)
                 sizes = sz
             med = statistics.median(times)

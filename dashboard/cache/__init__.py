@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from .explorer import (
     algorithm_exploration,
+    block_stats,
     download_files,
     exploration,
     histogram,
@@ -59,6 +60,7 @@ __all__ = [
     "ab_result",
     "ab_schemes",
     "algorithm_exploration",
+    "block_stats",
     "bundled_model",
     "compare_layer",
     "download_files",

@@ -15,6 +15,7 @@ from dashboard.services.activations.figures import (
 from dashboard.services.activations.static import StaticExploration
 from dashboard.services.activations.static import static_exploration as calibrated_exploration
 from dashboard.services.explorer.algorithm import AlgorithmExploration, explore_algorithm
+from dashboard.services.explorer.block_values import BlockValues, block_value_stats
 from dashboard.services.explorer.explore import Exploration, explore
 from dashboard.services.explorer.exports import DownloadFiles
 from dashboard.services.explorer.exports import download_files as build_download_files
@@ -41,6 +42,7 @@ from .sources import linear_inputs
 
 __all__ = [
     "algorithm_exploration",
+    "block_stats",
     "download_files",
     "exploration",
     "histogram",
@@ -79,15 +81,28 @@ def original_overview(key: str, _exp: Exploration, _opts: ViewOptions) -> Origin
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
-def histogram(key: str, _exp: Exploration, block: int) -> go.Figure:
-    """``key``: the exploration's key; a block's histogram changes only with it."""
-    return histogram_figure(_exp, block)
+def block_stats(key: str, _exp: Exploration, block: int) -> BlockValues | None:
+    """``key``: the source's key (or, when the maps show another matrix than the source,
+    as AWQ's W·diag(s), the exploration's) and the block's cells: what the block's values
+    alone decide, shared by every scheme of one granularity."""
+    return block_value_stats(_exp, block)
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
-def teaching(key: str, _exp: Exploration, block: int) -> TeachingPanel:
+def histogram(
+    key: str, _exp: Exploration, block: int, _stats: BlockValues | None = None
+) -> go.Figure:
+    """``key``: the exploration's key; a block's histogram changes only with it.
+    ``_stats``: the block's ``block_values`` (cached on the source)."""
+    return histogram_figure(_exp, block, _stats)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def teaching(
+    key: str, _exp: Exploration, block: int, _stats: BlockValues | None = None
+) -> TeachingPanel:
     """``key``: the exploration's key."""
-    return teaching_panel(_exp, block)
+    return teaching_panel(_exp, block, _stats)
 
 
 @st.cache_resource(max_entries=2, show_spinner="Preparing the downloads…")

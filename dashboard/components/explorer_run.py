@@ -13,6 +13,7 @@ from dashboard.components.algorithm import algorithm_picker
 from dashboard.components.layer_source import explore_source, is_activation
 from dashboard.services.compare.weights import calibration_note, linear_layer_of, offered_algorithms
 from dashboard.services.explorer.algorithm import AlgorithmExploration
+from dashboard.services.explorer.block_values import BlockValues
 from dashboard.services.explorer.explore import Exploration
 from dashboard.services.explorer.research import ResearchExploration
 from dashboard.services.explorer.teaching import TeachingPanel
@@ -96,12 +97,15 @@ def run_explorer(
     return ExplorerRun(aexp.exploration, algorithm=aexp)
 
 
-def teaching_for(key: str, run: ExplorerRun, block: int) -> TeachingPanel:
+def teaching_for(
+    key: str, run: ExplorerRun, block: int, stats: BlockValues | None = None
+) -> TeachingPanel:
     """The teaching panel: the research one for a research format; the scheme's own
-    otherwise, with a note on what the algorithm changed."""
+    otherwise, with a note on what the algorithm changed. ``stats``: the block's values
+    summarised (``cache.block_stats``)."""
     if run.research is not None:
         return cache.research_teaching(key, run.research)
-    panel = cache.teaching(key, run.exploration, block)
+    panel = cache.teaching(key, run.exploration, block, stats)
     if run.algorithm is None:
         return panel
     label = run.algorithm.choice.algorithm.label

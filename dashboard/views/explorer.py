@@ -23,6 +23,7 @@ from dashboard.components.view import (
 )
 from dashboard.components.view import seed_from_url as seed_view_from_url
 from dashboard.services.display.reduce import needs_reduction
+from dashboard.services.explorer.explore import block_cells
 from dashboard.services.explorer.heatmaps import zoom_figure
 from dashboard.services.state.algorithm import algorithm_to_query
 from dashboard.services.state.research import scheme_to_query
@@ -101,10 +102,14 @@ def details() -> None:
 
     st.subheader("Distribution and levels")
     block = block_chooser(exp.config, exp.n_blocks)
-    st.plotly_chart(cache.histogram(key, exp, block), key="histogram")
+    # The block's values (range, extremes, histogram counts) are the same for every scheme
+    # of this granularity: cached on the source, as the original map is.
+    values_key = f"{key if scaled else source.key}|{block_cells(exp, block)!r}"
+    stats = cache.block_stats(values_key, exp, block)
+    st.plotly_chart(cache.histogram(key, exp, block, stats), key="histogram")
 
     st.subheader("How a value becomes a code")
-    panel = teaching_for(key, run, block)
+    panel = teaching_for(key, run, block, stats)
     st.markdown(panel.heading)
     for line in panel.formulas:
         st.latex(line)

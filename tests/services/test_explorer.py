@@ -14,7 +14,7 @@ from PIL import Image
 from safetensors.torch import load
 
 from dashboard.services.display.reduce import Reduction, reduce_2d
-from dashboard.services.explorer import exports, formulas, teaching
+from dashboard.services.explorer import block_values, exports, formulas, teaching
 from dashboard.services.explorer.explore import block_label, block_of, explore
 from dashboard.services.explorer.heatmaps import (
     RICH_HOVER_MAX_CELLS,
@@ -291,10 +291,10 @@ def test_worked_table_extremes_are_the_first_argmin_and_argmax(n: int) -> None:
     ties (many equal integers) going to the first occurrence, in the tail too."""
     g = torch.Generator().manual_seed(n)
     for v in (torch.randint(-5, 6, (n,), generator=g).float(), torch.randn(n, generator=g)):
-        assert teaching._extreme_indices(v) == (int(v.argmin()), int(v.argmax()))
+        assert block_values.extreme_indices(v) == (int(v.argmin()), int(v.argmax()))
     v = torch.zeros(n)
     v[-1], v[-2] = -1.0, 1.0  # extremes in the tail only
-    assert teaching._extreme_indices(v) == (n - 1, n - 2)
+    assert block_values.extreme_indices(v) == (n - 1, n - 2)
 
 
 def test_worked_table_of_a_large_block_lists_its_extremes() -> None:
@@ -302,6 +302,39 @@ def test_worked_table_of_a_large_block_lists_its_extremes() -> None:
     x[300, 7], x[5, 400] = -9.0, 9.0
     table = teaching.worked_table(explore(x, QuantConfig(4, Mode.SYMMETRIC)), 0, n_values=8)
     assert list(table["index in block"]) == [0, 1, 2, 3, 4, 5, 300 * 512 + 7, 5 * 512 + 400]
+
+
+def test_block_values_are_the_same_for_every_scheme_and_reused_exactly() -> None:
+    """What a block's values alone decide (range, extremes, histogram counts) comes out the
+    same under every scheme of a granularity, and a histogram or teaching panel built from
+    it (as the page does, cached on the source) equals one built from scratch."""
+    x = torch.randn(96, 64, generator=torch.Generator().manual_seed(5))
+    x[40, 3], x[7, 60] = -6.0, 7.0
+    for gran, block in ((PerTensor(), 0), (PerChannel(0), 40), (PerGroup(16), 4 * 7 + 3)):
+        exps = [explore(x, QuantConfig(b, m, gran)) for b in (3, 8) for m in Mode]
+        stats = block_values.block_value_stats(exps[0], block)
+        assert stats is not None
+        values = x.reshape(-1) if gran == PerTensor() else None
+        if values is not None:
+            assert (stats.lo, stats.hi) == (-6.0, 7.0)
+            assert stats.extremes == (40 * 64 + 3, 7 * 64 + 60)
+            want = np.histogram(values.numpy(), bins=len(stats.counts), range=(-6.0, 7.0))[0]
+            assert int(np.abs(stats.counts - want).sum()) <= 2  # float32 edges may differ
+            assert stats.counts.sum() == x.numel()
+        for exp in exps:
+            other = block_values.block_value_stats(exp, block)
+            assert other is not None and other.extremes == stats.extremes
+            assert np.array_equal(other.counts, stats.counts)
+            assert payload_json(histogram_figure(exp, block, stats)) == payload_json(
+                histogram_figure(exp, block)
+            )
+            assert teaching.teaching_panel(exp, block, stats).table.equals(
+                teaching.teaching_panel(exp, block).table
+            )
+
+
+def payload_json(fig) -> str:
+    return fig.to_json()
 
 
 def test_worked_table_marks_clamping() -> None:

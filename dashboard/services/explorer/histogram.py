@@ -4,24 +4,26 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-import torch
 
-from quant_core import clip_bounds, histogram, levels_used
+from quant_core import clip_bounds, levels_used
 
-from .explore import Exploration, block_label, block_values
+from .block_values import BlockValues, block_value_stats
+from .explore import Exploration, block_label
 
 __all__ = ["MAX_DRAWN_LEVELS", "histogram_figure"]
 
 MAX_DRAWN_LEVELS = 256
 
 
-def histogram_figure(exp: Exploration, block: int) -> go.Figure:
-    """Histogram of a block's original values with its quantization levels drawn over it
-    and the clipped regions (outside the representable range) shaded; the title names the
-    block (``block_label``)."""
+def histogram_figure(exp: Exploration, block: int, stats: BlockValues | None = None) -> go.Figure:
+    """Histogram of a block's original values (bins over the values' own range) with its
+    quantization levels drawn over it and the clipped regions (outside the representable
+    range) shaded; the title names the block (``block_label``). ``stats``:
+    ``block_value_stats(exp, block)`` computed before (another scheme, the same tensor)."""
     label = block_label(exp, block)
-    values = block_values(exp, block)
-    if values.numel() == 0:
+    if stats is None:
+        stats = block_value_stats(exp, block)
+    if stats is None:
         return go.Figure(
             layout={
                 "title": {"text": f"{label}: no finite values to draw", "font": {"size": 13}},
@@ -31,20 +33,9 @@ def histogram_figure(exp: Exploration, block: int) -> go.Figure:
     levels = exp.qt.levels(block).numpy(force=True).astype(np.float32)
     bounds = clip_bounds(exp.qt)
     clip_lo, clip_hi = float(bounds.lo.reshape(-1)[block]), float(bounds.hi.reshape(-1)[block])
-    if exp.n_blocks == 1:
-        vmin, vmax = exp.value_min, exp.value_max  # the block is the whole tensor
-    else:
-        lo32, hi32 = torch.aminmax(values)
-        vmin, vmax = float(lo32), float(hi32)
-    rep = exp.qt.representable_range()
-    rep_lo, rep_hi = float(rep.lo.reshape(-1)[block]), float(rep.hi.reshape(-1)[block])
-    n_bins = int(min(120, max(10, values.numel() // 4)))
-    lo, hi = min(vmin, rep_lo), max(vmax, rep_hi)
-    if hi == lo:
-        hi = lo + 1.0
-    counts = histogram(values, n_bins, lo, hi).numpy(force=True)
-    width = (hi - lo) / n_bins
-    centres = (lo + width * (np.arange(n_bins) + 0.5)).astype(np.float32)
+    vmin, vmax = stats.lo, stats.hi
+    counts, width = stats.counts, stats.bin_width
+    centres = (stats.lo + width * (np.arange(len(counts)) + 0.5)).astype(np.float32)
     data: list[go.Bar | go.Scatter] = [
         go.Bar(
             x=centres,
@@ -97,7 +88,7 @@ def histogram_figure(exp: Exploration, block: int) -> go.Figure:
         data=data,
         layout={
             "title": {
-                "text": f"{label}: {values.numel():,} values, {used} of {total} levels "
+                "text": f"{label}: {stats.n:,} values, {used} of {total} levels "
                 f"used{note}; shaded = clipped",
                 "font": {"size": 13},
             },

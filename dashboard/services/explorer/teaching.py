@@ -12,6 +12,7 @@ import torch
 
 from quant_core import Format, Mode, PerChannel, RangeMethod, Rounding, ZeroPoint
 
+from .block_values import BlockValues, extreme_indices
 from .explore import Exploration, block_cells, block_label, block_values
 from .formulas import BlockNumbers, block_numbers, format_name, formulas
 
@@ -34,34 +35,9 @@ ALL_VALUES_MAX = 64
 SCALES_TABLE_MAX = 64
 
 
-_ROW = 4096
-
-
-def _extreme_indices(values: torch.Tensor) -> tuple[int, int]:
-    """``(argmin, argmax)`` of a 1-D finite tensor, the first occurrence of each, as
-    ``argmin``/``argmax`` give them; a long one (a whole 4096² tensor) reduced by rows of
-    ``_ROW`` first, which spreads over the threads where one ``argmin`` does not."""
-    n = values.numel()
-    head = n - n % _ROW
-    if head < 16 * _ROW:
-        return int(values.argmin()), int(values.argmax())
-    rows = values[:head].reshape(-1, _ROW)
-    lows, low_at = rows.min(dim=1)
-    highs, high_at = rows.max(dim=1)
-    r_lo, r_hi = int(lows.argmin()), int(highs.argmax())
-    i_lo, i_hi = r_lo * _ROW + int(low_at[r_lo]), r_hi * _ROW + int(high_at[r_hi])
-    if head < n:
-        tail = values[head:]
-        t_lo, t_hi = int(tail.argmin()), int(tail.argmax())
-        # strictly beyond: on a tie the earlier (head) index stays first
-        if float(tail[t_lo]) < float(values[i_lo]):
-            i_lo = head + t_lo
-        if float(tail[t_hi]) > float(values[i_hi]):
-            i_hi = head + t_hi
-    return i_lo, i_hi
-
-
-def worked_table(exp: Exploration, block: int, n_values: int = 8) -> pd.DataFrame:
+def worked_table(
+    exp: Exploration, block: int, n_values: int = 8, stats: BlockValues | None = None
+) -> pd.DataFrame:
     """Step-by-step quantization of ``block``'s values: every value when the block has at
     most ``max(n_values, ALL_VALUES_MAX)``, else its first ``n_values - 2`` plus its minimum
     and maximum (so the ends of the range are always shown)."""
@@ -76,7 +52,9 @@ def worked_table(exp: Exploration, block: int, n_values: int = 8) -> pd.DataFram
             pick = list(range(n))
         else:
             first = list(range(max(1, n_values - 2)))
-            extremes = _extreme_indices(values)
+            extremes = stats.extremes if stats is not None else None
+            if extremes is None:
+                extremes = extreme_indices(values)
             pick = first + [i for i in dict.fromkeys(extremes) if i not in first]
     else:
         candidates = torch.isfinite(values).nonzero().reshape(-1)
@@ -315,7 +293,11 @@ class TeachingPanel:
     figure: go.Figure | None = None
 
 
-def teaching_panel(exp: Exploration, block: int) -> TeachingPanel:
+def teaching_panel(
+    exp: Exploration, block: int, stats: BlockValues | None = None
+) -> TeachingPanel:
+    """``stats``: ``block_value_stats(exp, block)`` computed before (for another scheme of
+    the same tensor), so the worked table finds the block's extremes without a pass."""
     nums = block_numbers(exp, block)
     return TeachingPanel(
         nums,
@@ -323,6 +305,6 @@ def teaching_panel(exp: Exploration, block: int) -> TeachingPanel:
         symbols(exp),
         formulas(exp, nums),
         block_notes(exp, nums),
-        worked_table(exp, block),
+        worked_table(exp, block, stats=stats),
         scales_table(exp),
     )
