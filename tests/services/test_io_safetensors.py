@@ -85,9 +85,9 @@ def test_safetensors_lists_in_natural_order_and_loads_each() -> None:
 
 
 def test_safetensors_with_too_many_tensors_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dashboard.services.io import safetensors_format
+    from dashboard.services.io import safetensors_header
 
-    monkeypatch.setattr(safetensors_format, "MAX_TENSORS", 3)
+    monkeypatch.setattr(safetensors_header, "MAX_TENSORS", 3)
     data = st_save({f"t{i}": torch.ones(1) for i in range(4)})
     assert "lists 4 tensors; the limit is 3" in error_of("m.safetensors", data)
 

@@ -19,8 +19,6 @@ Steps, for a file of ``size`` bytes:
 
 from __future__ import annotations
 
-import json
-import math
 import re
 import tempfile
 from collections.abc import Iterator
@@ -30,12 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import safetensors
-import torch
 
 from .common import (
     DEFAULT_LIMITS,
     MAX_DIMS,
-    MAX_TENSORS,
     Limits,
     LoadedTensor,
     LoadError,
@@ -44,12 +40,11 @@ from .common import (
     check_size,
     display_name,
     finish,
-    fmt_shape,
-    is_count,
     pick,
     result_itemsize,
     short,
 )
+from .safetensors_header import DTYPES, explain, read_header
 
 __all__ = [
     "list_bytes",
@@ -60,41 +55,14 @@ __all__ = [
     "open_file",
 ]
 
-_MAX_HEADER = 100_000_000  # the library refuses larger headers; so do we, before reading
 
-# Every dtype the library knows: bits per element, and the torch dtype it loads as (None:
-# listed but not loadable here).
-_DTYPES: dict[str, tuple[int, torch.dtype | None]] = {
-    "F64": (64, torch.float64),
-    "F32": (32, torch.float32),
-    "F16": (16, torch.float16),
-    "BF16": (16, torch.bfloat16),
-    "I64": (64, torch.int64),
-    "I32": (32, torch.int32),
-    "I16": (16, torch.int16),
-    "I8": (8, torch.int8),
-    "U64": (64, torch.uint64),
-    "U32": (32, torch.uint32),
-    "U16": (16, torch.uint16),
-    "U8": (8, torch.uint8),
-    "BOOL": (8, torch.bool),
-    "F8_E4M3": (8, torch.float8_e4m3fn),
-    "F8_E5M2": (8, torch.float8_e5m2),
-    "F8_E8M0": (8, torch.float8_e8m0fnu),
-    "F8_E4M3FNUZ": (8, torch.float8_e4m3fnuz),
-    "F8_E5M2FNUZ": (8, torch.float8_e5m2fnuz),
-    "C64": (64, None),
-    "F4": (4, None),
-    "F6_E2M3": (6, None),
-    "F6_E3M2": (6, None),
-}
 
 
 def _dtype_name(st_dtype: str) -> str:
     """torch's spelling of a stored dtype (``"F32"`` -> ``"float32"``), else the file's."""
     if st_dtype == "C64":
         return "complex64"
-    dtype = _DTYPES.get(st_dtype, (0, None))[1]
+    dtype = DTYPES.get(st_dtype, (0, None))[1]
     return str(dtype).removeprefix("torch.") if dtype is not None else st_dtype
 
 
@@ -173,7 +141,7 @@ def _checked_path(path: str | Path) -> Path:
 def _load(path: Path, shown: str, name: str | None, limits: Limits) -> LoadedTensor:
     entry = pick(_entries(path, shown), name, shown, key=lambda e: e.info.name)
     info = entry.info
-    dtype = _DTYPES[entry.st_dtype][1]
+    dtype = DTYPES[entry.st_dtype][1]
     if dtype is None:
         kind = "complex numbers" if entry.st_dtype.startswith("C") else "a packed sub-byte type"
         raise LoadError(
@@ -191,13 +159,13 @@ def _load(path: Path, shown: str, name: str | None, limits: Limits) -> LoadedTen
 
 def _entries(path: Path, shown: str) -> tuple[_Entry, ...]:
     """Validate the file (steps 1-4 of the module docstring) and list its tensors."""
-    header, data_len = _read_header(path, shown)
+    header, data_len = read_header(path, shown)
     try:
         with safetensors.safe_open(str(path), framework="pt", device="cpu") as handle:
             specs = {n: handle.get_slice(n) for n in handle.keys()}  # noqa: SIM118
             listed = [(n, tuple(s.get_shape()), s.get_dtype()) for n, s in specs.items()]
     except safetensors.SafetensorError as err:
-        raise LoadError(_explain(header, data_len, shown, err)) from err
+        raise LoadError(explain(header, data_len, shown, err)) from err
     except OSError as err:
         raise LoadError(f"cannot read {shown}: {err.strerror or short(err)}") from err
     entries = []
@@ -209,56 +177,6 @@ def _entries(path: Path, shown: str) -> tuple[_Entry, ...]:
             )
         entries.append(_Entry(TensorInfo(name, shape, _dtype_name(st_dtype)), st_dtype))
     return tuple(sorted(entries, key=lambda e: natural_key(e.info.name)))
-
-
-def _read_header(path: Path, shown: str) -> tuple[dict[str, object], int]:
-    """The header's tensor entries (JSON checked) and the data section's length."""
-    try:
-        with path.open("rb") as handle:
-            size = path.stat().st_size
-            prefix = handle.read(8)
-            if len(prefix) < 8:
-                raise LoadError(
-                    f"{shown} is not a safetensors file: {size} bytes, too short for the "
-                    "8-byte header length"
-                )
-            n = int.from_bytes(prefix, "little")
-            if n > size - 8:
-                raise LoadError(
-                    f"{shown} is truncated or not a safetensors file: its header length says "
-                    f"{n:,} bytes but only {size - 8:,} bytes follow"
-                )
-            if n > _MAX_HEADER:
-                raise LoadError(f"{shown}: header of {n:,} bytes is over the {_MAX_HEADER:,} limit")
-            text = handle.read(n)
-    except OSError as err:
-        raise LoadError(f"cannot read {shown}: {err.strerror or short(err)}") from err
-    try:
-        parsed = json.loads(text.decode("utf-8"), object_pairs_hook=_reject_duplicates)
-    except LoadError as err:
-        raise LoadError(f"{shown}: corrupt safetensors header: {err}") from err
-    except (UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise LoadError(
-            f"{shown} is corrupt or not a safetensors file: its header is not valid JSON "
-            f"({short(err, 120)})"
-        ) from err
-    if not isinstance(parsed, dict):
-        raise LoadError(f"{shown}: corrupt safetensors header: a JSON object was expected")
-    metadata = parsed.pop("__metadata__", {})
-    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
-        raise LoadError(f"{shown}: corrupt safetensors header: __metadata__ must map text to text")
-    if len(parsed) > MAX_TENSORS:
-        raise LoadError(f"{shown} lists {len(parsed):,} tensors; the limit is {MAX_TENSORS:,}")
-    return parsed, size - 8 - n
-
-
-def _reject_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for key, value in pairs:
-        if key in out:
-            raise LoadError(f"the header names {brief(key)} twice")
-        out[key] = value
-    return out
 
 
 def natural_key(name: str) -> list[tuple[int, int, str]]:
@@ -276,66 +194,3 @@ def natural_key(name: str) -> list[tuple[int, int, str]]:
 
 # ---------------------------------------------------------------------------------------
 # Why the library refused a header: the first entry or byte range at fault, in words
-
-
-def _explain(header: dict[str, object], data_len: int, shown: str, err: Exception) -> str:
-    spans: list[tuple[int, int, str]] = []
-    for name, spec in header.items():
-        problem = _entry_problem(spec)
-        if problem:
-            return f"{shown}: tensor {brief(name)}{problem}"
-        begin, end = spec["data_offsets"]  # type: ignore[index]
-        spans.append((begin, end, name))
-    position, previous = 0, None
-    for begin, end, name in sorted(spans):
-        if end > data_len:
-            return (
-                f"{shown} is truncated: tensor {brief(name)} ends at byte {end:,} of the "
-                f"data but the file holds {data_len:,} data bytes"
-            )
-        if begin < position:
-            return (
-                f"{shown} is corrupt: tensors {brief(previous)} and {brief(name)} overlap "
-                f"(bytes {begin:,}-{position:,})"
-            )
-        if begin > position:
-            gap = begin - position
-            return f"{shown} is corrupt: {gap:,} unused bytes before tensor {brief(name)}"
-        position, previous = end, name
-    if position != data_len:
-        return (
-            f"{shown} is corrupt: its tensors cover {position:,} bytes but the file holds "
-            f"{data_len:,} data bytes"
-        )
-    return f"{shown} is not a valid safetensors file: {short(err)}"
-
-
-def _entry_problem(spec: object) -> str:
-    """What is wrong with one header entry (text following its name), or ``""``."""
-    if not isinstance(spec, dict) or not {"dtype", "shape", "data_offsets"} <= spec.keys():
-        return ": needs 'dtype', 'shape' and 'data_offsets' in the header"
-    dtype, shape, offsets = spec["dtype"], spec["shape"], spec["data_offsets"]
-    if not isinstance(dtype, str) or dtype not in _DTYPES:
-        return f" has unknown dtype {brief(dtype)}; known: " + ", ".join(sorted(_DTYPES))
-    if not isinstance(shape, list) or not all(is_count(d) for d in shape):
-        return f": shape {brief(shape)} must be a list of non-negative integers"
-    if len(shape) > MAX_DIMS:
-        return f" has {len(shape)} dimensions; at most {MAX_DIMS} are supported"
-    if not (
-        isinstance(offsets, list)
-        and len(offsets) == 2
-        and all(is_count(o) for o in offsets)
-        and offsets[0] <= offsets[1]
-    ):
-        return f": data_offsets {brief(offsets)} must be [begin, end], 0 <= begin <= end"
-    bits = math.prod(shape) * _DTYPES[dtype][0]
-    what = f"shape {fmt_shape(tuple(shape))} of {dtype}"
-    if bits % 8:
-        return f": {what} is not whole bytes"
-    begin, end = offsets
-    if end - begin != bits // 8:
-        return (
-            f": {what} needs {bits // 8:,} bytes but data_offsets [{begin}, {end}] span "
-            f"{end - begin:,}"
-        )
-    return ""
