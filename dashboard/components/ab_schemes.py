@@ -12,7 +12,7 @@ from dashboard.components.config import apply_config, config_picker
 from dashboard.services.compare.weights import offered_algorithms
 from dashboard.services.state.algorithm import AlgorithmChoice
 from dashboard.services.state.compare import AB_PREFIXES, side_from_query
-from dashboard.services.state.scheme import link_fixes
+from dashboard.services.state.link_fixes import link_fixes
 from quant_core import QuantConfig
 
 __all__ = ["ab_side", "seed_ab_from_url"]

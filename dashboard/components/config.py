@@ -17,6 +17,7 @@ from dashboard.components.granularity import (
 )
 from dashboard.components.persist import PERSIST
 from dashboard.components.research_scheme import apply_research, research_options
+from dashboard.services.state.link_fixes import link_fixes
 from dashboard.services.state.research import (
     ExplorerScheme,
     ResearchFormat,
@@ -29,7 +30,6 @@ from dashboard.services.state.scheme import (
     QUERY_KEYS,
     SEED_RANGE,
     config_from_query,
-    link_fixes,
 )
 from quant_core import (
     Format,

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dashboard.services.state.link_fixes import link_fixes
 from dashboard.services.state.scheme import (
     AXIS_RANGE,
     GROUP_RANGE,
@@ -19,7 +20,6 @@ from dashboard.services.state.scheme import (
     config_from_query,
     config_from_scheme_id,
     config_to_query,
-    link_fixes,
     scheme_id,
 )
 from quant_core import (
