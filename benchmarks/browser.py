@@ -248,7 +248,8 @@ def server_breakdown(tensor: Tensor, repeats: int = 3) -> str:
         med = {k: statistics.median(v) for k, v in named.items()}
         parts = ", ".join(f"{k} {v:.0f}" for k, v in med.items())
         lines.append(f"    {titles[group]}: {sum(med.values()):.0f} ms = {parts}")
-    lines.append("    JSON kB: " + ", ".join(f"{k} {v / 1e3:.0f}" for k, v in sizes.items()))
+    sent = ", ".join(f"{k} {v / 1e3:.0f}" for k, v in sizes.items())
+    lines.append(f"    kB sent (JSON; PNG for image maps): {sent}")
     return "\n".join(lines)
 
 
