@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from ..config import _coerce_enum
+
 __all__ = [
     "ENV_VAR",
     "MIN_ELEMENTS",
@@ -66,15 +68,7 @@ _compiled: dict[str, Callable[..., Any]] = {}
 
 
 def _coerce(backend: object) -> Backend:
-    if isinstance(backend, Backend):
-        return backend
-    if isinstance(backend, str):
-        try:
-            return Backend(backend.lower())
-        except ValueError:
-            allowed = ", ".join(b.value for b in Backend)
-            raise ValueError(f"unknown backend {backend!r}; expected one of: {allowed}") from None
-    raise TypeError(f"backend must be a Backend or str, got {type(backend).__name__}")
+    return _coerce_enum(backend, Backend, "backend")  # type: ignore[return-value]
 
 
 def _check_min_elements(min_elements: object) -> int:
