@@ -171,11 +171,9 @@ def histogram(values: torch.Tensor, bins: int, lo: float, hi: float) -> torch.Te
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
         raise ValueError(f"histogram range must be finite with lo < hi, got [{lo}, {hi}]")
     v = values.detach().reshape(-1).to(torch.float32)
-    inside = None
     v_lo, v_hi = torch.aminmax(v) if v.numel() else (lo, hi)
     if float(v_lo) < lo or float(v_hi) > hi:
-        inside = (v >= lo) & (v <= hi)
-        v = v[inside]
+        v = v[(v >= lo) & (v <= hi)]
     f32_max = torch.finfo(torch.float32).max
     if not (hi - lo <= f32_max and bins / (hi - lo) <= f32_max):
         # A range wider than float32 can hold (or so narrow its bins overflow): float64.
