@@ -24,7 +24,7 @@ from dashboard.components.source_inputs import (
 )
 from dashboard.services.activations.source import activation_label, activation_notes
 from dashboard.services.io import LoadError
-from dashboard.services.model.folder import snapshot_key
+from dashboard.services.model.checkpoint import Checkpoint
 from dashboard.services.sources.choice import (
     ActivationSource,
     ExampleSource,
@@ -103,7 +103,11 @@ def _seed_widgets_from_url() -> None:
     persist.set_values(values)
 
 
-def _load(choice: SourceChoice, data: bytes | None) -> PreparedSource:
+def _load(
+    choice: SourceChoice, data: bytes | None, checkpoint: Checkpoint | None = None
+) -> PreparedSource:
+    """The tensor ``choice`` names, prepared; ``data``: an upload's bytes; ``checkpoint``:
+    a model folder's headers, as ``folder_choice`` read them in this run."""
     if isinstance(choice, SyntheticSource):
         tensor = cache.synthetic_tensor(repr(choice.spec), choice.spec)
         return cache.prepared(
@@ -118,9 +122,8 @@ def _load(choice: SourceChoice, data: bytes | None) -> PreparedSource:
         label = f"all-MiniLM-L6-v2 · {choice.tensor}"
         return cache.prepared(repr(choice), choice, loaded.tensor, label, loaded.notes)
     if isinstance(choice, FolderSource):
-        roots = model_roots()
-        key = snapshot_key(choice.folder, roots)  # PathRefused outside the roots
-        checkpoint = cache.model_checkpoint(key, choice.folder, roots)
+        if checkpoint is None:
+            raise TypeError("a model folder's tensor needs the folder's checkpoint")
         loaded = cache.folder_tensor(checkpoint.key, checkpoint, choice.tensor)
         label = f"{folder_label(checkpoint.folder)} · {choice.tensor}"
         prepared_key = f"{checkpoint.key}|{choice.tensor}"
@@ -166,7 +169,7 @@ def source_picker(collapsed: bool = False) -> PreparedSource | None:
             persist_state=PERSIST,
         )
         try:
-            data = None
+            data = checkpoint = None
             if kind is SourceKind.SYNTHETIC:
                 choice = synthetic_choice()
             elif kind is SourceKind.EXAMPLE:
@@ -176,10 +179,10 @@ def source_picker(collapsed: bool = False) -> PreparedSource | None:
             elif kind is SourceKind.ACTIVATIONS:
                 choice = activation_choice()
             elif kind is SourceKind.FOLDER:
-                choice = folder_choice()
+                choice, checkpoint = folder_choice()
             else:
                 choice, data = upload_choice()
-            source = _load(choice, data)
+            source = _load(choice, data, checkpoint)
         except SourceUnavailable:
             source = None
         except (LoadError, ValueError) as exc:

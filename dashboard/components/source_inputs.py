@@ -16,6 +16,7 @@ from dashboard.components.persist import PERSIST
 from dashboard.services.activations.sentences import CALIBRATION, RangeMode, SentenceSet
 from dashboard.services.activations.source import capture_summary
 from dashboard.services.io import LoadError
+from dashboard.services.model.checkpoint import Checkpoint
 from dashboard.services.model.folder import snapshot_key
 from dashboard.services.sources.choice import (
     DEFAULT_ACTIVATION_LAYER,
@@ -252,9 +253,10 @@ def activation_choice() -> SourceChoice:
     return choice
 
 
-def folder_choice() -> SourceChoice:
+def folder_choice() -> tuple[SourceChoice, Checkpoint]:
     """A model folder under the allowed roots (found, or typed) and one of its tensors,
-    listed from the shards' headers; the tensor is read alone when shown."""
+    listed from the shards' headers (returned too, so the folder is listed once a run);
+    the tensor is read alone when shown."""
     roots = model_roots()
     path = folder_path_input(roots, "src_folder")
     if not path:
@@ -278,4 +280,4 @@ def folder_choice() -> SourceChoice:
         lambda n: f"{n}  {list(tensors[n].info.shape)} {tensors[n].info.dtype}",
         stale=lambda n: f"Tensor {n!r} is not in this folder.",
     )
-    return FolderSource(path, name)
+    return FolderSource(path, name), checkpoint
