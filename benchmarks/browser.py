@@ -273,10 +273,10 @@ def main() -> None:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         with (
             streamlit_server(ROOT / "dashboard" / "app.py", logs / "bench-app.log") as app,
-            streamlit_server(ref_script, logs / "bench-ref.log") as ref_url,
+            streamlit_server(ref_script, logs / "bench-ref.log") as ref_server,
         ):
             ref_meter = Meter(browser)
-            ref_first, _ = ref_meter.open(ref_url, 1)
+            ref_first, _ = ref_meter.open(ref_server.url, 1)
             ref_changes: list[Change] = []
             button = ref_meter.page.get_by_role("button", name="Redraw")
 
@@ -288,14 +288,17 @@ def main() -> None:
             # first tensor past quant_core's eager threshold compiles its kernels (seconds,
             # once per server): paid here, so first displays below are a running server's.
             warm = Meter(browser)
-            warmed, _ = warm.open(f"{app}/?src=synthetic&rows=512&cols=512&{START}", 4)
+            warmed, _ = warm.open(f"{app.url}/?src=synthetic&rows=512&cols=512&{START}", 4)
             warm.close()
+            # ...and until the warm-up thread is done: the changes below are a warm
+            # server's, not ones competing with the C++ compiler.
+            idle_s = app.wait_idle()
             results: list[tuple[Tensor, Change, int | None, list[Change]]] = []
             for tensor in chosen:
                 for _ in range(args.reference_clicks):
                     ref_changes.append(ref_meter.change("reference", click, 1))
                 meter = Meter(browser)
-                first, drawn = meter.open(f"{app}/?{tensor.query}&{START}", 4)
+                first, drawn = meter.open(f"{app.url}/?{tensor.query}&{START}", 4)
                 changes = [meter.change(k, act, 4) for k, act in explorer_changes(meter.page)]
                 meter.close()
                 results.append((tensor, first, drawn, changes))
@@ -308,7 +311,7 @@ def main() -> None:
     print(f"uptime load: {os.getloadavg()[0]:.2f} (other work on this machine adds noise)")
     print(
         f"server's first page (imports, kernel compile; synthetic 512x512): settled"
-        f" {warmed.settled_ms:.0f} ms"
+        f" {warmed.settled_ms:.0f} ms; server busy (kernel warm-up) {idle_s:.1f} s more"
     )
     print(summary("reference: one 512x512 heatmap", ref_changes))
     print(

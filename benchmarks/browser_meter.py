@@ -126,9 +126,37 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class Server:
+    """A running ``streamlit run``: its ``url`` and process id."""
+
+    url: str
+    pid: int
+
+    def wait_idle(
+        self, cpu_share: float = 0.05, window_s: float = 1.0, limit_s: float = 120.0
+    ) -> float:
+        """Wait until the server used under ``cpu_share`` of one core over ``window_s``
+        (quant_core's kernel warm-up, started by the first page, compiles for seconds in a
+        background thread); returns the seconds waited."""
+        tick = os.sysconf("SC_CLK_TCK")
+
+        def cpu_s() -> float:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+
+        start = time.monotonic()
+        while time.monotonic() - start < limit_s:
+            before = cpu_s()
+            time.sleep(window_s)
+            if cpu_s() - before < cpu_share * window_s:
+                break
+        return time.monotonic() - start
+
+
 @contextmanager
-def streamlit_server(script: Path, log: Path) -> Iterator[str]:
-    """``streamlit run script`` on a free port until the block ends; yields its URL."""
+def streamlit_server(script: Path, log: Path) -> Iterator[Server]:
+    """``streamlit run script`` on a free port until the block ends."""
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "STREAMLIT_SERVER_FILE_WATCHER_TYPE": "none"}
@@ -147,7 +175,7 @@ def streamlit_server(script: Path, log: Path) -> Iterator[str]:
                         break
                 except OSError:
                     time.sleep(0.5)
-            yield base
+            yield Server(base, proc.pid)
         finally:
             proc.terminate()
             try:
