@@ -297,7 +297,7 @@ def test_teaching_panel_shows_every_per_channel_scale(page, app_url: str) -> Non
     assert table_rows(page, 1, 4) == 4  # the header and the 3 channels' scales at once
 
 
-def test_zoom_has_colour_bars_and_tick_labels_that_do_not_overlap(page, app_url: str) -> None:
+def test_zoom_has_colour_bars_and_labels_that_do_not_overlap(page, app_url: str) -> None:
     page.goto(f"{app_url}/?src=synthetic&rows=256&cols=256&bits=4&mode=asymmetric&zsize=64")
     wait_for_charts(page, 6)
     wait_idle(page)
@@ -317,6 +317,22 @@ def test_zoom_has_colour_bars_and_tick_labels_that_do_not_overlap(page, app_url:
               || a.bottom <= b.top + 0.5 || b.bottom <= a.top + 0.5;
             if (!apart) out.push([a.left, a.top, b.left, b.top]);
           }
+        }
+        // The four colour bar titles (limits and count beyond) side by side, apart.
+        const titles = Array.from(zoom.querySelectorAll('.colorbar .cbtitle'))
+          .map(t => t.getBoundingClientRect()).filter(b => b.width > 0);
+        if (titles.length !== 4) out.push(['titles', titles.length]);
+        for (let i = 0; i < titles.length; i++) {
+          for (let j = i + 1; j < titles.length; j++) {
+            const a = titles[i], b = titles[j];
+            if (!(a.right <= b.left || b.right <= a.left)) out.push(['title', i, j]);
+          }
+        }
+        // Row labels inside the figure, not cut at its left edge.
+        const left = zoom.querySelector('.main-svg').getBoundingClientRect().left;
+        for (const t of zoom.querySelectorAll('.ytick text')) {
+          const b = t.getBoundingClientRect();
+          if (b.width > 0 && b.left < left) out.push(['row label cut', t.textContent]);
         }
         return out;
       }"""

@@ -41,7 +41,7 @@ def zoom_figure(exp: Exploration, row0: int, col0: int, size: int) -> go.Figure:
     for i, (z, limits) in enumerate(panels):
         suffix = "" if i == 0 else str(i + 1)
         left = i * (width + gap)
-        bar = colorbar(limits.note.replace("<br>", "; ").replace(" values beyond", " beyond"))
+        bar = colorbar(_short_note(limits.note))
         bar.update(
             y=-0.14,
             x=left + width / 2,
@@ -102,7 +102,15 @@ def zoom_figure(exp: Exploration, row0: int, col0: int, size: int) -> go.Figure:
             "font": {"size": 13},
         },
         height=440,
-        margin={"l": 10, "r": 10, "t": 60, "b": 110},
+        # Margins fixed to hold the row labels and colour bars: plotly need not measure them
+        # and lay the figure out again (60 of the zoom's 270 ms of browser time here).
+        margin={"l": 44, "r": 10, "t": 60, "b": 110, "autoexpand": False},
         plot_bgcolor="#ff00ff" if exp.finite is not None else "white",
     )
     return go.Figure(data=data, layout=layout)
+
+
+def _short_note(note: str) -> str:
+    """A colour bar title that fits a quarter of the figure: the note's sign convention,
+    limits and count beyond them each on its own line."""
+    return note.replace("; ", ")<br>(", 1)
