@@ -47,6 +47,7 @@ PROBE = """
   B.arm = (t0) => {
     B.press = t0; B.before = metricText(); B.metricAt = null; B.lastMut = null;
     B.statusGoneAt = null; B.hadStatus = !!status(); B.redrawn = new Set();
+    B.redrawnEls = new Set();
     B.drawnAtFirstChart = null; B.allChartsAt = null;
   };
   B.arm(0);
@@ -77,10 +78,16 @@ PROBE = """
       if (!el || el.closest('[data-testid="stStatusWidget"]')) continue;
       counted = true;
       // A redraw changes the plot itself (not Streamlit's stale marks around it, nor a
-      // hover label): a mutation inside the plotly graph, outside its hover layer.
+      // hover label): a mutation inside the plotly graph, outside its hover layer. A
+      // redraw is thousands of mutations: a chart already named is not looked at again
+      // (this observer's own work would otherwise add ~80 ms of main thread a change).
       const c = el.closest('[data-testid="stPlotlyChart"]');
-      const inPlot = el.closest('.js-plotly-plot') || el.querySelector?.('.js-plotly-plot');
-      if (c && inPlot && !el.closest('.hoverlayer')) B.redrawn.add(chartName(c, all));
+      if (c && B.redrawnEls.has(c)) continue;
+      const inPlot = c && (el.closest('.js-plotly-plot') || el.querySelector('.js-plotly-plot'));
+      if (inPlot && !el.closest('.hoverlayer')) {
+        B.redrawnEls.add(c);
+        B.redrawn.add(chartName(c, all));
+      }
       // An image map is redrawn when its <img> gets a new source.
       const img = el.closest('[class*="st-key-heat_"] [data-testid="stImage"]');
       if (img && (el.tagName === 'IMG' || el.querySelector?.('img'))) {
