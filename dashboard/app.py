@@ -6,6 +6,7 @@ import streamlit as st
 
 from dashboard.components import source
 from dashboard.heap import freeze_when_warm
+from dashboard.threads import apply_served_threads
 from quant_core import warm_up_in_background
 
 # Page paths relative to this entrypoint: Streamlit resolves them against the main
@@ -14,6 +15,8 @@ from quant_core import warm_up_in_background
 PAGES = "views"
 
 st.set_page_config(page_title="Quantization Lab", page_icon=":material/grid_on:", layout="wide")
+# Threads first: the warm-up compiles its kernels for the number set now.
+apply_served_threads()
 # Compile quant_core's kernels in a daemon thread, once per process (a rerun finds it
 # started); until they are ready, pages run the eager kernels, with the same results.
 freeze_when_warm(warm_up_in_background())
