@@ -5,8 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard.components import source
-from dashboard.heap import freeze_when_warm
-from dashboard.threads import apply_served_threads
+from dashboard.served import apply_served_threads, freeze_when_warm
 from quant_core import warm_up_in_background
 
 # Page paths relative to this entrypoint: Streamlit resolves them against the main
@@ -19,7 +18,7 @@ st.set_page_config(page_title="Quantization Lab", page_icon=":material/grid_on:"
 apply_served_threads()
 # Compile quant_core's kernels in a daemon thread, once per process (a rerun finds it
 # started); until they are ready, pages run the eager kernels, with the same results.
-freeze_when_warm(warm_up_in_background())
+warm_up = warm_up_in_background()
 page = st.navigation(
     [
         st.Page(f"{PAGES}/explorer.py", title="Explorer", icon=":material/grid_on:", default=True),
@@ -45,3 +44,4 @@ try:
     page.run()
 finally:
     source.end_of_run()
+    freeze_when_warm(warm_up)

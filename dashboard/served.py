@@ -1,0 +1,97 @@
+"""Settings of the process ``streamlit run`` serves the app from, each made once: torch's
+thread count, and the garbage collector kept off the long-lived heap. ``AppTest`` and other
+importers keep torch's and Python's defaults.
+
+**Threads.** On the 2-core machine this project is measured on, the browser drawing the
+page and the server computing it share the cores. Two OpenMP threads a kernel then wait on
+each other while Chromium holds one core: a slider move settled 70-90 ms later with two
+threads than with one (``benchmarks/browser.py``, MiniLM 384x384 and 1536x384: 690 -> 601
+ms, 706 -> 636 ms), and even at 4096x4096, whose kernels gain most from a second core, one
+was no slower (813 -> 793 ms). So a served app leaves one core to the browser:
+``cpu_count - 1`` threads, at least one. ``QLAB_THREADS`` sets the number (a server whose
+users browse from other machines can take every core).
+
+**Heap.** Once torch, plotly, the bundled model and quant_core's compiled kernels are
+loaded, the server holds about 545,000 objects that live as long as it does. Streamlit runs
+a full collection after every rerun (``runner.postScriptGC``), and one that walks all of
+them takes 200 ms here: a fifth of a second of held GIL between a slider move and the
+images the page fetches. ``gc.freeze()`` moves the objects alive at that moment into a
+generation the collector never scans; the collection after a rerun then walks the few
+thousand objects the reruns made (2 ms, measured in the served app), and memory stays flat
+(555 -> 559 MB over 60 slider moves; with the collection switched off instead, 560 -> 584
+MB). Objects are still freed by reference counting; only cycles among the frozen objects
+would wait for ``gc.unfreeze()``.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import sys
+import threading
+
+import torch
+
+__all__ = ["ENV", "apply_served_threads", "freeze_when_warm", "is_served", "served_threads"]
+
+ENV = "QLAB_THREADS"
+_log = logging.getLogger(__name__)
+_lock = threading.Lock()
+_threads_set = False
+_frozen = False
+
+
+def is_served() -> bool:
+    """Whether this process is ``streamlit run`` (its bootstrap module is loaded; under
+    ``AppTest`` it is not)."""
+    return "streamlit.web.bootstrap" in sys.modules
+
+
+def served_threads(cpu_count: int | None, setting: str | None) -> int:
+    """Threads for a served app: ``setting`` (the value of ``QLAB_THREADS``) when given,
+    else ``cpu_count - 1`` (at least 1; 1 when the count is unknown). Raises ``ValueError``
+    naming a setting that is not a positive whole number."""
+    if setting is not None and setting.strip():
+        try:
+            n = int(setting)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise ValueError(f"{ENV}={setting!r}: expected a positive whole number of threads")
+        return n
+    return max(1, (cpu_count or 2) - 1)
+
+
+def apply_served_threads() -> int | None:
+    """Once per served process: set torch's intra-op threads to ``served_threads``. Call
+    it before quant_core's warm-up, which compiles its kernels for the threads set then.
+    Returns the number set, ``None`` when nothing was set. A bad ``QLAB_THREADS`` is logged
+    and the default used, so the app still starts."""
+    global _threads_set
+    with _lock:
+        if _threads_set or not is_served():
+            return None
+        _threads_set = True
+        try:
+            n = served_threads(os.cpu_count(), os.environ.get(ENV))
+        except ValueError as exc:
+            _log.warning("%s; using the default", exc)
+            n = served_threads(os.cpu_count(), None)
+        torch.set_num_threads(n)
+        return n
+
+
+def freeze_when_warm(warm_up: threading.Thread | None) -> bool:
+    """Call at the end of every run. The first time ``warm_up`` (quant_core's kernel
+    warm-up thread; ``None`` under the eager backend) is found finished, in a served
+    process: collect once and freeze what is left (200 ms, once). At the end of a run, so
+    the pages' own imports are in the frozen heap too. Returns whether this call froze."""
+    global _frozen
+    with _lock:
+        if _frozen or not is_served() or (warm_up is not None and warm_up.is_alive()):
+            return False
+        _frozen = True
+    gc.collect()
+    gc.freeze()
+    return True
