@@ -241,13 +241,8 @@ def test_histogram_levels_and_counts() -> None:
     x = torch.linspace(-1, 1, 1000).reshape(10, 100)
     exp = explore(x, QuantConfig(3, Mode.SYMMETRIC, PerChannel(0)))
     fig = histogram_figure(exp, 0)
-    steps, levels = fig.data[0], fig.data[1]
-    # a step per bin from its left edge, equal widths over the block's range, closed by a 0
-    assert float(np.sum(steps.y)) == 100 and steps.y[-1] == 0
-    assert steps.x[0] == pytest.approx(-1.0) and steps.x[-1] == pytest.approx(-1 + 99 * 2 / 999)
-    np.testing.assert_allclose(np.diff(steps.x), (steps.x[-1] - steps.x[0]) / 25, rtol=1e-4)
-    assert len(steps.x) == 25 + 1  # 100 values, about four a bin
-    np.testing.assert_allclose(steps.customdata[:-1], steps.x[1:])
+    bars, levels = fig.data[0], fig.data[1]
+    assert float(np.sum(bars.y)) == 100
     assert levels.name == "8 quantization levels"
     assert "of 8 levels used" in fig.layout.title.text
 

@@ -35,21 +35,15 @@ def histogram_figure(exp: Exploration, block: int, stats: BlockValues | None = N
     clip_lo, clip_hi = float(bounds.lo.reshape(-1)[block]), float(bounds.hi.reshape(-1)[block])
     vmin, vmax = stats.lo, stats.hi
     counts, width = stats.counts, stats.bin_width
-    # One filled step line, not a bar per bin: the browser draws one SVG path instead of
-    # up to 120. Bin i is the step from edges[i] to edges[i+1]; a 0 at the right edge
-    # closes the last one.
-    edges = (stats.lo + width * np.arange(len(counts) + 1)).astype(np.float32)
-    data: list[go.Scatter] = [
-        go.Scatter(
-            x=edges,
-            y=np.append(counts, 0).astype(np.float32),
-            customdata=np.append(edges[1:], edges[-1:]),
-            mode="lines",
-            line={"shape": "hv", "width": 0.5, "color": "#4c78a8"},
-            fill="tozeroy",
-            fillcolor="rgba(76,120,168,0.85)",
+    centres = (stats.lo + width * (np.arange(len(counts)) + 0.5)).astype(np.float32)
+    data: list[go.Bar | go.Scatter] = [
+        go.Bar(
+            x=centres,
+            y=counts.astype(np.float32),
+            width=width,
+            marker_color="#4c78a8",
             name="values",
-            hovertemplate="%{x:.4g} to %{customdata:.4g}: %{y:.0f} values<extra></extra>",
+            hovertemplate="%{x:.4g}: %{y:.0f} values<extra></extra>",
         )
     ]
     top = float(counts.max()) if counts.size else 1.0
@@ -100,6 +94,7 @@ def histogram_figure(exp: Exploration, block: int, stats: BlockValues | None = N
             },
             "shapes": shapes,
             "height": 330,
+            "bargap": 0,
             "margin": {"l": 10, "r": 10, "t": 50, "b": 10},
             "legend": {"orientation": "h", "y": -0.15},
         },
