@@ -102,8 +102,9 @@ def zoom_figure(exp: Exploration, row0: int, col0: int, size: int) -> go.Figure:
             "font": {"size": 13},
         },
         height=440,
-        # Margins fixed to hold the row labels and colour bars: plotly need not measure them
-        # and lay the figure out again (60 of the zoom's 270 ms of browser time here).
+        # Margins set to hold the row labels and the three-line colour bar titles, not grown
+        # by plotly: every zoom window keeps the same layout. (Measured against the
+        # auto-grown margins, a redraw costs the browser the same: 247 vs 252 ms.)
         margin={"l": 44, "r": 10, "t": 60, "b": 110, "autoexpand": False},
         plot_bgcolor="#ff00ff" if exp.finite is not None else "white",
     )
