@@ -8,8 +8,10 @@ each other while Chromium holds one core: a slider move settled 70-90 ms later w
 threads than with one (``benchmarks/browser.py``, MiniLM 384x384 and 1536x384: 690 -> 601
 ms, 706 -> 636 ms), and even at 4096x4096, whose kernels gain most from a second core, one
 was no slower (813 -> 793 ms). So a served app leaves one core to the browser:
-``cpu_count - 1`` threads, at least one. ``QLAB_THREADS`` sets the number (a server whose
-users browse from other machines can take every core).
+``cpu_count - 1`` threads, at least one. The heavy pages pay for it on 2 cores: GPTQ, AWQ
+and HQQ over MiniLM take 5.0, 4.9 and 2.6 s with one thread, 3.6, 3.0 and 1.5 s with two
+(``benchmarks/algorithms.py``). ``QLAB_THREADS`` sets the number (a server whose users
+browse from other machines can take every core).
 
 **Heap.** Once torch, plotly, the bundled model and quant_core's compiled kernels are
 loaded, the server holds about 545,000 objects that live as long as it does. Streamlit runs
