@@ -31,6 +31,14 @@ def _extremes_kernel(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     )
 
 
+def _unrounded(
+    blocks: torch.Tensor, s: torch.Tensor, z: torch.Tensor, m: torch.Tensor
+) -> torch.Tensor:
+    """``(r - m) / s + z``: the code before rounding, as the eager path computes it (traced
+    into each kernel below, so every kernel keeps the same operations in the same order)."""
+    return (blocks - m) / s + z.to(torch.float32)  # int32 zero points convert exactly
+
+
 def _encode_kernel(
     blocks: torch.Tensor,
     s: torch.Tensor,
@@ -40,8 +48,7 @@ def _encode_kernel(
     qmax: torch.Tensor,
     dtype: torch.dtype,
 ) -> torch.Tensor:
-    v = (blocks - m) / s + z.to(torch.float32)  # int32 zero points convert exactly
-    return v.round().clamp(qmin, qmax).to(dtype)
+    return _unrounded(blocks, s, z, m).round().clamp(qmin, qmax).to(dtype)
 
 
 def _encode_int8(blocks, s, z, m, qmin, qmax):
@@ -62,8 +69,7 @@ def _encode_stochastic_kernel(
     noise: torch.Tensor,
     dtype: torch.dtype,
 ) -> torch.Tensor:
-    v = (blocks - m) / s + z.to(torch.float32)
-    return (v + noise).floor().clamp(qmin, qmax).to(dtype)
+    return (_unrounded(blocks, s, z, m) + noise).floor().clamp(qmin, qmax).to(dtype)
 
 
 def _encode_stochastic_int8(blocks, s, z, m, qmin, qmax, noise):
@@ -82,9 +88,8 @@ def _int_squared_error_kernel(
     qmin: torch.Tensor,
     qmax: torch.Tensor,
 ) -> torch.Tensor:
-    zf = z.to(torch.float32)
-    q = ((blocks - m) / s + zf).round().clamp(qmin, qmax)
-    x_hat = ((q - zf) * s + m).clamp(-_F32_MAX, _F32_MAX)
+    q = _unrounded(blocks, s, z, m).round().clamp(qmin, qmax)
+    x_hat = ((q - z.to(torch.float32)) * s + m).clamp(-_F32_MAX, _F32_MAX)
     d = blocks - x_hat
     return d * d
 
