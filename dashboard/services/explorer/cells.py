@@ -3,6 +3,9 @@ block's scale (with zero point or float-min offset), as plotly ``customdata``.""
 
 from __future__ import annotations
 
+import enum
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
@@ -10,7 +13,16 @@ from quant_core import Format, Mode, ZeroPoint
 
 from .explore import Exploration, block_ids
 
-__all__ = ["RICH_HOVER_MAX_CELLS", "block_param", "display_codes", "rich_customdata", "rich_hover"]
+__all__ = [
+    "RICH_HOVER_MAX_CELLS",
+    "HoverField",
+    "NumberStyle",
+    "block_param",
+    "display_codes",
+    "hover_fields",
+    "rich_customdata",
+    "rich_hover",
+]
 
 RICH_HOVER_MAX_CELLS = 32_768
 """Full-resolution hover (code, dequantized, error, scale, zero point per cell) costs up to
@@ -55,18 +67,48 @@ def rich_customdata(exp: Exploration, rows: slice, cols: slice) -> np.ndarray:
     return torch.stack(parts, dim=-1).numpy(force=True).astype(np.float32)
 
 
-def rich_hover(exp: Exploration) -> str:
-    """Every cell's hover: original, code, dequantized and error by name, then the block's
-    scale (and zero point or offset)."""
+class NumberStyle(enum.Enum):
+    """How a hover writes a number: ``SIGNIFICANT`` digits (d3's and JavaScript's
+    ``toPrecision``: ``0.0123400``, ``1.23400e-7``) or ``DECIMALS`` after the point."""
+
+    SIGNIFICANT = "g"
+    DECIMALS = "f"
+
+
+@dataclass(frozen=True)
+class HoverField:
+    """One number of a cell's hover: ``label``, then the value in ``style`` with
+    ``digits`` (``original 0.0123400`` at 6 significant digits, ``code 7`` at 0 decimals)."""
+
+    label: str
+    digits: int
+    style: NumberStyle
+
+    def plotly(self, k: int) -> str:
+        """This field as a plotly hovertemplate part reading ``customdata[k]``."""
+        return f"{self.label} %{{customdata[{k}]:.{self.digits}{self.style.value}}}"
+
+
+def hover_fields(exp: Exploration) -> tuple[HoverField, ...]:
+    """What ``rich_customdata``'s columns are, in order: original, code, dequantized, error,
+    the block's scale, and (asymmetric int only) its zero point or float-min offset."""
+    g, f = NumberStyle.SIGNIFICANT, NumberStyle.DECIMALS
+    fields = [
+        HoverField("original", 6, g),
+        HoverField("code", 0, f),
+        HoverField("dequantized", 6, g),
+        HoverField("error (original − dequantized)", 4, g),
+        HoverField("scale", 6, g),
+    ]
     param = block_param(exp)
-    extra = ""
     if param == "offset":
-        extra = ", offset m %{customdata[5]:.6g}"
+        fields.append(HoverField("offset m", 6, g))
     elif param == "zero point":
-        extra = ", zero point %{customdata[5]:.0f}"
-    return (
-        "row %{y:.0f}, col %{x:.0f}<br>original %{customdata[0]:.6g}"
-        "<br>code %{customdata[1]:.0f}<br>dequantized %{customdata[2]:.6g}"
-        "<br>error (original − dequantized) %{customdata[3]:.4g}"
-        f"<br>scale %{{customdata[4]:.6g}}{extra}<extra></extra>"
-    )
+        fields.append(HoverField("zero point", 0, f))
+    return tuple(fields)
+
+
+def rich_hover(exp: Exploration) -> str:
+    """Every cell's plotly hover: row and column, then ``hover_fields`` one to a line."""
+    parts = [field.plotly(k) for k, field in enumerate(hover_fields(exp))]
+    return "row %{y:.0f}, col %{x:.0f}<br>" + "<br>".join(parts) + "<extra></extra>"
