@@ -51,6 +51,7 @@ embeddings; first display < 1.5 s.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import tempfile
@@ -206,10 +207,10 @@ def server_breakdown(tensor: Tensor, repeats: int = 3) -> str:
         ViewOptions,
         original_map,
         overview_figures,
-        zoom_figure,
     )
-    from dashboard.services.explorer.histogram import histogram_figure
+    from dashboard.services.explorer.histogram import histogram_payload, histogram_view
     from dashboard.services.explorer.teaching import teaching_panel
+    from dashboard.services.explorer.zoom import zoom_payload, zoom_view
     from quant_core import Mode, PerGroup, QuantConfig
 
     x = _matrix(tensor)
@@ -226,6 +227,9 @@ def server_breakdown(tensor: Tensor, repeats: int = 3) -> str:
         if isinstance(fig, MapImage):  # an image map: its PNG, already encoded
             sizes[name] = len(fig.png)
             return
+        if isinstance(fig, dict):  # a canvas chart's payload
+            sizes[name] = len(timed(group, f"json {name}", lambda: json.dumps(fig)))
+            return
         sizes[name] = len(timed(group, f"json {name}", lambda: pio.to_json(fig, validate=False)))
 
     opts = ViewOptions()
@@ -237,9 +241,11 @@ def server_breakdown(tensor: Tensor, repeats: int = 3) -> str:
         figs = timed("change", "maps", lambda e=exp, b=base: overview_figures(e, opts, b))
         for name, fig in zip(("codes", "dequant", "error"), figs.all()[1:], strict=True):
             json_of("change", name, fig)
-        zoom = timed("change", "zoom", lambda exp=exp: zoom_figure(exp, 0, 0, 32))
+        zoom = timed("change", "zoom", lambda exp=exp: zoom_payload(zoom_view(exp, 0, 0, 32)))
         json_of("change", "zoom", zoom)
-        hist = timed("change", "histogram", lambda exp=exp: histogram_figure(exp, 0))
+        hist = timed(
+            "change", "histogram", lambda exp=exp: histogram_payload(histogram_view(exp, 0))
+        )
         json_of("change", "histogram", hist)
         timed("change", "teaching", lambda exp=exp: teaching_panel(exp, 0))
         timed("downloads", "csv", lambda exp=exp: exports.metrics_csv(exp))

@@ -31,13 +31,15 @@ PROBE = """
   const metricText = () => Array.from(
       document.querySelectorAll('[data-testid="stMetricValue"]')).map(e => e.innerText).join('|');
   const status = () => document.querySelector('[data-testid="stStatusWidget"]');
-  // Charts: plotly charts, and the explorer's image maps (an <img> in a "heat_*" box).
+  // Charts: plotly charts, the explorer's image maps (an <img> in a "heat_*" box) and its
+  // canvas charts (dashboard.components.charts: a "data-drawn" mark after each drawing).
   const charts = () => Array.from(document.querySelectorAll(
-      '[data-testid="stPlotlyChart"], [class*="st-key-heat_"] [data-testid="stImage"]'));
+      '[data-testid="stPlotlyChart"], [class*="st-key-heat_"] [data-testid="stImage"], ' +
+      '.qlab-chart'));
   const loaded = (c) => Array.from(c.querySelectorAll('img'))
       .some(i => i.complete && i.naturalWidth > 0);
-  const drawnCharts = () => charts().filter(c => c.querySelector('.main-svg') || loaded(c))
-      .length;
+  const drawnCharts = () => charts().filter(
+      c => c.querySelector('.main-svg') || loaded(c) || c.dataset.drawn).length;
   // A chart's name: its Streamlit key ("heat_codes" -> "codes", "zoom"), else its position.
   const chartName = (c, all) => {
     const box = c.closest('[class*="st-key-"]');
@@ -87,6 +89,10 @@ PROBE = """
       if (inPlot && !el.closest('.hoverlayer')) {
         B.redrawnEls.add(c);
         B.redrawn.add(chartName(c, all));
+      }
+      // A canvas chart marks each drawing it finishes.
+      if (m.type === 'attributes' && m.attributeName === 'data-drawn') {
+        B.redrawn.add(chartName(el, all));
       }
       // An image map is redrawn when its <img> gets a new source.
       const img = el.closest('[class*="st-key-heat_"] [data-testid="stImage"]');

@@ -6,8 +6,9 @@ A rerun after a bit-width change finds the source tensor cached (keyed on its sp
 misses the exploration cache (new config), so it pays for: quantize + dequantize + metrics
 + clipping (``explore``), three overview maps (the original's is built once per source and
 granularity, as the app caches it, and only serialised again; so are block 0's value range,
-extremes and histogram counts), the zoom window, the histogram, the
-teaching numbers and table, and serialising every figure to the JSON Streamlit sends.
+extremes and histogram counts), the zoom window and the histogram (the payloads of the
+browser's canvas charts), the teaching numbers and table, and serialising every chart to
+what Streamlit sends.
 This script replays exactly that path, without Streamlit's own per-element overhead, and
 reports the median over ``--repeats`` changes (alternating bit widths so nothing is reused),
 with its ratio to the bare ``quantize`` + ``dequantize`` + ``error_metrics`` of the same
@@ -20,6 +21,7 @@ under 2 MB. The compiled kernels are warmed first, as the app does at start
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 
@@ -35,9 +37,9 @@ from dashboard.services.explorer.heatmaps import (
     ViewOptions,
     original_map,
     overview_figures,
-    zoom_figure,
 )
-from dashboard.services.explorer.histogram import histogram_figure
+from dashboard.services.explorer.histogram import histogram_payload, histogram_view
+from dashboard.services.explorer.zoom import zoom_payload, zoom_view
 from dashboard.services.sources.synthetic import SyntheticSpec, make_synthetic
 from quant_core import (
     Mode,
@@ -58,14 +60,22 @@ def rerun(
 ) -> tuple[float, list[int]]:
     t0 = time.perf_counter()
     exp = explore(x, cfg)
-    figs = [*overview_figures(exp, ViewOptions(), original).all(), zoom_figure(exp, 0, 0, 32)]
-    figs.append(histogram_figure(exp, 0, stats))
+    figs = [*overview_figures(exp, ViewOptions(), original).all()]
+    figs.append(zoom_payload(zoom_view(exp, 0, 0, 32)))
+    figs.append(histogram_payload(histogram_view(exp, 0, stats)))
     teaching.teaching_panel(exp, 0, stats)
-    # what each chart costs to send: a figure's JSON, an image map's PNG
-    sizes = [
-        len(f.png) if isinstance(f, MapImage) else len(pio.to_json(f, validate=False)) for f in figs
-    ]
+    sizes = [_sent(f) for f in figs]
     return (time.perf_counter() - t0) * 1e3, sizes
+
+
+def _sent(chart: object) -> int:
+    """Bytes a chart costs to send: a figure's JSON, an image map's PNG, a canvas chart's
+    JSON payload."""
+    if isinstance(chart, MapImage):
+        return len(chart.png)
+    if isinstance(chart, dict):
+        return len(json.dumps(chart))
+    return len(pio.to_json(chart, validate=False))
 
 
 def reference(x: torch.Tensor, cfg: QuantConfig) -> float:

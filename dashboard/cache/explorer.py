@@ -27,7 +27,7 @@ from dashboard.services.explorer.heatmaps import (
     original_map,
     overview_figures,
 )
-from dashboard.services.explorer.histogram import histogram_figure
+from dashboard.services.explorer.histogram import HistogramView, histogram_view
 from dashboard.services.explorer.research import ResearchExploration, explore_research
 from dashboard.services.explorer.research_teaching import research_panel
 from dashboard.services.explorer.teaching import TeachingPanel, teaching_panel
@@ -91,10 +91,10 @@ def block_stats(key: str, _exp: Exploration, block: int) -> BlockValues | None:
 @st.cache_resource(max_entries=8, show_spinner=False)
 def histogram(
     key: str, _exp: Exploration, block: int, _stats: BlockValues | None = None
-) -> go.Figure:
+) -> HistogramView:
     """``key``: the exploration's key; a block's histogram changes only with it.
     ``_stats``: the block's ``block_values`` (cached on the source)."""
-    return histogram_figure(_exp, block, _stats)
+    return histogram_view(_exp, block, _stats)
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)

@@ -9,6 +9,7 @@ import streamlit as st
 from dashboard import cache
 from dashboard.components import url
 from dashboard.components.algorithm import seed_from_url as seed_algorithm_from_url
+from dashboard.components.charts import histogram_chart, static_table, zoom_chart
 from dashboard.components.config import config_picker, seed_from_url
 from dashboard.components.explorer_run import explorer_algorithm, run_explorer, teaching_for
 from dashboard.components.layer_source import is_activation, outlier_strip
@@ -24,7 +25,7 @@ from dashboard.components.view import (
 from dashboard.components.view import seed_from_url as seed_view_from_url
 from dashboard.services.display.reduce import needs_reduction
 from dashboard.services.explorer.explore import block_cells
-from dashboard.services.explorer.heatmaps import zoom_figure
+from dashboard.services.explorer.zoom import zoom_view
 from dashboard.services.state.algorithm import algorithm_to_query
 from dashboard.services.state.research import scheme_to_query
 from dashboard.services.state.source import source_to_query
@@ -98,7 +99,7 @@ def details() -> None:
     not the heatmaps above (nor the quantization)."""
     with st.expander("Zoom: full resolution with per-cell hover", expanded=rows * cols > 32_768):
         win = zoom_window(rows, cols)
-        st.plotly_chart(zoom_figure(exp, win.row, win.col, win.size), key="zoom")
+        zoom_chart(zoom_view(exp, win.row, win.col, win.size), key="zoom")
 
     st.subheader("Distribution and levels")
     block = block_chooser(exp.config, exp.n_blocks)
@@ -106,7 +107,7 @@ def details() -> None:
     # of this granularity: cached on the source, as the original map is.
     values_key = f"{key if scaled else source.key}|{block_cells(exp, block)!r}"
     stats = cache.block_stats(values_key, exp, block)
-    st.plotly_chart(cache.histogram(key, exp, block, stats), key="histogram")
+    histogram_chart(cache.histogram(key, exp, block, stats), key="histogram")
 
     st.subheader("How a value becomes a code")
     panel = teaching_for(key, run, block, stats)
@@ -118,7 +119,7 @@ def details() -> None:
         st.info(note)
     if panel.figure is not None:
         st.plotly_chart(panel.figure, key="transfer", config={"displaylogo": False})
-    st.dataframe(panel.table, hide_index=True, key="worked")
+    static_table(panel.table, key="worked")
     if panel.scales is not None:
         st.caption("Every block's scale (and zero point or offset):")
         st.dataframe(panel.scales, hide_index=True, key="worked_scales")

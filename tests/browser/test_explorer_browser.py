@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from .conftest import ARTIFACTS
@@ -16,12 +18,14 @@ def metric_values(page) -> list[str]:
 DRAWN_CHARTS = """() =>
     document.querySelectorAll('[data-testid="stPlotlyChart"] .main-svg').length
     + Array.from(document.querySelectorAll('[class*="st-key-heat_"] [data-testid="stImage"] img'))
-        .filter(i => i.complete && i.naturalWidth > 0).length"""
+        .filter(i => i.complete && i.naturalWidth > 0).length
+    + document.querySelectorAll('.qlab-chart[data-drawn]').length"""
 
 
 def wait_for_charts(page, n: int) -> None:
-    """Until ``n`` charts are drawn: plotly charts, and the explorer's image maps (a larger
-    tensor's overview maps are plain images)."""
+    """Until ``n`` charts are drawn: plotly charts, the explorer's image maps (a larger
+    tensor's overview maps are plain images) and its canvas charts (zoom, histogram, worked
+    table: ``dashboard.components.charts``)."""
     page.wait_for_function(f"({DRAWN_CHARTS})() >= {n}", timeout=90_000)
 
 
@@ -158,29 +162,60 @@ def test_large_tensor_maps_have_titles_colour_bars_and_rings(page, app_url: str)
     page.locator(".st-key-overview_maps").screenshot(path=str(ARTIFACTS / "image_maps.png"))
 
 
-def hover_text(page, chart, x: float, y: float) -> str:
-    """Hover at ``(x, y)`` (fractions of the chart's box) and read plotly's hover label."""
-    chart.scroll_into_view_if_needed()
-    box = chart.bounding_box()
-    page.mouse.move(box["x"] + box["width"] * x, box["y"] + box["height"] * y)
-    page.wait_for_function(
-        "Array.from(document.querySelectorAll('.hoverlayer')).some(h => h.textContent)",
-        timeout=30_000,
-    )
-    return page.evaluate(
-        "Array.from(document.querySelectorAll('.hoverlayer')).map(h => h.textContent).join(' ')"
-    )
+def canvas_hover(page, canvas, row: int, col: int, rows: int, cols: int) -> list[str]:
+    """Hover the centre of cell ``(row, col)`` of a ``rows x cols`` canvas and read the
+    chart's hover box, a line each."""
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    x = box["x"] + box["width"] * (col + 0.5) / cols
+    y = box["y"] + box["height"] * (row + 0.5) / rows
+    page.mouse.move(x, y)
+    hover = page.locator(".qlab-chart .qlab-hover").first
+    hover.wait_for(state="visible", timeout=30_000)
+    return hover.inner_text().splitlines()
+
+
+def significant(value: float, digits: int) -> float:
+    """Half a unit in the last of ``digits`` significant digits of ``value``: how far
+    ``toPrecision(digits)`` may round it."""
+    if value == 0:
+        return 0.0
+    return 0.5 * 10.0 ** (math.floor(math.log10(abs(value))) - digits + 1)
 
 
 def test_zoom_hover_names_every_value_of_a_large_tensors_cell(page, app_url: str) -> None:
-    page.goto(f"{app_url}/?src=synthetic&rows=256&cols=256&bits=4&mode=asymmetric")
+    from dashboard.services.display.image import colour_levels, palette
+    from dashboard.services.explorer.explore import explore
+    from dashboard.services.explorer.zoom import zoom_view
+    from dashboard.services.sources.synthetic import SyntheticSpec, make_synthetic
+    from quant_core import Mode, QuantConfig
+
+    page.goto(f"{app_url}/?src=synthetic&rows=256&cols=256&bits=4&mode=asymmetric&gran=tensor")
     wait_for_charts(page, 5)
     wait_idle(page)
-    zoom = page.locator('.st-key-zoom [data-testid="stPlotlyChart"], .st-key-zoom').first
-    # the first of the four panels, inside its plot area
-    text = hover_text(page, zoom, 0.12, 0.45)
-    for name in ("original", "code", "dequantized", "error", "scale", "zero point"):
-        assert name in text, text
+    exp = explore(
+        make_synthetic(SyntheticSpec(rows=256, cols=256)), QuantConfig(4, Mode.ASYMMETRIC)
+    )
+    view = zoom_view(exp, 0, 0, 32)
+    canvases = page.locator(".st-key-zoom canvas")
+    assert canvases.count() == 4
+    lines = canvas_hover(page, canvases.nth(0), 3, 5, 32, 32)
+    assert lines[0] == "row 3, col 5", lines
+    got = dict(line.rsplit(" ", 1) for line in lines[1:])
+    assert list(got) == [f.label for f in view.fields], lines
+    for k, field in enumerate(view.fields):
+        want = float(view.cells[3, 5, k])
+        tol = significant(want, field.digits) if field.style.value == "g" else 0.5
+        assert abs(float(got[field.label]) - want) <= tol, (field.label, got, want)
+    # every panel coloured as the overview images are (the same palette and levels)
+    for i, panel in enumerate(view.panels):
+        rgba = page.evaluate(
+            """([i]) => { const c = document.querySelectorAll('.st-key-zoom canvas')[i];
+                return Array.from(c.getContext('2d').getImageData(5, 3, 1, 1).data); }""",
+            [i],
+        )
+        level = int(colour_levels(view.values(i)[3:4, 5:6], panel.limits.lo, panel.limits.hi)[0, 0])
+        assert rgba[:3] == palette(panel.limits.colorscale)[level].tolist(), panel.title
 
 
 def test_block_change_leaves_the_heatmaps_alone(page, app_url: str) -> None:
@@ -263,8 +298,8 @@ TABLE_ROWS = """(i) => {
 
 
 def table_rows(page, index: int, at_least: int) -> int:
-    """Rows (the header included) of the page's ``index``-th table, once it has drawn at
-    least ``at_least`` of them (the grid fills in as it comes into view)."""
+    """Rows (the header included) of the page's ``index``-th data grid, once it has drawn
+    at least ``at_least`` of them (the grid fills in as it comes into view)."""
     tables = page.locator('[data-testid="stDataFrame"]')
     tables.nth(index).scroll_into_view_if_needed()
     page.wait_for_function(f"({TABLE_ROWS})({index}) >= {at_least}", timeout=30_000)
@@ -284,7 +319,10 @@ def test_teaching_panel_lists_every_value_and_explains_symmetric_mode(page, app_
     for symbol in ("an original value of the block", "the block's scale", "the code stored"):
         assert symbol in text, symbol
     assert "not on the lowest code" in text  # why min(r) is not at qmin in symmetric mode
-    assert table_rows(page, 0, 10) == 10  # the header and every one of the 9 values
+    worked = page.locator(".st-key-worked .qlab-table")
+    worked.wait_for(timeout=30_000)
+    assert worked.locator("tr").count() == 10  # the header and every one of the 9 values
+    assert worked.locator("th").all_inner_texts()[:2] == ["index in block", "r"]
 
 
 def test_teaching_panel_shows_every_per_channel_scale(page, app_url: str) -> None:
@@ -294,50 +332,95 @@ def test_teaching_panel_shows_every_per_channel_scale(page, app_url: str) -> Non
     text = page.locator('[data-testid="stMainBlockContainer"]').inner_text()
     assert "Row (channel) 0" in text and "one of 3 blocks" in text
     assert "Every block's scale" in text
-    assert table_rows(page, 1, 4) == 4  # the header and the 3 channels' scales at once
+    assert table_rows(page, 0, 4) == 4  # the header and the 3 channels' scales at once
 
 
 def test_zoom_has_colour_bars_and_labels_that_do_not_overlap(page, app_url: str) -> None:
-    page.goto(f"{app_url}/?src=synthetic&rows=256&cols=256&bits=4&mode=asymmetric&zsize=64")
+    page.goto(f"{app_url}/?src=synthetic&rows=256&cols=256&bits=4&mode=asymmetric&zs=64")
     wait_for_charts(page, 6)
     wait_idle(page)
     zoom = page.locator(".st-key-zoom")
     zoom.scroll_into_view_if_needed()
-    assert zoom.locator(".colorbar").count() == 4  # one per panel
+    assert zoom.locator(".qlab-bar").count() == 4  # one per panel
     overlaps = page.evaluate(
         """() => {
-        const zoom = document.querySelector('.st-key-zoom');
+        const zoom = document.querySelector('.st-key-zoom .qlab-zoom');
+        const frame = zoom.getBoundingClientRect();
         const out = [];
-        for (const axis of zoom.querySelectorAll('.xaxislayer-above, .yaxislayer-above')) {
-          const boxes = Array.from(axis.querySelectorAll('.xtick text, .ytick text'))
-            .map(t => t.getBoundingClientRect()).filter(b => b.width > 0);
-          for (let i = 1; i < boxes.length; i++) {
-            const a = boxes[i - 1], b = boxes[i];
-            const apart = a.right <= b.left + 0.5 || b.right <= a.left + 0.5
-              || a.bottom <= b.top + 0.5 || b.bottom <= a.top + 0.5;
-            if (!apart) out.push([a.left, a.top, b.left, b.top]);
-          }
-        }
-        // The four colour bar titles (limits and count beyond) side by side, apart.
-        const titles = Array.from(zoom.querySelectorAll('.colorbar .cbtitle'))
+        const apart = (a, b) => a.right <= b.left + 0.5 || b.right <= a.left + 0.5
+          || a.bottom <= b.top + 0.5 || b.bottom <= a.top + 0.5;
+        const boxes = (sel) => Array.from(zoom.querySelectorAll(sel))
           .map(t => t.getBoundingClientRect()).filter(b => b.width > 0);
-        if (titles.length !== 4) out.push(['titles', titles.length]);
-        for (let i = 0; i < titles.length; i++) {
-          for (let j = i + 1; j < titles.length; j++) {
-            const a = titles[i], b = titles[j];
-            if (!(a.right <= b.left || b.right <= a.left)) out.push(['title', i, j]);
+        // tick labels of each axis, apart from each other and inside the chart
+        for (const axis of zoom.querySelectorAll('.qlab-xaxis, .qlab-yaxis')) {
+          const ticks = Array.from(axis.querySelectorAll('span'))
+            .map(t => t.getBoundingClientRect());
+          if (ticks.length < 2) out.push(['few ticks', ticks.length]);
+          for (let i = 1; i < ticks.length; i++) {
+            if (!apart(ticks[i - 1], ticks[i])) out.push(['ticks', axis.className, i]);
+          }
+          for (const t of ticks) {
+            if (t.left < frame.left - 0.5 || t.right > frame.right + 0.5) out.push(['cut', t.left]);
           }
         }
-        // Row labels inside the figure, not cut at its left edge.
-        const left = zoom.querySelector('.main-svg').getBoundingClientRect().left;
-        for (const t of zoom.querySelectorAll('.ytick text')) {
-          const b = t.getBoundingClientRect();
-          if (b.width > 0 && b.left < left) out.push(['row label cut', t.textContent]);
+        // the four colour bar notes (convention, limits, count beyond) side by side, apart
+        const notes = boxes('.qlab-note');
+        if (notes.length !== 4) out.push(['notes', notes.length]);
+        for (let i = 0; i < notes.length; i++) {
+          for (let j = i + 1; j < notes.length; j++) {
+            if (!apart(notes[i], notes[j])) out.push(['note', i, j]);
+          }
+        }
+        // four square panels, side by side
+        const panels = boxes('canvas');
+        if (panels.length !== 4) out.push(['panels', panels.length]);
+        for (const p of panels) {
+          if (Math.abs(p.width - p.height) > 1 || p.width < 100) {
+            out.push(['panel', p.width, p.height]);
+          }
         }
         return out;
       }"""
     )
     assert overlaps == [], overlaps
+    ARTIFACTS.mkdir(exist_ok=True)
+    zoom.screenshot(path=str(ARTIFACTS / "zoom.png"))
+
+
+def test_histogram_hover_names_a_bin_and_drag_zooms_into_values(page, app_url: str) -> None:
+    from dashboard.services.explorer.explore import explore
+    from dashboard.services.explorer.histogram import histogram_view
+    from dashboard.services.sources.examples import Example, example_tensor
+    from quant_core import QuantConfig
+
+    page.goto(f"{app_url}/?src=example&ex=course_3x3&bits=2&mode=asymmetric&gran=tensor")
+    wait_for_charts(page, 6)
+    wait_idle(page)
+    hist = page.locator(".st-key-histogram .qlab-histogram")
+    hist.scroll_into_view_if_needed()
+    text = hist.inner_text()
+    assert "9 values, 4 of 4 levels used" in text and "4 quantization levels" in text
+    canvas = hist.locator("canvas")
+    box = canvas.bounding_box()
+    full = canvas.screenshot()
+    # the course tensor's largest value, 728.6, is in the last bin, at the right of the plot
+    page.mouse.move(box["x"] + box["width"] * 0.96, box["y"] + box["height"] * 0.9)
+    hover = hist.locator(".qlab-hover")
+    hover.wait_for(state="visible", timeout=30_000)
+    view = histogram_view(explore(example_tensor(Example.COURSE_3X3), QuantConfig(2)), 0)
+    last = f"{view.counts[-1]} values"
+    assert last in hover.inner_text() and "to 728.6)" in hover.inner_text()
+    # drag across the left half: a narrower range of values fills the plot; double-click: all
+    y = box["y"] + box["height"] * 0.5
+    page.mouse.move(box["x"] + box["width"] * 0.1, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.4, y, steps=4)
+    page.mouse.up()
+    page.mouse.move(0, 0)  # away: no hover box over the plot
+    assert canvas.screenshot() != full
+    page.mouse.dblclick(box["x"] + box["width"] * 0.5, y)
+    page.mouse.move(0, 0)
+    assert canvas.screenshot() == full
 
 
 def test_a_link_value_the_page_changes_is_warned(page, app_url: str) -> None:

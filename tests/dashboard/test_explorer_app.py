@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
+from canvas import canvas_payload
 from streamlit.testing.v1 import AppTest
 
 from dashboard.services.sources.choice import SourceKind
@@ -151,7 +152,8 @@ def test_view_settings_come_from_the_link() -> None:
     no_errors(at)
     assert at.number_input(key="v_block").value == 5
     assert at.selectbox(key="v_zsize").value == 16
-    assert "Group 5" in charts(at)[-1]["layout"]["title"]["text"]
+    assert canvas_payload(at, "histogram")["title"].startswith("Group 5")
+    assert canvas_payload(at, "zoom")["nrows"] == 16  # the link's zoom size
 
 
 def test_link_with_large_outlier_fraction_runs() -> None:
@@ -206,6 +208,7 @@ def test_teaching_panel_names_block_and_lists_every_value() -> None:
     no_errors(at)
     text = " ".join(m.value for m in at.markdown)
     assert "Row (channel) 0" in text and "one of 3 blocks" in text
-    worked, scales = (d.value for d in at.dataframe)
-    assert len(worked) == 3  # row 0 of the 3x3: every value
+    worked = canvas_payload(at, "worked")
+    assert len(worked["rows"]) == 3  # row 0 of the 3x3: every value
+    (scales,) = (d.value for d in at.dataframe)
     assert len(scales) == 3  # every row's scale at once

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import streamlit as st
+from canvas import canvas_payload
 from streamlit.testing.v1 import AppTest
 
 from dashboard.services.state.research import ResearchFormat
@@ -87,9 +88,9 @@ def test_picking_min_max_levels_and_a_variant_reaches_the_url() -> None:
     no_errors(at)
     assert (query(at, "qk"), query(at, "bits")) == ("modified", "2")
     assert "Min-max levels" in " ".join(m.value for m in at.markdown)
-    worked = at.dataframe[0].value
-    assert list(worked.columns)[:4] == ["index", "x", "u (normalised)", "code c"]
-    assert int(worked["code c"].max()) <= 3
+    worked = canvas_payload(at, "worked")
+    assert worked["columns"][:4] == ["index", "x", "u (normalised)", "code c"]
+    assert max(int(row[3]) for row in worked["rows"]) <= 3
     # back to the integer grid: its keys return, the research ones go
     at.selectbox(key="q_fmt").set_value(Format.INT).run()
     no_errors(at)

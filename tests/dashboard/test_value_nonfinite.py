@@ -3,6 +3,7 @@ and never allowed to move a scale."""
 
 from __future__ import annotations
 
+import base64
 import math
 
 import numpy as np
@@ -24,8 +25,9 @@ from value_helpers import (
 
 from dashboard.services.explorer import teaching
 from dashboard.services.explorer.explore import explore
-from dashboard.services.explorer.heatmaps import ViewOptions, overview_figures, zoom_figure
-from dashboard.services.explorer.histogram import histogram_figure
+from dashboard.services.explorer.heatmaps import ViewOptions, overview_figures
+from dashboard.services.explorer.histogram import histogram_view
+from dashboard.services.explorer.zoom import zoom_payload, zoom_view
 from dashboard.services.io import load_tensor
 from dashboard.services.sources.choice import UploadSource
 from dashboard.services.sources.prepared import prepare
@@ -205,11 +207,12 @@ def test_nonfinite_figures_hold_nan_exactly_there_on_magenta() -> None:
             assert z.shape == bad.shape
             assert np.array_equal(np.isnan(z), bad), layout["title"]["text"]
         assert fig_json(figs.codes)["layout"]["plot_bgcolor"] == MAGENTA
-        zoom = zoom_figure(exp, 0, 0, 32)
-        assert fig_json(zoom)["layout"]["plot_bgcolor"] == MAGENTA
-        panels = heatmaps(zoom)
+        zoom = zoom_payload(zoom_view(exp, 0, 0, 32))
+        assert zoom["nan"] == [255, 0, 255]  # the browser paints NaN cells magenta
+        cells = np.frombuffer(base64.b64decode(zoom["cells"]), dtype="<f4")
+        cells = cells.reshape(zoom["nrows"], zoom["ncols"], -1)
         for i in (0, 2, 3):  # original, dequantized, error
-            assert np.array_equal(np.isnan(decode(panels[i]["z"])), bad)
+            assert np.array_equal(np.isnan(cells[..., i]), bad)
         # the hover of a non-finite cell says its dequantized value and error are NaN
         custom = decode(heatmaps(figs.original)[0]["customdata"])
         assert np.array_equal(np.isnan(custom[..., 1]), bad)
@@ -231,7 +234,7 @@ def test_codes_panels_mark_nonfinite_cells_too() -> None:
     bad = source.nonfinite.mask.numpy()
     exp = explore(source.matrix, QuantConfig(4, Mode.SYMMETRIC, PerChannel(0)))
     codes = decode(heatmaps(overview_figures(exp, ViewOptions()).codes)[0]["z"])
-    zoom_codes = decode(heatmaps(zoom_figure(exp, 0, 0, 32))[1]["z"])
+    zoom_codes = zoom_view(exp, 0, 0, 32).values(1)
     assert np.array_equal(np.isnan(codes), bad)
     assert np.array_equal(np.isnan(zoom_codes), bad)
 
@@ -274,7 +277,8 @@ def test_zero_d_and_empty_tensors_are_clear_errors() -> None:
 
 def test_histogram_of_a_block_with_no_finite_value() -> None:
     exp = explore(first_row_nan(), QuantConfig(4, Mode.SYMMETRIC, PerChannel(0)))
-    histogram_figure(exp, 0)
+    assert histogram_view(exp, 0).counts is None
+    assert histogram_view(exp, 1).counts is not None
 
 
 def test_teaching_numbers_of_a_block_with_no_finite_value() -> None:

@@ -17,8 +17,9 @@ from safetensors.torch import save as st_save
 
 from dashboard.services.explorer import exports, teaching
 from dashboard.services.explorer.explore import Exploration, block_of, explore
-from dashboard.services.explorer.heatmaps import ViewOptions, overview_figures, zoom_figure
-from dashboard.services.explorer.histogram import histogram_figure
+from dashboard.services.explorer.heatmaps import ViewOptions, overview_figures
+from dashboard.services.explorer.histogram import histogram_view
+from dashboard.services.explorer.zoom import zoom_view
 from dashboard.services.io import LoadedTensor, TensorInfo, list_tensors, load_tensor
 from dashboard.services.sources.choice import UploadSource
 from dashboard.services.sources.prepared import PreparedSource, prepare
@@ -193,14 +194,15 @@ def run_everything(
         assert fig.layout.plot_bgcolor == background, where
         assert np.asarray(fig.data[0].z).shape == tuple(source.matrix.shape), where
     rows, cols = source.matrix.shape
-    zoom = zoom_figure(exp, 0, 0, 32)
-    assert [t.type for t in zoom.data] == ["heatmap"] * 4
+    zoom = zoom_view(exp, 0, 0, 32)
+    assert zoom.cells.shape[:2] == (min(rows, 32), min(cols, 32)), where
 
     for block in blocks_to_show(exp):
-        hist = histogram_figure(exp, block)
+        hist = histogram_view(exp, block)
         n_finite = int(torch.isfinite(exp.qt.layout.to_blocks(exp.original)[block]).sum())
         if check_histogram:
-            assert np.asarray(hist.data[0].y).sum() == n_finite, where
+            counts = 0 if hist.counts is None else int(hist.counts.sum())
+            assert counts == n_finite, where
         nums = teaching.block_numbers(exp, block)
         assert math.isfinite(nums.scale) and math.isfinite(nums.data_min), where
         lines = teaching.formulas(exp, nums)

@@ -21,9 +21,9 @@ from dashboard.services.explorer.heatmaps import (
     MapImage,
     ViewOptions,
     overview_figures,
-    zoom_figure,
 )
-from dashboard.services.explorer.histogram import histogram_figure
+from dashboard.services.explorer.histogram import histogram_payload, histogram_view
+from dashboard.services.explorer.zoom import zoom_payload, zoom_view
 from dashboard.services.sources.examples import Example, example_tensor
 from dashboard.services.sources.synthetic import SyntheticSpec, make_synthetic
 from quant_core import (
@@ -42,7 +42,9 @@ MB = 1_000_000
 
 
 def payload(m) -> int:
-    """Bytes a map costs: a figure's JSON, an image map's PNG."""
+    """Bytes a chart costs: a figure's JSON, an image map's PNG, a canvas chart's payload."""
+    if isinstance(m, dict):
+        return len(json.dumps(m))
     return len(m.png) if isinstance(m, MapImage) else len(m.to_json())
 
 
@@ -107,7 +109,7 @@ def test_block_of_matches_layout() -> None:
 def test_block_label_names_the_cells_block_cells_reads(gran, block: int, label: str) -> None:
     exp = explore(torch.randn(4, 12), QuantConfig(4, granularity=gran))
     assert block_label(exp, block) == label
-    assert histogram_figure(exp, block).layout.title.text.startswith(label + ":")
+    assert histogram_view(exp, block).title.startswith(label + ":")
 
 
 # --- figures -------------------------------------------------------------------------
@@ -141,8 +143,8 @@ def test_every_chart_payload_under_2mb(shape: tuple[int, int]) -> None:
     exp = explore(x, QuantConfig(4, Mode.ASYMMETRIC, PerGroup(128)))
     figs = overview_figures(exp, ViewOptions(reduction=Reduction.MAX_ABS))
     sizes = [payload(f) for f in figs.all()]
-    sizes.append(payload(zoom_figure(exp, 100, 100, 64)))
-    sizes.append(payload(histogram_figure(exp, 3)))
+    sizes.append(payload(zoom_payload(zoom_view(exp, 100, 100, 64))))
+    sizes.append(payload(histogram_payload(histogram_view(exp, 3))))
     assert max(sizes) < 2 * MB, sizes
     assert "overview" in figs.original.subtitle
 
@@ -187,10 +189,10 @@ def test_maps_hover_and_levels_follow_the_zero_point_convention(zp: ZeroPoint) -
         np.testing.assert_array_equal(custom[0, :8, 5], float(exp.qt.offset.reshape(-1)[0]))
     else:
         assert "zero point" in hover
-    zoom = zoom_figure(exp, 0, 0, 16)
-    np.testing.assert_array_equal(np.asarray(zoom.data[2].z), want[:6, :16])
+    zoom = zoom_view(exp, 0, 0, 16)
+    np.testing.assert_array_equal(zoom.values(2), want[:6, :16])
     for block in (0, 5):
-        levels = histogram_figure(exp, block).data[1].x[0::3]
+        levels = histogram_view(exp, block).levels
         np.testing.assert_array_equal(levels, exp.qt.levels(block).numpy())
         # every dequantized value of the block is one of its levels
         assert set(want.reshape(-1, 8)[block].tolist()) <= set(levels.tolist())
@@ -204,13 +206,17 @@ def test_every_diverging_map_red_positive_said_in_colour_bar() -> None:
         assert m.limits.colorscale == "RdBu_r"
         assert "rgb(5,48,97) 0.0%" in m.colourbar and "rgb(103,0,31) 100.0%" in m.colourbar
         assert "red = positive, blue = negative" in m.colourbar
-    zoom = zoom_figure(exp, 0, 0, 32)
     small = overview_figures(explore(x[:100, :100], QuantConfig(3)), ViewOptions())
-    for trace in (small.original.data[0], small.error.data[0], *zoom.data[:1], *zoom.data[2:]):
+    for trace in (small.original.data[0], small.error.data[0]):
         spec = json.loads(go_json(trace))
         assert spec["colorscale"][-1][1] == "rgb(103,0,31)"  # dark red at the top: +
         assert spec["colorscale"][0][1] == "rgb(5,48,97)"  # dark blue at the bottom: -
         assert "red = positive, blue = negative" in spec["colorbar"]["title"]["text"]
+    zoom = zoom_payload(zoom_view(exp, 0, 0, 32))
+    for panel in (zoom["panels"][0], *zoom["panels"][2:]):  # original, dequantized, error
+        assert panel["palette"][-3:] == [103, 0, 31] and panel["palette"][:3] == [5, 48, 97]
+        assert panel["note"][0] == "red = positive, blue = negative"
+        assert panel["lo"] == -panel["hi"]
 
 
 def test_colour_limit_is_the_percentile_not_one_outlier() -> None:
@@ -240,11 +246,10 @@ def go_json(trace) -> str:
 def test_histogram_levels_and_counts() -> None:
     x = torch.linspace(-1, 1, 1000).reshape(10, 100)
     exp = explore(x, QuantConfig(3, Mode.SYMMETRIC, PerChannel(0)))
-    fig = histogram_figure(exp, 0)
-    bars, levels = fig.data[0], fig.data[1]
-    assert float(np.sum(bars.y)) == 100
-    assert levels.name == "8 quantization levels"
-    assert "of 8 levels used" in fig.layout.title.text
+    view = histogram_view(exp, 0)
+    assert int(np.sum(view.counts)) == 100
+    assert view.levels_label == "8 quantization levels" and len(view.levels) == 8
+    assert "of 8 levels used" in view.title
 
 
 def test_histogram_shades_clipped_region() -> None:
@@ -252,15 +257,18 @@ def test_histogram_shades_clipped_region() -> None:
     cfg = QuantConfig(4, Mode.SYMMETRIC, range_method="percentile", percentile=99.0)
     exp = explore(x, cfg)
     assert exp.clip.n_clipped >= 1
-    fig = histogram_figure(exp, 0)
-    assert len(fig.layout.shapes) >= 1
+    view = histogram_view(exp, 0)
+    assert len(view.clipped) >= 1
+    # the clipped range starts where the representable range ends and runs to the maximum
+    (lo, _), *_ = [c for c in view.clipped if c[1] == 40.0]
+    assert 2.0 < lo < 40.0
 
 
 def test_codebook_format_figures() -> None:
     exp = explore(torch.randn(16, 32), QuantConfig(format=Format.NF4, granularity=PerGroup(16)))
     figs = overview_figures(exp, ViewOptions())
     assert figs.codes.data[0].zmax == 15
-    assert histogram_figure(exp, 1).data[1].name == "16 quantization levels"
+    assert histogram_view(exp, 1).levels_label == "16 quantization levels"
 
 
 # --- teaching ------------------------------------------------------------------------
@@ -325,16 +333,12 @@ def test_block_values_are_the_same_for_every_scheme_and_reused_exactly() -> None
             other = block_values.block_value_stats(exp, block)
             assert other is not None and other.extremes == stats.extremes
             assert np.array_equal(other.counts, stats.counts)
-            assert payload_json(histogram_figure(exp, block, stats)) == payload_json(
-                histogram_figure(exp, block)
+            assert histogram_payload(histogram_view(exp, block, stats)) == histogram_payload(
+                histogram_view(exp, block)
             )
             assert teaching.teaching_panel(exp, block, stats).table.equals(
                 teaching.teaching_panel(exp, block).table
             )
-
-
-def payload_json(fig) -> str:
-    return fig.to_json()
 
 
 def test_worked_table_marks_clamping() -> None:

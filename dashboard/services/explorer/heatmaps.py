@@ -6,7 +6,7 @@ modules by concern:
 - ``maps``: one overview map as a full heatmap (small tensors);
 - ``map_image``: one overview map of a larger tensor as an image, its colour bar in HTML;
 - ``overview``: the four overview maps of an exploration;
-- ``zoom``: the full-resolution zoom window, every cell's hover exact.
+- ``zoom``: the full-resolution zoom window, every cell's hover exact (drawn by the browser).
 
 Arrays reach plotly as float32 numpy (typed arrays in the JSON: float16 would fall back to
 lists, float64 doubles the payload); image maps are 8-bit palette PNGs (``display.image``).
@@ -27,7 +27,6 @@ from .overview import (
     original_map,
     overview_figures,
 )
-from .zoom import zoom_figure
 
 __all__ = [
     "RICH_HOVER_MAX_CELLS",
@@ -43,5 +42,4 @@ __all__ = [
     "original_map",
     "overview_figures",
     "reduce_2d",
-    "zoom_figure",
 ]

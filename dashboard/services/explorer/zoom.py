@@ -1,117 +1,126 @@
-"""The zoom window: a full-resolution part of all four maps, every cell's hover exact."""
+"""The zoom window: a full-resolution part of all four maps, every cell's hover exact.
+
+The browser draws it (``dashboard.components.charts``: one canvas per panel, coloured
+from the palette sent here, the hover read from the cells' float32 values). As four
+plotly heatmaps with colour bars it cost about 250 ms of the browser's main thread per
+redraw, measured in isolation, and ~200 ms of every settled bit-width change at 1536x384
+(``benchmarks/browser.py``).
+"""
 
 from __future__ import annotations
 
-import numpy as np
-import plotly.graph_objects as go
+import base64
+from dataclasses import dataclass
 
-from .cells import rich_customdata, rich_hover
-from .colour import code_limits, colorbar, error_limits, value_limits, with_count
+import numpy as np
+
+from ..display.image import palette
+from .cells import HoverField, hover_fields, rich_customdata
+from .colour import ColourLimits, code_limits, error_limits, value_limits, with_count
 from .explore import Exploration
 
-__all__ = ["zoom_figure"]
+__all__ = ["MAGENTA", "ZoomPanel", "ZoomView", "zoom_payload", "zoom_view"]
+
+MAGENTA = (255, 0, 255)
+"""The colour of a NaN cell when the tensor had NaN/Inf (white otherwise), as on the maps."""
+_BAR_TICKS = 4
 
 
-def zoom_figure(exp: Exploration, row0: int, col0: int, size: int) -> go.Figure:
-    """Full-resolution ``size`` x ``size`` window at ``(row0, col0)`` of all four panels,
-    each cell's hover naming original, code, dequantized, error, scale (and zero point or
-    offset). Each panel has a colour bar under it; original and dequantized share one range
-    (the window's 99.5th percentile of ``|x|``), the error has its own."""
-    rows, cols = exp.original.shape
-    row0 = max(0, min(row0, rows - 1))
-    col0 = max(0, min(col0, cols - 1))
-    rsl = slice(row0, min(rows, row0 + size))
-    csl = slice(col0, min(cols, col0 + size))
-    custom = rich_customdata(exp, rsl, csl)
-    hover = rich_hover(exp)
-    x = np.arange(csl.start, csl.stop, dtype=np.float32)
-    y = np.arange(rsl.start, rsl.stop, dtype=np.float32)
-    # customdata already holds the window's original, code, dequantized and error.
-    orig, code, deq, err = (custom[..., k] for k in range(4))
-    values = value_limits(exp, orig)
-    titles = ("Original", "Codes", "Dequantized", "Error")
+@dataclass(frozen=True)
+class ZoomPanel:
+    """One of the four panels: its ``title``, the ``field`` of ``ZoomView.cells`` it
+    colours, and its colour range (``limits``)."""
+
+    title: str
+    field: int
+    limits: ColourLimits
+
+
+@dataclass(frozen=True, eq=False)
+class ZoomView:
+    """The window ``rows`` x ``cols`` (matrix indices) of an exploration.
+
+    ``cells``: ``[len(rows), len(cols), k]`` float32, ``rich_customdata`` (original, code,
+    dequantized, error, scale, and zero point or offset), described by ``fields``;
+    ``panels``: original, codes, dequantized and error; ``nonfinite``: the tensor had
+    NaN/Inf, whose cells show magenta (white otherwise: a NaN cell is no value)."""
+
+    rows: range
+    cols: range
+    cells: np.ndarray
+    fields: tuple[HoverField, ...]
+    panels: tuple[ZoomPanel, ...]
+    nonfinite: bool
+
+    @property
+    def title(self) -> str:
+        return (
+            f"Zoom: rows {self.rows.start}–{self.rows.stop - 1}, cols {self.cols.start}–"
+            f"{self.cols.stop - 1} (full resolution)"
+        )
+
+    def values(self, panel: int) -> np.ndarray:
+        """``[len(rows), len(cols)]`` float32: what panel ``panel`` colours."""
+        return self.cells[..., self.panels[panel].field]
+
+
+def zoom_view(exp: Exploration, row0: int, col0: int, size: int) -> ZoomView:
+    """Full-resolution ``size`` x ``size`` window at ``(row0, col0)`` (clipped to the
+    matrix) of all four panels. Original and dequantized share one colour range (the
+    window's 99.5th percentile of ``|x|``, ``value_limits``), the error has its own, the
+    codes span every code of the format."""
+    n_rows, n_cols = exp.original.shape
+    row0 = max(0, min(row0, n_rows - 1))
+    col0 = max(0, min(col0, n_cols - 1))
+    rows = range(row0, min(n_rows, row0 + size))
+    cols = range(col0, min(n_cols, col0 + size))
+    cells = rich_customdata(exp, slice(rows.start, rows.stop), slice(cols.start, cols.stop))
+    values = value_limits(exp, cells[..., 0])
     panels = (
-        (orig, values),
-        (code, code_limits(exp, "code")),
-        (deq, with_count(values, deq)),
-        (err, error_limits(err)),
+        ZoomPanel("Original", 0, values),
+        ZoomPanel("Codes", 1, code_limits(exp, "code")),
+        ZoomPanel("Dequantized", 2, with_count(values, cells[..., 2])),
+        ZoomPanel("Error", 3, error_limits(cells[..., 3])),
     )
-    gap, width = 0.04, (1 - 3 * 0.04) / 4
-    data, layout = [], {}
-    for i, (z, limits) in enumerate(panels):
-        suffix = "" if i == 0 else str(i + 1)
-        left = i * (width + gap)
-        bar = colorbar(_short_note(limits.note))
-        bar.update(
-            y=-0.14,
-            x=left + width / 2,
-            xanchor="center",
-            len=width,
-            lenmode="fraction",
-            nticks=4,
-            title={**bar["title"], "font": {"size": 9}},
-        )
-        # A dict, not a go.Heatmap: the figure validates it once instead of copying it.
-        data.append(
-            {
-                "type": "heatmap",
-                "z": z,
-                "x": x,
-                "y": y,
-                "colorscale": limits.colorscale,
-                "zmin": limits.lo,
-                "zmax": limits.hi,
-                "customdata": custom,
-                "hovertemplate": hover,
-                "colorbar": bar,
-                "xaxis": f"x{suffix}",
-                "yaxis": f"y{suffix}",
-            }
-        )
-        # Few ticks, flat: four panels side by side have room for about five labels each.
-        layout[f"xaxis{suffix}"] = {
-            "domain": [left, left + width],
-            "showgrid": False,
-            "nticks": 5,
-            "tickangle": 0,
-            "tickfont": {"size": 10},
-        }
-        layout[f"yaxis{suffix}"] = {
-            "autorange": "reversed",
-            "showgrid": False,
-            "anchor": f"x{suffix}",
-            "nticks": 6,
-            "tickfont": {"size": 10},
-            "showticklabels": i == 0,
-        }
-        layout.setdefault("annotations", []).append(
-            {
-                "text": titles[i],
-                "x": left + width / 2,
-                "y": 1.0,
-                "xref": "paper",
-                "yref": "paper",
-                "yanchor": "bottom",
-                "showarrow": False,
-            }
-        )
-    layout.update(
-        title={
-            "text": f"Zoom: rows {rsl.start}–{rsl.stop - 1}, cols {csl.start}–{csl.stop - 1} "
-            "(full resolution)",
-            "font": {"size": 13},
-        },
-        height=440,
-        # Margins set to hold the row labels and the three-line colour bar titles, not grown
-        # by plotly: every zoom window keeps the same layout. (Measured against the
-        # auto-grown margins, a redraw costs the browser the same: 247 vs 252 ms.)
-        margin={"l": 44, "r": 10, "t": 60, "b": 110, "autoexpand": False},
-        plot_bgcolor="#ff00ff" if exp.finite is not None else "white",
-    )
-    return go.Figure(data=data, layout=layout)
+    return ZoomView(rows, cols, cells, hover_fields(exp), panels, exp.finite is not None)
 
 
-def _short_note(note: str) -> str:
-    """A colour bar title that fits a quarter of the figure: the note's sign convention,
-    limits and count beyond them each on its own line."""
-    return note.replace("; ", ")<br>(", 1)
+def zoom_payload(view: ZoomView) -> dict:
+    """What the browser's zoom component gets (JSON): the cells as base64 little-endian
+    float32 (row-major ``[row, col, field]``: exact, 4 bytes a number), the hover fields,
+    and per panel its palette (``display.image.palette``, the overview images' colours:
+    level ``round((v - lo) / (hi - lo) * (n - 1))``, clamped), limits, colour-bar ticks
+    and the colour-bar note on three lines (sign convention, limits, values beyond)."""
+    cells = np.ascontiguousarray(view.cells, dtype="<f4")
+    return {
+        "title": view.title,
+        "row0": view.rows.start,
+        "col0": view.cols.start,
+        "nrows": len(view.rows),
+        "ncols": len(view.cols),
+        "cells": base64.b64encode(cells.tobytes()).decode("ascii"),
+        "fields": [
+            {"label": f.label, "digits": f.digits, "style": f.style.value} for f in view.fields
+        ],
+        "nan": list(MAGENTA) if view.nonfinite else [255, 255, 255],
+        "panels": [
+            {
+                "title": p.title,
+                "field": p.field,
+                "lo": p.limits.lo,
+                "hi": p.limits.hi,
+                "palette": palette(p.limits.colorscale).reshape(-1).tolist(),
+                "ticks": [f"{v:.3g}" for v in np.linspace(p.limits.lo, p.limits.hi, _BAR_TICKS)],
+                "note": _note_lines(p.limits.note),
+            }
+            for p in view.panels
+        ],
+    }
+
+
+def _note_lines(note: str) -> list[str]:
+    """A colour bar's note as short lines that fit a quarter of the window: ``"red =
+    positive, blue = negative<br>±0.1 (99.5th pct of |x|; 3 values beyond, saturated)"``
+    -> the sign convention, ``±0.1 (99.5th pct of |x|)``, ``(3 values beyond,
+    saturated)``."""
+    return note.replace("; ", ")<br>(", 1).split("<br>")

@@ -1,0 +1,54 @@
+// Shared by the canvas charts (prepended to each component's module): decoding, colours,
+// number formats, ticks and the hover box.
+
+function decodeFloat32(b64) {
+  // base64 little-endian float32 -> Float32Array (exact values, no JSON float text).
+  const bin = atob(b64);
+  const bytes = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  return new Float32Array(bytes.buffer);
+}
+
+function formatNumber(v, digits, style) {
+  // d3's ".6g" is toPrecision(6) ("0.0123400", "1.23400e-7"); ".0f" is toFixed(0).
+  if (!Number.isFinite(v)) return String(v);
+  return style === "g" ? v.toPrecision(digits) : v.toFixed(digits);
+}
+
+function niceTicks(start, stop, count) {
+  // Integer positions in [start, stop) at a step of 1, 2 or 5 x 10^k, about `count` of them.
+  const span = Math.max(1, stop - start);
+  const raw = span / count;
+  const p = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = Math.max(1, [1, 2, 5, 10].map((m) => m * p).find((s) => s >= raw));
+  const out = [];
+  for (let t = Math.ceil(start / step) * step; t < stop; t += step) out.push(t);
+  return out;
+}
+
+function el(tag, cls, parent, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  if (parent) parent.appendChild(e);
+  return e;
+}
+
+function hoverBox(root) {
+  // One box per chart, shown by show(lines, x, y) at the pointer (chart coordinates).
+  const box = el("div", "qlab-hover", root);
+  box.style.display = "none";
+  return {
+    show(lines, x, y) {
+      box.textContent = lines.join("\n");
+      box.style.display = "block";
+      const w = root.clientWidth;
+      const left = x + 14 + box.offsetWidth > w ? Math.max(0, x - 14 - box.offsetWidth) : x + 14;
+      box.style.left = `${left}px`;
+      box.style.top = `${y + 14}px`;
+    },
+    hide() {
+      box.style.display = "none";
+    },
+  };
+}

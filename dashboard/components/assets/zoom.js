@@ -1,0 +1,116 @@
+// The explorer's zoom window: four panels (original, codes, dequantized, error) of the same
+// cells, each a canvas with one pixel a cell, coloured from the palette the server sent;
+// hovering a cell shows its exact numbers. Data: dashboard.services.explorer.zoom.zoom_payload.
+
+function paletteGradient(pal) {
+  const n = pal.length / 3;
+  const stops = [];
+  for (let s = 0; s <= 10; s++) {
+    const i = Math.round((s / 10) * (n - 1));
+    stops.push(`rgb(${pal[3 * i]},${pal[3 * i + 1]},${pal[3 * i + 2]}) ${((100 * i) / (n - 1)).toFixed(1)}%`);
+  }
+  return `linear-gradient(to right, ${stops.join(", ")})`;
+}
+
+function paintPanel(canvas, d, cells, k, panel) {
+  const { nrows, ncols } = d;
+  const pal = panel.palette;
+  const levels = pal.length / 3;
+  const lo = panel.lo;
+  const span = panel.hi - panel.lo;
+  canvas.width = ncols;
+  canvas.height = nrows;
+  const ctx = canvas.getContext("2d");
+  const img = ctx.createImageData(ncols, nrows);
+  const px = img.data;
+  for (let i = 0; i < nrows * ncols; i++) {
+    const v = cells[i * k + panel.field];
+    let r, g, b;
+    if (Number.isNaN(v)) {
+      [r, g, b] = d.nan;
+    } else {
+      // display.image.colour_levels: round((v - lo) / (hi - lo) * (levels - 1)), clamped.
+      let level = Math.round(((v - lo) / span) * (levels - 1));
+      level = Math.min(levels - 1, Math.max(0, level));
+      r = pal[3 * level];
+      g = pal[3 * level + 1];
+      b = pal[3 * level + 2];
+    }
+    px[4 * i] = r;
+    px[4 * i + 1] = g;
+    px[4 * i + 2] = b;
+    px[4 * i + 3] = 255;
+  }
+  ctx.putImageData(img, 0, 0);
+}
+
+function drawZoom(root, d) {
+  const cells = decodeFloat32(d.cells);
+  const k = d.fields.length;
+  const { nrows, ncols, row0, col0 } = d;
+  root.replaceChildren();
+  el("div", "qlab-title", root, d.title);
+  const grid = el("div", "qlab-grid", root);
+  el("div", "", grid);
+  for (const p of d.panels) el("div", "qlab-ptitle", grid, p.title);
+  const yaxis = el("div", "qlab-yaxis", grid);
+  for (const t of niceTicks(row0, row0 + nrows, 6)) {
+    const s = el("span", "", yaxis, String(t));
+    s.style.top = `${((t - row0 + 0.5) / nrows) * 100}%`;
+  }
+  const hover = hoverBox(root);
+  const canvases = d.panels.map((p) => {
+    const box = el("div", "qlab-plot", grid);
+    const canvas = el("canvas", "", box);
+    canvas.style.aspectRatio = `${ncols} / ${nrows}`;
+    canvas.setAttribute("role", "img");
+    canvas.setAttribute("aria-label", `${p.title}, ${d.title}`);
+    paintPanel(canvas, d, cells, k, p);
+    return canvas;
+  });
+  el("div", "", grid);
+  for (let i = 0; i < d.panels.length; i++) {
+    const xaxis = el("div", "qlab-xaxis", grid);
+    for (const t of niceTicks(col0, col0 + ncols, 5)) {
+      const s = el("span", "", xaxis, String(t));
+      s.style.left = `${((t - col0 + 0.5) / ncols) * 100}%`;
+    }
+  }
+  el("div", "", grid);
+  for (const p of d.panels) {
+    const bar = el("div", "qlab-bar", grid);
+    el("div", "qlab-gradient", bar).style.background = paletteGradient(p.palette);
+    const ticks = el("div", "qlab-ticks", bar);
+    for (const t of p.ticks) el("span", "", ticks, t);
+    const note = el("div", "qlab-note", bar);
+    for (const line of p.note) el("div", "", note, line);
+  }
+  const cellAt = (canvas, e) => {
+    const rect = canvas.getBoundingClientRect();
+    const c = Math.floor(((e.clientX - rect.left) / rect.width) * ncols);
+    const r = Math.floor(((e.clientY - rect.top) / rect.height) * nrows);
+    return r >= 0 && r < nrows && c >= 0 && c < ncols ? [r, c] : null;
+  };
+  for (const canvas of canvases) {
+    canvas.addEventListener("mousemove", (e) => {
+      const at = cellAt(canvas, e);
+      if (at === null) return hover.hide();
+      const [r, c] = at;
+      const base = (r * ncols + c) * k;
+      const lines = [`row ${row0 + r}, col ${col0 + c}`];
+      d.fields.forEach((f, j) => lines.push(`${f.label} ${formatNumber(cells[base + j], f.digits, f.style)}`));
+      const box = root.getBoundingClientRect();
+      hover.show(lines, e.clientX - box.left, e.clientY - box.top);
+    });
+    canvas.addEventListener("mouseleave", () => hover.hide());
+  }
+}
+
+export default function (component) {
+  const { data, parentElement } = component;
+  let root = parentElement.querySelector(":scope > .qlab-zoom");
+  if (root === null) root = el("div", "qlab-chart qlab-zoom", parentElement);
+  drawZoom(root, data);
+  // A mark of each drawing, for tools (and the benchmark) that watch the page redraw.
+  root.dataset.drawn = String(Number(root.dataset.drawn || 0) + 1);
+}
