@@ -20,8 +20,9 @@ page (``performance.now()``): from the ``keydown`` to
 - *settled*: the status widget gone and the page quiet (no DOM change anywhere outside the
   status widget, and no image loaded, for ``QUIET_MS``), the time being that of the last
   change; the charts whose plot changed (a mutation inside the plotly graph, not
-  Streamlit's stale marks around it; for the explorer's image maps, a new ``<img>``) are
-  named: those the browser redrew (the original map should not be among them);
+  Streamlit's stale marks around it; for the explorer's image maps, a new ``<img>``; for
+  its canvas charts, the zoom, histogram and worked table, the mark each sets when it has
+  drawn) are named: those the browser redrew (the original map should not be among them);
 - *server+transfer*: from the rerun request the browser sends to the server's last
   websocket message, on the network stack's clock (CDP ``Network`` events). A busy page
   still inflates it: Chromium stops reading a websocket whose renderer has not consumed
