@@ -7,7 +7,10 @@ page and the server computing it share the cores. Two OpenMP threads a kernel th
 each other while Chromium holds one core: a slider move settled 70-90 ms later with two
 threads than with one (``benchmarks/browser.py``, MiniLM 384x384 and 1536x384: 690 -> 601
 ms, 706 -> 636 ms), and even at 4096x4096, whose kernels gain most from a second core, one
-was no slower (813 -> 793 ms). So a served app leaves one core to the browser:
+was no slower (813 -> 793 ms). Measured again once the zoom and histogram were drawn by
+the browser itself (``QLAB_THREADS=2`` against the default, same benchmark): 384 vs 297 ms
+at 1536x384, 488 vs 392 ms for the word embeddings, 544 vs 482 ms at 4096x4096: two threads
+were slower at every size. So a served app leaves one core to the browser:
 ``cpu_count - 1`` threads, at least one. The heavy pages pay for it on 2 cores: GPTQ, AWQ
 and HQQ over MiniLM take 5.0, 4.9 and 2.6 s with one thread, 3.6, 3.0 and 1.5 s with two
 (``benchmarks/algorithms.py``). ``QLAB_THREADS`` sets the number (a server whose users

@@ -8,9 +8,10 @@ settled in 0.87 s instead of 1.32 s. These maps showed colours only anyway (exac
 are in the zoom window), so nothing a user reads is lost.
 
 The colours are ``display.image``'s (plotly's interpolation of the scale), so the image and
-the zoom window's plotly colour bars agree. Each reduced cell is at least one pixel, repeated
-by an integer factor along a side (nearest neighbour, so cells stay sharp) to bring the
-image near ``ASPECT`` and ``MIN_SIDE_PX``; the browser scales it to the column's width.
+the zoom window (coloured in the browser from the same palette and levels) agree. Each
+reduced cell is at least one pixel, repeated by an integer factor along a side (nearest
+neighbour, so cells stay sharp) to bring the image near ``ASPECT`` and ``MIN_SIDE_PX``; the
+browser scales it to the column's width.
 """
 
 from __future__ import annotations
