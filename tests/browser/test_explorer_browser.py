@@ -218,6 +218,28 @@ def test_zoom_hover_names_every_value_of_a_large_tensors_cell(page, app_url: str
         assert rgba[:3] == palette(panel.limits.colorscale)[level].tolist(), panel.title
 
 
+def test_a_tap_on_a_touch_screen_names_the_zoom_cell(browser, app_url: str) -> None:
+    context = browser.new_context(viewport={"width": 1200, "height": 900}, has_touch=True)
+    page = context.new_page()
+    page.set_default_timeout(90_000)
+    try:
+        page.goto(f"{app_url}/?src=synthetic&rows=256&cols=256&bits=4&zr=40&zc=8")
+        wait_for_charts(page, 5)
+        wait_idle(page)
+        canvas = page.locator(".st-key-zoom canvas").nth(3)
+        canvas.scroll_into_view_if_needed()
+        box = canvas.bounding_box()
+        # cell (2, 30) of the 32x32 window from row 40, column 8
+        page.touchscreen.tap(
+            box["x"] + box["width"] * 30.5 / 32, box["y"] + box["height"] * 2.5 / 32
+        )
+        hover = page.locator(".st-key-zoom .qlab-hover")
+        hover.wait_for(state="visible")
+        assert hover.inner_text().splitlines()[0] == "row 42, col 38"
+    finally:
+        context.close()
+
+
 def test_block_change_leaves_the_heatmaps_alone(page, app_url: str) -> None:
     page.goto(f"{app_url}/?src=synthetic&rows=64&cols=64&bits=4&gran=channel&axis=0")
     wait_for_charts(page, 4)

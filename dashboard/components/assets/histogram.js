@@ -146,10 +146,11 @@ function drawHistogram(root, d) {
   const hover = hoverBox(root);
   const state = { canvas, d, domain: fullDomain(d), drag: null };
   const px = (e) => e.clientX - canvas.getBoundingClientRect().left;
-  canvas.addEventListener("mousedown", (e) => {
+  canvas.addEventListener("pointerdown", (e) => {
     state.drag = { a: px(e), b: px(e) };
+    canvas.setPointerCapture(e.pointerId);
   });
-  canvas.addEventListener("mousemove", (e) => {
+  canvas.addEventListener("pointermove", (e) => {
     const x = px(e);
     if (state.drag) {
       state.drag.b = x;
@@ -171,8 +172,8 @@ function drawHistogram(root, d) {
     }
     paint(state);
   };
-  canvas.addEventListener("mouseup", endDrag);
-  canvas.addEventListener("mouseleave", () => {
+  canvas.addEventListener("pointerup", endDrag);
+  canvas.addEventListener("pointerleave", () => {
     hover.hide();
     if (state.drag) endDrag();
   });

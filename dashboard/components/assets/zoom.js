@@ -92,7 +92,7 @@ function drawZoom(root, d) {
     return r >= 0 && r < nrows && c >= 0 && c < ncols ? [r, c] : null;
   };
   for (const canvas of canvases) {
-    canvas.addEventListener("mousemove", (e) => {
+    const show = (e) => {
       const at = cellAt(canvas, e);
       if (at === null) return hover.hide();
       const [r, c] = at;
@@ -101,8 +101,12 @@ function drawZoom(root, d) {
       d.fields.forEach((f, j) => lines.push(`${f.label} ${formatNumber(cells[base + j], f.digits, f.style)}`));
       const box = root.getBoundingClientRect();
       hover.show(lines, e.clientX - box.left, e.clientY - box.top);
-    });
-    canvas.addEventListener("mouseleave", () => hover.hide());
+    };
+    // pointerdown too: a tap on a touch screen names the cell tapped.
+    canvas.addEventListener("pointermove", show);
+    canvas.addEventListener("pointerdown", show);
+    // A lifted finger "leaves" too: on touch the box stays until the next tap.
+    canvas.addEventListener("pointerleave", (e) => e.pointerType === "touch" || hover.hide());
   }
 }
 
