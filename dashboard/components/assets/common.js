@@ -15,12 +15,15 @@ function formatNumber(v, digits, style) {
   return style === "g" ? v.toPrecision(digits) : v.toFixed(digits);
 }
 
+function niceStep(raw) {
+  // The smallest step of 1, 2 or 5 x 10^k that is at least `raw` (d3's tick rule).
+  const p = Math.pow(10, Math.floor(Math.log10(raw)));
+  return [1, 2, 5, 10].map((m) => m * p).find((s) => s >= raw);
+}
+
 function niceTicks(start, stop, count) {
   // Integer positions in [start, stop) at a step of 1, 2 or 5 x 10^k, about `count` of them.
-  const span = Math.max(1, stop - start);
-  const raw = span / count;
-  const p = Math.pow(10, Math.floor(Math.log10(raw)));
-  const step = Math.max(1, [1, 2, 5, 10].map((m) => m * p).find((s) => s >= raw));
+  const step = Math.max(1, niceStep(Math.max(1, stop - start) / count));
   const out = [];
   for (let t = Math.ceil(start / step) * step; t < stop; t += step) out.push(t);
   return out;
@@ -32,6 +35,16 @@ function el(tag, cls, parent, text) {
   if (text !== undefined) e.textContent = text;
   if (parent) parent.appendChild(e);
   return e;
+}
+
+function mountChart(component, kind, draw) {
+  // The chart's root in the component's element (made once, kept across reruns), drawn
+  // with the new data, then marked: tools (and the benchmark) watch the mark for redraws.
+  const { data, parentElement } = component;
+  let root = parentElement.querySelector(`:scope > .qlab-${kind}`);
+  if (root === null) root = el("div", `qlab-chart qlab-${kind}`, parentElement);
+  draw(root, data);
+  root.dataset.drawn = String(Number(root.dataset.drawn || 0) + 1);
 }
 
 function hoverBox(root) {

@@ -11,9 +11,7 @@ const M = { left: 52, right: 12, top: 8, bottom: 26 };
 
 function valueTicks(lo, hi, count) {
   // d3's ticks: a step of 1, 2 or 5 x 10^k, about `count` ticks over [lo, hi].
-  const raw = (hi - lo) / count;
-  const p = Math.pow(10, Math.floor(Math.log10(raw)));
-  const step = [1, 2, 5, 10].map((m) => m * p).find((s) => s >= raw);
+  const step = niceStep((hi - lo) / count);
   const out = [];
   for (let i = Math.ceil(lo / step); i * step <= hi; i++) out.push(i * step);
   return { ticks: out, step };
@@ -190,9 +188,5 @@ function drawHistogram(root, d) {
 }
 
 export default function (component) {
-  const { data, parentElement } = component;
-  let root = parentElement.querySelector(":scope > .qlab-histogram");
-  if (root === null) root = el("div", "qlab-chart qlab-histogram", parentElement);
-  drawHistogram(root, data);
-  root.dataset.drawn = String(Number(root.dataset.drawn || 0) + 1);
+  mountChart(component, "histogram", drawHistogram);
 }

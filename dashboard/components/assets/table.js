@@ -1,9 +1,6 @@
 // A small static table (the teaching panel's worked values): every row visible, numbers
 // right-aligned as the server formatted them. Data: dashboard.services.display.table.
-export default function (component) {
-  const { data, parentElement } = component;
-  let root = parentElement.querySelector(":scope > .qlab-table");
-  if (root === null) root = el("div", "qlab-chart qlab-table", parentElement);
+function drawTable(root, data) {
   const table = el("table", "");
   const head = el("tr", "", el("thead", "", table));
   data.columns.forEach((c, j) => {
@@ -15,5 +12,8 @@ export default function (component) {
     row.forEach((v, j) => el("td", data.numeric[j] ? "qlab-num" : "", tr, v));
   }
   root.replaceChildren(table);
-  root.dataset.drawn = String(Number(root.dataset.drawn || 0) + 1);
+}
+
+export default function (component) {
+  mountChart(component, "table", drawTable);
 }

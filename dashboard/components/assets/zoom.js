@@ -111,10 +111,5 @@ function drawZoom(root, d) {
 }
 
 export default function (component) {
-  const { data, parentElement } = component;
-  let root = parentElement.querySelector(":scope > .qlab-zoom");
-  if (root === null) root = el("div", "qlab-chart qlab-zoom", parentElement);
-  drawZoom(root, data);
-  // A mark of each drawing, for tools (and the benchmark) that watch the page redraw.
-  root.dataset.drawn = String(Number(root.dataset.drawn || 0) + 1);
+  mountChart(component, "zoom", drawZoom);
 }
