@@ -1,19 +1,21 @@
-"""View options (overview reduction, boundaries, zoom window) and the block chooser."""
+"""View options (overview reduction, boundaries, zoom window), the four overview maps and
+the block chooser."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import streamlit as st
-from streamlit.delta_generator import DeltaGenerator
 
 from dashboard.components import persist, url
+from dashboard.components.charts import image_maps
 from dashboard.components.persist import PERSIST
 from dashboard.services.display.reduce import Reduction
-from dashboard.services.explorer.heatmaps import MapImage, MapView, ViewOptions
-from dashboard.services.explorer.map_image import marked_note
+from dashboard.services.explorer.heatmaps import MapImage, OverviewFigures, ViewOptions
 from dashboard.services.state.view import ZOOM_SIZES, ViewState, view_from_query
 from quant_core import PerChannel, QuantConfig
+
+MAP_NAMES = ("original", "codes", "dequantized", "error")
 
 
 @dataclass(frozen=True)
@@ -124,18 +126,20 @@ def block_chooser(cfg: QuantConfig, n_blocks: int, key: str = "v_block") -> int:
     return block
 
 
-def draw_map(box: DeltaGenerator, m: MapView, key: str) -> None:
-    """One overview map in ``box``: a plotly heatmap, or an image with its title above and
-    its colour bar (HTML) below. Each image sits in a keyed container, so the four maps
-    keep their places and a test (or a user's tool) can find them by ``key``."""
-    if isinstance(m, MapImage):
-        with box.container(key=key):
-            head = f"**{m.title}**" + (f"  \n{m.subtitle}" if m.subtitle else "")
-            st.markdown(head, help="colours only here: every value of a cell is in the zoom")
-            st.image(m.png, width="stretch", alt=f"{m.title} map")
-            st.markdown(m.colourbar, unsafe_allow_html=True)
-            note = marked_note(m.n_marked)
-            if note:
-                st.caption(note)
+def overview_maps(figs: OverviewFigures) -> None:
+    """The four overview maps, two by two: a larger tensor's as images in one browser-drawn
+    grid (``charts.image_maps``, key ``overview_maps``; each map's box has the class
+    ``qlab-map-<name>``), a small tensor's as plotly heatmaps with every cell's values on
+    hover (keys ``heat_<name>``). The plotly maps go into one container drawn only once all
+    four figures exist, so they appear together (a map missing while the others are drawn
+    read as "no codes")."""
+    named = dict(zip(MAP_NAMES, figs.all(), strict=True))
+    images = {name: m for name, m in named.items() if isinstance(m, MapImage)}
+    if len(images) == len(named):
+        image_maps(images, key="overview_maps")
         return
-    box.plotly_chart(m, key=key, config={"displaylogo": False})
+    with st.container(key="overview_maps"):
+        top = st.columns(2)
+        bottom = st.columns(2)
+        for col, (name, fig) in zip((*top, *bottom), named.items(), strict=True):
+            col.plotly_chart(fig, key=f"heat_{name}", config={"displaylogo": False})

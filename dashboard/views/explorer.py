@@ -18,7 +18,7 @@ from dashboard.components.source import current_source
 from dashboard.components.view import (
     block_chooser,
     current_view,
-    draw_map,
+    overview_maps,
     view_options,
     zoom_window,
 )
@@ -81,16 +81,7 @@ opts = view_options(reduced=needs_reduction((rows, cols)))
 # "original" belongs to this scheme and calibration.
 scaled = run.algorithm is not None and run.algorithm.shows_scaled_weight
 figs = cache.overview(f"{key}|{opts!r}", exp, opts, source_key=key if scaled else source.key)
-# The four maps go into one container, drawn only once all four figures exist, so they
-# appear together (a map missing while the others are drawn read as "no codes").
-with st.container(key="overview_maps"):
-    top = st.columns(2)
-    bottom = st.columns(2)
-    for col, fig, name in zip(
-        (*top, *bottom), figs.all(), ("original", "codes", "dequantized", "error"), strict=True
-    ):
-        draw_map(col, fig, f"heat_{name}")
-
+overview_maps(figs)
 
 
 @st.fragment

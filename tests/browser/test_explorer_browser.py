@@ -11,21 +11,32 @@ from .conftest import ARTIFACTS
 pytestmark = pytest.mark.browser
 
 
-def metric_values(page) -> list[str]:
-    return page.locator('[data-testid="stMetricValue"]').all_inner_texts()
+def metric_values(page, of: str | None = None) -> list[str]:
+    """The explorer's metric values as shown, once its cards are drawn and, with ``of``,
+    once they measure a scheme whose description starts so (``"int6 "``: the cards'
+    ``data-of``, ``Exploration.describe()``). The browser draws the cards when their data
+    arrives, which can be a moment after the status widget says the run has finished."""
+    page.wait_for_function(
+        "(of) => { const m = document.querySelector('.qlab-metrics[data-drawn]');"
+        " return m !== null && (of === null || (m.dataset.of || '').startsWith(of)); }",
+        arg=of,
+        timeout=90_000,
+    )
+    return page.locator(".qlab-metric-value").all_inner_texts()
 
 
 DRAWN_CHARTS = """() =>
     document.querySelectorAll('[data-testid="stPlotlyChart"] .main-svg').length
-    + Array.from(document.querySelectorAll('[class*="st-key-heat_"] [data-testid="stImage"] img'))
+    + Array.from(document.querySelectorAll('.qlab-map img'))
         .filter(i => i.complete && i.naturalWidth > 0).length
-    + document.querySelectorAll('.qlab-chart[data-drawn]').length"""
+    + document.querySelectorAll(
+        '.qlab-chart[data-drawn]:not(.qlab-maps):not(.qlab-metrics)').length"""
 
 
 def wait_for_charts(page, n: int) -> None:
     """Until ``n`` charts are drawn: plotly charts, the explorer's image maps (a larger
-    tensor's overview maps are plain images) and its canvas charts (zoom, histogram, worked
-    table: ``dashboard.components.charts``)."""
+    tensor's overview maps are plain images, each in a ``.qlab-map`` box) and its canvas
+    charts (zoom, histogram, worked table: ``dashboard.components.charts``)."""
     page.wait_for_function(f"({DRAWN_CHARTS})() >= {n}", timeout=90_000)
 
 
@@ -54,7 +65,7 @@ def test_slider_changes_metrics(page, app_url: str) -> None:
         slider.press("ArrowRight")
         page.wait_for_url(f"**bits={bits}&**", timeout=90_000)
     wait_idle(page)
-    after = metric_values(page)
+    after = metric_values(page, "int7 ")
     assert after[0] != before[0]
     # 7 bits instead of 4: the MSE shown falls
     assert float(after[0]) < float(before[0])
@@ -63,10 +74,10 @@ def test_slider_changes_metrics(page, app_url: str) -> None:
 
 
 HEATMAP_IMAGES = """() => ['original', 'codes', 'dequantized', 'error'].map(n => {
+    const img = document.querySelector('.qlab-map-' + n + ' img');
+    if (img) return img.src;
     const box = document.querySelector('.st-key-heat_' + n);
     if (!box) return '';
-    const img = box.querySelector('[data-testid="stImage"] img');
-    if (img) return img.getAttribute('src') || '';
     const drawn = box.querySelector('.imagelayer image')
       || box.querySelector('.heatmaplayer image');
     return drawn?.href?.baseVal ?? '';
@@ -113,7 +124,7 @@ def test_bit_width_change_leaves_a_large_tensors_original_map_alone(page, app_ur
     assert all("/media/" in src and src.endswith(".png") for src in before), before
     fetched.clear()
     page.evaluate(
-        """() => { const img = document.querySelector('.st-key-heat_original img');
+        """() => { const img = document.querySelector('.qlab-map-original img');
             window.__original = img; window.__originalMutations = 0;
             new MutationObserver(() => window.__originalMutations++)
               .observe(img, {attributes: true}); }"""
@@ -149,13 +160,13 @@ def test_large_tensor_maps_have_titles_colour_bars_and_rings(page, app_url: str)
         ("dequantized", "Dequantized (same scale as original)"),
         ("error", "Error = original − dequantized"),
     ):
-        box = page.locator(f".st-key-heat_{name}")
+        box = page.locator(f".qlab-map-{name}")
         text = box.inner_text()
         assert title in text, text
-        img = box.locator('[data-testid="stImage"] img')
+        img = box.locator("img")
         width = img.evaluate("i => i.getBoundingClientRect().width")
         assert width > 300, width  # the image fills its column
-    original = page.locator(".st-key-heat_original").inner_text()
+    original = page.locator(".qlab-map-original").inner_text()
     assert "red = positive, blue = negative" in original and "values beyond" in original
     assert "rings: cells beyond the colour range" in original
     ARTIFACTS.mkdir(exist_ok=True)
@@ -270,7 +281,7 @@ def test_metrics_fit_at_laptop_width(browser, app_url: str, width: int) -> None:
         wait_for_charts(page, 4)
         wait_idle(page)
         cut = page.evaluate(
-            """() => Array.from(document.querySelectorAll('[data-testid="stMetricValue"]'))
+            """() => Array.from(document.querySelectorAll('.qlab-metric-value'))
                 .flatMap(e => [e, ...e.querySelectorAll('*')])
                 .filter(e => e.scrollWidth > e.clientWidth)
                 .map(e => e.innerText)"""

@@ -50,9 +50,9 @@ def test_back_restores_the_earlier_bits_and_the_url_agrees(page, app_url: str) -
     wait_for_charts(page, 4)
     wait_idle(page)
     _step(page, 5)
-    at_five = metric_values(page)
+    at_five = metric_values(page, "int5 ")
     _step(page, 6)
-    at_six = metric_values(page)
+    at_six = metric_values(page, "int6 ")
     assert _bits_on_page(page) == "6" and at_six[0] != at_five[0]
 
     page.go_back()
@@ -61,7 +61,7 @@ def test_back_restores_the_earlier_bits_and_the_url_agrees(page, app_url: str) -
     # the URL still says 5 once the rerun has finished (it is not overwritten with 6)
     assert _bits_in_url(page) == "5"
     assert _bits_on_page(page) == "5"
-    assert metric_values(page)[0] == at_five[0]
+    assert metric_values(page, "int5 ")[0] == at_five[0]
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "url_history_back.png"), full_page=True)
 
@@ -69,4 +69,4 @@ def test_back_restores_the_earlier_bits_and_the_url_agrees(page, app_url: str) -
     page.wait_for_url(re.compile(r"[?&]bits=6(&|$)"), timeout=90_000)
     _wait_bits_on_page(page, "6")
     assert _bits_in_url(page) == "6" and _bits_on_page(page) == "6"
-    assert metric_values(page)[0] == at_six[0]
+    assert metric_values(page, "int6 ")[0] == at_six[0]

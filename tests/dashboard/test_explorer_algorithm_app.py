@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
+from canvas import canvas_payloads, metric_value, metrics_shown
 from streamlit.testing.v1 import AppTest
 
 from quant_core import Algorithm, Format
@@ -27,10 +28,7 @@ def new_app(**query: str) -> AppTest:
 
 
 def metric(at: AppTest, label: str) -> str:
-    for m in at.metric:
-        if m.label == label:
-            return m.value
-    raise AssertionError(f"no metric {label!r}: {[m.label for m in at.metric]}")
+    return metric_value(at, label)
 
 
 def query(at: AppTest, key: str) -> str | None:
@@ -42,11 +40,11 @@ def _map(at: AppTest, index: int, title: str) -> str:
     """One of the four overview maps as text that changes with what it shows: a small
     tensor's heatmap traces (JSON), or a larger tensor's image map, by its media address
     (a hash of the PNG's bytes)."""
-    images = [el.proto.imgs[0] for el in at.get("image") if el.proto.imgs]
-    maps = [i for i in images if i.alt.endswith(" map")]
-    if maps:
-        assert maps[index].alt.startswith(title), [m.alt for m in maps]
-        return maps[index].url
+    found = canvas_payloads(at)
+    if "overview_maps" in found:
+        maps = found["overview_maps"]["maps"]
+        assert maps[index]["title"].startswith(title), [m["title"] for m in maps]
+        return maps[index]["src"]
     heatmaps = [
         spec
         for spec in (json.loads(el.proto.spec) for el in at.get("plotly_chart"))
@@ -138,7 +136,7 @@ def test_a_link_asking_gptq_on_a_single_tensor_explains_and_shows_rtn() -> None:
     assert not at.exception and not at.error
     texts = " ".join(w.value for w in at.warning)
     assert "calibration data" in texts and "no model" in texts and "Showing RTN" in texts
-    assert "Bits per element" in [m.label for m in at.metric]
+    assert "Bits per element" in [m["label"] for m in metrics_shown(at)]
     assert at.selectbox(key="a_algo").value is Algorithm.RTN
     assert query(at, "algo") is None
 
@@ -179,4 +177,4 @@ def test_an_algorithm_the_format_cannot_run_falls_back_to_rtn() -> None:
     at.selectbox(key="q_fmt").set_value(Format.NF4).run()
     assert not at.exception
     assert any("integer grid" in w.value for w in at.warning)
-    assert "Codes ≠ RTN" not in [m.label for m in at.metric]
+    assert "Codes ≠ RTN" not in [m["label"] for m in metrics_shown(at)]

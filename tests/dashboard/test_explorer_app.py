@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
-from canvas import canvas_payload
+from canvas import canvas_payload, metric_value, metrics_shown
 from streamlit.testing.v1 import AppTest
 
 from dashboard.services.sources.choice import SourceKind
@@ -29,10 +29,7 @@ def new_app(**query: str) -> AppTest:
 
 
 def metric(at: AppTest, label: str) -> str:
-    for m in at.metric:
-        if m.label == label:
-            return m.value
-    raise AssertionError(f"no metric {label!r}: {[m.label for m in at.metric]}")
+    return metric_value(at, label)
 
 
 def charts(at: AppTest) -> list[dict]:
@@ -59,7 +56,7 @@ def test_examples_run(example: Example) -> None:
     at.selectbox(key="src_kind").set_value(SourceKind.EXAMPLE).run()
     at.selectbox(key="src_example").set_value(example).run()
     no_errors(at)
-    assert "Bits per element" in [m.label for m in at.metric]
+    assert "Bits per element" in [m["label"] for m in metrics_shown(at)]
 
 
 @pytest.mark.parametrize("dist", list(Distribution), ids=lambda d: d.value)
@@ -102,7 +99,7 @@ def test_per_group_shows_as_many_scales_as_groups() -> None:
     heat = charts(at)[0]["data"][0]
     # rich hover on a small tensor: customdata[..., 3] is each cell's scale
     assert "customdata" in heat
-    help_text = next(m for m in at.metric if m.label == "Bits per element").help
+    help_text = next(m for m in metrics_shown(at) if m["label"] == "Bits per element")["help"]
     assert "32 scales" in help_text  # 8 rows x 64/16 groups
 
 
@@ -129,7 +126,7 @@ def test_bad_query_params_warn_and_fall_back(query: dict[str, str]) -> None:
         assert at.select_slider(key="q_group").value in (1, 3)
     else:
         assert at.warning, "expected a warning about the link"
-    assert "Bits per element" in [m.label for m in at.metric]
+    assert "Bits per element" in [m["label"] for m in metrics_shown(at)]
 
 
 def test_url_reflects_settings() -> None:
@@ -177,14 +174,14 @@ def test_link_with_large_outlier_fraction_runs() -> None:
     ],
 )
 def test_compact_numbers_fit_a_metric(value: float, text: str) -> None:
-    from dashboard.components.metrics import compact
+    from dashboard.services.explorer.metric_cards import compact
 
     assert compact(value) == text
     assert len(text.lstrip("-")) <= 7
 
 
 def test_compact_counts_and_bytes() -> None:
-    from dashboard.components.metrics import compact_bytes, compact_count
+    from dashboard.services.explorer.metric_cards import compact_bytes, compact_count
 
     assert [compact_count(n) for n in (9_999, 12_345, 4_194_304)] == ["9,999", "12.3k", "4.19M"]
     assert [compact_bytes(n) for n in (812, 45_100, 8_388_608)] == ["812 B", "45.1 kB", "8.39 MB"]

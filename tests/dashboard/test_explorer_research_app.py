@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import streamlit as st
-from canvas import canvas_payload
+from canvas import canvas_payload, metric_value, metrics_shown
 from streamlit.testing.v1 import AppTest
 
 from dashboard.services.state.research import ResearchFormat
@@ -27,7 +27,7 @@ def new_app(**query: str) -> AppTest:
 
 
 def metric(at: AppTest, label: str) -> str:
-    return next(m.value for m in at.metric if m.label == label)
+    return metric_value(at, label)
 
 
 def query(at: AppTest, key: str) -> str | None:
@@ -115,4 +115,4 @@ def test_bad_research_links_warn_and_the_page_works() -> None:
         assert not at.exception and not at.error
         texts = " ".join(w.value for w in at.warning)
         assert "Ignored the link's scheme" in texts, texts
-        assert "Bits per element" in [m.label for m in at.metric]
+        assert "Bits per element" in [m["label"] for m in metrics_shown(at)]

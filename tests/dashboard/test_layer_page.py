@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
+from canvas import metric_value, metrics_shown
 from streamlit.testing.v1 import AppTest
 
 from dashboard import cache
@@ -32,10 +33,7 @@ def new_app(page: str, **query: str) -> AppTest:
 
 
 def metric(at: AppTest, label: str) -> str:
-    for m in at.metric:
-        if m.label == label:
-            return m.value
-    raise AssertionError(f"no metric {label!r}: {[m.label for m in at.metric]}")
+    return metric_value(at, label)
 
 
 def no_errors(at: AppTest) -> None:
@@ -79,7 +77,7 @@ def test_activation_source_gives_the_layer_input_to_the_explorer() -> None:
     axis.set_value(0).run()
     no_errors(at)
     # The page runs with one scale per token.
-    assert "Bits per element" in [m.label for m in at.metric]
+    assert "Bits per element" in [m["label"] for m in metrics_shown(at)]
 
 
 def test_activation_source_from_a_link_and_own_sentences() -> None:

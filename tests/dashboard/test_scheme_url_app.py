@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import streamlit as st
+from canvas import metric_value
 from streamlit.testing.v1 import AppTest
 
 from quant_core import Mode, ZeroPoint
@@ -21,7 +22,7 @@ def new_app(**query: str) -> AppTest:
 
 
 def metric(at: AppTest, label: str) -> str:
-    return next(m.value for m in at.metric if m.label == label)
+    return metric_value(at, label)
 
 
 def query(at: AppTest, key: str) -> str:

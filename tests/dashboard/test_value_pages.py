@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import streamlit as st
-from canvas import canvas_payloads
+from canvas import canvas_payloads, metrics_shown
 from streamlit.testing.v1 import AppTest
 from value_helpers import (
     decode,
@@ -44,7 +44,7 @@ def no_errors(at: AppTest, where: str = "") -> None:
 
 
 def metric_texts(at: AppTest) -> list[str]:
-    return [m.value for m in at.metric]
+    return [m["value"] for m in metrics_shown(at)]
 
 
 def chart_specs(at: AppTest) -> list[dict]:
@@ -98,7 +98,7 @@ def test_page_offers_to_quantize_finite_values_only() -> None:
     # unticked: nothing is quantized and no metric is shown
     box.uncheck().run()
     no_errors(at)
-    assert not at.metric and not at.get("plotly_chart")
+    assert not metrics_shown(at) and not at.get("plotly_chart")
 
 
 def test_page_with_a_row_of_nan_under_the_default_scheme() -> None:

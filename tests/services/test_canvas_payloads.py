@@ -1,25 +1,36 @@
-"""What the browser's canvas charts are sent: the zoom window's cells (exact float32), its
+"""What the browser's charts are sent: the zoom window's cells (exact float32), its
 palettes and colour-bar notes; the histogram's bins, levels and clipped ranges; the worked
-table's text. The drawing itself is checked in Chromium (tests/browser)."""
+table's text; the image maps' addresses, sizes and colour bars; the metric cards. The
+drawing itself is checked in Chromium (tests/browser)."""
 
 from __future__ import annotations
 
 import base64
+import io
 import json
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from PIL import Image
 
 from dashboard.services.display.image import palette
 from dashboard.services.display.table import cell_text, table_payload
 from dashboard.services.explorer.cells import hover_fields, rich_customdata, rich_hover
+from dashboard.services.explorer.colour import colourbar_payload
 from dashboard.services.explorer.explore import explore
+from dashboard.services.explorer.heatmaps import ViewOptions, overview_figures
 from dashboard.services.explorer.histogram import (
     MAX_DRAWN_LEVELS,
     histogram_payload,
     histogram_view,
+)
+from dashboard.services.explorer.map_image import MapImage, maps_payload
+from dashboard.services.explorer.metric_cards import (
+    compact,
+    exploration_cards,
+    metrics_payload,
 )
 from dashboard.services.explorer.zoom import MAGENTA, zoom_payload, zoom_view
 from quant_core import Format, Mode, PerChannel, PerGroup, QuantConfig, ZeroPoint
@@ -171,4 +182,68 @@ def test_table_payload_keeps_columns_rows_and_alignment() -> None:
         "columns": ["i", "r", "clamped?"],
         "rows": [["0", "0.5", ""], ["1", "-1.25", "yes"]],
         "numeric": [True, True, False],
+    }
+
+
+def test_image_maps_payload_names_sizes_addresses_and_colour_bars() -> None:
+    x = randn(300, 300, seed=4)
+    x[5, 7] = 50.0  # beyond the colour range: ringed
+    figs = overview_figures(
+        explore(x, QuantConfig(4, Mode.ASYMMETRIC, PerGroup(50))), ViewOptions()
+    )
+    maps = dict(zip(("original", "codes", "dequantized", "error"), figs.all(), strict=True))
+    srcs = {name: f"media/{name}.png" for name in maps}
+    payload = maps_payload(maps, srcs)
+    assert [m["name"] for m in payload["maps"]] == list(maps)
+    json.dumps(payload)  # JSON as it is
+    for sent, (name, m) in zip(payload["maps"], maps.items(), strict=True):
+        assert isinstance(m, MapImage)
+        assert sent["src"] == f"media/{name}.png"
+        assert (sent["width"], sent["height"]) == Image.open(io.BytesIO(m.png)).size
+        assert sent["title"] == m.title and sent["subtitle"] == m.subtitle
+        assert sent["bar"] == colourbar_payload(m.limits, 5)
+        assert sent["bar"]["palette"] == palette(m.limits.colorscale).reshape(-1).tolist()
+    original = payload["maps"][0]
+    assert original["title"] == "Original" and original["marked"].startswith("rings: ")
+    assert payload["maps"][1]["marked"] == ""  # codes: no rings
+    # the codes shown signed, the zero point taken off: -8 to 7 at 4 bits
+    codes_ticks = payload["maps"][1]["bar"]["ticks"]
+    assert (codes_ticks[0], codes_ticks[-1]) == ("-8", "7")
+    with pytest.raises(ValueError, match="no image address for the maps \\['error'\\]"):
+        maps_payload(maps, {k: v for k, v in srcs.items() if k != "error"})
+
+
+def test_metric_cards_read_the_exploration() -> None:
+    # 4 x 128 values, int4 asymmetric, one group a row: per element 4 code bits plus
+    # (32-bit scale + 4-bit zero point) / 128 = 4.28125 bits; 7.47x smaller than fp32.
+    exp = explore(randn(4, 128, seed=5), QuantConfig(4, Mode.ASYMMETRIC, PerGroup(128)))
+    errors, storage = exploration_cards(exp)
+    assert [c.label for c in errors] == [
+        "MSE",
+        "RMSE",
+        "Max abs error",
+        "SQNR",
+        "Cosine similarity",
+        "Mean abs error",
+    ]
+    cards = {c.label: c for c in (*errors, *storage)}
+    assert len(cards) == 12
+    m = exp.metrics
+    assert cards["MSE"].value == compact(m.mse) and cards["MSE"].help == repr(m.mse)
+    assert cards["SQNR"].value == f"{m.sqnr_db:.1f} dB"
+    assert cards["Bits per element"].value == "4.281"
+    assert cards["Bits per element"].help == (
+        "4-bit codes + 4 scales x 32 bits + 4 zero points x 4 bits, over 512 elements"
+    )
+    assert cards["Smaller than fp32"].value == "7.47×" and cards["Smaller than fp32"].help == ""
+    # min/max ranges: nothing clipped, and each row's extremes land on codes 0 and 15
+    assert cards["Clipped"].value == "0"
+    assert int(cards["Saturated codes"].value) >= 8
+    payload = metrics_payload((errors, storage), exp.describe())
+    assert [len(row) for row in payload["rows"]] == [6, 6]
+    assert payload["of"] == "int4 asym g128"
+    assert payload["rows"][1][0] == {
+        "label": "Bits per element",
+        "value": "4.281",
+        "help": cards["Bits per element"].help,
     }

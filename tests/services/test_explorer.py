@@ -204,8 +204,9 @@ def test_every_diverging_map_red_positive_said_in_colour_bar() -> None:
     figs = overview_figures(exp, ViewOptions())
     for m in (figs.original, figs.dequantized, figs.error):  # images: their colour bars
         assert m.limits.colorscale == "RdBu_r"
-        assert "rgb(5,48,97) 0.0%" in m.colourbar and "rgb(103,0,31) 100.0%" in m.colourbar
-        assert "red = positive, blue = negative" in m.colourbar
+        bar = m.colourbar
+        assert bar["palette"][:3] == [5, 48, 97] and bar["palette"][-3:] == [103, 0, 31]
+        assert bar["note"][0] == "red = positive, blue = negative"
     small = overview_figures(explore(x[:100, :100], QuantConfig(3)), ViewOptions())
     for trace in (small.original.data[0], small.error.data[0]):
         spec = json.loads(go_json(trace))
@@ -228,7 +229,11 @@ def test_colour_limit_is_the_percentile_not_one_outlier() -> None:
     want = float(np.percentile(np.abs(x.numpy()), 99.5, method="higher"))
     assert m.limits.hi == want and m.limits.lo == -want and want < 4
     beyond = int((x.abs() > want).sum())
-    assert f"±{want:.3g} (99.5th pct of |x|; {beyond:,} values beyond" in m.colourbar
+    note = m.colourbar["note"]
+    assert note[1:] == [
+        f"±{want:.3g} (99.5th pct of |x|)",
+        f"({beyond:,} values beyond, saturated)",
+    ]
     assert m.n_marked == beyond  # every saturated cell ringed (fewer than MAX_MARKED)
     img = np.asarray(Image.open(io.BytesIO(m.png)).convert("RGB"))
     fy, fx = m.scale

@@ -17,7 +17,7 @@ from plotly.colors import find_intermediate_color, get_colorscale, hex_to_rgb, u
 
 from dashboard.services.display.image import LEVELS, NAN_INDEX, palette, rgba, to_png
 from dashboard.services.display.reduce import Reduction, needs_reduction, reduce_2d
-from dashboard.services.explorer.colour import ColourLimits
+from dashboard.services.explorer.colour import ColourLimits, colourbar_payload
 from dashboard.services.explorer.explore import explore
 from dashboard.services.explorer.heatmaps import (
     RICH_HOVER_MAX_CELLS,
@@ -28,7 +28,6 @@ from dashboard.services.explorer.heatmaps import (
     original_map,
     overview_figures,
 )
-from dashboard.services.explorer.map_image import colourbar_html
 from dashboard.services.explorer.overview import IMAGE_MAX_SIDE
 from dashboard.services.explorer.zoom import zoom_view
 from quant_core import Mode, PerChannel, PerGroup, PerTensor, QuantConfig
@@ -132,7 +131,7 @@ def test_small_tensors_keep_full_heatmaps_larger_ones_are_images() -> None:
     big = overview_figures(explore(randn(129, 256), QuantConfig(4)), ViewOptions())
     for m in big.all():
         assert isinstance(m, MapImage) and m.png.startswith(b"\x89PNG")
-        assert "red = positive" in m.colourbar or "code" in m.colourbar
+        assert "red = positive" in m.colourbar["note"][0] or "code" in m.colourbar["note"][0]
 
 
 @pytest.mark.parametrize("reduction", list(Reduction), ids=lambda r: r.value)
@@ -171,19 +170,22 @@ def test_original_and_dequantized_share_one_colour_scale_error_diverges() -> Non
     assert (o.lo, o.hi, o.colorscale) == (d.lo, d.hi, d.colorscale)
     assert e.lo == -e.hi and e.colorscale == o.colorscale
     for m in (figs.original, figs.dequantized, figs.error):
-        assert "red = positive, blue = negative" in m.colourbar
+        assert m.colourbar["note"][0] == "red = positive, blue = negative"
     assert (figs.codes.limits.lo, figs.codes.limits.hi) == (-4, 3)
 
 
-def test_colour_bar_html_is_the_palette_with_ticks_and_the_note() -> None:
+def test_colour_bar_is_the_palette_with_ticks_and_the_note() -> None:
     lim = ColourLimits("RdBu_r", -2.0, 2.0, "red = positive, blue = negative<br>±2 (x < y)")
-    text = colourbar_html(lim)
-    table = palette("RdBu_r")
-    first, last = table[0], table[-1]
-    assert f"rgb({first[0]},{first[1]},{first[2]}) 0.0%" in text
-    assert f"rgb({last[0]},{last[1]},{last[2]}) 100.0%" in text
-    assert [f"<span>{v}</span>" in text for v in ("-2", "-1", "0", "1", "2")] == [True] * 5
-    assert "±2 (x &lt; y)" in text  # the note is escaped, its line break kept
+    bar = colourbar_payload(lim, 5)
+    assert bar["palette"] == palette("RdBu_r").reshape(-1).tolist()
+    assert bar["ticks"] == ["-2", "-1", "0", "1", "2"]
+    # text, not HTML: the browser writes it as text ("<" stays "<")
+    assert bar["note"] == ["red = positive, blue = negative", "±2 (x < y)"]
+    beyond = ColourLimits("Viridis", 0.0, 1.0, "0 to 1 (99.5th pct; 3 values beyond, saturated)")
+    assert colourbar_payload(beyond, 2)["note"] == [
+        "0 to 1 (99.5th pct)",
+        "(3 values beyond, saturated)",
+    ]
 
 
 def test_image_geometry_and_reduction_said_in_the_subtitle() -> None:

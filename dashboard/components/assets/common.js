@@ -1,5 +1,5 @@
-// Shared by the canvas charts (prepended to each component's module): decoding, colours,
-// number formats, ticks and the hover box.
+// Shared by the browser-drawn charts (prepended to each component's module): decoding,
+// colours and colour bars, number formats, ticks and the hover box.
 
 function decodeFloat32(b64) {
   // base64 little-endian float32 -> Float32Array (exact values, no JSON float text).
@@ -47,6 +47,29 @@ function mountChart(component, kind, draw) {
   root.dataset.drawn = String(Number(root.dataset.drawn || 0) + 1);
 }
 
+function paletteGradient(pal) {
+  // A flat [r, g, b, ...] palette as a CSS gradient of 11 of its colours.
+  const n = pal.length / 3;
+  const stops = [];
+  for (let s = 0; s <= 10; s++) {
+    const i = Math.round((s / 10) * (n - 1));
+    stops.push(`rgb(${pal[3 * i]},${pal[3 * i + 1]},${pal[3 * i + 2]}) ${((100 * i) / (n - 1)).toFixed(1)}%`);
+  }
+  return `linear-gradient(to right, ${stops.join(", ")})`;
+}
+
+function colourBar(parent, bar) {
+  // A horizontal colour bar (services.explorer.colour.colourbar_payload): the gradient,
+  // its tick values under it, the note's lines below.
+  const box = el("div", "qlab-bar", parent);
+  el("div", "qlab-gradient", box).style.background = paletteGradient(bar.palette);
+  const ticks = el("div", "qlab-ticks", box);
+  for (const t of bar.ticks) el("span", "", ticks, t);
+  const note = el("div", "qlab-note", box);
+  for (const line of bar.note) el("div", "", note, line);
+  return box;
+}
+
 function hoverBox(root) {
   // One box per chart, shown by show(lines, x, y) at the pointer (chart coordinates).
   const box = el("div", "qlab-hover", root);
@@ -64,4 +87,21 @@ function hoverBox(root) {
       box.style.display = "none";
     },
   };
+}
+
+function helpIcon(parent, text) {
+  // A "?" that shows `text` in a box while hovered or focused (keyboard users tab to it).
+  const icon = el("span", "qlab-help", parent, "?");
+  icon.tabIndex = 0;
+  icon.setAttribute("role", "img");
+  const tip = el("span", "qlab-tip", icon);
+  const set = (t) => {
+    icon.setAttribute("aria-label", t);
+    tip.textContent = t;
+  };
+  set(text);
+  icon.setHelp = (t) => {
+    if (icon.getAttribute("aria-label") !== t) set(t);
+  };
+  return icon;
 }

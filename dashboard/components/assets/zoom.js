@@ -2,16 +2,6 @@
 // cells, each a canvas with one pixel a cell, coloured from the palette the server sent;
 // hovering a cell shows its exact numbers. Data: dashboard.services.explorer.zoom.zoom_payload.
 
-function paletteGradient(pal) {
-  const n = pal.length / 3;
-  const stops = [];
-  for (let s = 0; s <= 10; s++) {
-    const i = Math.round((s / 10) * (n - 1));
-    stops.push(`rgb(${pal[3 * i]},${pal[3 * i + 1]},${pal[3 * i + 2]}) ${((100 * i) / (n - 1)).toFixed(1)}%`);
-  }
-  return `linear-gradient(to right, ${stops.join(", ")})`;
-}
-
 function paintPanel(canvas, d, cells, k, panel) {
   const { nrows, ncols } = d;
   const pal = panel.palette;
@@ -77,14 +67,7 @@ function drawZoom(root, d) {
     }
   }
   el("div", "", grid);
-  for (const p of d.panels) {
-    const bar = el("div", "qlab-bar", grid);
-    el("div", "qlab-gradient", bar).style.background = paletteGradient(p.palette);
-    const ticks = el("div", "qlab-ticks", bar);
-    for (const t of p.ticks) el("span", "", ticks, t);
-    const note = el("div", "qlab-note", bar);
-    for (const line of p.note) el("div", "", note, line);
-  }
+  for (const p of d.panels) colourBar(grid, p);
   const cellAt = (canvas, e) => {
     const rect = canvas.getBoundingClientRect();
     const c = Math.floor(((e.clientX - rect.left) / rect.width) * ncols);

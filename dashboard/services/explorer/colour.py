@@ -16,6 +16,7 @@ import torch
 
 from quant_core import Format
 
+from ..display.image import palette
 from .explore import Exploration
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "ColourLimits",
     "code_limits",
     "colorbar",
+    "colourbar_payload",
     "error_limits",
     "robust_limit",
     "value_limits",
@@ -118,6 +120,21 @@ def code_limits(exp: Exploration, note: str | None = None) -> ColourLimits:
     else:
         lo, hi = 0.0, float((1 << cfg.bits) - 1)
     return ColourLimits("Cividis", lo, hi, f"code {lo:.0f} to {hi:.0f}" if note is None else note)
+
+
+def colourbar_payload(limits: ColourLimits, n_ticks: int) -> dict:
+    """A colour bar the browser draws (``assets/common.js``: ``colourBar``): ``palette``,
+    the scale's colours (``display.image.palette``, flat ``[r, g, b, ...]``, the images'
+    and the zoom's own); ``ticks``, ``n_ticks`` evenly spaced values from ``lo`` to ``hi``
+    written ``.3g``; ``note``, how the limits were chosen, in short lines that fit a
+    quarter of the page: ``"red = positive, blue = negative<br>±0.1 (99.5th pct of |x|; 3
+    values beyond, saturated)"`` -> the sign convention, ``±0.1 (99.5th pct of |x|)``,
+    ``(3 values beyond, saturated)``."""
+    return {
+        "palette": palette(limits.colorscale).reshape(-1).tolist(),
+        "ticks": [f"{v:.3g}" for v in np.linspace(limits.lo, limits.hi, n_ticks).tolist()],
+        "note": limits.note.replace("; ", ")<br>(", 1).split("<br>"),
+    }
 
 
 def colorbar(title: str) -> dict:

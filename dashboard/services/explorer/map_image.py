@@ -1,5 +1,5 @@
 """A larger tensor's overview map as a plain image: colours, boundary lines and rings drawn
-here, the colour bar as a few lines of HTML.
+here; the browser lays the four out with their colour bars (``maps_payload``).
 
 Measured in headless Chromium (``benchmarks/browser.py``, MiniLM 1536x384): three maps
 drawn as plotly charts (a PNG under an image trace) kept the browser busy about 450 ms per
@@ -16,10 +16,11 @@ browser scales it to the column's width.
 
 from __future__ import annotations
 
-import html
 import io
 import math
 import re
+import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,15 +28,15 @@ from PIL import Image, ImageDraw
 
 from ..display.image import LEVELS, NAN_INDEX, PNG_COMPRESS_LEVEL, colour_levels, palette
 from ..display.reduce import Reduced
-from .colour import ColourLimits
+from .colour import ColourLimits, colourbar_payload
 from .maps import MAX_MARKED, BoundaryLines, MapSpec, outlier_cells
 
 __all__ = [
     "ASPECT",
     "MIN_SIDE_PX",
     "MapImage",
-    "colourbar_html",
     "map_image",
+    "maps_payload",
     "marked_note",
 ]
 
@@ -70,9 +71,15 @@ class MapImage:
     n_marked: int
 
     @property
-    def colourbar(self) -> str:
-        """The colour bar as HTML (``colourbar_html``)."""
-        return colourbar_html(self.limits)
+    def colourbar(self) -> dict:
+        """The colour bar the browser draws (``colour.colourbar_payload``)."""
+        return colourbar_payload(self.limits, _TICKS)
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """The PNG's ``(width, height)`` in pixels, from its header."""
+        width, height = struct.unpack(">II", self.png[16:24])
+        return width, height
 
 
 def _plain(title: str) -> tuple[str, str]:
@@ -142,32 +149,36 @@ def _draw_lines(
         pixels[:, x] = _LINE_INDEX
 
 
-def colourbar_html(limits: ColourLimits) -> str:
-    """A horizontal colour bar: the scale as a CSS gradient of its palette (the image's
-    colours), ``_TICKS`` evenly spaced values from ``lo`` to ``hi`` under it, and the note
-    (convention, limits, values beyond) below."""
-    table = palette(limits.colorscale)
-    picks = np.linspace(0, LEVELS - 1, 11).round().astype(int)
-    stops = ", ".join(
-        f"rgb({r},{g},{b}) {100 * k / (LEVELS - 1):.1f}%"
-        for k, (r, g, b) in zip(picks, table[picks], strict=True)
-    )
-    ticks = "".join(
-        f"<span>{v:.3g}</span>" for v in np.linspace(limits.lo, limits.hi, _TICKS).tolist()
-    )
-    note = "<br>".join(html.escape(part) for part in limits.note.split("<br>"))
-    return (
-        '<div style="font-size:0.75rem;line-height:1.3;margin:-0.5rem 0 0.5rem 0">'
-        f'<div style="height:10px;border-radius:2px;background:linear-gradient(to right, '
-        f'{stops})"></div>'
-        f'<div style="display:flex;justify-content:space-between">{ticks}</div>'
-        f'<div style="text-align:center;opacity:0.8">{note}</div></div>'
-    )
-
-
 def marked_note(n_marked: int) -> str:
     """What the rings mean, for the caption under a map with rings."""
     if n_marked == 0:
         return ""
     most = f" (the {MAX_MARKED} most extreme)" if n_marked >= MAX_MARKED else ""
     return f"rings: cells beyond the colour range{most}"
+
+
+def maps_payload(maps: Mapping[str, MapImage], srcs: Mapping[str, str]) -> dict:
+    """What the browser's maps component gets (JSON): per map, in ``maps``' order, its
+    ``name`` (the key in ``maps``), title and subtitle, the address of its PNG (``srcs``,
+    by name), the PNG's size in pixels (so the page reserves its box before the image
+    arrives), its colour bar (``colourbar_payload``) and the rings' note (``""`` when none
+    is drawn)."""
+    missing = set(maps) - set(srcs)
+    if missing:
+        raise ValueError(f"no image address for the maps {sorted(missing)}")
+    out = []
+    for name, m in maps.items():
+        width, height = m.size
+        out.append(
+            {
+                "name": name,
+                "title": m.title,
+                "subtitle": m.subtitle,
+                "src": srcs[name],
+                "width": width,
+                "height": height,
+                "bar": m.colourbar,
+                "marked": marked_note(m.n_marked),
+            }
+        )
+    return {"maps": out}

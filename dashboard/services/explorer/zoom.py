@@ -14,9 +14,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..display.image import palette
 from .cells import HoverField, hover_fields, rich_customdata
-from .colour import ColourLimits, code_limits, error_limits, value_limits, with_count
+from .colour import (
+    ColourLimits,
+    code_limits,
+    colourbar_payload,
+    error_limits,
+    value_limits,
+    with_count,
+)
 from .explore import Exploration
 
 __all__ = ["MAGENTA", "ZoomPanel", "ZoomView", "zoom_payload", "zoom_view"]
@@ -109,18 +115,8 @@ def zoom_payload(view: ZoomView) -> dict:
                 "field": p.field,
                 "lo": p.limits.lo,
                 "hi": p.limits.hi,
-                "palette": palette(p.limits.colorscale).reshape(-1).tolist(),
-                "ticks": [f"{v:.3g}" for v in np.linspace(p.limits.lo, p.limits.hi, _BAR_TICKS)],
-                "note": _note_lines(p.limits.note),
+                **colourbar_payload(p.limits, _BAR_TICKS),
             }
             for p in view.panels
         ],
     }
-
-
-def _note_lines(note: str) -> list[str]:
-    """A colour bar's note as short lines that fit a quarter of the window: ``"red =
-    positive, blue = negative<br>±0.1 (99.5th pct of |x|; 3 values beyond, saturated)"``
-    -> the sign convention, ``±0.1 (99.5th pct of |x|)``, ``(3 values beyond,
-    saturated)``."""
-    return note.replace("; ", ")<br>(", 1).split("<br>")

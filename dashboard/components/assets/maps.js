@@ -1,0 +1,63 @@
+// The explorer's four overview maps of a larger tensor: each a PNG the server drew (colours
+// only; every value of a cell is in the zoom window) with its title, colour bar and note.
+// Data: dashboard.services.explorer.map_image.maps_payload. The panels are kept across
+// reruns and only what changed is touched: an image whose address is the same (the
+// original map, the same for every bit width) is not fetched, decoded or laid out again.
+
+const MAP_HELP = "colours only here: every value of a cell is in the zoom";
+
+function setText(e, text) {
+  if (e.textContent !== text) e.textContent = text;
+}
+
+function mapPanel(name) {
+  const p = el("div", `qlab-map qlab-map-${name}`);
+  p.dataset.name = name;
+  const head = el("div", "qlab-map-head", p);
+  el("span", "qlab-title", head);
+  helpIcon(head, MAP_HELP);
+  el("div", "qlab-subtitle", p);
+  el("img", "", p);
+  el("div", "qlab-bar-slot", p);
+  el("div", "qlab-caption", p);
+  return p;
+}
+
+function drawMaps(root, data) {
+  let grid = root.querySelector(":scope > .qlab-maps-grid");
+  if (grid === null) grid = el("div", "qlab-maps-grid", root);
+  const panels = Array.from(grid.children);
+  data.maps.forEach((m, i) => {
+    let p = panels[i];
+    if (p === undefined || p.dataset.name !== m.name) {
+      const fresh = mapPanel(m.name);
+      if (p === undefined) grid.appendChild(fresh);
+      else grid.replaceChild(fresh, p);
+      p = fresh;
+    }
+    setText(p.querySelector(".qlab-title"), m.title);
+    setText(p.querySelector(".qlab-subtitle"), m.subtitle);
+    const img = p.querySelector("img");
+    const alt = `${m.title} map`;
+    if (img.alt !== alt) img.alt = alt;
+    const ratio = `${m.width} / ${m.height}`;
+    if (img.dataset.ratio !== ratio) {
+      img.dataset.ratio = ratio;
+      img.style.aspectRatio = ratio; // the box is kept while a new image loads
+    }
+    if (img.getAttribute("src") !== m.src) img.setAttribute("src", m.src);
+    const slot = p.querySelector(".qlab-bar-slot");
+    const bar = JSON.stringify(m.bar);
+    if (slot.dataset.bar !== bar) {
+      slot.dataset.bar = bar;
+      slot.replaceChildren();
+      colourBar(slot, m.bar);
+    }
+    setText(p.querySelector(".qlab-caption"), m.marked);
+  });
+  for (const extra of panels.slice(data.maps.length)) extra.remove();
+}
+
+export default function (component) {
+  mountChart(component, "maps", drawMaps);
+}

@@ -1,0 +1,41 @@
+// The explorer's metrics: rows of cards (label, value, "?" with the exact number).
+// Data: dashboard.services.explorer.metric_cards.metrics_payload. Cards are kept across
+// reruns and only text that changed is written.
+
+function setText(e, text) {
+  if (e.textContent !== text) e.textContent = text;
+}
+
+function metricCard(parent) {
+  const card = el("div", "qlab-metric", parent);
+  const head = el("div", "qlab-metric-label", card);
+  el("span", "", head);
+  helpIcon(head, "");
+  el("div", "qlab-metric-value", card);
+  return card;
+}
+
+function drawMetrics(root, data) {
+  const rows = Array.from(root.children);
+  data.rows.forEach((cards, i) => {
+    const row = rows[i] ?? el("div", "qlab-metric-row", root);
+    row.style.gridTemplateColumns = `repeat(${cards.length}, minmax(0, 1fr))`;
+    const have = Array.from(row.children);
+    cards.forEach((c, j) => {
+      const card = have[j] ?? metricCard(row);
+      const label = card.firstChild;
+      setText(label.firstChild, c.label);
+      const help = label.querySelector(".qlab-help");
+      help.style.display = c.help ? "" : "none";
+      help.setHelp(c.help);
+      setText(card.querySelector(".qlab-metric-value"), c.value);
+    });
+    for (const extra of have.slice(cards.length)) extra.remove();
+  });
+  for (const extra of rows.slice(data.rows.length)) extra.remove();
+  if (root.dataset.of !== data.of) root.dataset.of = data.of;
+}
+
+export default function (component) {
+  mountChart(component, "metrics", drawMetrics);
+}

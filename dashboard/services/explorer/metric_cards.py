@@ -1,0 +1,179 @@
+"""The explorer's metrics as cards (label, value, help) for the browser to show
+(``dashboard.components.charts.metric_cards``): the error, storage and clipping of an
+exploration, and an algorithm's run beside round-to-nearest.
+
+Values are written compactly (at most about 7 characters: ``5.39e-5``, ``1.31 MB``,
+``12.3k``) so six cards fit a row at laptop widths (1280 px with the sidebar open); the
+exact number is in each card's help.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from .algorithm import AlgorithmExploration
+from .explore import Exploration
+
+__all__ = [
+    "MetricCard",
+    "algorithm_cards",
+    "compact",
+    "compact_bytes",
+    "compact_count",
+    "exploration_cards",
+    "metrics_payload",
+]
+
+
+@dataclass(frozen=True)
+class MetricCard:
+    """One metric: its ``label``, the ``value`` as shown, and ``help`` (the exact number and
+    what it counts; empty for none)."""
+
+    label: str
+    value: str
+    help: str = ""
+
+
+def compact(v: float) -> str:
+    """``v`` in at most 7 characters (``-`` adds one): 3 significant digits below 1, 4 from 1
+    to 10,000 (``0.0123``, ``1235``), ``5.39e-5`` style outside; ``∞``/``-∞``/``nan``."""
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "∞" if v > 0 else "-∞"
+    if v == 0:
+        return "0"
+    if 1e-3 <= abs(v) < 1e4:
+        text = f"{v:.3g}" if abs(v) < 1 else f"{v:.4g}"
+        if "e" not in text:  # 9999.9 rounds up to 1e+04: written as below
+            return text
+    mantissa, exponent = f"{v:.2e}".split("e")
+    return f"{float(mantissa):.3g}e{int(exponent)}"
+
+
+def compact_count(n: int) -> str:
+    """A count: exact below 10,000, else ``12.3k``, ``4.19M``, ``1.07G``."""
+    if abs(n) < 10_000:
+        return f"{n:,}"
+    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= div:
+            return f"{n / div:.3g}{unit}"
+    return f"{n:,}"  # unreachable: |n| >= 10,000 meets the last unit
+
+
+def compact_bytes(n: int) -> str:
+    """A size: ``812 B``, ``45.1 kB``, ``8.39 MB``, ``1.07 GB`` (powers of 1000)."""
+    if n < 1000:
+        return f"{n} B"
+    for div, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if n >= div:
+            return f"{n / div:.3g} {unit}"
+    return f"{n} B"  # unreachable: n >= 1000 meets the last unit
+
+
+def _db(v: float) -> str:
+    return "∞ (exact)" if math.isinf(v) and v > 0 else f"{v:.1f} dB"
+
+
+def _db(v: float) -> str:
+    return "∞ (exact)" if math.isinf(v) and v > 0 else f"{v:.1f} dB"
+
+
+def exploration_cards(exp: Exploration) -> tuple[tuple[MetricCard, ...], tuple[MetricCard, ...]]:
+    """Two rows of six: the errors, then storage and clipping."""
+    m, s, c = exp.metrics, exp.storage, exp.clip
+    errors = (
+        MetricCard("MSE", compact(m.mse), f"{m.mse!r}"),
+        MetricCard("RMSE", compact(m.rmse), f"{m.rmse!r}"),
+        MetricCard("Max abs error", compact(m.max_abs), f"{m.max_abs!r}"),
+        MetricCard("SQNR", _db(m.sqnr_db), f"{m.sqnr_db!r} dB"),
+        MetricCard("Cosine similarity", f"{m.cosine:.5f}", f"{m.cosine!r}"),
+        MetricCard("Mean abs error", compact(m.mean_abs), f"{m.mean_abs!r}"),
+    )
+    stored = (
+        f"{s.code_bits}-bit codes + {s.n_scales:,} scales x {s.scale_bits} bits"
+        + (
+            f" + {s.n_zero_points:,} zero points x {s.zero_point_bits} bits"
+            if s.n_zero_points
+            else ""
+        )
+        if not exp.storage_note
+        else f"{s.code_bits}-bit codes + {exp.storage_note}"
+    )
+    storage = (
+        MetricCard(
+            "Bits per element",
+            f"{s.bits_per_element:.4g}",
+            f"{stored}, over {s.n_elements:,} elements",
+        ),
+        MetricCard(
+            "Bytes",
+            compact_bytes(s.total_bytes),
+            f"{s.total_bytes:,} bytes (fp32: {s.fp32_bytes:,} bytes)",
+        ),
+        MetricCard("Smaller than fp32", f"{s.ratio_vs_fp32:.2f}×"),
+        MetricCard("Smaller than fp16", f"{s.ratio_vs_fp16:.2f}×"),
+        MetricCard(
+            "Clipped",
+            compact_count(c.n_clipped),
+            f"{c.n_clipped:,} values: {c.n_clipped_low:,} below and {c.n_clipped_high:,} "
+            "above the representable range by more than half a step",
+        ),
+        MetricCard(
+            "Saturated codes",
+            compact_count(c.n_saturated),
+            f"{c.n_saturated:,} codes at either end of the range; {exp.levels_used} of "
+            f"{1 << exp.config.bits} levels used",
+        ),
+    )
+    return errors, storage
+
+
+def algorithm_cards(run: AlgorithmExploration) -> tuple[MetricCard, ...]:
+    """Five cards for GPTQ/AWQ/HQQ: the layer's held-out output MSE against RTN's (model
+    layers only; else the weight error of what the layer computes), the codes that differ
+    from RTN's and the time."""
+    out, label = run.output, run.choice.algorithm.label
+    if out is not None:
+        errors = (
+            MetricCard(
+                f"Output MSE, {label}", compact(out.mse), f"{out.describe()}. Exact: {out.mse!r}"
+            ),
+            MetricCard("Output MSE, RTN", compact(out.rtn_mse), f"{out.rtn_mse!r}"),
+            MetricCard(
+                "Output vs RTN",
+                f"{out.ratio:.2f}×",
+                "below 1: the algorithm's layer output is closer to the float layer's on "
+                "the held-out sentences",
+            ),
+        )
+    else:
+        errors = (
+            MetricCard(
+                f"Weight MSE, {label}", compact(run.effective.mse), f"{run.effective.mse!r}"
+            ),
+            MetricCard(
+                "Weight MSE, RTN", compact(run.rtn_effective.mse), f"{run.rtn_effective.mse!r}"
+            ),
+            MetricCard("Output vs RTN", "n/a", "no model inputs for this tensor"),
+        )
+    n = run.exploration.original.numel()
+    return (
+        *errors,
+        MetricCard(
+            "Codes ≠ RTN",
+            f"{run.codes_changed / n:.1%}",
+            f"{run.codes_changed:,} of {n:,} stored codes differ from round-to-nearest's",
+        ),
+        MetricCard("Time", f"{run.result.seconds:.2f} s", "wall time of the algorithm"),
+    )
+
+
+def metrics_payload(rows: tuple[tuple[MetricCard, ...], ...], of: str) -> dict:
+    """What the browser's metrics component gets (JSON): ``rows``, each a list of cards
+    ``{"label", "value", "help"}``, shown as one row of equal columns; ``of``, what they
+    measure (``Exploration.describe()``: ``"int4 asym g128"``), kept on the
+    element (``data-of``) for tools that wait for a scheme's numbers."""
+    return {"rows": [[asdict(card) for card in row] for row in rows], "of": of}
