@@ -29,19 +29,23 @@ PROBE = """
 (() => {
   const B = window.__bench = {};
   const metricText = () => Array.from(
-      document.querySelectorAll('[data-testid="stMetricValue"]')).map(e => e.innerText).join('|');
+      document.querySelectorAll('[data-testid="stMetricValue"], .qlab-metric-value'))
+      .map(e => e.innerText).join('|');
   const status = () => document.querySelector('[data-testid="stStatusWidget"]');
-  // Charts: plotly charts, the explorer's image maps (an <img> in a "heat_*" box) and its
-  // canvas charts (dashboard.components.charts: a "data-drawn" mark after each drawing).
+  // Charts: plotly charts, the explorer's image maps (a ".qlab-map" box with an <img>) and
+  // its canvas charts (dashboard.components.charts: a "data-drawn" mark after each drawing;
+  // the grid of maps and the metric cards are not charts themselves).
   const charts = () => Array.from(document.querySelectorAll(
-      '[data-testid="stPlotlyChart"], [class*="st-key-heat_"] [data-testid="stImage"], ' +
-      '.qlab-chart'));
+      '[data-testid="stPlotlyChart"], .qlab-map, ' +
+      '.qlab-chart:not(.qlab-maps):not(.qlab-metrics)'));
   const loaded = (c) => Array.from(c.querySelectorAll('img'))
       .some(i => i.complete && i.naturalWidth > 0);
   const drawnCharts = () => charts().filter(
       c => c.querySelector('.main-svg') || loaded(c) || c.dataset.drawn).length;
-  // A chart's name: its Streamlit key ("heat_codes" -> "codes", "zoom"), else its position.
+  // A chart's name: an image map's own ("codes"), its Streamlit key ("heat_codes" ->
+  // "codes", "zoom"), else its position.
   const chartName = (c, all) => {
+    if (c.dataset.name) return c.dataset.name;
     const box = c.closest('[class*="st-key-"]');
     const key = box && Array.from(box.classList).find(k => k.startsWith('st-key-'));
     return key ? key.slice(7).replace(/^heat_/, '') : String(all.indexOf(c));
@@ -94,15 +98,15 @@ PROBE = """
         B.redrawnEls.add(c);
         B.redrawn.add(name(c));
       }
-      // A canvas chart marks each drawing it finishes.
-      if (m.type === 'attributes' && m.attributeName === 'data-drawn') {
+      // A canvas chart marks each drawing it finishes (the maps and metrics hosts too:
+      // their maps are named below, by the image that changed).
+      if (m.type === 'attributes' && m.attributeName === 'data-drawn'
+          && !el.matches('.qlab-maps, .qlab-metrics')) {
         B.redrawn.add(name(el));
       }
       // An image map is redrawn when its <img> gets a new source.
-      const img = el.closest('[class*="st-key-heat_"] [data-testid="stImage"]');
-      if (img && (el.tagName === 'IMG' || el.querySelector?.('img'))) {
-        B.redrawn.add(name(img));
-      }
+      const map = el.tagName === 'IMG' && el.closest('.qlab-map');
+      if (map) B.redrawn.add(name(map));
     }
     if (B.hadStatus && !status() && B.statusGoneAt === null) B.statusGoneAt = t;
     if (status()) { B.hadStatus = true; B.statusGoneAt = null; }
