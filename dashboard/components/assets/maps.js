@@ -3,6 +3,9 @@
 // Data: dashboard.services.explorer.map_image.maps_payload. The panels are kept across
 // reruns and only what changed is touched: an image whose address is the same (the
 // original map, the same for every bit width) is not fetched, decoded or laid out again.
+// New images are loaded and decoded off-page first and shown together, so the four maps
+// never disagree (a map still showing the last scheme beside three of the new one) and a
+// map never blanks while its new image loads.
 
 const MAP_HELP = "colours only here: every value of a cell is in the zoom";
 
@@ -23,7 +26,23 @@ function mapPanel(name) {
   return p;
 }
 
+function swapImages(root, wanted) {
+  // wanted: [img, src] pairs. Shown together once every new image has decoded (or
+  // failed: a broken image then shows as such rather than holding the others back).
+  const token = (root.qlabSwap = (root.qlabSwap ?? 0) + 1);
+  const loads = wanted.map(([, src]) => {
+    const probe = new Image();
+    probe.src = src;
+    return probe.decode().catch(() => undefined);
+  });
+  Promise.all(loads).then(() => {
+    if (root.qlabSwap !== token) return; // a newer rerun's images are on their way
+    for (const [img, src] of wanted) img.setAttribute("src", src);
+  });
+}
+
 function drawMaps(root, data) {
+  const wanted = [];
   let grid = root.querySelector(":scope > .qlab-maps-grid");
   if (grid === null) grid = el("div", "qlab-maps-grid", root);
   const panels = Array.from(grid.children);
@@ -45,7 +64,7 @@ function drawMaps(root, data) {
       img.dataset.ratio = ratio;
       img.style.aspectRatio = ratio; // the box is kept while a new image loads
     }
-    if (img.getAttribute("src") !== m.src) img.setAttribute("src", m.src);
+    if (img.getAttribute("src") !== m.src) wanted.push([img, m.src]);
     const slot = p.querySelector(".qlab-bar-slot");
     const bar = JSON.stringify(m.bar);
     if (slot.dataset.bar !== bar) {
@@ -56,6 +75,7 @@ function drawMaps(root, data) {
     setText(p.querySelector(".qlab-caption"), m.marked);
   });
   for (const extra of panels.slice(data.maps.length)) extra.remove();
+  if (wanted.length) swapImages(root, wanted);
 }
 
 export default function (component) {
