@@ -194,6 +194,20 @@ def significant(value: float, digits: int) -> float:
     return 0.5 * 10.0 ** (math.floor(math.log10(abs(value))) - digits + 1)
 
 
+def assert_zoom_hover(page, canvas, view, row: int, col: int) -> None:
+    """Hover cell ``(row, col)`` of the zoom ``canvas`` and check every line against
+    ``view`` (a ``ZoomView`` of the window), within the 6-digit rounding of the hover."""
+    n = len(view.rows)
+    lines = canvas_hover(page, canvas, row, col, n, len(view.cols))
+    assert lines[0] == f"row {view.rows.start + row}, col {view.cols.start + col}", lines
+    got = dict(line.rsplit(" ", 1) for line in lines[1:])
+    assert list(got) == [f.label for f in view.fields], lines
+    for k, field in enumerate(view.fields):
+        want = float(view.cells[row, col, k])
+        tol = significant(want, field.digits) if field.style.value == "g" else 0.5
+        assert abs(float(got[field.label]) - want) <= tol, (field.label, got, want)
+
+
 def test_zoom_hover_names_every_value_of_a_large_tensors_cell(page, app_url: str) -> None:
     from dashboard.services.display.image import colour_levels, palette
     from dashboard.services.explorer.explore import explore
@@ -210,14 +224,7 @@ def test_zoom_hover_names_every_value_of_a_large_tensors_cell(page, app_url: str
     view = zoom_view(exp, 0, 0, 32)
     canvases = page.locator(".st-key-zoom canvas")
     assert canvases.count() == 4
-    lines = canvas_hover(page, canvases.nth(0), 3, 5, 32, 32)
-    assert lines[0] == "row 3, col 5", lines
-    got = dict(line.rsplit(" ", 1) for line in lines[1:])
-    assert list(got) == [f.label for f in view.fields], lines
-    for k, field in enumerate(view.fields):
-        want = float(view.cells[3, 5, k])
-        tol = significant(want, field.digits) if field.style.value == "g" else 0.5
-        assert abs(float(got[field.label]) - want) <= tol, (field.label, got, want)
+    assert_zoom_hover(page, canvases.nth(0), view, 3, 5)
     # every panel coloured as the overview images are (the same palette and levels)
     for i, panel in enumerate(view.panels):
         rgba = page.evaluate(
@@ -227,6 +234,20 @@ def test_zoom_hover_names_every_value_of_a_large_tensors_cell(page, app_url: str
         )
         level = int(colour_levels(view.values(i)[3:4, 5:6], panel.limits.lo, panel.limits.hi)[0, 0])
         assert rgba[:3] == palette(panel.limits.colorscale)[level].tolist(), panel.title
+    # A new bit width: the same window, redrawn; its hover reads the new scheme's cells.
+    drawn = page.evaluate("document.querySelector('.qlab-zoom').dataset.drawn")
+    slider = page.get_by_role("slider", name="Bit width")
+    slider.focus()
+    slider.press("ArrowRight")
+    metric_values(page, "int5 ")
+    page.wait_for_function(
+        f"document.querySelector('.qlab-zoom').dataset.drawn !== {drawn!r}", timeout=90_000
+    )
+    page.mouse.move(0, 0)
+    five = explore(
+        make_synthetic(SyntheticSpec(rows=256, cols=256)), QuantConfig(5, Mode.ASYMMETRIC)
+    )
+    assert_zoom_hover(page, canvases.nth(0), zoom_view(five, 0, 0, 32), 3, 5)
 
 
 def test_a_tap_on_a_touch_screen_names_the_zoom_cell(browser, app_url: str) -> None:

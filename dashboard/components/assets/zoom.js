@@ -1,6 +1,8 @@
 // The explorer's zoom window: four panels (original, codes, dequantized, error) of the same
 // cells, each a canvas with one pixel a cell, coloured from the palette the server sent;
 // hovering a cell shows its exact numbers. Data: dashboard.services.explorer.zoom.zoom_payload.
+// The panels, axes and handlers are built once per window (its place, size and titles) and
+// kept across reruns: a new scheme repaints the canvases and rewrites what changed.
 
 function paintPanel(canvas, d, cells, k, panel) {
   const { nrows, ncols } = d;
@@ -8,8 +10,8 @@ function paintPanel(canvas, d, cells, k, panel) {
   const levels = pal.length / 3;
   const lo = panel.lo;
   const span = panel.hi - panel.lo;
-  canvas.width = ncols;
-  canvas.height = nrows;
+  if (canvas.width !== ncols) canvas.width = ncols;
+  if (canvas.height !== nrows) canvas.height = nrows;
   const ctx = canvas.getContext("2d");
   const img = ctx.createImageData(ncols, nrows);
   const px = img.data;
@@ -34,9 +36,9 @@ function paintPanel(canvas, d, cells, k, panel) {
   ctx.putImageData(img, 0, 0);
 }
 
-function drawZoom(root, d) {
-  const cells = decodeFloat32(d.cells);
-  const k = d.fields.length;
+function buildZoom(root, d) {
+  // The window's frame: title, panel titles, axes, canvases, colour-bar slots, hover. The
+  // handlers read the cells of the latest drawing (root.qlabZoom), not of this one.
   const { nrows, ncols, row0, col0 } = d;
   root.replaceChildren();
   el("div", "qlab-title", root, d.title);
@@ -55,7 +57,6 @@ function drawZoom(root, d) {
     canvas.style.aspectRatio = `${ncols} / ${nrows}`;
     canvas.setAttribute("role", "img");
     canvas.setAttribute("aria-label", `${p.title}, ${d.title}`);
-    paintPanel(canvas, d, cells, k, p);
     return canvas;
   });
   el("div", "", grid);
@@ -67,7 +68,7 @@ function drawZoom(root, d) {
     }
   }
   el("div", "", grid);
-  for (const p of d.panels) colourBar(grid, p);
+  for (let i = 0; i < d.panels.length; i++) el("div", "qlab-bar-slot", grid);
   const cellAt = (canvas, e) => {
     const rect = canvas.getBoundingClientRect();
     const c = Math.floor(((e.clientX - rect.left) / rect.width) * ncols);
@@ -79,9 +80,10 @@ function drawZoom(root, d) {
       const at = cellAt(canvas, e);
       if (at === null) return hover.hide();
       const [r, c] = at;
-      const base = (r * ncols + c) * k;
+      const { cells, fields } = root.qlabZoom;
+      const base = (r * ncols + c) * fields.length;
       const lines = [`row ${row0 + r}, col ${col0 + c}`];
-      d.fields.forEach((f, j) => lines.push(`${f.label} ${formatNumber(cells[base + j], f.digits, f.style)}`));
+      fields.forEach((f, j) => lines.push(`${f.label} ${formatNumber(cells[base + j], f.digits, f.style)}`));
       const box = root.getBoundingClientRect();
       hover.show(lines, e.clientX - box.left, e.clientY - box.top);
     };
@@ -91,6 +93,28 @@ function drawZoom(root, d) {
     // A lifted finger "leaves" too: on touch the box stays until the next tap.
     canvas.addEventListener("pointerleave", (e) => e.pointerType === "touch" || hover.hide());
   }
+}
+
+function drawZoom(root, d) {
+  const cells = decodeFloat32(d.cells);
+  const k = d.fields.length;
+  const frame = JSON.stringify([d.title, d.row0, d.col0, d.nrows, d.ncols, d.panels.map((p) => p.title)]);
+  if (root.dataset.frame !== frame) {
+    buildZoom(root, d);
+    root.dataset.frame = frame;
+  }
+  root.qlabZoom = { cells, fields: d.fields };
+  const canvases = root.querySelectorAll("canvas");
+  const slots = root.querySelectorAll(".qlab-bar-slot");
+  d.panels.forEach((p, i) => {
+    paintPanel(canvases[i], d, cells, k, p);
+    const bar = JSON.stringify([p.palette, p.ticks, p.note]);
+    if (slots[i].dataset.bar !== bar) {
+      slots[i].dataset.bar = bar;
+      slots[i].replaceChildren();
+      colourBar(slots[i], p);
+    }
+  });
 }
 
 export default function (component) {
