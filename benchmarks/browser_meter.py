@@ -28,6 +28,7 @@ QUIET_MS = 600
 PROBE = """
 (() => {
   const B = window.__bench = {};
+  const METRIC = '[data-testid="stMetric"], .qlab-metrics';
   const metricText = () => Array.from(
       document.querySelectorAll('[data-testid="stMetricValue"], .qlab-metric-value'))
       .map(e => e.innerText).join('|');
@@ -83,10 +84,17 @@ PROBE = """
     let all = null;
     const name = (c) => chartName(c, all ??= charts());
     let counted = false;
+    let touchesMetric = false;
     for (const m of muts) {
       const el = m.target.nodeType === 1 ? m.target : m.target.parentElement;
       if (!el || el.closest('[data-testid="stStatusWidget"]')) continue;
       counted = true;
+      // The metric text is read only when a batch touches a metric or adds one:
+      // reading it on every batch cost ~9 ms of main thread a change.
+      if (B.metricAt === null && !touchesMetric) {
+        touchesMetric = !!el.closest(METRIC) || Array.from(m.addedNodes).some(
+          n => n.nodeType === 1 && (n.matches(METRIC) || n.querySelector(METRIC)));
+      }
       // A redraw changes the plot itself (not Streamlit's stale marks around it, nor a
       // hover label): a mutation inside the plotly graph, outside its hover layer. A
       // redraw is thousands of mutations: a chart already named is not looked at again
@@ -112,7 +120,7 @@ PROBE = """
     if (status()) { B.hadStatus = true; B.statusGoneAt = null; }
     if (!counted) return;
     B.lastMut = t;
-    if (B.metricAt === null) {
+    if (B.metricAt === null && touchesMetric) {
       const text = metricText();
       if (text !== B.before && text !== '') B.metricAt = t;
     }
