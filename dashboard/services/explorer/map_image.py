@@ -26,7 +26,14 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageDraw
 
-from ..display.image import LEVELS, NAN_INDEX, PNG_COMPRESS_LEVEL, colour_levels, palette
+from ..display.image import (
+    LEVELS,
+    NAN_INDEX,
+    PNG_COMPRESS_LEVEL,
+    PNG_COMPRESS_TYPE,
+    colour_levels,
+    palette,
+)
 from ..display.reduce import Reduced
 from .colour import ColourLimits, colourbar_payload
 from .maps import MAX_MARKED, BoundaryLines, MapSpec, outlier_cells
@@ -130,7 +137,9 @@ def map_image(spec: MapSpec, lines: BoundaryLines | None, has_nonfinite: bool) -
     table[NAN_INDEX] = _MAGENTA if has_nonfinite else (255, 255, 255)
     image.putpalette(table.tobytes())
     out = io.BytesIO()
-    image.save(out, format="PNG", compress_level=PNG_COMPRESS_LEVEL)
+    image.save(
+        out, format="PNG", compress_level=PNG_COMPRESS_LEVEL, compress_type=PNG_COMPRESS_TYPE
+    )
     title, subtitle = _plain(spec.title)
     return MapImage(title, subtitle, out.getvalue(), (fy, fx), limits, n_marked)
 
