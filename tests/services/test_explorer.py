@@ -126,6 +126,18 @@ def test_reduce_2d_ignores_nan() -> None:
     assert np.isnan(mx.values[0, 1])
 
 
+def test_reduce_2d_mean_of_infinities() -> None:
+    # 2x4 into 2 cells (2x2 blocks): +inf in one block and -inf in the other keep their
+    # signs; +inf and -inf in one block have no mean (NaN), beside a finite block.
+    inf = float("inf")
+    apart = reduce_2d(
+        torch.tensor([[inf, 1.0, 2.0, 3.0], [0.0, 1.0, -inf, 5.0]]), 2, Reduction.MEAN
+    )
+    np.testing.assert_array_equal(apart.values, [[inf, -inf]])
+    met = reduce_2d(torch.tensor([[inf, 1.0, 2.0, 3.0], [-inf, 1.0, 4.0, 5.0]]), 2, Reduction.MEAN)
+    assert np.isnan(met.values[0, 0]) and met.values[0, 1] == 3.5
+
+
 def test_small_tensor_has_rich_hover_everywhere() -> None:
     exp = explore(COURSE, QuantConfig(8, Mode.ASYMMETRIC))
     figs = overview_figures(exp, ViewOptions())

@@ -119,9 +119,10 @@ def reduce_2d(
     Example: ``4096×4096`` with ``max_cells = 512*512`` -> ``8×8`` blocks, ``512×512``.
     ``max_side``: at most that many cells along each side too (blocks then stop being
     square): ``30522×384`` with ``max_side = 512`` -> ``60×7`` blocks, ``509×55``.
-    NaN cells are ignored (a block of NaN stays NaN). Pooling kernels do the work in one
-    pass. Raises ``ValueError`` for a matrix that is not 2-D and non-empty, or
-    ``max_cells < 1``.
+    NaN cells are ignored (a block of NaN stays NaN); an infinity makes its block's mean
+    that infinity, and +inf meeting -inf in a block makes it NaN. Pooling kernels do the
+    work in one pass (two where a block holds NaN). Raises ``ValueError`` for a matrix that
+    is not 2-D and non-empty, or ``max_cells < 1``.
     """
     m = torch.as_tensor(matrix)
     if m.dim() != 2 or m.numel() == 0:
@@ -142,15 +143,17 @@ def reduce_2d(
     kernel = (rs, cs)
     grid = m[None, None]
     if how is Reduction.MEAN:
-        # A sum is NaN when a cell is (or when +inf and -inf meet): one pass, no mask.
-        if bool(torch.isnan(m.sum())):
+        # ceil_mode averages edge blocks over their in-bounds cells only. A block's mean is
+        # NaN only when one of its cells is (or +inf and -inf meet in it): only then is it
+        # taken again over its known cells, so a finite matrix costs one pass.
+        out = F.avg_pool2d(grid, kernel, ceil_mode=True)
+        if bool(torch.isnan(out).any()):
             known = (~torch.isnan(grid)).to(torch.float32)
-            total = F.avg_pool2d(torch.nan_to_num(grid, nan=0.0), kernel, ceil_mode=True)
+            # Infinities kept (nan_to_num would clamp them to +-3.4e38 by default).
+            finite_or_inf = torch.nan_to_num(grid, nan=0.0, posinf=math.inf, neginf=-math.inf)
+            total = F.avg_pool2d(finite_or_inf, kernel, ceil_mode=True)
             share = F.avg_pool2d(known, kernel, ceil_mode=True)
             out = torch.where(share > 0, total / share, float("nan"))
-        else:
-            # ceil_mode averages edge blocks over their in-bounds cells only.
-            out = F.avg_pool2d(grid, kernel, ceil_mode=True)
     else:
         mags = torch.nan_to_num(grid.abs(), nan=-1.0)
         best, idx = F.max_pool2d(mags, kernel, ceil_mode=True, return_indices=True)
