@@ -19,14 +19,16 @@ function drawMetrics(root, data) {
   const rows = Array.from(root.children);
   data.rows.forEach((cards, i) => {
     const row = rows[i] ?? el("div", "qlab-metric-row", root);
-    row.style.gridTemplateColumns = `repeat(${cards.length}, minmax(0, 1fr))`;
+    const columns = `repeat(${cards.length}, minmax(0, 1fr))`;
+    if (row.style.gridTemplateColumns !== columns) row.style.gridTemplateColumns = columns;
     const have = Array.from(row.children);
     cards.forEach((c, j) => {
       const card = have[j] ?? metricCard(row);
       const label = card.firstChild;
       setText(label.firstChild, c.label);
       const help = label.querySelector(".qlab-help");
-      help.style.display = c.help ? "" : "none";
+      const shown = c.help ? "" : "none";
+      if (help.style.display !== shown) help.style.display = shown;
       help.setHelp(c.help);
       setText(card.querySelector(".qlab-metric-value"), c.value);
     });
