@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard.components import source
-from dashboard.served import apply_served_threads, freeze_when_warm
+from dashboard.served import apply_served_huge_pages, apply_served_threads, freeze_when_warm
 from quant_core import warm_up_in_background
 
 # Page paths relative to this entrypoint: Streamlit resolves them against the main
@@ -14,6 +14,8 @@ from quant_core import warm_up_in_background
 PAGES = "views"
 
 st.set_page_config(page_title="Quantization Lab", page_icon=":material/grid_on:", layout="wide")
+# Before any page allocates its tensors: torch's large buffers on huge pages.
+apply_served_huge_pages()
 # Threads first: the warm-up compiles its kernels for the number set now.
 apply_served_threads()
 # Compile quant_core's kernels in a daemon thread, once per process (a rerun finds it

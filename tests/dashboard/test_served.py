@@ -1,5 +1,6 @@
 """The served process's settings: one core left to the browser unless QLAB_THREADS says,
-the long-lived heap frozen once the warm-up is done; neither outside ``streamlit run``."""
+huge pages for torch's large buffers unless the environment says, the long-lived heap
+frozen once the warm-up is done; none of them outside ``streamlit run``."""
 
 from __future__ import annotations
 
@@ -50,6 +51,21 @@ def test_only_a_served_app_changes_torchs_threads(monkeypatch: pytest.MonkeyPatc
         assert served.apply_served_threads() is None  # once per process
     finally:
         torch.set_num_threads(before)
+
+
+def test_huge_pages_only_when_served_and_not_over_a_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(served.HUGE_PAGES_ENV, raising=False)
+    monkeypatch.delitem(sys.modules, "streamlit.web.bootstrap", raising=False)
+    assert not served.apply_served_huge_pages()  # AppTest, pytest: nothing set
+    assert served.HUGE_PAGES_ENV not in os.environ
+    monkeypatch.setitem(sys.modules, "streamlit.web.bootstrap", sys)  # as under streamlit run
+    assert served.apply_served_huge_pages()
+    assert os.environ[served.HUGE_PAGES_ENV] == "1"
+    monkeypatch.setenv(served.HUGE_PAGES_ENV, "0")  # the user's setting is kept
+    assert not served.apply_served_huge_pages()
+    assert os.environ[served.HUGE_PAGES_ENV] == "0"
 
 
 def test_the_heap_is_frozen_once_warm_and_only_when_served(
