@@ -102,9 +102,7 @@ def details() -> None:
 
     st.subheader("How a value becomes a code")
     panel = teaching_for(key, run, block, stats)
-    st.markdown(panel.heading)
-    for line in panel.formulas:
-        st.latex(line)
+    st.markdown(panel.markdown)
     st.caption(panel.symbols)
     for note in panel.notes:
         st.info(note)

@@ -5,10 +5,11 @@ among them."""
 from __future__ import annotations
 
 import json
+import re
 
 from streamlit.testing.v1 import AppTest
 
-__all__ = ["canvas_payload", "canvas_payloads", "metric_value", "metrics_shown"]
+__all__ = ["canvas_payload", "canvas_payloads", "formulas_shown", "metric_value", "metrics_shown"]
 
 METRIC_KEYS = ("metrics", "algorithm_metrics")
 """The explorer's metric cards: its own rows, then an algorithm's."""
@@ -44,3 +45,14 @@ def metric_value(at: AppTest, label: str) -> str:
         if m["label"] == label:
             return m["value"]
     raise AssertionError(f"no metric {label!r}: {[m['label'] for m in shown]}")
+
+
+def formulas_shown(at: AppTest) -> list[str]:
+    """The teaching panel's formulas of the last run: its display-math blocks (``$$`` on
+    lines of their own, ``TeachingPanel.markdown``), then any ``st.latex``."""
+    blocks = [
+        f
+        for el in at.markdown
+        for f in re.findall(r"^\$\$\n(.*?)\n\$\$$", el.value, flags=re.S | re.M)
+    ]
+    return blocks + [el.value for el in at.latex]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
-from canvas import canvas_payload, metric_value, metrics_shown
+from canvas import canvas_payload, formulas_shown, metric_value, metrics_shown
 from streamlit.testing.v1 import AppTest
 
 from dashboard.services.sources.choice import SourceKind
@@ -47,7 +47,7 @@ def test_default_runs_and_shows_four_heatmaps() -> None:
     heatmaps = [c for c in charts(at) if c["data"] and c["data"][0]["type"] == "heatmap"]
     assert len(heatmaps) >= 4
     assert metric(at, "Bits per element")
-    assert len(at.latex) >= 3
+    assert len(formulas_shown(at)) >= 3
 
 
 @pytest.mark.parametrize("example", list(Example), ids=lambda e: e.value)
@@ -87,10 +87,10 @@ def test_more_bits_lowers_mse() -> None:
 def test_symmetric_course_example_shows_reference_scale() -> None:
     at = new_app(src="example", ex="course_3x3", bits="8", mode="symmetric", gran="channel").run()
     no_errors(at)
-    latex = " ".join(el.value for el in at.latex)
+    latex = " ".join(formulas_shown(at))
     assert "5.737" in latex  # row 0: 728.6 / 127
     at.number_input(key="v_block").set_value(1).run()
-    assert "2.3268" in " ".join(el.value for el in at.latex)
+    assert "2.3268" in " ".join(formulas_shown(at))
 
 
 def test_per_group_shows_as_many_scales_as_groups() -> None:

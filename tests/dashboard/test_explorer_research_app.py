@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import streamlit as st
-from canvas import canvas_payload, metric_value, metrics_shown
+from canvas import canvas_payload, formulas_shown, metric_value, metrics_shown
 from streamlit.testing.v1 import AppTest
 
 from dashboard.services.state.research import ResearchFormat
@@ -56,7 +56,7 @@ def test_dorefa_from_a_link_fills_the_teaching_panel() -> None:
     assert metric(at, "Bits per element") == "3.031"
     assert metric(at, "Clipped") == "0"
     assert float(metric(at, "MSE")) > 0
-    latex = [el.value for el in at.latex]
+    latex = formulas_shown(at)
     assert any(r"\tanh(w)" in line for line in latex)  # normalise
     assert any(r"\lfloor 8\,u \rfloor" in line and "c + 1/2" in line for line in latex)  # q_k
     assert any(r"\max|w|" in line for line in latex)  # rescale

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -558,3 +559,11 @@ def test_teaching_uses_the_chosen_clipping_range() -> None:
     notes = teaching.block_notes(exp, nums)
     assert any("widened to [0," in n for n in notes)  # include zero, the default
     assert any("percentile range" in n and "narrower" in n for n in notes)
+
+
+def test_teaching_markdown_is_the_heading_then_each_formula_as_display_math() -> None:
+    panel = teaching.teaching_panel(explore(COURSE, QuantConfig(8, Mode.SYMMETRIC)), 0)
+    parts = panel.markdown.split("\n\n")
+    assert parts[0] == panel.heading.split("\n\n")[0]
+    blocks = re.findall(r"^\$\$\n(.*?)\n\$\$$", panel.markdown, flags=re.S | re.M)
+    assert blocks == list(panel.formulas) and len(blocks) >= 3

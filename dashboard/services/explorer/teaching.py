@@ -292,6 +292,13 @@ class TeachingPanel:
     scales: pd.DataFrame | None
     figure: go.Figure | None = None
 
+    @property
+    def markdown(self) -> str:
+        """The heading, then each formula as a display-math block (``$$`` on lines of their
+        own, as ``st.latex`` writes one): the page shows them as one element, not one per
+        formula (each element the browser re-renders costs it a few ms a rerun)."""
+        return "\n\n".join((self.heading, *(f"$$\n{f}\n$$" for f in self.formulas)))
+
 
 def teaching_panel(
     exp: Exploration, block: int, stats: BlockValues | None = None
