@@ -193,14 +193,16 @@ def _matrix(tensor: Tensor):
 
 
 def server_breakdown(tensor: Tensor, repeats: int = 3) -> str:
-    """Median ms of each step of one explorer rerun in this process (int5 asym g128, a
-        configuration the page has after one change) and the size of each figure (JSON, or an
-    image map's PNG), in three
-        groups: what every change pays (the original map comes from its cache, and Streamlit
-        sends a reference to it), what a first display adds (the original map), and what only
-        the "Prepare downloads" button pays."""
+    """Median ms of each step of one explorer rerun in this process, with the served
+    process's threads and huge pages (int5 asym g128, a configuration the page has after one
+    change), and the size of each figure (JSON, or an image map's PNG), in three groups:
+    what every change pays (the original map comes from its cache, and Streamlit sends a
+    reference to it), what a first display adds (the original map), and what only the
+    "Prepare downloads" button pays."""
     import plotly.io as pio
+    import torch
 
+    from dashboard.served import ENV, served_threads
     from dashboard.services.explorer import exports
     from dashboard.services.explorer.explore import explore
     from dashboard.services.explorer.heatmaps import (
@@ -214,6 +216,9 @@ def server_breakdown(tensor: Tensor, repeats: int = 3) -> str:
     from dashboard.services.explorer.zoom import zoom_payload, zoom_view
     from quant_core import Mode, PerGroup, QuantConfig
 
+    # As the served process computes (dashboard.served): its threads (and, set in main()
+    # before anything is allocated, huge pages under the large buffers).
+    torch.set_num_threads(served_threads(os.cpu_count(), os.environ.get(ENV)))
     x = _matrix(tensor)
     steps: dict[str, dict[str, list[float]]] = {"change": {}, "first": {}, "downloads": {}}
     sizes: dict[str, int] = {}
@@ -276,6 +281,11 @@ def main() -> None:
     parser.add_argument("--reference-clicks", type=int, default=4)
     parser.add_argument("--no-breakdown", action="store_true", help="skip the server steps")
     args = parser.parse_args()
+    # Read by torch's allocator at its first large buffer: set before the breakdown makes
+    # one, so this process computes as the served one does (dashboard.served).
+    from dashboard.served import HUGE_PAGES_ENV
+
+    os.environ.setdefault(HUGE_PAGES_ENV, "1")
     chosen = [t for t in TENSORS if t.key in args.tensors.split(",")]
     breakdown = [] if args.no_breakdown else [server_breakdown(t) for t in chosen]
     if not Path(CHROMIUM).exists():
