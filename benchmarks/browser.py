@@ -171,7 +171,8 @@ def summary(label: str, changes: list[Change], ref: float | None = None) -> str:
         f"  settled {statistics.median(settled):6.0f} / {p95(settled):6.0f} ms"
         f"  [server+transfer {statistics.median(server) if server else nan:5.0f},"
         f" browser after it {statistics.median(draw) if draw else nan:5.0f},"
-        f" main thread busy {statistics.median(c.busy_ms for c in changes):5.0f} ms]"
+        f" main thread busy {statistics.median(c.busy_ms for c in changes):5.0f} ms,"
+        f" of it the probe's {statistics.median(c.probe_ms for c in changes):3.0f} ms]"
         f"  {statistics.median(c.bytes_sent for c in changes) / 1e3:8.1f} kB/change"
         f"  charts redrawn {_redrawn(changes)}"
     )
