@@ -1,4 +1,4 @@
-"""The explorer's metrics rows (``services.display.metrics``: the cards) on the page."""
+"""The explorer's metrics rows (``services.explorer.metric_cards``: the cards) on the page."""
 
 from __future__ import annotations
 

@@ -29,6 +29,11 @@ function niceTicks(start, stop, count) {
   return out;
 }
 
+function setText(e, text) {
+  // Written only when it differs: an unchanged text is no DOM change to lay out again.
+  if (e.textContent !== text) e.textContent = text;
+}
+
 function el(tag, cls, parent, text) {
   const e = document.createElement(tag);
   if (cls) e.className = cls;
@@ -68,6 +73,16 @@ function colourBar(parent, bar) {
   const note = el("div", "qlab-note", box);
   for (const line of bar.note) el("div", "", note, line);
   return box;
+}
+
+function colourBarIn(slot, bar) {
+  // `slot` holds the colour bar of `bar` (its palette, ticks and note), drawn again only
+  // when they differ from what it holds.
+  const key = JSON.stringify([bar.palette, bar.ticks, bar.note]);
+  if (slot.dataset.bar === key) return;
+  slot.dataset.bar = key;
+  slot.replaceChildren();
+  colourBar(slot, bar);
 }
 
 function hoverBox(root) {

@@ -9,10 +9,6 @@
 
 const MAP_HELP = "colours only here: every value of a cell is in the zoom";
 
-function setText(e, text) {
-  if (e.textContent !== text) e.textContent = text;
-}
-
 function mapPanel(name) {
   const p = el("div", `qlab-map qlab-map-${name}`);
   p.dataset.name = name;
@@ -65,13 +61,7 @@ function drawMaps(root, data) {
       img.style.aspectRatio = ratio; // the box is kept while a new image loads
     }
     if (img.getAttribute("src") !== m.src) wanted.push([img, m.src]);
-    const slot = p.querySelector(".qlab-bar-slot");
-    const bar = JSON.stringify(m.bar);
-    if (slot.dataset.bar !== bar) {
-      slot.dataset.bar = bar;
-      slot.replaceChildren();
-      colourBar(slot, m.bar);
-    }
+    colourBarIn(p.querySelector(".qlab-bar-slot"), m.bar);
     setText(p.querySelector(".qlab-caption"), m.marked);
   });
   for (const extra of panels.slice(data.maps.length)) extra.remove();

@@ -2,10 +2,6 @@
 // Data: dashboard.services.explorer.metric_cards.metrics_payload. Cards are kept across
 // reruns and only text that changed is written.
 
-function setText(e, text) {
-  if (e.textContent !== text) e.textContent = text;
-}
-
 function metricCard(parent) {
   const card = el("div", "qlab-metric", parent);
   const head = el("div", "qlab-metric-label", card);

@@ -108,12 +108,7 @@ function drawZoom(root, d) {
   const slots = root.querySelectorAll(".qlab-bar-slot");
   d.panels.forEach((p, i) => {
     paintPanel(canvases[i], d, cells, k, p);
-    const bar = JSON.stringify([p.palette, p.ticks, p.note]);
-    if (slots[i].dataset.bar !== bar) {
-      slots[i].dataset.bar = bar;
-      slots[i].replaceChildren();
-      colourBar(slots[i], p);
-    }
+    colourBarIn(slots[i], p);
   });
 }
 
