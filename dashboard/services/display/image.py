@@ -23,10 +23,9 @@ from plotly.colors import get_colorscale, hex_to_rgb, unlabel_rgb
 __all__ = [
     "LEVELS",
     "NAN_INDEX",
-    "PNG_COMPRESS_LEVEL",
-    "PNG_COMPRESS_TYPE",
     "colour_levels",
     "palette",
+    "png_bytes",
     "png_data_uri",
     "rgba",
     "to_png",
@@ -116,13 +115,20 @@ def to_png(values: np.ndarray, colorscale: ColourScale, lo: float, hi: float) ->
     table = np.zeros((256, 3), dtype=np.uint8)
     table[:LEVELS] = palette(colorscale)
     image.putpalette(table.tobytes())
+    return png_bytes(image, transparency=NAN_INDEX)
+
+
+def png_bytes(image: Image.Image, transparency: int | None = None) -> bytes:
+    """``image`` as PNG bytes, at ``PNG_COMPRESS_LEVEL`` with ``PNG_COMPRESS_TYPE``; with
+    ``transparency``, that palette index is transparent."""
     out = io.BytesIO()
+    extra = {} if transparency is None else {"transparency": transparency}
     image.save(
         out,
         format="PNG",
         compress_level=PNG_COMPRESS_LEVEL,
         compress_type=PNG_COMPRESS_TYPE,
-        transparency=NAN_INDEX,
+        **extra,
     )
     return out.getvalue()
 

@@ -16,7 +16,6 @@ browser scales it to the column's width.
 
 from __future__ import annotations
 
-import io
 import math
 import re
 import struct
@@ -29,10 +28,9 @@ from PIL import Image, ImageDraw
 from ..display.image import (
     LEVELS,
     NAN_INDEX,
-    PNG_COMPRESS_LEVEL,
-    PNG_COMPRESS_TYPE,
     colour_levels,
     palette,
+    png_bytes,
 )
 from ..display.reduce import Reduced
 from .colour import ColourLimits, colourbar_payload
@@ -136,12 +134,8 @@ def map_image(spec: MapSpec, lines: BoundaryLines | None, has_nonfinite: bool) -
     table[_RING_INDEX] = _RING_RGB
     table[NAN_INDEX] = _MAGENTA if has_nonfinite else (255, 255, 255)
     image.putpalette(table.tobytes())
-    out = io.BytesIO()
-    image.save(
-        out, format="PNG", compress_level=PNG_COMPRESS_LEVEL, compress_type=PNG_COMPRESS_TYPE
-    )
     title, subtitle = _plain(spec.title)
-    return MapImage(title, subtitle, out.getvalue(), (fy, fx), limits, n_marked)
+    return MapImage(title, subtitle, png_bytes(image), (fy, fx), limits, n_marked)
 
 
 def _draw_lines(
