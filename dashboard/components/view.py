@@ -15,8 +15,6 @@ from dashboard.services.explorer.heatmaps import MapImage, OverviewFigures, View
 from dashboard.services.state.view import ZOOM_SIZES, ViewState, view_from_query
 from quant_core import PerChannel, QuantConfig
 
-MAP_NAMES = ("original", "codes", "dequantized", "error")
-
 
 @dataclass(frozen=True)
 class ZoomWindow:
@@ -133,7 +131,7 @@ def overview_maps(figs: OverviewFigures) -> None:
     hover (keys ``heat_<name>``). The plotly maps go into one container drawn only once all
     four figures exist, so they appear together (a map missing while the others are drawn
     read as "no codes")."""
-    named = dict(zip(MAP_NAMES, figs.all(), strict=True))
+    named = figs.named()
     images = {name: m for name, m in named.items() if isinstance(m, MapImage)}
     if len(images) == len(named):
         image_maps(images, key="overview_maps")

@@ -14,7 +14,7 @@ image, which the browser then does not load again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import plotly.graph_objects as go
@@ -66,6 +66,10 @@ class OverviewFigures:
 
     def all(self) -> tuple[MapView, MapView, MapView, MapView]:
         return (self.original, self.codes, self.dequantized, self.error)
+
+    def named(self) -> dict[str, MapView]:
+        """The four maps by name (``"original"``, ``"codes"``, ...), in page order."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def is_light(shape: tuple[int, int]) -> bool:
