@@ -27,10 +27,6 @@ def new_app(**query: str) -> AppTest:
     return at
 
 
-def metric(at: AppTest, label: str) -> str:
-    return metric_value(at, label)
-
-
 def query(at: AppTest, key: str) -> str | None:
     value = at.query_params.get(key)
     return value[-1] if isinstance(value, list) else value
@@ -82,8 +78,8 @@ def test_gptq_on_a_model_weight_changes_codes_and_beats_rtn_on_held_out_output()
     at.selectbox(key="a_algo").set_value(Algorithm.GPTQ).run()
     no_errors(at)
     assert codes_map(at) != rtn_codes
-    assert float(metric(at, "Codes ≠ RTN").rstrip("%")) > 0
-    ratio = float(metric(at, "Output vs RTN").rstrip("×"))
+    assert float(metric_value(at, "Codes ≠ RTN").rstrip("%")) > 0
+    ratio = float(metric_value(at, "Output vs RTN").rstrip("×"))
     assert 0 < ratio < 1  # int4 per-channel, layer 0 query: GPTQ's output error is lower
     assert "held-out sentences" in captions(at)
     assert (query(at, "algo"), query(at, "damp"), query(at, "actord")) == ("gptq", "0.1", "1")
@@ -127,8 +123,8 @@ def test_other_tensors_offer_rtn_and_hqq_and_say_why() -> None:
     at.selectbox(key="a_algo").set_value(Algorithm.HQQ).run()
     no_errors(at)
     assert query(at, "algo") == "hqq"
-    assert metric(at, "Output vs RTN") == "n/a"  # no model inputs for this tensor
-    assert metric(at, "Codes ≠ RTN").endswith("%")
+    assert metric_value(at, "Output vs RTN") == "n/a"  # no model inputs for this tensor
+    assert metric_value(at, "Codes ≠ RTN").endswith("%")
 
 
 def test_a_link_asking_gptq_on_a_single_tensor_explains_and_shows_rtn() -> None:

@@ -28,10 +28,6 @@ def new_app(**query: str) -> AppTest:
     return at
 
 
-def metric(at: AppTest, label: str) -> str:
-    return metric_value(at, label)
-
-
 def charts(at: AppTest) -> list[dict]:
     return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
 
@@ -46,7 +42,7 @@ def test_default_runs_and_shows_four_heatmaps() -> None:
     no_errors(at)
     heatmaps = [c for c in charts(at) if c["data"] and c["data"][0]["type"] == "heatmap"]
     assert len(heatmaps) >= 4
-    assert metric(at, "Bits per element")
+    assert metric_value(at, "Bits per element")
     assert len(formulas_shown(at)) >= 3
 
 
@@ -78,10 +74,10 @@ def test_bundled_model_source_runs() -> None:
 def test_more_bits_lowers_mse() -> None:
     at = new_app().run()
     at.slider(key="q_bits").set_value(3).run()
-    low = float(metric(at, "MSE"))
+    low = float(metric_value(at, "MSE"))
     at.slider(key="q_bits").set_value(7).run()
     no_errors(at)
-    assert float(metric(at, "MSE")) < low
+    assert float(metric_value(at, "MSE")) < low
 
 
 def test_symmetric_course_example_shows_reference_scale() -> None:

@@ -26,10 +26,6 @@ def new_app(**query: str) -> AppTest:
     return at
 
 
-def metric(at: AppTest, label: str) -> str:
-    return metric_value(at, label)
-
-
 def query(at: AppTest, key: str) -> str | None:
     value = at.query_params.get(key)
     return value[-1] if isinstance(value, list) else value
@@ -53,9 +49,9 @@ def test_dorefa_from_a_link_fills_the_teaching_panel() -> None:
     assert at.radio(key="q_qk").value is QkVariant.CENTERED
     assert at.checkbox(key="q_rescale").value is True
     # codes + one float32 max|w|: 3 + 32/1024 bits per element
-    assert metric(at, "Bits per element") == "3.031"
-    assert metric(at, "Clipped") == "0"
-    assert float(metric(at, "MSE")) > 0
+    assert metric_value(at, "Bits per element") == "3.031"
+    assert metric_value(at, "Clipped") == "0"
+    assert float(metric_value(at, "MSE")) > 0
     latex = formulas_shown(at)
     assert any(r"\tanh(w)" in line for line in latex)  # normalise
     assert any(r"\lfloor 8\,u \rfloor" in line and "c + 1/2" in line for line in latex)  # q_k
@@ -82,7 +78,7 @@ def test_picking_min_max_levels_and_a_variant_reaches_the_url() -> None:
     no_errors(at)
     assert query(at, "fmt") == "minmax_levels" and query(at, "qk") == "original"
     assert query(at, "rescale") is None and query(at, "gran") is None
-    assert metric(at, "Bits per element") == "4.062"  # 4 + 64/1024: x_min and x_max
+    assert metric_value(at, "Bits per element") == "4.062"  # 4 + 64/1024: x_min and x_max
     at.radio(key="q_qk").set_value(QkVariant.MODIFIED).run()
     at.slider(key="q_bits").set_value(2).run()
     no_errors(at)
@@ -100,7 +96,7 @@ def test_picking_min_max_levels_and_a_variant_reaches_the_url() -> None:
 def test_plain_dorefa_stores_codes_only_and_downloads() -> None:
     at = new_app(**SMALL, fmt="dorefa", bits="4", rescale="0").run()
     no_errors(at)
-    assert metric(at, "Bits per element") == "4"
+    assert metric_value(at, "Bits per element") == "4"
     assert any("[−1, 1]" in i.value for i in at.info)
     at.button(key="dl_prepare").click().run()
     no_errors(at)

@@ -32,10 +32,6 @@ def new_app(page: str, **query: str) -> AppTest:
     return at
 
 
-def metric(at: AppTest, label: str) -> str:
-    return metric_value(at, label)
-
-
 def no_errors(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
@@ -64,7 +60,7 @@ def test_activation_source_gives_the_layer_input_to_the_explorer() -> None:
     # the outlier strip sits above the four heatmaps, the explorer's metrics below it
     titles = chart_titles(at)
     assert titles[0].startswith("max |x| per feature")
-    assert metric(at, "Bits per element")
+    assert metric_value(at, "Bits per element")
     # The scheme names the channels of [tokens, features] per token and per feature.
     gran = at.radio(key="q_gran")
     assert gran.format_func("channel") == "Per token / per feature"
@@ -96,7 +92,7 @@ def test_activation_source_from_a_link_and_own_sentences() -> None:
     at.text_area(key="src_text").input("   \n  ").run()
     assert any("Sentences:" in e.value for e in at.error)
     assert not at.exception
-    assert metric(at, "Bits per element")
+    assert metric_value(at, "Bits per element")
 
 
 def test_a_link_made_with_own_sentences_warns() -> None:
@@ -122,11 +118,11 @@ def test_static_ranges_report_the_clipping_of_held_out_values() -> None:
     )
     n = cmp.static.clip.n_clipped
     assert n > 0
-    assert metric(at, "Clipped") == f"{n:,}"
+    assert metric_value(at, "Clipped") == f"{n:,}"
     assert "18 held-out sentences" in " ".join(c.value for c in at.caption)
     # dynamic ranges on the same held-out rows clip nothing
     at.radio(key="src_ranges").set_value(RangeMode.DYNAMIC).run()
-    assert metric(at, "Clipped") == "0"
+    assert metric_value(at, "Clipped") == "0"
 
 
 def test_static_ranges_refuse_a_per_token_scheme_with_a_message() -> None:
@@ -146,14 +142,14 @@ def test_presets_run_and_show_outputs_and_contributions(choice: SchemeChoice) ->
     at = new_app("layer.py").run()
     at.selectbox(key="l_scheme").set_value(choice).run()
     no_errors(at)
-    sqnr = float(metric(at, "Output SQNR").removesuffix(" dB"))
+    sqnr = float(metric_value(at, "Output SQNR").removesuffix(" dB"))
     assert 5 < sqnr < 80
     titles = chart_titles(at)
     assert titles[0].startswith("Y = X Wᵀ + b") and titles[2].startswith("Output error")
     assert any(t.startswith("Weight only") for t in titles)
     has_act = choice.preset.scheme.activation is not None
     assert any(t.startswith("Activation only") for t in titles) is has_act
-    assert (metric(at, "Activation-only SQNR") == "float (no error)") is not has_act
+    assert (metric_value(at, "Activation-only SQNR") == "float (no error)") is not has_act
 
 
 def test_none_none_gives_zero_output_error() -> None:
@@ -162,9 +158,9 @@ def test_none_none_gives_zero_output_error() -> None:
     at.checkbox(key="lw_on").uncheck().run()
     at.checkbox(key="la_on").uncheck().run()
     no_errors(at)
-    assert metric(at, "Output MSE") == "0"
-    assert metric(at, "Output SQNR") == "∞ (exact)"
-    assert metric(at, "Weight-only SQNR") == "float (no error)"
+    assert metric_value(at, "Output MSE") == "0"
+    assert metric_value(at, "Output SQNR") == "∞ (exact)"
+    assert metric_value(at, "Weight-only SQNR") == "float (no error)"
 
 
 def test_smoothquant_alpha_changes_the_output_error() -> None:
@@ -172,10 +168,10 @@ def test_smoothquant_alpha_changes_the_output_error() -> None:
     assert at.selectbox(key="l_layer").value == "encoder.layer.0.intermediate.dense"
     at.checkbox(key="l_sq").check().run()
     no_errors(at)
-    first = metric(at, "Output MSE (SmoothQuant)")
+    first = metric_value(at, "Output MSE (SmoothQuant)")
     at.slider(key="l_alpha").set_value(0.9).run()
     no_errors(at)
-    assert metric(at, "Output MSE (SmoothQuant)") != first
+    assert metric_value(at, "Output MSE (SmoothQuant)") != first
     titles = chart_titles(at)
     assert any(t.startswith("Input X / s") for t in titles)
     assert any(t.startswith("Output error against α") for t in titles)
@@ -188,7 +184,7 @@ def test_held_out_static_per_feature_activations_clip() -> None:
     at.radio(key="l_ranges").set_value(RangeMode.STATIC).run()
     at.radio(key="l_split").set_value(EvalSplit.HELD_OUT).run()
     no_errors(at)
-    assert int(metric(at, "Inputs clipped").replace(",", "")) > 0
+    assert int(metric_value(at, "Inputs clipped").replace(",", "")) > 0
     # static per-token ranges do not exist: a message, no traceback
     at.radio(key="la_q_agran").set_value("token").run()
     assert not at.exception

@@ -21,10 +21,6 @@ def new_app(**query: str) -> AppTest:
     return at
 
 
-def metric(at: AppTest, label: str) -> str:
-    return metric_value(at, label)
-
-
 def query(at: AppTest, key: str) -> str:
     """The URL's value of ``key`` (AppTest keeps repeated keys as a list)."""
     value = at.query_params[key]
@@ -61,11 +57,11 @@ def test_float_min_at_int4_g32_fp16_costs_five_bits_and_reaches_the_url() -> Non
         sdtype="fp16",
     ).run()
     no_errors(at)
-    assert metric(at, "Bits per element") == "4.625"
+    assert metric_value(at, "Bits per element") == "4.625"
     assert query(at, "zp") == "include_zero"
     at.radio(key="q_zp").set_value(ZeroPoint.FLOAT_MIN).run()
     no_errors(at)
-    assert metric(at, "Bits per element") == "5"
+    assert metric_value(at, "Bits per element") == "5"
     assert query(at, "zp") == "float_min"
 
 
@@ -112,7 +108,7 @@ def test_an_older_address_restores_its_state() -> None:
     no_errors(at)
     assert at.slider(key="q_bits").value == 5
     assert query(at, "bits") == "5"
-    assert metric(at, "Bits per element").startswith("5")
+    assert metric_value(at, "Bits per element").startswith("5")
     # and the user's next change wins again
     at.slider(key="q_bits").set_value(6).run()
     assert at.slider(key="q_bits").value == 6 and query(at, "bits") == "6"
