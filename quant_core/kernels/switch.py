@@ -193,10 +193,13 @@ def _usable(*tensors: torch.Tensor) -> bool:
     return _compiler_ok()
 
 
-def _variant(fn: Callable[..., Any], key: str) -> Callable[..., Any]:
+def _variant(
+    fn: Callable[..., Any], key: str, options: dict[str, Any] | None = None
+) -> Callable[..., Any]:
     """``torch.compile(fn)`` for one variant ``key``, on its own copy of ``fn``'s code:
     Dynamo keeps one cache (and one recompile limit) per code object, so variants that
-    differ by dtype or inference-ness never crowd each other out."""
+    differ by dtype or inference-ness never crowd each other out. ``options``: Inductor
+    settings for this kernel alone (``torch.compile``'s ``options``)."""
     name = f"{fn.__name__}_{key}"
     compiled = _compiled.get(name)
     if compiled is None:
@@ -207,7 +210,7 @@ def _variant(fn: Callable[..., Any], key: str) -> Callable[..., Any]:
                 copy = types.FunctionType(
                     code, fn.__globals__, name, fn.__defaults__, fn.__closure__
                 )
-                compiled = torch.compile(copy, dynamic=True, fullgraph=True)
+                compiled = torch.compile(copy, dynamic=True, fullgraph=True, options=options)
                 _compiled[name] = compiled
     return compiled
 
@@ -215,8 +218,14 @@ def _variant(fn: Callable[..., Any], key: str) -> Callable[..., Any]:
 _FAILED = object()
 
 
-def _run(fn: Callable[..., Any], key: str, *args: torch.Tensor) -> Any:
-    """``fn(*args)`` compiled, or ``_FAILED`` when the compiled path failed (then it is off).
+def _run(
+    fn: Callable[..., Any],
+    key: str,
+    *args: torch.Tensor,
+    options: dict[str, Any] | None = None,
+) -> Any:
+    """``fn(*args)`` compiled (with ``options``, see ``_variant``), or ``_FAILED`` when the
+    compiled path failed (then it is off).
 
     Kernels run outside autograd and outside inference mode, so their outputs are plain
     tensors. Which inputs are inference tensors (made under ``torch.inference_mode``) picks
@@ -225,7 +234,7 @@ def _run(fn: Callable[..., Any], key: str, *args: torch.Tensor) -> Any:
     # detach(): not a view (Dynamo would guard on a view's base, one variant more).
     plain = [a.detach() for a in args]
     try:
-        compiled = _variant(fn, f"{key}_{marks}")
+        compiled = _variant(fn, f"{key}_{marks}", options)
         with torch.inference_mode(False), torch.no_grad():
             return compiled(*plain)
     except Exception as exc:
