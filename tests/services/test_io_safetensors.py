@@ -13,6 +13,7 @@ from io_builders import (
     error_of,
     st_raw,
 )
+from safetensors import safe_open
 from safetensors.torch import save as st_save
 from safetensors.torch import save_file as st_save_file
 
@@ -265,6 +266,20 @@ def test_safetensors_file_lists_and_loads(tmp_path: Path) -> None:
     assert torch.equal(loaded.tensor, tensors["w"])
     ints = load_safetensors_file_tensor(str(path), "b")
     assert ints.tensor.dtype == torch.float32 and ints.notes
+
+
+def test_safetensors_file_tensor_off_a_cache_line_loads_aligned(tmp_path: Path) -> None:
+    """A float32 tensor stored 4 bytes past the data start (after a 1-value tensor) is
+    mapped off a cache line; the loaded tensor starts on one, with the same values."""
+    path = tmp_path / "offset.safetensors"
+    tensors = {"a": torch.ones(1), "b": torch.randn(64, 48)}
+    st_save_file(tensors, path)
+    # The stored view itself is off a cache line, else this test proves nothing.
+    with safe_open(str(path), framework="pt", device="cpu") as handle:
+        assert handle.get_tensor("b").data_ptr() % 64 != 0
+    loaded = load_safetensors_file_tensor(path, "b").tensor
+    assert loaded.data_ptr() % 64 == 0
+    assert torch.equal(loaded, tensors["b"])
 
 
 def test_huge_safetensors_file_lists_and_loads_one_tensor(tmp_path: Path) -> None:
