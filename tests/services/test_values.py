@@ -56,6 +56,32 @@ def test_summary_keeps_ten_positions_across_chunks(monkeypatch: pytest.MonkeyPat
     assert s.describe().endswith(", …")
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 9),
+    st.integers(1, 9),
+    st.data(),
+    st.sampled_from([NAN, INF, -INF]),
+    st.sampled_from([torch.float32, torch.float16, torch.float64]),
+)
+def test_summary_finds_one_bad_value_anywhere(
+    rows: int, cols: int, data: st.DataObject, bad: float, dtype: torch.dtype
+) -> None:
+    """One NaN or Inf at any cell, among large finite values (a fast path that tells a finite
+    tensor from its extremes must not miss it): the counts and mask a direct scan gives."""
+    x = (torch.randn(rows, cols, generator=torch.Generator().manual_seed(rows * cols)) * 1e3).to(
+        dtype
+    )
+    at = data.draw(st.tuples(st.integers(0, rows - 1), st.integers(0, cols - 1)))
+    x[at] = bad
+    s = nonfinite_summary(x)
+    assert (s.n_nan, s.n_inf) == ((1, 0) if math.isnan(bad) else (0, 1))
+    assert s.first_positions == (at,)
+    assert torch.equal(s.mask, ~torch.isfinite(x))
+    clean = nonfinite_summary(torch.where(torch.isfinite(x), x, torch.zeros((), dtype=dtype)))
+    assert clean.all_finite and not clean.mask.any() and clean.mask.shape == x.shape
+
+
 def test_summary_refuses_non_tensors_and_complex() -> None:
     with pytest.raises(TypeError):
         nonfinite_summary([1.0, 2.0])  # type: ignore[arg-type]

@@ -73,7 +73,15 @@ class NonFiniteSummary:
 def nonfinite_summary(x: torch.Tensor) -> NonFiniteSummary:
     """Count NaN and ±Inf in ``x`` and find the first few (integer tensors: none)."""
     _check_tensor(x)
-    mask = ~torch.isfinite(x.detach())
+    x = x.detach()
+    if x.dtype.is_floating_point and x.numel():
+        # One reading pass, no tensor-sized temporaries: a NaN anywhere makes both extremes
+        # NaN, an Inf is an extreme. The full scan below (four passes and two bool tensors)
+        # took 0.4 s of a first display of MiniLM's 11.7M word embeddings.
+        lo, hi = torch.aminmax(x)
+        if math.isfinite(float(lo)) and math.isfinite(float(hi)):
+            return NonFiniteSummary(0, 0, x.numel(), (), torch.zeros(x.shape, dtype=torch.bool))
+    mask = ~torch.isfinite(x)
     n_nan = int(torch.isnan(x).sum()) if x.dtype.is_floating_point else 0
     n_bad = int(mask.sum())
     positions: list[tuple[int, ...]] = []
