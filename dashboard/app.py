@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard.components import source
-from dashboard.served import apply_served_huge_pages, apply_served_threads, freeze_when_warm
+from dashboard.served import apply_served_huge_pages, apply_served_threads, freeze_after_warm_up
 from quant_core import warm_up_in_background
 
 # Page paths relative to this entrypoint: Streamlit resolves them against the main
@@ -46,4 +46,4 @@ try:
     page.run()
 finally:
     source.end_of_run()
-    freeze_when_warm(warm_up)
+    freeze_after_warm_up(warm_up)

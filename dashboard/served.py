@@ -54,7 +54,7 @@ __all__ = [
     "HUGE_PAGES_ENV",
     "apply_served_huge_pages",
     "apply_served_threads",
-    "freeze_when_warm",
+    "freeze_after_warm_up",
     "is_served",
     "served_threads",
 ]
@@ -118,16 +118,28 @@ def apply_served_huge_pages() -> bool:
     return True
 
 
-def freeze_when_warm(warm_up: threading.Thread | None) -> bool:
-    """Call at the end of every run. The first time ``warm_up`` (quant_core's kernel
-    warm-up thread; ``None`` under the eager backend) is found finished, in a served
-    process: collect once and freeze what is left (200 ms, once). At the end of a run, so
-    the pages' own imports are in the frozen heap too. Returns whether this call froze."""
+def freeze_after_warm_up(warm_up: threading.Thread | None) -> threading.Thread | None:
+    """Call at the end of every run (so the pages' own imports are in the frozen heap too).
+    The first call in a served process starts a daemon thread that waits for ``warm_up``
+    (quant_core's kernel warm-up thread; ``None`` under the eager backend), then collects
+    once and freezes what is left; returns that thread, ``None`` on every other call.
+
+    Not in the run itself: with the compiled kernels loaded, that one collection took 0.4-0.9
+    s, and the run that found the warm-up finished (a user's first tensor, seconds after the
+    server started) waited for it. In a thread it holds the GIL as long, but once, while
+    nobody may be waiting."""
     global _frozen
     with _lock:
-        if _frozen or not is_served() or (warm_up is not None and warm_up.is_alive()):
-            return False
+        if _frozen or not is_served():
+            return None
         _frozen = True
-    gc.collect()
-    gc.freeze()
-    return True
+
+    def freeze() -> None:
+        if warm_up is not None:
+            warm_up.join()
+        gc.collect()
+        gc.freeze()
+
+    thread = threading.Thread(target=freeze, name="qlab-gc-freeze", daemon=True)
+    thread.start()
+    return thread

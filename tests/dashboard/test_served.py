@@ -73,18 +73,21 @@ def test_the_heap_is_frozen_once_warm_and_only_when_served(
 ) -> None:
     monkeypatch.setattr(served, "_frozen", False)
     monkeypatch.delitem(sys.modules, "streamlit.web.bootstrap", raising=False)
-    assert not served.freeze_when_warm(None)  # AppTest, pytest: nothing frozen
+    assert served.freeze_after_warm_up(None) is None  # AppTest, pytest: nothing frozen
     monkeypatch.setitem(sys.modules, "streamlit.web.bootstrap", sys)
     release = threading.Event()
     warming = threading.Thread(target=release.wait, daemon=True)
     warming.start()
     try:
-        assert not served.freeze_when_warm(warming)  # the warm-up still compiling
-        assert gc.get_freeze_count() == 0
+        freezer = served.freeze_after_warm_up(warming)  # returns at once: the run goes on
+        assert freezer is not None and freezer.is_alive()
+        freezer.join(timeout=0.2)
+        assert freezer.is_alive() and gc.get_freeze_count() == 0  # the warm-up still compiling
+        assert served.freeze_after_warm_up(warming) is None  # once per process
         release.set()
-        warming.join()
-        assert served.freeze_when_warm(warming)
+        freezer.join(timeout=30)
+        assert not freezer.is_alive()
         assert gc.get_freeze_count() > 0
-        assert not served.freeze_when_warm(warming)  # once per process
     finally:
+        release.set()
         gc.unfreeze()
