@@ -7,13 +7,17 @@ import io
 import json
 import math
 import re
+from unittest import mock
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 from safetensors.torch import load
 
+from dashboard.services.display import reduce as reduce_module
 from dashboard.services.display.reduce import Reduction, reduce_2d
 from dashboard.services.explorer import block_values, exports, formulas, teaching
 from dashboard.services.explorer.explore import block_label, block_of, explore
@@ -137,6 +141,31 @@ def test_reduce_2d_mean_of_infinities() -> None:
     np.testing.assert_array_equal(apart.values, [[inf, -inf]])
     met = reduce_2d(torch.tensor([[inf, 1.0, 2.0, 3.0], [-inf, 1.0, 4.0, 5.0]]), 2, Reduction.MEAN)
     assert np.isnan(met.values[0, 0]) and met.values[0, 1] == 3.5
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(1, 70),
+    st.integers(1, 40),
+    st.integers(1, 200),
+    st.sampled_from(list(Reduction)),
+    st.sampled_from([torch.int8, torch.int16, torch.uint8]),
+)
+def test_reduce_2d_of_integers_in_bands_is_the_float_copys(
+    rows: int, cols: int, max_cells: int, how: Reduction, dtype: torch.dtype
+) -> None:
+    """Integer codes are made float a band of block rows at a time (here bands of a few
+    blocks, with a short last band): the result is bit for bit that of the float copy."""
+    info = torch.iinfo(dtype)
+    q = torch.randint(info.min, info.max + 1, (rows, cols), dtype=dtype)
+    # 12 cells a band: a band is one row of blocks (or more for narrow ones), so most
+    # matrices are many bands.
+    with mock.patch.object(reduce_module, "_BAND_CELLS", 12):
+        banded = reduce_2d(q, max_cells, how)
+    whole = reduce_2d(q.to(torch.float32), max_cells, how)
+    assert (banded.row_step, banded.col_step) == (whole.row_step, whole.col_step)
+    assert banded.values.dtype == np.float32
+    np.testing.assert_array_equal(banded.values, whole.values)
 
 
 def test_small_tensor_has_rich_hover_everywhere() -> None:

@@ -18,6 +18,8 @@ __all__ = ["DEFAULT_MAX_CELLS", "Reduced", "Reduction", "needs_reduction", "redu
 
 DEFAULT_MAX_CELLS = 512 * 512
 """Cells per heatmap: 262,144 float32 values are 1 MB, about 1.4 MB as base64 JSON."""
+_BAND_CELLS = 1 << 18
+"""Cells of a non-float32 matrix ``reduce_2d`` makes float32 at a time (1 MB, cache-sized)."""
 
 
 class Reduction(enum.Enum):
@@ -112,7 +114,8 @@ def reduce_2d(
     how: Reduction,
     max_side: int | None = None,
 ) -> Reduced:
-    """Block-reduce a 2-D matrix to at most ``max_cells`` cells, as float32.
+    """Block-reduce a 2-D matrix (float32, or any real dtype: integer codes are made
+    float32 a band of rows at a time) to at most ``max_cells`` cells, as float32.
 
     Blocks are ``s×s`` with the smallest ``s`` that fits (``s`` clipped to a dimension that
     is shorter). A matrix already small enough comes back unchanged (as float32), steps 1.
@@ -136,11 +139,32 @@ def reduce_2d(
     if not isinstance(how, Reduction):
         raise TypeError(f"how must be a Reduction, got {how!r}")
     rows, cols = m.shape
-    m = m.detach().to(torch.float32)
+    m = m.detach()
     rs, cs = _steps(rows, cols, max_cells, max_side)
     if rs == 1 and cs == 1:
-        return Reduced(m.numpy(force=True).copy(), 1, 1, (rows, cols), how)
-    kernel = (rs, cs)
+        return Reduced(m.to(torch.float32).numpy(force=True).copy(), 1, 1, (rows, cols), how)
+    if m.dtype == torch.float32:
+        out = _pool(m, (rs, cs), how)
+    else:
+        # Another dtype (the codes, int8) is made float32 a band of whole block rows at a
+        # time: no float copy of the whole matrix (47 MB for the word embeddings, written
+        # and read again, and at a first display fresh memory), and blocks never straddle
+        # two bands, so the result is the whole matrix's.
+        band = rs * max(1, _BAND_CELLS // (rs * cols))
+        out = torch.cat(
+            [
+                _pool(m[r : r + band].to(torch.float32), (rs, cs), how)
+                for r in range(0, rows, band)
+            ],
+            dim=0,
+        )
+    values = out.numpy(force=True).astype(np.float32)
+    return Reduced(np.ascontiguousarray(values), rs, cs, (rows, cols), how)
+
+
+def _pool(m: torch.Tensor, kernel: tuple[int, int], how: Reduction) -> torch.Tensor:
+    """``[R, C]`` float32 -> ``[ceil(R/kr), ceil(C/kc)]``: each ``kernel`` block's mean or
+    largest-magnitude value (see ``reduce_2d``)."""
     grid = m[None, None]
     if how is Reduction.MEAN:
         # ceil_mode averages edge blocks over their in-bounds cells only. A block's mean is
@@ -159,5 +183,4 @@ def reduce_2d(
         best, idx = F.max_pool2d(mags, kernel, ceil_mode=True, return_indices=True)
         out = m.reshape(-1)[idx.reshape(-1)].reshape(best.shape)
         out = torch.where(best < 0, float("nan"), out)
-    values = out[0, 0].numpy(force=True).astype(np.float32)
-    return Reduced(np.ascontiguousarray(values), rs, cs, (rows, cols), how)
+    return out[0, 0]

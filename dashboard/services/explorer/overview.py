@@ -167,7 +167,9 @@ def overview_figures(
         original = _original(exp, opts, cells)
     first, values = original.reduced, original.limits
     full = slice(None)
-    codes = _reduce(exp, opts, display_codes(exp, full, full))
+    # All finite: the integer codes themselves, which reduce_2d makes float a band at a time.
+    code_cells = exp.qt.codes if exp.finite is None else display_codes(exp, full, full)
+    codes = _reduce(exp, opts, code_cells)
     deq = _reduce(exp, opts, exp.dequantized)
     if opts.reduction is Reduction.MEAN and first.is_reduced:
         # The mean is linear: mean(x - x_hat) = mean(x) - mean(x_hat), no extra pass.
