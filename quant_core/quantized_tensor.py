@@ -91,27 +91,35 @@ class QuantizedTensor:
     def _offset_col(self) -> torch.Tensor | None:
         return None if self.offset is None else self.offset.reshape(-1, 1).to(torch.float32)
 
-    def dequantize(self) -> torch.Tensor:
+    def dequantize(self, out: torch.Tensor | None = None) -> torch.Tensor:
         """``r_hat = s (q - z) + m`` (linear; ``m`` only under ``ZeroPoint.FLOAT_MIN``) or
         ``s * value[q]`` (codebook): float32, input shape, saturated to float32's range.
-        A compiled kernel where ``kernels`` allows, else torch operators over pieces."""
+        A compiled kernel where ``kernels`` allows, else torch operators over pieces.
+
+        ``out``: a contiguous float32 tensor of the input's shape on the codes' device,
+        written and returned, so a caller that dequantizes again and again can reuse one
+        buffer instead of a fresh full-size one each time (fresh memory is faulted in page
+        by page). Raises ``TypeError``/``ValueError`` naming what does not fit."""
+        dest = None if out is None else self.layout.to_blocks(self._checked_out(out))
         codes = self.layout.to_blocks(self.codes)
         s = self._scale_col()
         if self.config.format is Format.INT:
             # int32 zero points subtract from float32 exactly (|z| <= 2^15)
             zp = self.zero_point.reshape(-1, 1) if self.config.has_zero_point else None
             m = self._offset_col()
-            fast = kernels.decode_int(codes, s, zp if m is None else None, m)
+            fast = kernels.decode_int(codes, s, zp if m is None else None, m, out=dest)
         else:
             table = codebook_for(self.config.format, codes.device).decode_table
             fast = kernels.decode_codebook(codes, s, table)
         if fast is not None:
-            return self.layout.from_blocks(fast)
-        out = torch.empty(codes.shape, dtype=torch.float32, device=codes.device)
+            return self._into(out, self.layout.from_blocks(fast))
+        blocks = dest if dest is not None else torch.empty(
+            codes.shape, dtype=torch.float32, device=codes.device
+        )
         if self.config.format is Format.INT:
 
             def work(rows: slice, cols: slice, scratch: dict[str, torch.Tensor]) -> None:
-                part = out[rows, cols]
+                part = blocks[rows, cols]
                 part.copy_(codes[rows, cols])
                 if zp is not None and m is None:
                     part.sub_(zp[rows])
@@ -123,11 +131,40 @@ class QuantizedTensor:
         else:
 
             def work(rows: slice, cols: slice, scratch: dict[str, torch.Tensor]) -> None:
-                part = torch.mul(table[codes[rows, cols].long()], s[rows], out=out[rows, cols])
+                part = torch.mul(table[codes[rows, cols].long()], s[rows], out=blocks[rows, cols])
                 part.clamp_(-_F32_MAX, _F32_MAX)
 
         for_each_piece(chunk_slices(codes), work)
-        return self.layout.from_blocks(out)
+        return self._into(out, self.layout.from_blocks(blocks))
+
+    def _checked_out(self, out: object) -> torch.Tensor:
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
+        want = f"a contiguous float32 tensor of shape {list(self.shape)} on {self.codes.device}"
+        if (
+            out.dtype != torch.float32
+            or tuple(out.shape) != tuple(self.shape)
+            or out.device != self.codes.device
+            or not out.is_contiguous()
+        ):
+            layout = "contiguous" if out.is_contiguous() else "non-contiguous"
+            raise ValueError(
+                f"out must be {want}, got a {layout} {str(out.dtype).removeprefix('torch.')} "
+                f"tensor of shape {list(out.shape)} on {out.device}"
+            )
+        if out.requires_grad:
+            raise ValueError("out must not require grad: dequantize writes into it in place")
+        return out
+
+    @staticmethod
+    def _into(out: torch.Tensor | None, result: torch.Tensor) -> torch.Tensor:
+        """``result`` itself without ``out``; else ``out``, holding ``result`` (written there
+        already, or copied: a kernel that could not take ``out`` made its own)."""
+        if out is None:
+            return result
+        if result.data_ptr() != out.data_ptr() or result.stride() != out.stride():
+            out.copy_(result)
+        return out
 
     def levels(self, block: int = 0) -> torch.Tensor:
         """Every value block ``block`` can dequantize to, ascending (float32, <= ``2^bits``)."""

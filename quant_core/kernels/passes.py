@@ -114,7 +114,11 @@ def int_squared_error(
 
 
 def decode_int(
-    codes: torch.Tensor, s: torch.Tensor, z: torch.Tensor | None, m: torch.Tensor | None
+    codes: torch.Tensor,
+    s: torch.Tensor,
+    z: torch.Tensor | None,
+    m: torch.Tensor | None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor | None:
     """Dequantized float32 values of integer ``codes`` ``[n, L]``: ``clamp(s q + m)`` with
     offsets ``m``, else ``clamp((q - z) s)`` with zero points ``z``, else ``clamp(s q)``
@@ -124,11 +128,28 @@ def decode_int(
     Two passes: torch's own ``codes.to(float32)`` (exact), then the compiled affine map in
     place. Inductor loads 8-bit integers a lane group at a time through a stack copy (on
     AVX2), which made one fused kernel slower than the two: the conversion streams at
-    memory speed, and the second pass reads what the first wrote."""
+    memory speed, and the second pass reads what the first wrote.
+
+    ``out``: a float32 tensor of ``codes``' shape to write into, used (and returned) when
+    its strides are those of ``codes`` as the kernel takes them; else a new one is."""
     if codes.dtype not in _ENCODE or not _usable(codes):
         return None
+    src = _kernel_layout(codes)
     with torch.inference_mode(False):
-        out = _kernel_layout(codes).to(torch.float32)
+        # The kernel writes in place outside autograd and inference mode: a tensor either
+        # would refuse that (and a failure turns the compiled path off), so it is not used.
+        usable = (
+            out is not None
+            and out.dtype == torch.float32
+            and not out.requires_grad
+            and not out.is_inference()
+            and out.shape == src.shape
+            and out.stride() == src.stride()
+        )
+        if usable:
+            out.copy_(src)
+        else:
+            out = src.to(torch.float32)
     if m is not None:
         done = _run(_decode_offset, "decode", out, _column(s), _column(m))
     elif z is not None:

@@ -293,6 +293,61 @@ def test_any_grad_mode_equal_and_plain(gen, context):
     x_hat.add_(1.0)  # a plain tensor: writable outside inference mode
 
 
+@pytest.mark.parametrize("backend", [Backend.COMPILED, Backend.EAGER], ids=["compiled", "eager"])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        QuantConfig(4, Mode.ASYMMETRIC, PerGroup(32)),
+        QuantConfig(8, Mode.SYMMETRIC, PerChannel(0)),
+        QuantConfig(3, Mode.ASYMMETRIC, PerChannel(1)),  # blocks are the matrix's transpose
+        QuantConfig(12, Mode.SYMMETRIC, PerTensor()),
+        QuantConfig(3, Mode.ASYMMETRIC, PerGroup(32), zero_point=ZeroPoint.FLOAT_MIN),
+        QuantConfig(format=Format.NF4, granularity=PerGroup(64)),
+    ],
+    ids=lambda c: c.describe(),
+)
+def test_dequantize_into_out_is_dequantize(gen, cfg: QuantConfig, backend: Backend) -> None:
+    """``dequantize(out=buf)`` writes ``dequantize()``'s values bit for bit into ``buf`` (old
+    contents overwritten) and returns ``buf`` itself, on both paths."""
+    x = torch.randn(96, 256, generator=gen) * 3
+    with use_backend(backend, min_elements=1):
+        qt = quantize(x, cfg)
+        ref = qt.dequantize()
+        buf = torch.full_like(x, float("nan"))
+        got = qt.dequantize(out=buf)
+    assert got is buf
+    assert_same(buf, ref, "dequantized into out")
+
+
+def test_dequantize_out_that_does_not_fit_is_refused() -> None:
+    qt = quantize(torch.randn(8, 64), QuantConfig(4, Mode.ASYMMETRIC, PerGroup(32)))
+    with pytest.raises(TypeError, match=r"out must be a torch\.Tensor, got ndarray"):
+        qt.dequantize(out=np.zeros((8, 64), np.float32))
+    for bad, named in [
+        (torch.empty(8, 63), r"shape \[8, 63\]"),
+        (torch.empty(8, 64, dtype=torch.float16), "float16"),
+        (torch.empty(64, 8).t(), "non-contiguous"),
+    ]:
+        with pytest.raises(ValueError, match=named):
+            qt.dequantize(out=bad)
+    with pytest.raises(ValueError, match="must not require grad"):
+        qt.dequantize(out=torch.empty(8, 64, requires_grad=True))
+
+
+def test_dequantize_into_an_inference_tensor_under_inference_mode() -> None:
+    """The compiled kernel cannot write into an inference tensor (it runs outside inference
+    mode): the values are made in a buffer of its own and copied, and the compiled path
+    stays on."""
+    x = torch.randn(64, 256)
+    with use_backend(Backend.COMPILED, min_elements=1), torch.inference_mode():
+        qt = quantize(x, QuantConfig(4, Mode.ASYMMETRIC, PerGroup(32)))
+        buf = torch.empty(64, 256)
+        assert qt.dequantize(out=buf) is buf
+        ref = qt.dequantize()
+    assert_same(buf, ref, "dequantized into an inference tensor")
+    assert kernels.compile_failure() is None
+
+
 def test_error_metrics_agree(gen):
     """Sums of 2^16 terms in another order: float64's relative error is at most
     ``n u`` with ``u = 2^-53`` (a loose bound for any order); max |d| is exact."""
