@@ -16,6 +16,7 @@ from dashboard.services.activations.static import StaticExploration
 from dashboard.services.activations.static import static_exploration as calibrated_exploration
 from dashboard.services.explorer.algorithm import AlgorithmExploration, explore_algorithm
 from dashboard.services.explorer.block_values import BlockValues, block_value_stats
+from dashboard.services.explorer.buffers import BufferPool
 from dashboard.services.explorer.explore import Exploration, explore
 from dashboard.services.explorer.exports import DownloadFiles
 from dashboard.services.explorer.exports import download_files as build_download_files
@@ -56,10 +57,16 @@ __all__ = [
 ]
 
 
+# The dequantized matrices of the explorations below: the one an evicted exploration held
+# is written again by the next, instead of fresh memory each time (see BufferPool).
+_DEQUANTIZED = BufferPool()
+
+
 @st.cache_resource(max_entries=4, show_spinner=False)
 def exploration(key: str, _matrix: torch.Tensor, _cfg: QuantConfig) -> Exploration:
     """``key`` must name the matrix (its source) and the config: ``source|config``."""
-    return explore(_matrix, _cfg)
+    out = _DEQUANTIZED.take(tuple(_matrix.shape), _matrix.device)
+    return explore(_matrix, _cfg, out=out)
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)

@@ -94,8 +94,12 @@ def explore(
     *,
     ranges: BlockRange | None = None,
     quantized: QuantizedTensor | None = None,
+    out: torch.Tensor | None = None,
 ) -> Exploration:
     """Quantize ``matrix`` (``[R, C]`` float) under ``cfg``.
+
+    ``out``: a float32 ``[R, C]`` buffer for the dequantized matrix
+    (``QuantizedTensor.dequantize(out=)``; a ``BufferPool``'s), else a new one is made.
 
     ``ranges``: static ranges (``ActivationRanges.ranges``, calibrated on other data) passed
     to ``quantize``; values beyond them clip and ``clip`` counts them. ``None``: the
@@ -130,7 +134,7 @@ def explore(
     else:
         _check_precomputed(quantized, matrix, cfg, ranges)
         qt = quantized
-    dequantized = qt.dequantize()
+    dequantized = qt.dequantize(out=out)
     # Clipping, saturation and levels count real values only: a stand-in is replaced by its
     # own dequantized value (representable by construction) and its code is not counted.
     counts = code_counts(qt, mask=finite)
