@@ -20,6 +20,7 @@ from safetensors.torch import load
 from dashboard.services.display import reduce as reduce_module
 from dashboard.services.display.reduce import Reduction, reduce_2d
 from dashboard.services.explorer import block_values, exports, formulas, teaching
+from dashboard.services.explorer.colour import error_limits
 from dashboard.services.explorer.explore import block_label, block_of, explore
 from dashboard.services.explorer.heatmaps import (
     RICH_HOVER_MAX_CELLS,
@@ -28,6 +29,7 @@ from dashboard.services.explorer.heatmaps import (
     overview_figures,
 )
 from dashboard.services.explorer.histogram import histogram_payload, histogram_view
+from dashboard.services.explorer.overview import IMAGE_MAX_SIDE
 from dashboard.services.explorer.zoom import zoom_payload, zoom_view
 from dashboard.services.sources.examples import Example, example_tensor
 from dashboard.services.sources.synthetic import SyntheticSpec, make_synthetic
@@ -166,6 +168,49 @@ def test_reduce_2d_of_integers_in_bands_is_the_float_copys(
     assert (banded.row_step, banded.col_step) == (whole.row_step, whole.col_step)
     assert banded.values.dtype == np.float32
     np.testing.assert_array_equal(banded.values, whole.values)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(1, 70),
+    st.integers(1, 40),
+    st.integers(1, 200),
+    st.sampled_from(list(Reduction)),
+    st.integers(0, 3),
+)
+def test_reduce_2d_of_a_difference_in_bands_is_the_differences(
+    rows: int, cols: int, max_cells: int, how: Reduction, n_nan: int
+) -> None:
+    """``minus=b`` reduces ``a - b`` a band at a time (bands of a few blocks here, NaN cells
+    included): bit for bit the reduction of the full difference."""
+    gen = torch.Generator().manual_seed(rows * 1000 + cols)
+    a = torch.randn(rows, cols, generator=gen)
+    b = a + 0.1 * torch.randn(rows, cols, generator=gen)
+    a.view(-1)[torch.randint(0, rows * cols, (n_nan,), generator=gen)] = float("nan")
+    with mock.patch.object(reduce_module, "_BAND_CELLS", 12):
+        banded = reduce_2d(a, max_cells, how, minus=b)
+    whole = reduce_2d(a - b, max_cells, how)
+    assert (banded.row_step, banded.col_step) == (whole.row_step, whole.col_step)
+    np.testing.assert_array_equal(banded.values, whole.values)
+
+
+def test_reduce_2d_minus_that_does_not_fit_is_refused() -> None:
+    with pytest.raises(TypeError, match=r"minus must be a float32 tensor, got torch\.float64"):
+        reduce_2d(torch.ones(4, 4), 4, Reduction.MEAN, minus=torch.ones(4, 4, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"minus has shape \(4, 3\), the matrix \(4, 4\)"):
+        reduce_2d(torch.ones(4, 4), 4, Reduction.MEAN, minus=torch.ones(4, 3))
+
+
+def test_max_abs_error_map_needs_no_full_error_matrix() -> None:
+    """Under max |value| the error map is reduced from original and dequantized band by
+    band: the same values as from ``exp.error``, which is never made."""
+    exp = explore(torch.randn(600, 640), QuantConfig(3, Mode.ASYMMETRIC, PerGroup(64)))
+    opts = ViewOptions(reduction=Reduction.MAX_ABS)
+    figs = overview_figures(exp, opts)
+    assert "error" not in exp.__dict__  # the cached property was not computed
+    expected = reduce_2d(exp.error, opts.max_cells, Reduction.MAX_ABS, IMAGE_MAX_SIDE)
+    assert figs.error.limits == error_limits(expected.values)
+    assert figs.error.subtitle == figs.codes.subtitle and "max |value|" in figs.error.subtitle
 
 
 def test_small_tensor_has_rich_hover_everywhere() -> None:

@@ -113,9 +113,12 @@ def reduce_2d(
     max_cells: int,
     how: Reduction,
     max_side: int | None = None,
+    minus: torch.Tensor | None = None,
 ) -> Reduced:
     """Block-reduce a 2-D matrix (float32, or any real dtype: integer codes are made
     float32 a band of rows at a time) to at most ``max_cells`` cells, as float32.
+    ``minus``: a float32 matrix of the same shape; ``matrix - minus`` is reduced, a band at
+    a time (the error map without a full-size error matrix).
 
     Blocks are ``s×s`` with the smallest ``s`` that fits (``s`` clipped to a dimension that
     is shorter). A matrix already small enough comes back unchanged (as float32), steps 1.
@@ -140,22 +143,31 @@ def reduce_2d(
         raise TypeError(f"how must be a Reduction, got {how!r}")
     rows, cols = m.shape
     m = m.detach()
+    if minus is not None:
+        if not isinstance(minus, torch.Tensor) or minus.dtype != torch.float32:
+            got = getattr(minus, "dtype", type(minus).__name__)
+            raise TypeError(f"minus must be a float32 tensor, got {got}")
+        if tuple(minus.shape) != (rows, cols):
+            raise ValueError(f"minus has shape {tuple(minus.shape)}, the matrix {(rows, cols)}")
+        minus = minus.detach()
+
+    def part(r: slice) -> torch.Tensor:
+        x = m[r].to(torch.float32)
+        return x if minus is None else x - minus[r]
+
     rs, cs = _steps(rows, cols, max_cells, max_side)
     if rs == 1 and cs == 1:
-        return Reduced(m.to(torch.float32).numpy(force=True).copy(), 1, 1, (rows, cols), how)
-    if m.dtype == torch.float32:
+        return Reduced(part(slice(None)).numpy(force=True).copy(), 1, 1, (rows, cols), how)
+    if m.dtype == torch.float32 and minus is None:
         out = _pool(m, (rs, cs), how)
     else:
-        # Another dtype (the codes, int8) is made float32 a band of whole block rows at a
-        # time: no float copy of the whole matrix (47 MB for the word embeddings, written
-        # and read again, and at a first display fresh memory), and blocks never straddle
-        # two bands, so the result is the whole matrix's.
+        # Another dtype (the codes, int8) is made float32, and a difference taken, a band
+        # of whole block rows at a time: no full-size float matrix (47 MB for the word
+        # embeddings, written and read again, and at a first display fresh memory), and
+        # blocks never straddle two bands, so the result is the whole matrix's.
         band = rs * max(1, _BAND_CELLS // (rs * cols))
         out = torch.cat(
-            [
-                _pool(m[r : r + band].to(torch.float32), (rs, cs), how)
-                for r in range(0, rows, band)
-            ],
+            [_pool(part(slice(r, r + band)), (rs, cs), how) for r in range(0, rows, band)],
             dim=0,
         )
     values = out.numpy(force=True).astype(np.float32)

@@ -133,9 +133,11 @@ def original_map(exp: Exploration, opts: ViewOptions) -> OriginalMap:
     return _original(exp, opts, _cells(exp))
 
 
-def _reduce(exp: Exploration, opts: ViewOptions, matrix: torch.Tensor) -> Reduced:
+def _reduce(
+    exp: Exploration, opts: ViewOptions, matrix: torch.Tensor, minus: torch.Tensor | None = None
+) -> Reduced:
     side = IMAGE_MAX_SIDE if is_light(tuple(exp.original.shape)) else None
-    return reduce_2d(matrix, opts.max_cells, opts.reduction, side)
+    return reduce_2d(matrix, opts.max_cells, opts.reduction, side, minus=minus)
 
 
 def _original(exp: Exploration, opts: ViewOptions, cells: Cells) -> OriginalMap:
@@ -175,7 +177,9 @@ def overview_figures(
         # The mean is linear: mean(x - x_hat) = mean(x) - mean(x_hat), no extra pass.
         error = replace(first, values=first.values - deq.values)
     else:
-        error = _reduce(exp, opts, exp.error)
+        # original - dequantized a band at a time: exp.error would be a full-size matrix,
+        # made for this map and kept with the cached exploration.
+        error = _reduce(exp, opts, exp.original, minus=exp.dequantized)
     suffix = _suffix(first, opts)
     specs = (
         MapSpec("Quantized codes" + suffix, codes, code_limits(exp), "code", False),
