@@ -68,6 +68,17 @@ def test_the_explorer_measures_the_research_output_exactly(scheme: ResearchSchem
     assert exp.describe() == scheme.describe()
 
 
+def test_a_level_table_dequantizes_into_out_as_any_quantized_tensor() -> None:
+    """``dequantize(out=)`` is the base class's: the values written into ``out`` and ``out``
+    returned; a buffer that does not fit is refused the same way."""
+    qt = explore_research(_matrix(), SCHEMES[0]).exploration.qt
+    buf = torch.full((12, 20), float("nan"))
+    assert qt.dequantize(out=buf) is buf
+    assert torch.equal(buf, qt.dequantize())
+    with pytest.raises(ValueError, match=r"shape \[12, 19\]"):
+        qt.dequantize(out=torch.empty(12, 19))
+
+
 @pytest.mark.parametrize("scheme", SCHEMES, ids=lambda s: s.describe())
 def test_scale_and_offset_describe_the_same_levels(scheme: ResearchScheme) -> None:
     """``s q + m`` (the hover's and the formulas' form) is the table to within float32

@@ -134,8 +134,7 @@ def explore(
     else:
         _check_precomputed(quantized, matrix, cfg, ranges)
         qt = quantized
-    # Only a QuantizedTensor takes out= (a research format's level table does not).
-    dequantized = qt.dequantize() if out is None else qt.dequantize(out=out)
+    dequantized = qt.dequantize(out=out)
     # Clipping, saturation and levels count real values only: a stand-in is replaced by its
     # own dequantized value (representable by construction) and its code is not counted.
     counts = code_counts(qt, mask=finite)

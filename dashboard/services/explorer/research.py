@@ -89,9 +89,11 @@ class LevelTableTensor(QuantizedTensor):
         assert self.table is not None  # checked in __post_init__
         return self.table
 
-    def dequantize(self) -> torch.Tensor:
-        """``table[q - qmin]``: float32, the codes' shape."""
-        return self._table()[self.codes.to(torch.int64) - self.config.qmin]
+    def dequantize(self, out: torch.Tensor | None = None) -> torch.Tensor:
+        """``table[q - qmin]``: float32, the codes' shape; written into ``out`` when given
+        (as ``QuantizedTensor.dequantize``)."""
+        dest = None if out is None else self._checked_out(out)
+        return self._into(dest, self._table()[self.codes.to(torch.int64) - self.config.qmin])
 
     def levels(self, block: int = 0) -> torch.Tensor:
         if block != 0:
