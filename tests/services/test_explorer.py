@@ -145,14 +145,35 @@ def test_reduce_2d_mean_of_infinities() -> None:
     assert np.isnan(met.values[0, 0]) and met.values[0, 1] == 3.5
 
 
-@settings(max_examples=40, deadline=None)
-@given(
+# rows, columns, max_cells and the reduction, for the banded reduce_2d property tests
+REDUCE_CASES = (
     st.integers(1, 70),
     st.integers(1, 40),
     st.integers(1, 200),
     st.sampled_from(list(Reduction)),
-    st.sampled_from([torch.int8, torch.int16, torch.uint8]),
 )
+
+
+def _banded_equals_whole(
+    matrix: torch.Tensor,
+    whole: torch.Tensor,
+    max_cells: int,
+    how: Reduction,
+    minus: torch.Tensor | None = None,
+) -> None:
+    """``reduce_2d(matrix, minus=)`` in bands of 12 cells (a band is one row of blocks, or
+    more for narrow ones, so most matrices are many bands) is bit for bit
+    ``reduce_2d(whole)``, float32."""
+    with mock.patch.object(reduce_module, "_BAND_CELLS", 12):
+        banded = reduce_2d(matrix, max_cells, how, minus=minus)
+    full = reduce_2d(whole, max_cells, how)
+    assert (banded.row_step, banded.col_step) == (full.row_step, full.col_step)
+    assert banded.values.dtype == np.float32
+    np.testing.assert_array_equal(banded.values, full.values)
+
+
+@settings(max_examples=40, deadline=None)
+@given(*REDUCE_CASES, st.sampled_from([torch.int8, torch.int16, torch.uint8]))
 def test_reduce_2d_of_integers_in_bands_is_the_float_copys(
     rows: int, cols: int, max_cells: int, how: Reduction, dtype: torch.dtype
 ) -> None:
@@ -160,24 +181,11 @@ def test_reduce_2d_of_integers_in_bands_is_the_float_copys(
     blocks, with a short last band): the result is bit for bit that of the float copy."""
     info = torch.iinfo(dtype)
     q = torch.randint(info.min, info.max + 1, (rows, cols), dtype=dtype)
-    # 12 cells a band: a band is one row of blocks (or more for narrow ones), so most
-    # matrices are many bands.
-    with mock.patch.object(reduce_module, "_BAND_CELLS", 12):
-        banded = reduce_2d(q, max_cells, how)
-    whole = reduce_2d(q.to(torch.float32), max_cells, how)
-    assert (banded.row_step, banded.col_step) == (whole.row_step, whole.col_step)
-    assert banded.values.dtype == np.float32
-    np.testing.assert_array_equal(banded.values, whole.values)
+    _banded_equals_whole(q, q.to(torch.float32), max_cells, how)
 
 
 @settings(max_examples=40, deadline=None)
-@given(
-    st.integers(1, 70),
-    st.integers(1, 40),
-    st.integers(1, 200),
-    st.sampled_from(list(Reduction)),
-    st.integers(0, 3),
-)
+@given(*REDUCE_CASES, st.integers(0, 3))
 def test_reduce_2d_of_a_difference_in_bands_is_the_differences(
     rows: int, cols: int, max_cells: int, how: Reduction, n_nan: int
 ) -> None:
@@ -187,11 +195,7 @@ def test_reduce_2d_of_a_difference_in_bands_is_the_differences(
     a = torch.randn(rows, cols, generator=gen)
     b = a + 0.1 * torch.randn(rows, cols, generator=gen)
     a.view(-1)[torch.randint(0, rows * cols, (n_nan,), generator=gen)] = float("nan")
-    with mock.patch.object(reduce_module, "_BAND_CELLS", 12):
-        banded = reduce_2d(a, max_cells, how, minus=b)
-    whole = reduce_2d(a - b, max_cells, how)
-    assert (banded.row_step, banded.col_step) == (whole.row_step, whole.col_step)
-    np.testing.assert_array_equal(banded.values, whole.values)
+    _banded_equals_whole(a, a - b, max_cells, how, minus=b)
 
 
 def test_reduce_2d_minus_that_does_not_fit_is_refused() -> None:
