@@ -19,7 +19,8 @@ __all__ = ["DEFAULT_MAX_CELLS", "Reduced", "Reduction", "needs_reduction", "redu
 DEFAULT_MAX_CELLS = 512 * 512
 """Cells per heatmap: 262,144 float32 values are 1 MB, about 1.4 MB as base64 JSON."""
 _BAND_CELLS = 1 << 18
-"""Cells of a non-float32 matrix ``reduce_2d`` makes float32 at a time (1 MB, cache-sized)."""
+"""Cells ``reduce_2d`` makes float32 (or takes a difference of) at a time, when the matrix
+is not float32 or ``minus`` is given (1 MB, cache-sized)."""
 
 
 class Reduction(enum.Enum):
