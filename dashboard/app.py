@@ -5,7 +5,12 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard.components import source
-from dashboard.served import apply_served_huge_pages, apply_served_threads, freeze_after_warm_up
+from dashboard.served import (
+    apply_served_huge_pages,
+    apply_served_nodelay,
+    apply_served_threads,
+    freeze_after_warm_up,
+)
 from quant_core import warm_up_in_background
 
 # Page paths relative to this entrypoint: Streamlit resolves them against the main
@@ -14,6 +19,8 @@ from quant_core import warm_up_in_background
 PAGES = "views"
 
 st.set_page_config(page_title="Quantization Lab", page_icon=":material/grid_on:", layout="wide")
+# Nagle's algorithm off on the server's sockets: each response's last segment waited 40 ms.
+apply_served_nodelay()
 # Before any page allocates its tensors: torch's large buffers on huge pages.
 apply_served_huge_pages()
 # Threads first: the warm-up compiles its kernels for the number set now.

@@ -1,11 +1,13 @@
 """The served process's settings: one core left to the browser unless QLAB_THREADS says,
 huge pages for torch's large buffers unless the environment says, the long-lived heap
-frozen once the warm-up is done; none of them outside ``streamlit run``."""
+frozen once the warm-up is done, Nagle's algorithm off on the server's TCP sockets; none of
+them outside ``streamlit run``."""
 
 from __future__ import annotations
 
 import gc
 import os
+import socket
 import sys
 import threading
 
@@ -91,3 +93,63 @@ def test_the_heap_is_frozen_once_warm_and_only_when_served(
     finally:
         release.set()
         gc.unfreeze()
+
+
+def _nodelay(sock: socket.socket) -> int:
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+
+
+def _streamlit_like_listener() -> socket.socket:
+    # As Streamlit binds it: protocol number 0, on which asyncio leaves Nagle's algorithm on.
+    listener = socket.socket(family=socket.AF_INET)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    return listener
+
+
+def test_nagle_is_turned_off_on_the_listener_and_open_connections() -> None:
+    with _streamlit_like_listener() as listener:
+        with socket.create_connection(listener.getsockname()) as early:
+            accepted, _ = listener.accept()
+            with accepted:
+                assert listener.proto == 0
+                assert (_nodelay(listener), _nodelay(accepted)) == (0, 0)  # the default
+                a, b = socket.socketpair()  # Unix sockets: not TCP, left alone
+                with a, b:
+                    fds = [listener.fileno(), accepted.fileno(), a.fileno(), 0]
+                    assert served.set_tcp_nodelay(fds) == 2
+                assert (_nodelay(listener), _nodelay(accepted)) == (1, 1)
+                assert _nodelay(early) == 0  # the other end's socket was not in the list
+                # The descriptors were only borrowed: both sockets still work.
+                early.sendall(b"ping")
+                assert accepted.recv(4) == b"ping"
+        # A connection accepted later inherits the listener's setting (Linux, BSDs).
+        with socket.create_connection(listener.getsockname()):
+            later, _ = listener.accept()
+            with later:
+                assert _nodelay(later) == 1
+
+
+def test_a_closed_descriptor_is_skipped() -> None:
+    s = socket.socket(family=socket.AF_INET)
+    fd = s.fileno()
+    s.close()
+    assert served.set_tcp_nodelay([fd]) == 0
+
+
+def test_nodelay_only_when_served_and_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[None] = []
+    monkeypatch.setattr(served, "set_tcp_nodelay", lambda: calls.append(None) or 3)
+    monkeypatch.setattr(served, "_nodelay_set", False)
+    monkeypatch.delitem(sys.modules, "streamlit.web.bootstrap", raising=False)
+    assert served.apply_served_nodelay() is None
+    monkeypatch.setitem(sys.modules, "streamlit.web.bootstrap", sys)
+    assert served.apply_served_nodelay() == 3
+    assert served.apply_served_nodelay() is None
+    assert len(calls) == 1
+
+
+def test_the_process_own_sockets_are_found() -> None:
+    with _streamlit_like_listener() as listener:
+        assert served.set_tcp_nodelay() >= 1
+        assert _nodelay(listener) == 1
