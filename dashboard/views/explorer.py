@@ -2,30 +2,20 @@
 
 from __future__ import annotations
 
-import re
-
 import streamlit as st
 
 from dashboard import cache
 from dashboard.components import url
 from dashboard.components.algorithm import seed_from_url as seed_algorithm_from_url
-from dashboard.components.charts import histogram_chart, static_table, zoom_chart
 from dashboard.components.config import config_picker, seed_from_url
-from dashboard.components.explorer_run import explorer_algorithm, run_explorer, teaching_for
+from dashboard.components.explorer_details import ExplorerInputs, details, downloads
+from dashboard.components.explorer_run import explorer_algorithm, run_explorer
 from dashboard.components.layer_source import is_activation, outlier_strip
 from dashboard.components.metrics import algorithm_row, metrics_row
 from dashboard.components.source import current_source
-from dashboard.components.view import (
-    block_chooser,
-    current_view,
-    overview_maps,
-    view_options,
-    zoom_window,
-)
+from dashboard.components.view import current_view, overview_maps, view_options
 from dashboard.components.view import seed_from_url as seed_view_from_url
 from dashboard.services.display.reduce import needs_reduction
-from dashboard.services.explorer.explore import block_cells
-from dashboard.services.explorer.zoom import zoom_view
 from dashboard.services.state.algorithm import algorithm_to_query
 from dashboard.services.state.research import scheme_to_query
 from dashboard.services.state.source import source_to_query
@@ -83,84 +73,8 @@ scaled = run.algorithm is not None and run.algorithm.shows_scaled_weight
 figs = cache.overview(f"{key}|{opts!r}", exp, opts, source_key=key if scaled else source.key)
 overview_maps(figs)
 
-
-@st.fragment
-def details() -> None:
-    """Zoom, histogram and teaching panel: moving their controls reruns only this part,
-    not the heatmaps above (nor the quantization)."""
-    with st.expander("Zoom: full resolution with per-cell hover", expanded=rows * cols > 32_768):
-        win = zoom_window(rows, cols)
-        zoom_chart(zoom_view(exp, win.row, win.col, win.size), key="zoom")
-
-    st.subheader("Distribution and levels")
-    block = block_chooser(exp.config, exp.n_blocks)
-    # The block's values (range, extremes, histogram counts) are the same for every scheme
-    # of this granularity: cached on the source, as the original map is.
-    values_key = f"{key if scaled else source.key}|{block_cells(exp, block)!r}"
-    stats = cache.block_stats(values_key, exp, block)
-    histogram_chart(cache.histogram(key, exp, block, stats), key="histogram")
-
-    st.subheader("How a value becomes a code")
-    panel = teaching_for(key, run, block, stats)
-    st.markdown(panel.markdown)
-    st.caption(panel.symbols)
-    for note in panel.notes:
-        st.info(note)
-    if panel.figure is not None:
-        st.plotly_chart(panel.figure, key="transfer", config={"displaylogo": False})
-    static_table(panel.table, key="worked")
-    if panel.scales is not None:
-        st.caption("Every block's scale (and zero point or offset):")
-        st.dataframe(panel.scales, hide_index=True, key="worked_scales")
-    # Written here, so a fragment rerun (a new block or zoom window) updates the link too.
-    url.write({**query, **view_to_query(current_view())})
-
-
-@st.fragment
-def downloads() -> None:
-    """Built only when asked: preparing them on every rerun cost up to 0.2 s at 4096²."""
-    st.subheader("Downloads")
-    if st.session_state.get("dl_ready") != key:
-        st.caption(
-            f"Metrics (CSV), the quantized tensor as .safetensors ({exp.storage.total_bytes:,} "
-            "bytes of packed codes, scales and zero points, plus a short header) and the "
-            "packed codes alone."
-        )
-        if not st.button("Prepare downloads", key="dl_prepare"):
-            return
-        st.session_state["dl_ready"] = key
-    files = cache.download_files(key, exp)
-    d1, d2, d3 = st.columns(3)
-    slug = re.sub(r"[^A-Za-z0-9.=_-]+", "_", exp.describe()).strip("_")
-    # Static bytes and no rerun on click: the file's address stays valid, so a second
-    # click (however quick) downloads it again.
-    d1.download_button(
-        "Metrics (CSV)",
-        data=files.metrics_csv,
-        file_name=f"metrics_{slug}.csv",
-        mime="text/csv",
-        key="dl_csv",
-        on_click="ignore",
-    )
-    d2.download_button(
-        f"Quantized tensor (.safetensors, {len(files.safetensors):,} bytes)",
-        data=files.safetensors,
-        file_name=f"quantized_{slug}.safetensors",
-        mime="application/octet-stream",
-        key="dl_st",
-        on_click="ignore",
-        help="codes packed at the bit width, scales in the scale dtype, zero points packed "
-        "(or float-min offsets); the metadata names the scheme and the formula to dequantize",
-    )
-    d3.download_button(
-        f"Packed codes ({len(files.packed_codes):,} bytes)",
-        data=files.packed_codes,
-        file_name=f"codes_{slug}_{exp.config.bits}bit.bin",
-        mime="application/octet-stream",
-        key="dl_packed",
-        on_click="ignore",
-    )
-
-
-details()
-downloads()
+# Their own module: a fragment defined here would keep this run's namespace alive with its
+# session (see explorer_details).
+inputs = ExplorerInputs(key, source, scheme, algo, layer, query)
+details(inputs)
+downloads(inputs)
