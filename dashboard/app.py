@@ -18,7 +18,9 @@ from quant_core import warm_up_in_background
 # this file with its own __file__, so an absolute path built from it is not found).
 PAGES = "views"
 
-st.set_page_config(page_title="Quantization Lab", page_icon=":material/grid_on:", layout="wide")
+# An emoji favicon is drawn in the page; a Material icon one is fetched from
+# fonts.gstatic.com on every page load, a request an offline machine cannot answer.
+st.set_page_config(page_title="Quantization Lab", page_icon="🧮", layout="wide")
 # Nagle's algorithm off on the server's sockets: each response's last segment waited 40 ms.
 apply_served_nodelay()
 # Before any page allocates its tensors: torch's large buffers on huge pages.

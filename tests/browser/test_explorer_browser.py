@@ -485,3 +485,17 @@ def test_a_link_value_the_page_changes_is_warned(page, app_url: str) -> None:
     warnings = page.locator('[data-testid="stAlert"]').all_inner_texts()
     assert any("group" in w.lower() and "100" in w for w in warnings), warnings
     assert "group=100" not in page.url
+
+
+def test_a_page_load_asks_only_the_app_server(page, app_url: str) -> None:
+    """Everything the page loads (scripts, fonts, icons, maps) comes from the app's own
+    server: it works offline and tells no third party who opened it."""
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url))
+    page.goto(f"{app_url}/?src=synthetic&rows=512&cols=512&bits=4")
+    wait_for_charts(page, 4)
+    wait_idle(page)
+    page.wait_for_timeout(500)
+    assert asked
+    outside = [u for u in asked if not u.startswith((app_url, "data:", "blob:"))]
+    assert not outside, outside
