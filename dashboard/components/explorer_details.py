@@ -48,7 +48,8 @@ class ExplorerInputs:
     query: Mapping[str, str]
 
     def run(self) -> ExplorerRun:
-        return run_explorer(self.key, self.source, self.scheme, self.choice, self.layer)
+        """The run again, drawing nothing (the page drew its notes)."""
+        return run_explorer(self.key, self.source, self.scheme, self.choice, self.layer, note=False)
 
 
 @st.fragment

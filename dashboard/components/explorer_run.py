@@ -85,14 +85,18 @@ def run_explorer(
     scheme: ExplorerScheme,
     choice: AlgorithmChoice,
     layer: str | None,
+    *,
+    note: bool = True,
 ) -> ExplorerRun:
     """The exploration of ``source`` under ``scheme`` and ``choice`` (``key``: source,
-    scheme and choice). Raises ``ValueError`` when the scheme cannot quantize the tensor."""
+    scheme and choice). Raises ``ValueError`` when the scheme cannot quantize the tensor.
+    ``note``: draw a static activation source's clipping caption (``explore_source``);
+    a second lookup of the same run passes ``False``."""
     if isinstance(scheme, ResearchScheme):
         rexp = cache.research_exploration(key, source.matrix, scheme)
         return ExplorerRun(rexp.exploration, research=rexp)
     if choice.algorithm is Algorithm.RTN:
-        return ExplorerRun(explore_source(key, source, scheme))
+        return ExplorerRun(explore_source(key, source, scheme, note=note))
     aexp = cache.algorithm_exploration(key, source.matrix, scheme, choice, layer)
     return ExplorerRun(aexp.exploration, algorithm=aexp)
 

@@ -30,17 +30,22 @@ def outlier_strip(source: PreparedSource) -> None:
         )
 
 
-def explore_source(key: str, source: PreparedSource, cfg: QuantConfig) -> Exploration:
+def explore_source(
+    key: str, source: PreparedSource, cfg: QuantConfig, *, note: bool = True
+) -> Exploration:
     """The source's exploration under ``cfg`` (``key``: ``source|config``): with ranges
-    calibrated on the calibration sentences for a static activation source, with the
-    matrix's own ranges otherwise. Raises ``ValueError`` as ``explore`` does, and for a
-    static source under a per-token or per-group scheme."""
+    calibrated on the calibration sentences for a static activation source (and, with
+    ``note``, a caption of how many held-out values clip), with the matrix's own ranges
+    otherwise. Raises ``ValueError`` as ``explore`` does, and for a static source under a
+    per-token or per-group scheme."""
     choice = source.choice
     if not isinstance(choice, ActivationSource) or choice.calibration is None:
         return cache.exploration(key, source.matrix, cfg)
     calibration = cache.linear_inputs(choice.calibration.sentences)[choice.layer]
     result = cache.static_exploration(key, calibration, source.matrix, cfg)
     clip = result.exploration.clip
+    if not note:
+        return result.exploration
     st.caption(
         f"{RangeMode.STATIC.label}: ranges from {result.ranges.n_tokens:,} calibration "
         f"tokens; {clip.n_clipped:,} of {clip.n_elements:,} held-out values "

@@ -120,6 +120,8 @@ def test_static_ranges_report_the_clipping_of_held_out_values() -> None:
     assert n > 0
     assert metric_value(at, "Clipped") == f"{n:,}"
     assert "18 held-out sentences" in " ".join(c.value for c in at.caption)
+    # Once: the zoom/histogram/teaching and downloads parts look the run up again silently.
+    assert sum("calibration tokens" in c.value for c in at.caption) == 1
     # dynamic ranges on the same held-out rows clip nothing
     at.radio(key="src_ranges").set_value(RangeMode.DYNAMIC).run()
     assert metric_value(at, "Clipped") == "0"
