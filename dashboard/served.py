@@ -49,8 +49,10 @@ size (the first byte after 2 ms), 1 ms with ``TCP_NODELAY``; a cold first page l
 about 60 of them over six connections. The websocket's messages and the map images of every
 rerun went over the same sockets. Linux (and the BSDs) copy ``TCP_NODELAY`` from a listening
 socket to the connections it accepts, so setting it on the listener once covers every later
-connection; the connections already open (the first page's websocket) get it too. Only the
-first page load of a new server, before any run, is served with Nagle's algorithm on.
+connection; the connections already open (the first page's websocket) get it too. Under a
+plain ``streamlit run`` the first page load of a new server, before any run, is still served
+with Nagle's algorithm on; the launcher (``python -m dashboard``, ``dashboard.launch``) sets
+it as soon as the server listens (``set_nodelay_when_listening``).
 """
 
 from __future__ import annotations
@@ -62,6 +64,8 @@ import socket
 import stat
 import sys
 import threading
+import time
+from collections.abc import Callable
 
 import torch
 
@@ -74,6 +78,7 @@ __all__ = [
     "freeze_after_warm_up",
     "is_served",
     "served_threads",
+    "set_nodelay_when_listening",
     "set_tcp_nodelay",
 ]
 
@@ -211,6 +216,45 @@ def set_tcp_nodelay(fds: list[int] | None = None) -> int:
         finally:
             sock.detach()  # the descriptor stays open: it belongs to the server
     return n
+
+
+def _listening_tcp(fd: int) -> bool:
+    """Whether ``fd`` is a listening TCP socket (``SO_ACCEPTCONN``); ``False`` for anything
+    else, a descriptor closed meanwhile included."""
+    try:
+        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            return False
+        sock = socket.socket(fileno=fd)
+    except OSError:
+        return False
+    try:
+        tcp = sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM
+        return tcp and bool(sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN))
+    except OSError:
+        return False
+    finally:
+        sock.detach()
+
+
+def set_nodelay_when_listening(
+    timeout_s: float, poll_s: float = 0.01, fds: Callable[[], list[int]] = _open_fds
+) -> int:
+    """Wait until this process holds a listening TCP socket (checking ``fds()``, its open
+    descriptors, every ``poll_s`` seconds, for at most ``timeout_s``), then
+    ``set_tcp_nodelay``: the launcher (``python -m dashboard``) runs it beside the starting
+    server, so that even the first page load is served without Nagle's algorithm. Returns
+    how many sockets were set, 0 when no listener appeared in time."""
+    for name, value in (("timeout_s", timeout_s), ("poll_s", poll_s)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        current = fds()
+        if any(_listening_tcp(fd) for fd in current):
+            return set_tcp_nodelay(current)
+        if time.monotonic() >= deadline:
+            return 0
+        time.sleep(poll_s)
 
 
 def apply_served_nodelay() -> int | None:

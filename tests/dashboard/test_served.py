@@ -153,3 +153,49 @@ def test_the_process_own_sockets_are_found() -> None:
     with _streamlit_like_listener() as listener:
         assert served.set_tcp_nodelay() >= 1
         assert _nodelay(listener) == 1
+
+
+def test_nodelay_is_set_once_a_listener_appears() -> None:
+    # The launcher's thread starts before the server binds: it waits for the listener.
+    holder: dict[str, socket.socket] = {}
+
+    def fds() -> list[int]:
+        return [holder["listener"].fileno()] if "listener" in holder else []
+
+    result: list[int] = []
+    waiter = threading.Thread(
+        target=lambda: result.append(served.set_nodelay_when_listening(30.0, 0.005, fds))
+    )
+    waiter.start()
+    with _streamlit_like_listener() as listener:
+        assert _nodelay(listener) == 0
+        holder["listener"] = listener
+        waiter.join(timeout=30.0)
+        assert result == [1]
+        assert _nodelay(listener) == 1
+        with socket.create_connection(listener.getsockname()):
+            accepted, _ = listener.accept()
+            with accepted:
+                assert _nodelay(accepted) == 1
+
+
+def test_no_listener_no_change() -> None:
+    # A connected socket is not a listener: nothing is set, and the wait ends in time.
+    with (
+        _streamlit_like_listener() as listener,
+        socket.create_connection(listener.getsockname()) as client,
+    ):
+        accepted, _ = listener.accept()
+        with accepted:
+            got = served.set_nodelay_when_listening(0.05, 0.01, lambda: [accepted.fileno()])
+            assert got == 0
+            assert (_nodelay(accepted), _nodelay(client)) == (0, 0)
+    assert served.set_nodelay_when_listening(0.02, 0.01, list) == 0
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, True, "1", float("nan")])
+def test_a_bad_wait_is_named(bad: object) -> None:
+    with pytest.raises(ValueError, match=r"timeout_s .*" + repr(bad).replace("'", ".")):
+        served.set_nodelay_when_listening(bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="poll_s"):
+        served.set_nodelay_when_listening(1.0, bad)  # type: ignore[arg-type]
