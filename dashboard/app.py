@@ -1,4 +1,5 @@
-"""Quantization Lab: ``streamlit run dashboard/app.py``."""
+"""Quantization Lab: ``python -m dashboard`` (``dashboard.launch``: ``streamlit run
+dashboard/app.py`` with the process prepared first), or ``streamlit run dashboard/app.py``."""
 
 from __future__ import annotations
 
