@@ -58,11 +58,11 @@ def app_url() -> Iterator[str]:
     with log.open("w") as out:
         proc = subprocess.Popen(
             [
+                # The README's way: the launcher (dashboard.launch), which runs
+                # `streamlit run dashboard/app.py` with the process prepared first.
                 sys.executable,
                 "-m",
-                "streamlit",
-                "run",
-                str(ROOT / "dashboard" / "app.py"),
+                "dashboard",
                 "--server.port",
                 str(port),
                 "--server.address",
