@@ -69,6 +69,18 @@ def test_the_pages_modules_are_found() -> None:
     assert [n for n in names if importlib.util.find_spec(n) is None] == []
 
 
+def test_prepare_imports_what_it_can_and_names_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    page = tmp_path / "page.py"
+    page.write_text("import json\nimport qlab_no_such_module\nfrom os import path\n")
+    monkeypatch.setattr(launch, "_scripts", lambda: [page])
+    with caplog.at_level("ERROR", logger="dashboard.launch"):
+        line = launch.prepare()
+    assert line.startswith("Quantization Lab: 2 of the pages' 3 modules imported in ")
+    assert "importing qlab_no_such_module failed" in caplog.text
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
