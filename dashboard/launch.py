@@ -10,7 +10,9 @@ algorithm until that run sets ``TCP_NODELAY`` (``dashboard.served``), so the fir
 1. applies the served settings of ``dashboard.served`` (threads, huge pages);
 2. imports the modules the entrypoint and its pages import (``page_modules``), before the
    server starts, so that no page's run imports the same modules in another thread;
-3. starts the server, and beside it a daemon thread that sets ``TCP_NODELAY`` as soon as
+3. serves Streamlit's static folder with preload hints for the code Streamlit loads
+   lazily (``dashboard.preload``), so a new browser fetches it with the bundle;
+4. starts the server, and beside it a daemon thread that sets ``TCP_NODELAY`` as soon as
    the server listens (``set_nodelay_when_listening``) and, ``WARM_UP_DELAY_S`` later,
    starts the kernel warm-up and the heap freeze after it, unless a page's first run has
    (a user who opens the page at once gets its first run before the compiler).
@@ -129,11 +131,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     # served (dashboard.served.is_served) and the settings below apply.
     from streamlit.web import cli
 
+    from dashboard.preload import serve_static_with_preloads
     from dashboard.served import apply_served_huge_pages, apply_served_threads
 
     apply_served_huge_pages()
     # Threads before the warm-up: it compiles its kernels for the number set then.
     apply_served_threads()
     print(prepare(), file=sys.stderr, flush=True)
+    preloads = serve_static_with_preloads()
+    if preloads is not None:
+        n, m = len(preloads.modules), len(preloads.fonts)
+        line = f"Quantization Lab: the page preloads {n} modules and {m} fonts"
+        print(line, file=sys.stderr, flush=True)
     threading.Thread(target=_beside_the_server, name="qlab-launch", daemon=True).start()
     cli.main(args=streamlit_args(argv), prog_name="streamlit")

@@ -491,7 +491,10 @@ def test_a_page_load_asks_only_the_app_server(page, app_url: str) -> None:
     """Everything the page loads (scripts, fonts, icons, maps) comes from the app's own
     server: it works offline and tells no third party who opened it."""
     asked: list[str] = []
+    failed: list[str] = []
     page.on("request", lambda r: asked.append(r.url))
+    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    page.on("requestfailed", lambda r: failed.append(f"{r.failure} {r.url}"))
     page.goto(f"{app_url}/?src=synthetic&rows=512&cols=512&bits=4")
     wait_for_charts(page, 4)
     wait_idle(page)
@@ -499,3 +502,6 @@ def test_a_page_load_asks_only_the_app_server(page, app_url: str) -> None:
     assert asked
     outside = [u for u in asked if not u.startswith((app_url, "data:", "blob:"))]
     assert not outside, outside
+    # Every request answered, the launcher's preloads (dashboard.preload) included.
+    assert not failed, failed
+    assert any("/static/js/BidiComponent." in u for u in asked)

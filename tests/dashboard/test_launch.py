@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -108,13 +109,21 @@ def test_python_m_dashboard_serves_the_app(tmp_path: Path) -> None:
             assert r.status == 200
         with urllib.request.urlopen(f"{base}/", timeout=10) as r:
             assert r.status == 200
-            assert b'<div id="root">' in r.read()
+            page = r.read().decode()
+        assert '<div id="root">' in page
+        # The page preloads the code Streamlit loads lazily, and the server has it.
+        preloaded = re.findall(r'rel="modulepreload" crossorigin href="\./(static/js/[^"]+)"', page)
+        assert any("/BidiComponent." in p for p in preloaded), preloaded
+        for path in preloaded:
+            with urllib.request.urlopen(f"{base}/{path}", timeout=10) as r:
+                assert r.status == 200
         text = log.read_text()
         # Every module the pages import came in before the server started, and its listener
         # got TCP_NODELAY.
         n = len(launch.page_modules(launch._scripts()))
         assert f"{n} of the pages' {n} modules imported" in text
         assert "TCP_NODELAY on 1 server socket(s)" in text
+        assert re.search(r"the page preloads \d+ modules and 5 fonts", text), text
         # Started by the launcher, no page having asked; off only where nothing compiles.
         assert "kernel warm-up started" in text or "kernel warm-up off" in text
         assert "Traceback" not in text
