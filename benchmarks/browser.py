@@ -2,8 +2,8 @@
 
 Run: ``PYTHONPATH=. python benchmarks/browser.py [--tensors query,intermediate,words,synth4096]``.
 
-Starts ``streamlit run dashboard/app.py`` on a free local port (as ``tests/browser`` does)
-and drives ``/usr/bin/chromium`` (Playwright, headless, ``--no-sandbox``) through
+Starts the app as the README does (``python -m dashboard``, as ``tests/browser`` does) on a
+free local port and drives ``/usr/bin/chromium`` (Playwright, headless, ``--no-sandbox``) through
 bit-width, mode and group-size changes by keyboard on four tensors, each starting from
 int4 asymmetric per-group 128:
 
@@ -335,7 +335,7 @@ def main() -> None:
         ref_script.write_text(REFERENCE_PAGE)
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         with (
-            streamlit_server(ROOT / "dashboard" / "app.py", logs / "bench-app.log") as app,
+            streamlit_server(ROOT / "dashboard" / "app.py", logs / "bench-app.log", True) as app,
             streamlit_server(ref_script, logs / "bench-ref.log") as ref_server,
         ):
             ref_firsts = [lean_first_display(browser, ref_server.url, 1) for _ in FIRST_SCHEMES]

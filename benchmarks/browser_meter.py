@@ -234,12 +234,19 @@ def _tree_cpu_ticks(root: int) -> dict[int, int]:
 
 
 @contextmanager
-def streamlit_server(script: Path, log: Path) -> Iterator[Server]:
-    """``streamlit run script`` on a free port until the block ends."""
+def streamlit_server(script: Path, log: Path, launcher: bool = False) -> Iterator[Server]:
+    """``streamlit run script`` on a free port until the block ends; with ``launcher``, the
+    app as the README starts it, ``python -m dashboard`` (``script`` must then be the app's
+    entrypoint)."""
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "STREAMLIT_SERVER_FILE_WATCHER_TYPE": "none"}
-    cmd = [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port)]
+    if launcher:
+        if Path(script).resolve() != ROOT / "dashboard" / "app.py":
+            raise ValueError(f"the launcher serves dashboard/app.py, not {script}")
+        cmd = [sys.executable, "-m", "dashboard", "--server.port", str(port)]
+    else:
+        cmd = [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port)]
     cmd += ["--server.address", "127.0.0.1", "--server.headless", "true"]
     cmd += ["--browser.gatherUsageStats", "false"]
     with log.open("w") as out:

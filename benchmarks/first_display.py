@@ -193,7 +193,7 @@ def main() -> None:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             log = Path(tmp) / "app.log"
-            with streamlit_server(ROOT / "dashboard" / "app.py", log) as app:
+            with streamlit_server(ROOT / "dashboard" / "app.py", log, launcher=True) as app:
                 # Imports and the first compile, then quant_core's kernel warm-up.
                 warm = Meter(browser)
                 warm.open(f"{app.url}/?src=synthetic&rows=512&cols=512&{START}", 4)
