@@ -65,7 +65,8 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -192,6 +193,26 @@ def _open_fds() -> list[int]:
     return fds
 
 
+@contextmanager
+def _tcp_socket(fd: int) -> Iterator[socket.socket | None]:
+    """The TCP socket (IPv4 or IPv6 stream) open on ``fd``, borrowed for the block, else
+    ``None``: files, pipes, Unix and UDP sockets, and a descriptor closed meanwhile by
+    another thread. The descriptor stays open: it belongs to the server."""
+    try:
+        sock = socket.socket(fileno=fd) if stat.S_ISSOCK(os.fstat(fd).st_mode) else None
+    except OSError:
+        sock = None
+    if sock is None:
+        yield None
+        return
+    try:
+        # Detected from the descriptor; a descriptor reused meanwhile is checked anew.
+        tcp = sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM
+        yield sock if tcp else None
+    finally:
+        sock.detach()
+
+
 def set_tcp_nodelay(fds: list[int] | None = None) -> int:
     """Turn Nagle's algorithm off (``TCP_NODELAY``) on every TCP socket among ``fds`` (this
     process's open descriptors when ``None``): listening ones, whose later connections
@@ -200,40 +221,26 @@ def set_tcp_nodelay(fds: list[int] | None = None) -> int:
     thread. Returns how many sockets were set."""
     n = 0
     for fd in _open_fds() if fds is None else fds:
-        try:
-            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+        with _tcp_socket(fd) as sock:
+            if sock is None:
                 continue
-            sock = socket.socket(fileno=fd)
-        except OSError:
-            continue
-        try:
-            # Detected from the descriptor; a descriptor reused meanwhile is checked anew.
-            if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM:
+            try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 n += 1
-        except OSError:
-            pass
-        finally:
-            sock.detach()  # the descriptor stays open: it belongs to the server
+            except OSError:
+                pass
     return n
 
 
 def _listening_tcp(fd: int) -> bool:
-    """Whether ``fd`` is a listening TCP socket (``SO_ACCEPTCONN``); ``False`` for anything
-    else, a descriptor closed meanwhile included."""
-    try:
-        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+    """Whether ``fd`` is a listening TCP socket (``SO_ACCEPTCONN``)."""
+    with _tcp_socket(fd) as sock:
+        try:
+            return sock is not None and bool(
+                sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+            )
+        except OSError:
             return False
-        sock = socket.socket(fileno=fd)
-    except OSError:
-        return False
-    try:
-        tcp = sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM
-        return tcp and bool(sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN))
-    except OSError:
-        return False
-    finally:
-        sock.detach()
 
 
 def set_nodelay_when_listening(
