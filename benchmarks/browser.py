@@ -334,8 +334,9 @@ def main() -> None:
         ref_script = Path(tmp) / "reference_page.py"
         ref_script.write_text(REFERENCE_PAGE)
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        app_script = ROOT / "dashboard" / "app.py"
         with (
-            streamlit_server(ROOT / "dashboard" / "app.py", logs / "bench-app.log", True) as app,
+            streamlit_server(app_script, logs / "bench-app.log", launcher=True) as app,
             streamlit_server(ref_script, logs / "bench-ref.log") as ref_server,
         ):
             # Warm-up: the first app page of a server starts quant_core's kernel warm-up
