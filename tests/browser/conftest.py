@@ -16,6 +16,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts"
+APP_LOG = ARTIFACTS / "streamlit-browser-test.log"
+"""What the session's app server (``app_url``) prints."""
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -53,7 +55,7 @@ def app_url() -> Iterator[str]:
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    log = ARTIFACTS / "streamlit-browser-test.log"
+    log = APP_LOG
     ARTIFACTS.mkdir(exist_ok=True)
     with log.open("w") as out:
         proc = subprocess.Popen(
