@@ -109,8 +109,8 @@ def plan_preloads(
         todo += [m for m in _STATIC_IMPORT.findall(js[name].read_text(encoding="utf-8")) if m in js]
     media = sorted(p.name for p in (static_dir / "static" / "media").glob("*.woff2"))
     found_fonts = tuple(name for name in media if _stem(name) in fonts)
-    missing = tuple(c for c in chunks if c not in {_stem(r) for r in roots})
-    missing += tuple(f for f in fonts if f not in {_stem(n) for n in found_fonts})
+    found = {_stem(name) for name in (*roots, *found_fonts)}
+    missing = tuple(name for name in (*chunks, *fonts) if name not in found)
     return Preloads(tuple(modules), found_fonts, missing)
 
 
