@@ -47,11 +47,14 @@ page = st.navigation(
         st.Page(
             f"{PAGES}/layer.py", title="Layer outputs", icon=":material/layers:", url_path="layer"
         ),
+        st.Page(
+            f"{PAGES}/mixed.py", title="Mixed precision", icon=":material/tune:", url_path="mixed"
+        ),
     ]
 )
 # The tensor picker is shared by every page; the whole-model and layer pages do not use it, so it
 # stays folded there (but drawn, so nothing picked is lost).
-source.draw_shared(collapsed=page.url_path in ("model", "layer"))
+source.draw_shared(collapsed=page.url_path in ("model", "layer", "mixed"))
 try:
     page.run()
 finally:

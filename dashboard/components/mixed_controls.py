@@ -1,0 +1,103 @@
+"""The mixed-precision page's sidebar: candidate schemes, the budget, the rules and the
+importance switch, seeded from the URL; and the Ray address the server is set to."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import streamlit as st
+from streamlit.errors import StreamlitSecretNotFoundError
+
+from dashboard.components import url
+from dashboard.services.mixed.runner import RAY_ENV, RAY_SECRET, ray_address_setting
+from dashboard.services.mixed.state import mixed_from_query, mixed_to_query
+from quant_core.mixed import DEFAULT_CANDIDATES, Budget, BudgetUnit, Candidate
+
+__all__ = ["CANDIDATES", "MixedControls", "mixed_controls", "ray_address"]
+
+CANDIDATES = {c.name: c for c in DEFAULT_CANDIDATES}
+_UNITS = {
+    BudgetUnit.BITS_PER_WEIGHT: "bits per weight",
+    BudgetUnit.MEGABYTES: "MB",
+    BudgetUnit.GIGABYTES: "GB",
+}
+
+
+@dataclass(frozen=True)
+class MixedControls:
+    """What the sidebar holds: ``candidates`` (possibly empty), ``budget``, ``floor`` (a
+    candidate name or ``None``), ``pins_text`` (as typed) and ``weigh`` (use input
+    importance)."""
+
+    candidates: tuple[Candidate, ...]
+    budget: Budget
+    floor: str | None
+    pins_text: str
+    weigh: bool
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.candidates)
+
+
+def mixed_controls() -> MixedControls:
+    """Draw the sidebar (keys ``mx_*``), seeded from the URL when it is new to the session,
+    and write the URL back."""
+    if url.first_run("mixed"):
+        q = mixed_from_query(url.query_snapshot())
+        st.session_state["mx_cands"] = list(q.candidates)
+        st.session_state["mx_unit"] = q.budget.unit
+        st.session_state["mx_value"] = float(q.budget.value)
+        st.session_state["mx_floor"] = q.floor or "none"
+        for problem in q.problems:
+            url.add_warning(f"Ignored the link's {problem}.")
+    with st.sidebar:
+        st.header("Candidates and budget")
+        names = st.multiselect(
+            "Candidate schemes",
+            list(CANDIDATES),
+            key="mx_cands",
+            format_func=lambda n: CANDIDATES[n].label,
+        )
+        unit = st.radio(
+            "Budget in", list(_UNITS), key="mx_unit", format_func=_UNITS.__getitem__,
+            horizontal=True,
+        )  # fmt: skip
+        value = st.number_input("Budget", min_value=0.001, step=0.25, key="mx_value")
+        floor = st.selectbox(
+            "Embeddings and output head: at least",
+            ["none", *names],
+            key="mx_floor",
+            help="Tensors named like embed*, wte, wpe, lm_head or output keep at least this "
+            "scheme's bits per weight.",
+        )
+        pins_text = st.text_area(
+            "Pins (one PATTERN = scheme per line)",
+            key="mx_pins",
+            placeholder=r"layers\.0\. = int8_pc",
+            help="A regular expression searched in tensor names; the first matching line wins.",
+        )
+        weigh = st.toggle(
+            "Weigh errors by input importance",
+            value=True,
+            key="mx_importance",
+            help="diag(XᵀX) of each layer's inputs on calibration text, as llama.cpp's "
+            "importance matrix: errors in the inputs the model uses count more.",
+        )
+    budget = Budget(float(value), unit)
+    chosen_floor = None if floor == "none" else floor
+    url.write(mixed_to_query(budget, names, chosen_floor))
+    return MixedControls(
+        tuple(CANDIDATES[n] for n in names), budget, chosen_floor, pins_text or "", weigh
+    )
+
+
+def ray_address() -> str | None:
+    """The Ray address from ``QLAB_RAY_ADDRESS`` or the ``ray_address`` secret (off:
+    ``None``)."""
+    try:
+        secret = st.secrets.get(RAY_SECRET)
+    except StreamlitSecretNotFoundError:  # no secrets.toml: the usual case
+        secret = None
+    return ray_address_setting(os.environ.get(RAY_ENV), secret)

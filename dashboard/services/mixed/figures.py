@@ -1,0 +1,218 @@
+"""The mixed-precision page's tables and figures: plain functions, rows in, data frames and
+``plotly.graph_objects.Figure`` out.
+
+The heatmap's colour is each cell's weighted SQNR, ``10 log10(energy / weighted_error)``
+in dB (``quant_core.mixed.sensitivity``): higher is better, comparable across tensors of
+any size, and equal to the plain SQNR where no input importance is known.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from quant_core.mixed import Allocation, CurvePoint, SensitivityRow
+
+from ..compare.frontier import pareto_mask
+from .tasks import TaskResult
+
+__all__ = [
+    "allocation_table",
+    "curve_figure",
+    "heatmap_figure",
+    "mix_figure",
+    "progress_table",
+    "weighted_sqnr",
+]
+
+_MIXED = "#d62728"
+_UNIFORM = "#1f77b4"
+
+
+def weighted_sqnr(row: SensitivityRow) -> float:
+    """``10 log10(energy / weighted_error)`` (NaN when skipped, inf when exact)."""
+    if not row.ok or not math.isfinite(row.weighted_error):
+        return math.nan
+    if row.weighted_error == 0:
+        return math.inf
+    if row.energy <= 0:
+        return -math.inf
+    return 10 * math.log10(row.energy / row.weighted_error)
+
+
+def _grid(rows: Sequence[SensitivityRow]) -> tuple[list[str], list[str], np.ndarray]:
+    tensors: list[str] = []
+    schemes: list[str] = []
+    for r in rows:
+        if r.tensor not in tensors:
+            tensors.append(r.tensor)
+        if r.scheme not in schemes:
+            schemes.append(r.scheme)
+    z = np.full((len(tensors), len(schemes)), np.nan, dtype=np.float32)
+    t_i = {t: i for i, t in enumerate(tensors)}
+    s_i = {s: j for j, s in enumerate(schemes)}
+    for r in rows:
+        v = weighted_sqnr(r)
+        z[t_i[r.tensor], s_i[r.scheme]] = v if math.isfinite(v) else np.nan
+    return tensors, schemes, z
+
+
+def heatmap_figure(
+    rows: Sequence[SensitivityRow], chosen: Mapping[str, str] | None = None
+) -> go.Figure:
+    """Tensors (rows, table order top to bottom) × schemes (columns), coloured by weighted
+    SQNR; ``chosen`` (tensor → scheme) marks each row's allocated cell with a ring."""
+    tensors, schemes, z = _grid(rows)
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=schemes,
+            y=tensors,
+            colorscale="Viridis",
+            colorbar={"title": "weighted SQNR (dB)"},
+            hovertemplate="%{y}<br>%{x}: %{z:.1f} dB<extra></extra>",
+        )
+    )
+    if chosen:
+        pairs = [(s, t) for t, s in chosen.items() if t in tensors and s in schemes]
+        fig.add_trace(
+            go.Scatter(
+                x=[s for s, _ in pairs],
+                y=[t for _, t in pairs],
+                mode="markers",
+                name="allocated",
+                marker={"symbol": "circle-open", "size": 12, "color": _MIXED, "line_width": 3},
+                hovertemplate="%{y}<br>allocated: %{x}<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        title="Sensitivity: weighted SQNR per tensor and scheme (higher is better)",
+        height=int(min(2400, max(360, 140 + 16 * len(tensors)))),
+        yaxis={"autorange": "reversed", "type": "category"},
+        xaxis={"type": "category", "side": "top"},
+        margin={"l": 10, "r": 10, "t": 90, "b": 10},
+        showlegend=False,
+    )
+    return fig
+
+
+def mix_figure(allocation: Allocation) -> go.Figure:
+    """Bytes per scheme of the allocation, largest first."""
+    mix = allocation.mix()
+    fig = go.Figure(
+        go.Bar(
+            x=list(mix),
+            y=[b / 1e6 for b in mix.values()],
+            marker_color=_MIXED,
+            hovertemplate="%{x}: %{y:.3f} MB<extra></extra>",
+        )
+    )
+    fig.update_layout(title="The mix: MB per scheme", yaxis_title="MB", height=320)
+    return fig
+
+
+def curve_figure(
+    curve: Sequence[CurvePoint], uniform: Sequence[CurvePoint], current: Allocation
+) -> go.Figure:
+    """Total weighted error against bits per weight: the allocation at budgets from the
+    cheapest to the largest (a line), each uniform scheme (points, the ones no other
+    uniform scheme beats on both axes ringed) and the current allocation (a star)."""
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(
+            x=[p.bits_per_weight for p in curve],
+            y=[max(p.error, 1e-30) for p in curve],
+            mode="lines+markers",
+            name="mixed (allocated)",
+            line={"color": _MIXED, "shape": "hv"},
+            marker={"size": 5},
+            hovertemplate="mixed: %{x:.3f} bits/w, error %{y:.4g}<extra></extra>",
+        )
+    )
+    if uniform:
+        front = pareto_mask([p.bits for p in uniform], [p.error for p in uniform])
+        fig.add_trace(
+            go.Scatter(
+                x=[p.bits_per_weight for p in uniform],
+                y=[max(p.error, 1e-30) for p in uniform],
+                text=[p.label for p in uniform],
+                mode="markers+text",
+                textposition="top center",
+                name="uniform schemes",
+                marker={
+                    "color": _UNIFORM,
+                    "size": [12 if f else 8 for f in front],
+                    "symbol": ["circle" if f else "circle-open" for f in front],
+                },
+                hovertemplate="%{text}: %{x:.3f} bits/w, error %{y:.4g}<extra></extra>",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=[current.bits_per_weight],
+            y=[max(current.total_error, 1e-30)],
+            mode="markers",
+            name="this allocation",
+            marker={"symbol": "star", "size": 16, "color": "black"},
+            hovertemplate="this allocation: %{x:.3f} bits/w, error %{y:.4g}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title="Total error vs size: mixed against uniform",
+        xaxis_title="bits per weight (codes + scales + zero points)",
+        yaxis_title="total error (Σ over tensors)",
+        yaxis_type="log",
+        height=420,
+        legend={"orientation": "h", "y": -0.25},
+    )
+    return fig
+
+
+ALLOCATION_COLUMNS = ("tensor", "shape", "scheme", "bits_per_weight", "MB", "weighted SQNR (dB)")
+
+
+def allocation_table(
+    rows: Sequence[SensitivityRow], allocation: Allocation
+) -> pd.DataFrame:
+    """One line per tensor of the allocation: its scheme, bits per weight, size and
+    weighted SQNR (the table's cell; ``None`` for a tensor kept as stored)."""
+    cells = {(r.tensor, r.scheme): r for r in rows}
+    out = []
+    for t, s, b, n in zip(
+        allocation.tensors, allocation.choice, allocation.bits, allocation.n_elements, strict=True
+    ):
+        row = cells.get((t, s))
+        out.append(
+            {
+                "tensor": t,
+                "shape": "×".join(str(d) for d in row.shape) if row else "",
+                "scheme": s,
+                "bits_per_weight": b / max(n, 1),
+                "MB": b / 8e6,
+                "weighted SQNR (dB)": weighted_sqnr(row) if row else None,
+            }
+        )
+    return pd.DataFrame(out, columns=list(ALLOCATION_COLUMNS))
+
+
+def progress_table(results: Iterable[TaskResult]) -> pd.DataFrame:
+    """The tensors measured so far, in arrival order: the best scheme's weighted SQNR at
+    the fewest bits, the seconds it took and where it ran."""
+    out = []
+    for res in results:
+        ok = [r for r in res.rows if r.ok]
+        cheapest = min(ok, key=lambda r: r.total_bits, default=None)
+        out.append(
+            {
+                "tensor": res.tensor,
+                "cheapest scheme": cheapest.scheme if cheapest else None,
+                "its weighted SQNR (dB)": weighted_sqnr(cheapest) if cheapest else None,
+                "seconds": res.seconds,
+                "worker": res.worker,
+            }
+        )
+    return pd.DataFrame(out)

@@ -1,0 +1,382 @@
+"""Where the sensitivity table's tasks run: in this process, in local worker processes, or on
+a Ray cluster, with results streamed back as each task finishes. No scheduler of our own:
+``concurrent.futures`` hands tasks to local processes, Ray to its workers.
+
+Ray is optional and off by default. It is used when ``QLAB_RAY_ADDRESS`` (environment) or
+``ray_address`` (``.streamlit/secrets.toml``) names a cluster (``host:port``,
+``ray://host:port``, or ``auto``), or ``local`` to start a Ray instance on this machine.
+``ray`` is imported only then; missing, or a cluster that does not answer within
+``CONNECT_TIMEOUT_S``, the work runs in local processes and ``Placement.message`` says why.
+
+Retries and duplicates. A Ray task whose worker process dies is run again by Ray
+(``max_retries``): its rows arrive once, from the attempt that finished. The caller's
+``TableStore`` keeps the first result per tensor and drops any later one, so no row is
+lost or counted twice even if a task ran twice. A local worker that dies breaks the pool
+(``BrokenProcessPool``): the tasks not done are reported as failed, never silently lost.
+"""
+
+from __future__ import annotations
+
+import enum
+import multiprocessing
+import os
+import socket
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .tasks import TableTask, TaskResult, run_task
+
+__all__ = [
+    "CONNECT_TIMEOUT_S",
+    "RAY_ENV",
+    "RAY_SECRET",
+    "Placement",
+    "TableStore",
+    "TaskFailed",
+    "Where",
+    "choose_placement",
+    "fill_table",
+    "ray_address_setting",
+    "run_tasks",
+    "shutdown_pools",
+]
+
+RAY_ENV = "QLAB_RAY_ADDRESS"
+RAY_SECRET = "ray_address"
+CONNECT_TIMEOUT_S = 20.0
+RAY_MAX_RETRIES = 3
+_PROJECT_ROOT = str(Path(__file__).resolve().parents[3])
+
+TaskFn = Callable[[TableTask], TaskResult]
+
+
+class Where(enum.Enum):
+    IN_PROCESS = "in this process"
+    LOCAL = "local worker processes"
+    RAY = "Ray"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the tasks run: ``where``, ``workers`` (processes, or the cluster's CPUs),
+    ``address`` (Ray's), ``message``: why it is not where the setting asked (a fallback),
+    or ``None``."""
+
+    where: Where
+    workers: int = 1
+    address: str | None = None
+    message: str | None = None
+
+    def describe(self) -> str:
+        if self.where is Where.RAY:
+            return f"Ray cluster at {self.address} ({self.workers} CPUs)"
+        if self.where is Where.LOCAL:
+            return f"this machine, {self.workers} worker process(es)"
+        return "this machine, in the app's own process"
+
+
+class TaskFailed(RuntimeError):
+    """A task that raised or whose worker died for good; ``tensor`` names it."""
+
+    def __init__(self, tensor: str, message: str) -> None:
+        super().__init__(f"{tensor}: {message}")
+        self.tensor = tensor
+
+
+def ray_address_setting(env: str | None, secret: object = None) -> str | None:
+    """The Ray address the server is set to (the environment over the secret), or
+    ``None`` (off)."""
+    for value in (env, secret):
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def _probe(address: str, timeout: float) -> str | None:
+    """``None`` when ``host:port`` (``ray://`` stripped) accepts a TCP connection within
+    ``timeout`` seconds, else why not."""
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return f"{address!r} is not host:port"
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return None
+    except OSError as exc:
+        return f"no answer from {target} ({exc.strerror or exc})"
+
+
+_CHECK = """
+import sys
+import ray
+ray.init(address=sys.argv[1], include_dashboard=False, log_to_driver=False)
+print(int(ray.cluster_resources().get("CPU", 0)))
+"""
+
+
+def _check_cluster(address: str, timeout: float) -> str | None:
+    """Connect to ``address`` from a child process first, ``None`` when it worked: a
+    cluster that accepts connections but never completes the handshake makes Ray end the
+    process that tried (after 60 s), which must not be the app's server."""
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _CHECK, address],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, "PYTHONPATH": _PROJECT_ROOT},
+        )
+    except subprocess.TimeoutExpired:  # run() has killed the child
+        return f"Ray at {address} did not answer within {timeout:.0f} s"
+    if done.returncode != 0:
+        lines = [ln for ln in done.stderr.strip().splitlines() if ln.strip()]
+        last = lines[-1][:200] if lines else f"exit status {done.returncode}"
+        return f"Ray at {address} refused the connection: {last}"
+    return None
+
+
+def _ray_init(address: str) -> str | None:
+    """Connect this process to Ray at ``address`` (``local``: start an instance here);
+    ``None`` on success, else why not."""
+    import ray
+
+    if ray.is_initialized():
+        return None
+    kwargs: dict[str, object] = {
+        "include_dashboard": False,
+        "log_to_driver": False,
+        # workers find this project even where it is not installed
+        "runtime_env": {"env_vars": {"PYTHONPATH": _PROJECT_ROOT}},
+    }
+    if address != "local":
+        kwargs["address"] = address
+    try:
+        ray.init(**kwargs)
+    except Exception as exc:
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return f"{type(exc).__name__}: {first}"
+    return None
+
+
+def choose_placement(
+    ray_address: str | None, local_workers: int, timeout: float = CONNECT_TIMEOUT_S
+) -> Placement:
+    """Ray at ``ray_address`` when it is set and answers; else ``local_workers`` local
+    processes (0: this process), with the reason in ``message`` when Ray was asked for."""
+    if isinstance(local_workers, bool) or not isinstance(local_workers, int) or local_workers < 0:
+        raise ValueError(f"local_workers must be an int >= 0, got {local_workers!r}")
+    local = Placement(Where.LOCAL, local_workers) if local_workers else Placement(Where.IN_PROCESS)
+    if ray_address is None:
+        return local
+    try:
+        import ray
+    except ImportError:
+        return _fallback(
+            local, f"{RAY_ENV} is set but ray is not installed (pip install ray==2.60.0)"
+        )
+    if ray_address != "local" and not ray.is_initialized():
+        problem = None if ray_address == "auto" else _probe(ray_address, min(timeout, 5.0))
+        problem = problem or _check_cluster(ray_address, timeout)
+        if problem is not None:
+            return _fallback(local, f"Ray: {problem}")
+    problem = _ray_init(ray_address)
+    if problem is not None:
+        return _fallback(local, f"Ray: {problem}")
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    return Placement(Where.RAY, cpus, ray_address)
+
+
+def _fallback(local: Placement, why: str) -> Placement:
+    return Placement(
+        local.where, local.workers, None, f"{why}; running on {local.describe()} instead"
+    )
+
+
+def _init_worker(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def run_tasks(
+    tasks: Sequence[TableTask], placement: Placement, task_fn: TaskFn = run_task
+) -> Iterator[TaskResult]:
+    """Each task's result as it finishes (any order), on ``placement``. ``task_fn`` runs
+    one task (``run_task``; a picklable module-level function). ``TaskFailed`` for a task
+    that raised (or whose worker died, past Ray's retries); closing the iterator early
+    (a page's rerun) cancels the tasks not started."""
+    if not isinstance(placement, Placement):
+        raise TypeError(f"placement must be a Placement, got {type(placement).__name__}")
+    if not tasks:
+        return
+    if placement.where is Where.IN_PROCESS:
+        for task in tasks:
+            yield _call(task_fn, task)
+    elif placement.where is Where.LOCAL:
+        yield from _run_local(tasks, placement.workers, task_fn)
+    else:
+        yield from _run_ray(tasks, task_fn)
+
+
+def _call(task_fn: TaskFn, task: TableTask) -> TaskResult:
+    try:
+        return task_fn(task)
+    except (ValueError, OSError, RuntimeError) as exc:
+        raise TaskFailed(task.tensor, str(exc)) from exc
+
+
+_POOLS: dict[int, ProcessPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    """The process-wide pool of ``workers`` processes, made on first use and kept: a new
+    process pays torch's import and quant_core's kernel compilation (about 20 s here)
+    once, not at every table. A pool broken by a dead worker is replaced."""
+    with _POOLS_LOCK:
+        pool = _POOLS.get(workers)
+        if pool is None or getattr(pool, "_broken", False):
+            threads = max(1, (os.cpu_count() or 1) // workers)
+            # spawn: a forked child would inherit the server's threads and torch's state
+            pool = ProcessPoolExecutor(
+                workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_init_worker,
+                initargs=(threads,),
+            )
+            _POOLS[workers] = pool
+        return pool
+
+
+def shutdown_pools() -> None:
+    """Stop the kept worker processes (a benchmark or a test between its runs)."""
+    with _POOLS_LOCK:
+        for pool in _POOLS.values():
+            pool.shutdown(wait=True, cancel_futures=True)
+        _POOLS.clear()
+
+
+def _run_local(tasks: Sequence[TableTask], workers: int, task_fn: TaskFn) -> Iterator[TaskResult]:
+    pool = _pool(workers)
+    futures: dict[Future[TaskResult], TableTask] = {pool.submit(task_fn, t): t for t in tasks}
+    pending = set(futures)
+    try:
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                task = futures[fut]
+                try:
+                    yield fut.result()
+                except (ValueError, OSError, RuntimeError) as exc:
+                    raise TaskFailed(task.tensor, f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        for fut in pending:
+            fut.cancel()
+
+
+def _run_ray(tasks: Sequence[TableTask], task_fn: TaskFn) -> Iterator[TaskResult]:
+    import ray
+    from ray.exceptions import RayError
+
+    remote = ray.remote(num_cpus=1, max_retries=RAY_MAX_RETRIES)(task_fn)
+    refs = {remote.remote(t): t for t in tasks}
+    pending = list(refs)
+    try:
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1, timeout=1.0)
+            for ref in done:
+                try:
+                    yield ray.get(ref)
+                except RayError as exc:
+                    raise TaskFailed(refs[ref].tensor, str(exc).splitlines()[0]) from exc
+    finally:
+        for ref in pending:
+            ray.cancel(ref)
+
+
+@dataclass
+class _Table:
+    results: dict[str, TaskResult] = field(default_factory=dict)
+
+
+class TableStore:
+    """Task results by table key (the model's content, the candidates, the importance),
+    the first result per tensor kept and later ones dropped, for at most ``max_tables``
+    keys (least recently used first out). Thread-safe: sessions filling one key share it,
+    and a rerun resumes where the last run stopped."""
+
+    def __init__(self, max_tables: int = 8) -> None:
+        if isinstance(max_tables, bool) or not isinstance(max_tables, int) or max_tables < 1:
+            raise ValueError(f"max_tables must be a positive int, got {max_tables!r}")
+        self.max_tables = max_tables
+        self._tables: OrderedDict[str, _Table] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _table(self, key: str) -> _Table:
+        table = self._tables.get(key)
+        if table is None:
+            table = self._tables[key] = _Table()
+        self._tables.move_to_end(key)
+        while len(self._tables) > self.max_tables:
+            self._tables.popitem(last=False)
+        return table
+
+    def results(self, key: str) -> dict[str, TaskResult]:
+        """A copy of ``key``'s results so far, by tensor."""
+        with self._lock:
+            return dict(self._table(key).results)
+
+    def add(self, key: str, result: TaskResult) -> bool:
+        """Keep ``result`` unless its tensor already has one; whether it was kept."""
+        if not isinstance(result, TaskResult):
+            raise TypeError(f"result must be a TaskResult, got {type(result).__name__}")
+        with self._lock:
+            table = self._table(key)
+            if result.tensor in table.results:
+                return False
+            table.results[result.tensor] = result
+            return True
+
+
+def fill_table(
+    store: TableStore,
+    key: str,
+    tasks: Sequence[TableTask],
+    placement: Placement,
+    *,
+    on_progress: Callable[[dict[str, TaskResult], int], None] | None = None,
+    every_s: float = 0.5,
+    task_fn: TaskFn = run_task,
+) -> dict[str, TaskResult]:
+    """Every task's result in ``store`` under ``key``: the ones missing are run on
+    ``placement`` and added as they finish. ``on_progress(results, total)`` before the
+    first, at most every ``every_s`` seconds and after the last; an exception it raises
+    (Streamlit stopping the script) stops the run, the results so far kept."""
+    have = store.results(key)
+    todo = [t for t in tasks if t.tensor not in have]
+    total = len(tasks)
+    if on_progress is not None:
+        on_progress(have, total)
+    last = time.monotonic()
+    runner = run_tasks(todo, placement, task_fn)
+    try:
+        for result in runner:
+            store.add(key, result)
+            now = time.monotonic()
+            if on_progress is not None and now - last >= every_s:
+                on_progress(store.results(key), total)
+                last = now
+    finally:
+        runner.close()
+    results = store.results(key)
+    if on_progress is not None:
+        on_progress(results, total)
+    return results

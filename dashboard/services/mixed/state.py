@@ -1,0 +1,154 @@
+"""The mixed-precision page's URL state: the budget and the candidate schemes.
+
+==============  ==============================================  ====================
+key             value                                           meaning
+==============  ==============================================  ====================
+``mx.budget``   a number and a unit: ``4.5bpw``, ``350MB``,       ``Budget``
+                ``1.2GB``
+``mx.cands``    candidate names joined by ``,``                  the candidates
+``mx.floor``    a candidate name or ``none``                     embeddings/head floor
+==============  ==============================================  ====================
+
+``mixed_from_query`` parses each key on its own: a bad value falls back to its default
+with a sentence in ``problems``, the others are kept. Nothing is evaluated.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from quant_core.mixed import DEFAULT_CANDIDATES, Budget, BudgetUnit, Candidate, Pin
+
+__all__ = [
+    "BUDGET_KEY",
+    "CANDIDATES_KEY",
+    "DEFAULT_BUDGET",
+    "DEFAULT_FLOOR",
+    "FLOOR_KEY",
+    "MAX_PINS",
+    "MixedQuery",
+    "budget_text",
+    "literal",
+    "mixed_from_query",
+    "mixed_to_query",
+    "parse_budget",
+    "parse_pins",
+]
+
+BUDGET_KEY = "mx.budget"
+CANDIDATES_KEY = "mx.cands"
+FLOOR_KEY = "mx.floor"
+DEFAULT_BUDGET = Budget(4.5, BudgetUnit.BITS_PER_WEIGHT)
+DEFAULT_FLOOR: str | None = None
+_BUDGET_RE = re.compile(r"([0-9]{1,9}(?:\.[0-9]{1,9})?)(bpw|MB|GB)")
+_MAX_TEXT = 400
+
+
+def parse_budget(text: str) -> Budget:
+    """``"4.5bpw"`` → ``Budget(4.5, BITS_PER_WEIGHT)``; ``ValueError`` naming the text."""
+    m = _BUDGET_RE.fullmatch(text.strip()) if isinstance(text, str) else None
+    if m is None:
+        raise ValueError(
+            f"{BUDGET_KEY}={str(text)[:40]!r} is not a number and a unit (4.5bpw, 350MB, 1.2GB)"
+        )
+    return Budget(float(m[1]), BudgetUnit(m[2]))
+
+
+def budget_text(budget: Budget) -> str:
+    return f"{budget.value:g}{budget.unit.value}"
+
+
+@dataclass(frozen=True)
+class MixedQuery:
+    """What the URL held: ``budget``, ``candidates`` (names, in the known order),
+    ``floor`` (a candidate name or ``None``) and ``problems`` (one sentence per bad key)."""
+
+    budget: Budget = DEFAULT_BUDGET
+    candidates: tuple[str, ...] = tuple(c.name for c in DEFAULT_CANDIDATES)
+    floor: str | None = DEFAULT_FLOOR
+    problems: tuple[str, ...] = ()
+
+
+def mixed_from_query(
+    params: Mapping[str, str], known: Sequence[Candidate] = DEFAULT_CANDIDATES
+) -> MixedQuery:
+    """Parse the page's keys of ``params`` (module docstring)."""
+    names = [c.name for c in known]
+    problems: list[str] = []
+    budget = DEFAULT_BUDGET
+    if BUDGET_KEY in params:
+        try:
+            budget = parse_budget(params[BUDGET_KEY])
+        except ValueError as exc:
+            problems.append(f"{exc}; using {budget_text(DEFAULT_BUDGET)}")
+    cands = tuple(names)
+    raw = params.get(CANDIDATES_KEY)
+    if raw is not None:
+        parts = [p for p in str(raw)[:_MAX_TEXT].split(",") if p]
+        unknown = [p for p in parts if p not in names]
+        chosen = tuple(n for n in names if n in parts)
+        if unknown:
+            shown = ", ".join(repr(u[:40]) for u in unknown[:3])
+            problems.append(f"{CANDIDATES_KEY}: unknown scheme(s) {shown} left out")
+        if chosen:
+            cands = chosen
+        else:
+            problems.append(f"{CANDIDATES_KEY} names no known scheme; using the defaults")
+    floor = DEFAULT_FLOOR
+    raw = params.get(FLOOR_KEY)
+    if raw is not None and raw != "none":
+        if raw in cands:
+            floor = raw
+        else:
+            problems.append(f"{FLOOR_KEY}={str(raw)[:40]!r} is not a chosen scheme; no floor")
+    return MixedQuery(budget, cands, floor, tuple(problems))
+
+
+def mixed_to_query(budget: Budget, candidates: Sequence[str], floor: str | None) -> dict[str, str]:
+    return {
+        BUDGET_KEY: budget_text(budget),
+        CANDIDATES_KEY: ",".join(candidates),
+        FLOOR_KEY: floor or "none",
+    }
+
+
+MAX_PINS = 50
+
+
+def parse_pins(text: str, schemes: Sequence[str]) -> tuple[Pin, ...]:
+    """``PATTERN = scheme`` per line (blank lines and ``#`` comments skipped), the pattern a
+    regular expression searched in tensor names, the scheme one of ``schemes``;
+    ``ValueError`` naming the line for anything else."""
+    if not isinstance(text, str):
+        raise TypeError(f"pins must be text, got {type(text).__name__}")
+    pins = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        pattern, sep, scheme = line.rpartition("=")
+        pattern, scheme = pattern.strip(), scheme.strip()
+        if not sep or not pattern:
+            raise ValueError(f"pin line {number}: write PATTERN = scheme, got {line[:60]!r}")
+        if scheme not in schemes:
+            raise ValueError(
+                f"pin line {number}: {scheme[:40]!r} is not a chosen scheme ({', '.join(schemes)})"
+            )
+        try:
+            pins.append(Pin(pattern, scheme))
+        except ValueError as exc:
+            raise ValueError(f"pin line {number}: {exc}") from None
+        if len(pins) > MAX_PINS:
+            raise ValueError(f"at most {MAX_PINS} pins")
+    return tuple(pins)
+
+
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+
+
+def literal(text: object) -> str:
+    """``text`` with Markdown's punctuation backslash-escaped, so a tensor name, a path or a
+    pattern shows as written (no link, image or emphasis) in ``st.caption``/``st.warning``."""
+    return _MARKDOWN.sub(r"\\\1", str(text))

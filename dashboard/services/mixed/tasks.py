@@ -1,0 +1,191 @@
+"""One task of the sensitivity table: a path, a tensor name and the candidate schemes in, the
+tensor's rows out. Pure and picklable, so that a worker process or a Ray worker on another
+machine runs it as the page's own process would.
+
+The worker checks the path again against the allowed roots it is given (the server's
+``QLAB_MODEL_ROOTS``/``model_roots``, resolved on the worker: a shard that links outside
+them is refused there too), reads the one tensor with ``io``'s ``.safetensors`` reader
+(``safe_open``, the header validated, the size checked against ``FOLDER_LIMITS`` before
+anything is read), converts bf16/fp16 to float32 exactly, and measures every candidate
+(``quant_core.mixed.measure_tensor``). A tensor over the limits gives rows that say so.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from quant_core.mixed import Candidate, SensitivityRow, measure_tensor
+
+from ..io import LoadError, TensorInfo, load_safetensors_file_tensor
+from ..io.common import check_size
+from ..model.checkpoint import Checkpoint
+from ..model.evaluate import working_copy
+from ..model.files import stored_bytes
+from ..model.roots import ModelRoots, check_inside, resolve_in_roots
+from ..model.streaming import FOLDER_LIMITS
+
+__all__ = [
+    "TableTask",
+    "TaskResult",
+    "is_table_weight",
+    "lookup_importance",
+    "run_task",
+    "tasks_for",
+]
+
+_FLOAT = ("float16", "bfloat16", "float32", "float64")
+
+
+_EMBEDDING = re.compile(r"(^|\.)(embed[^.]*|wte|wpe)(\.|$)", re.IGNORECASE)
+
+
+def lookup_importance(info: TensorInfo) -> torch.Tensor | None:
+    """An embedding table's importance: its output for a token is one row, so with tokens
+    drawn uniformly ``E|Δe|² = Σ_ij D_ij² / rows``, i.e. ``a = 1 / rows`` for every column
+    (``None`` for a tensor that is not an embedding table). Without it a 30k-row table's
+    summed error would count as 30k tokens' worth against a linear layer's one."""
+    if not _EMBEDDING.search(info.name) or len(info.shape) != 2:
+        return None
+    rows, cols = info.shape
+    return torch.full((cols,), 1.0 / max(rows, 1), dtype=torch.float64)
+
+
+def is_table_weight(info: TensorInfo) -> bool:
+    """Every 2-D float ``*.weight`` but norms: linear layers, embedding tables and the
+    output head (which a mixed recipe must cover: they are often the largest tensors)."""
+    parts = info.name.lower().split(".")
+    return (
+        parts[-1] == "weight"
+        and len(info.shape) == 2
+        and info.dtype in _FLOAT
+        and not any("norm" in p for p in parts[:-1])
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class TableTask:
+    """Measure ``tensor`` (``shape``, ``dtype`` as its header says) of file ``shard`` in
+    ``folder`` under ``candidates``. ``roots``: the allowed roots the worker checks the
+    file against (empty for a file the server itself chose: the bundled model, an upload).
+    ``importance``: ``[in]`` input importance or ``None``; ``held_out``: ``[tokens, in]``
+    held-out inputs or ``None``."""
+
+    folder: str
+    shard: str
+    tensor: str
+    shape: tuple[int, ...]
+    dtype: str
+    candidates: tuple[Candidate, ...]
+    roots: tuple[str, ...] = ()
+    importance: torch.Tensor | None = None
+    held_out: torch.Tensor | None = None
+
+    @property
+    def n_elements(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """A task's rows (candidate order), the seconds its read and all of it took, and
+    where it ran (``host:pid``)."""
+
+    tensor: str
+    rows: tuple[SensitivityRow, ...]
+    read_bytes: int
+    read_seconds: float
+    seconds: float
+    worker: str
+
+
+def tasks_for(
+    checkpoint: Checkpoint,
+    candidates: Sequence[Candidate],
+    roots: ModelRoots | None,
+    importance: dict[str, torch.Tensor] | None = None,
+    held_out: dict[str, torch.Tensor] | None = None,
+) -> tuple[TableTask, ...]:
+    """One task per table weight of ``checkpoint`` (checkpoint order). ``roots``: ``None``
+    for a file the server chose itself; ``importance``: by weight name (an embedding table
+    without one gets ``lookup_importance``); ``held_out``: by layer name."""
+    root_text = tuple(str(r) for r in roots.roots) if roots is not None else ()
+    cands = tuple(candidates)
+    out = []
+    for t in checkpoint.tensors:
+        if not is_table_weight(t.info):
+            continue
+        layer = t.name.removesuffix(".weight")
+        out.append(
+            TableTask(
+                folder=str(checkpoint.folder),
+                shard=t.shard,
+                tensor=t.name,
+                shape=t.info.shape,
+                dtype=t.info.dtype,
+                candidates=cands,
+                roots=root_text,
+                importance=(importance or {}).get(t.name, lookup_importance(t.info)),
+                held_out=(held_out or {}).get(layer),
+            )
+        )
+    return tuple(out)
+
+
+def _skipped_rows(task: TableTask, reason: str) -> tuple[SensitivityRow, ...]:
+    nan = float("nan")
+    bits = (stored_bytes(TensorInfo(task.tensor, task.shape, task.dtype)) or 0) * 8
+    return tuple(
+        SensitivityRow(
+            task.tensor, c.name, task.shape, bits, 0, nan, nan, nan, nan, nan,
+            task.importance is not None, None, reason, 0.0,
+        )
+        for c in task.candidates
+    )  # fmt: skip
+
+
+def run_task(task: TableTask) -> TaskResult:
+    """Read the task's tensor and measure it (module docstring). ``PathRefused`` when the
+    file is outside the roots the task carries; ``LoadError`` when it cannot be read."""
+    start = time.perf_counter()
+    where = f"{socket.gethostname()}:{os.getpid()}"
+    path = Path(task.folder) / task.shard
+    if task.roots:
+        roots = ModelRoots(tuple(Path(r) for r in task.roots))
+        resolve_in_roots(task.folder, roots)
+        path = check_inside(path, roots)
+    try:
+        check_size(task.tensor, task.shape, getattr(torch, task.dtype).itemsize, FOLDER_LIMITS)
+    except LoadError as exc:
+        rows = _skipped_rows(task, f"not read: {exc}")
+        return TaskResult(task.tensor, rows, 0, 0.0, time.perf_counter() - start, where)
+    mapped = load_safetensors_file_tensor(path, task.tensor, FOLDER_LIMITS).tensor
+    if tuple(mapped.shape) != task.shape:
+        raise LoadError(
+            f"{task.shard} changed since it was listed: {task.tensor!r} is now "
+            f"{list(mapped.shape)}, was {list(task.shape)}"
+        )
+    w = working_copy(mapped)
+    w = mapped.clone() if w is mapped else w  # out of the file's map: it is read now
+    del mapped
+    read = time.perf_counter() - start
+    nbytes = stored_bytes(TensorInfo(task.tensor, task.shape, task.dtype)) or 0
+    rows = measure_tensor(
+        task.tensor,
+        w,
+        task.candidates,
+        importance=task.importance,
+        held_out=task.held_out,
+        stored_bits=nbytes * 8,
+    )
+    return TaskResult(task.tensor, rows, nbytes, read, time.perf_counter() - start, where)

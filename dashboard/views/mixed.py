@@ -1,0 +1,260 @@
+"""Mixed precision: every 2-D weight under every candidate scheme (the sensitivity table),
+one scheme per tensor for a size budget, judged by what the model then computes, and the
+recipe to take away. A model folder's table runs in worker processes, or on Ray when the
+server names a cluster."""
+
+from __future__ import annotations
+
+import os
+
+import streamlit as st
+
+from dashboard.cache import bundled_model
+from dashboard.cache import mixed as mixed_cache
+from dashboard.components import url
+from dashboard.components.mixed_controls import CANDIDATES, mixed_controls, ray_address
+from dashboard.components.model_source import ModelFolder, model_picker, model_roots
+from dashboard.services.io import LoadError
+from dashboard.services.mixed.figures import (
+    allocation_table,
+    curve_figure,
+    heatmap_figure,
+    mix_figure,
+    progress_table,
+)
+from dashboard.services.mixed.runner import Placement, TaskFailed, Where, fill_table
+from dashboard.services.mixed.sources import embedding_judgement, file_checkpoint
+from dashboard.services.mixed.state import literal, parse_pins
+from dashboard.services.mixed.tasks import tasks_for
+from quant_core import HELD_OUT_SENTENCES
+from quant_core.mixed import (
+    STORED,
+    AllocationRules,
+    BudgetOutOfRange,
+    Floor,
+    allocate,
+    allocation_curve,
+    build_problem,
+    uniform_allocation,
+    uniform_points,
+)
+from quant_core.mixed.causal import DEFAULT_MAX_TOKENS, ModelUnavailable, evaluate_recipe
+from quant_core.mixed.exports import recipe_json, table_csv, tensor_type_lines
+
+LOCAL_WORKERS = max(1, min(4, os.cpu_count() or 1))
+# A causal LM is run in float32 on this server's CPU: at most this many bytes as stored.
+LM_LIMIT_BYTES = 3_000_000_000
+
+st.title("Mixed precision")
+model = model_picker()
+controls = mixed_controls()
+url.show_warnings()
+if model is None:
+    st.stop()
+if not controls.candidates:
+    st.warning("Pick at least one candidate scheme.")
+    st.stop()
+candidates, budget, names = controls.candidates, controls.budget, controls.names
+
+folder = model.checkpoint if isinstance(model, ModelFolder) else None
+try:
+    checkpoint = folder if folder is not None else file_checkpoint(model.path)
+except (OSError, LoadError) as exc:
+    st.error(f"{literal(model.label)}: {literal(exc)}")
+    st.stop()
+
+# Input importance and held-out inputs: the bundled model's from its sentences; a causal LM
+# folder's from the calibration text run through the float model (loaded on demand).
+lm_problem = None
+importance = held_out = None
+if model.bundled:
+    held_out = mixed_cache.bundled_held_out()
+    if controls.weigh:
+        importance = mixed_cache.bundled_importance()
+elif folder is not None and folder.stored_bytes > LM_LIMIT_BYTES:
+    lm_problem = (
+        f"{folder.stored_bytes / 1e9:.1f} GB is more than the {LM_LIMIT_BYTES / 1e9:.0f} GB "
+        "this server runs a model of in float32"
+    )
+elif folder is not None and controls.weigh:
+    try:
+        importance = mixed_cache.causal_importance(folder.key, folder.folder, DEFAULT_MAX_TOKENS)
+    except ModelUnavailable as exc:
+        lm_problem = str(exc)
+if controls.weigh and importance is None:
+    st.caption(
+        "No inputs for this model: errors are plain sums of squared weight errors"
+        + (f" ({literal(lm_problem)})." if lm_problem else ".")
+    )
+
+if folder is None:
+    placement = Placement(Where.IN_PROCESS)
+else:
+    placement = mixed_cache.placement(ray_address(), LOCAL_WORKERS)
+if placement.message:
+    st.warning(literal(placement.message))
+roots = model_roots() if folder is not None else None
+tasks = tasks_for(checkpoint, candidates, roots, importance, held_out)
+if not tasks:
+    st.warning(f"{literal(model.label)} holds no 2-D weights to quantize.")
+    st.stop()
+st.caption(
+    f"**{literal(model.label)}** · {len(tasks)} weights × {len(candidates)} schemes · the "
+    f"table runs on {literal(placement.describe())}"
+)
+
+bar = st.progress(0.0)
+live = st.empty()
+
+
+def show(results, total):
+    bar.progress(len(results) / max(total, 1), text=f"{len(results)} of {total} weights measured")
+    live.dataframe(progress_table(results.values()), hide_index=True)  # redrawn: no key
+
+
+table_key = f"{model.key}|{','.join(names)}|{'imp' if importance else 'plain'}"
+try:
+    results = fill_table(mixed_cache.tables(), table_key, tasks, placement, on_progress=show)
+except (TaskFailed, LoadError) as exc:
+    st.error(f"The table stopped: {literal(exc)}")
+    st.stop()
+bar.empty()
+live.empty()
+rows = tuple(r for t in tasks for r in results[t.tensor].rows)
+
+try:
+    rules = AllocationRules(
+        floor=Floor(controls.floor) if controls.floor else None,
+        pins=parse_pins(controls.pins_text, names),
+    )
+    problem = build_problem(rows, rules)
+except ValueError as exc:
+    st.error(f"Rules: {literal(exc)}")
+    rules = AllocationRules()
+    problem = build_problem(rows, rules)
+for note in problem.notes:
+    st.caption(literal(note) + ".")
+
+alloc = None
+try:
+    alloc = allocate(problem, budget)
+except BudgetOutOfRange as exc:
+    st.error(str(exc))
+chosen = alloc.recipe() if alloc is not None else None
+st.plotly_chart(heatmap_figure(rows, chosen), key="mx_heatmap")
+if alloc is None:
+    st.download_button(
+        "Table (CSV)", table_csv(rows), "sensitivity.csv", "text/csv", key="mx_csv_only"
+    )
+    st.stop()
+
+fp_bytes = sum(t.n_elements * 2 for t in tasks)
+c1, c2, c3, c4 = st.columns(4)
+c1.metric("Bits per weight", f"{alloc.bits_per_weight:.3f}")
+c2.metric("Size", f"{alloc.total_bytes / 1e6:.2f} MB")
+c3.metric("Smaller than 16-bit by", f"{fp_bytes / max(alloc.total_bytes, 1):.2f}×")
+c4.metric("Total error (Σ noise/signal)", f"{alloc.total_error:.4g}")
+st.caption(
+    f"Budget {budget.describe()} = {alloc.budget_bits / 8e6:.2f} MB for these weights; "
+    f"λ = {alloc.lagrange:.3g} error per bit, {alloc.fixup_moves} fix-up move(s)"
+    + (f"; the uniform {alloc.uniform} did better and was taken" if alloc.uniform else "")
+    + "."
+)
+left, right = st.columns(2)
+left.plotly_chart(mix_figure(alloc), key="mx_mix")
+uniform = uniform_points(problem)
+right.plotly_chart(curve_figure(allocation_curve(problem), uniform, alloc), key="mx_curve")
+
+st.subheader("Judged by the model's output")
+nearest = min(uniform, key=lambda p: abs(p.bits - alloc.total_bits))
+base = uniform_allocation(problem, nearest.label)
+recipes = {
+    f"mixed ({alloc.bits_per_weight:.3f} bits/w)": alloc,
+    f"uniform {nearest.label} ({base.bits_per_weight:.3f} bits/w)": base,
+}
+
+
+def configs(a):
+    return {t: CANDIDATES[s].config for t, s in a.recipe().items() if s != STORED}
+
+
+if model.bundled:
+    ref = mixed_cache.bundled_reference()
+    cols = st.columns(len(recipes))
+    for col, (label, a) in zip(cols, recipes.items(), strict=True):
+        j = embedding_judgement(bundled_model(), HELD_OUT_SENTENCES, configs(a), ref)
+        col.metric(f"Embedding cosine, {label}", f"{j.mean_cosine:.5f}")
+        col.caption(f"worst sentence {j.min_cosine:.5f}")
+    st.caption(f"On the {len(HELD_OUT_SENTENCES)} held-out sentences, against fp32.")
+elif folder is None:
+    st.info("An uploaded file holds weights but not the model's code: no output to judge.")
+elif lm_problem is not None and "GB" in lm_problem:
+    st.info(f"The model's output is not computed: {literal(lm_problem)}.")
+else:
+    max_tokens = st.number_input(
+        "Tokens of the held-out text (the limit of this check)",
+        min_value=16,
+        max_value=1024,
+        value=DEFAULT_MAX_TOKENS,
+        step=16,
+        key="mx_tokens",
+    )
+    memo = st.session_state.setdefault("mx_judged", {})
+    judge_key = (folder.key, int(max_tokens), alloc.recipe().__repr__(), base.uniform)
+    if st.button("Compute KL and perplexity", key="mx_judge") and judge_key not in memo:
+        try:
+            lm = mixed_cache.causal_lm(folder.key, folder.folder)
+            ref = mixed_cache.causal_reference(folder.key, folder.folder, int(max_tokens))
+        except (ModelUnavailable, ValueError) as exc:
+            st.warning(literal(exc))
+        else:
+            judge_bar = st.progress(0.0)
+            out = {}
+            for i, (label, a) in enumerate(recipes.items()):
+
+                def step(done, total, i=i, label=label):
+                    judge_bar.progress((i + done / total) / len(recipes), text=label)
+
+                out[label] = evaluate_recipe(lm, ref, configs(a), step)
+            judge_bar.empty()
+            memo[judge_key] = out
+    judged = memo.get(judge_key)
+    if judged is None:
+        st.caption(
+            "KL divergence of next-token distributions against the float model and "
+            f"perplexity, on the first {int(max_tokens)} tokens of a held-out text shipped "
+            "with the lab (the model is loaded from the folder with transformers, on the CPU)."
+        )
+    else:
+        first = next(iter(judged.values()))
+        st.caption(f"Float model perplexity {first.float_perplexity:.3f} on {first.tokens} tokens.")
+        cols = st.columns(len(judged))
+        for col, (label, ev) in zip(cols, judged.items(), strict=True):
+            col.metric(f"KL, {label}", f"{ev.kl:.5f} nats/token")
+            col.metric(f"Perplexity, {label}", f"{ev.perplexity:.3f}")
+
+st.subheader("Allocation")
+st.dataframe(allocation_table(rows, alloc), hide_index=True, key="mx_alloc")
+st.subheader("Take it away")
+types = tensor_type_lines(alloc, candidates)
+d1, d2, d3 = st.columns(3)
+d1.download_button(
+    "llama.cpp --tensor-type file", types.file_text(), "tensor-types.txt", key="mx_dl_types"
+)
+d2.download_button(
+    "Recipe (JSON)",
+    recipe_json(alloc, candidates, budget, model.label),
+    "recipe.json",
+    "application/json",
+    key="mx_dl_json",
+)
+d3.download_button(
+    "Table (CSV)", table_csv(rows, alloc.recipe()), "sensitivity.csv", "text/csv", key="mx_dl_csv"
+)
+if types.lines:
+    st.code(types.command_args(), language="bash")
+if types.skipped:
+    st.caption(
+        f"{len(types.skipped)} tensor(s) have no --tensor-type line (no GGUF type for their "
+        "scheme, or no llama.cpp name): the JSON recipe has them all."
+    )

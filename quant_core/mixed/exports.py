@@ -1,0 +1,174 @@
+"""What an allocation is taken away as: llama.cpp ``--tensor-type`` lines, a JSON recipe, and
+the table as CSV. Plain text out; nothing is written to disk here.
+
+``tensor_type_lines``: ``llama-quantize`` takes ``--tensor-type PATTERN=TYPE`` (and a
+``--tensor-type-file`` with one such line each), ``PATTERN`` a regular expression searched
+in GGUF tensor names. Hugging Face names of Llama-family checkpoints (Llama, Mistral,
+Qwen2: ``model.layers.N.self_attn.q_proj.weight``...) are renamed as llama.cpp's converter
+names them (``blk.N.attn_q.weight``); layers that share a role and a type are joined into
+one pattern, ``^blk\\.(0|3|7)\\.attn_q\\.weight$=q4_k``. A tensor whose scheme has no GGUF
+type, kept as stored, or whose name has no GGUF spelling here is listed in ``skipped``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..config import PerChannel, PerGroup, QuantConfig
+from .allocation import STORED, Allocation, Budget
+from .candidates import Candidate, gguf_type
+from .sensitivity import ROW_FIELDS, SensitivityRow
+
+__all__ = [
+    "RECIPE_VERSION",
+    "TensorTypeExport",
+    "config_record",
+    "gguf_name",
+    "recipe_json",
+    "table_csv",
+    "tensor_type_lines",
+]
+
+RECIPE_VERSION = 1
+
+_LAYER = re.compile(r"^model\.layers\.(\d+)\.(.+)\.weight$")
+_ROLES = {
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+}
+_GLOBAL = {"model.embed_tokens.weight": "token_embd.weight", "lm_head.weight": "output.weight"}
+
+
+def gguf_name(name: str) -> str | None:
+    """llama.cpp's name of a Llama-family tensor (``model.layers.3.mlp.down_proj.weight`` →
+    ``blk.3.ffn_down.weight``), or ``None`` when it has none here."""
+    if name in _GLOBAL:
+        return _GLOBAL[name]
+    m = _LAYER.match(name)
+    if m and m[2] in _ROLES:
+        return f"blk.{m[1]}.{_ROLES[m[2]]}.weight"
+    return None
+
+
+@dataclass(frozen=True)
+class TensorTypeExport:
+    """``lines``: ``PATTERN=type`` (lower-case GGUF type names), one per role and type;
+    ``skipped``: ``(tensor, why)`` for the tensors no line covers."""
+
+    lines: tuple[str, ...]
+    skipped: tuple[tuple[str, str], ...]
+
+    def command_args(self) -> str:
+        """The lines as ``llama-quantize`` arguments: ``--tensor-type 'P=t' ...``."""
+        return " ".join(f"--tensor-type '{line}'" for line in self.lines)
+
+    def file_text(self) -> str:
+        """The ``--tensor-type-file`` content."""
+        return "".join(f"{line}\n" for line in self.lines)
+
+
+def tensor_type_lines(
+    allocation: Allocation, candidates: Sequence[Candidate]
+) -> TensorTypeExport:
+    """The allocation as ``--tensor-type`` lines (module docstring)."""
+    types = {c.name: gguf_type(c.config) for c in candidates}
+    groups: dict[tuple[str, str], list[str]] = {}
+    skipped: list[tuple[str, str]] = []
+    for tensor, scheme in allocation.recipe().items():
+        if scheme == STORED:
+            skipped.append((tensor, "kept as stored"))
+            continue
+        gtype = types.get(scheme)
+        if gtype is None:
+            skipped.append((tensor, f"{scheme} has no GGUF type"))
+            continue
+        name = gguf_name(tensor)
+        if name is None:
+            skipped.append((tensor, "no llama.cpp name for it here"))
+            continue
+        m = re.match(r"^blk\.(\d+)\.(.+)$", name)
+        role, layer = (m[2], m[1]) if m else (name, "")
+        groups.setdefault((role, gtype.lower()), []).append(layer)
+    lines = []
+    for (role, gtype), layers in groups.items():
+        suffix = re.escape(role)
+        if layers == [""]:
+            pattern = f"^{suffix}$"
+        else:
+            joined = "|".join(sorted(set(layers), key=int))
+            pattern = f"^blk\\.({joined})\\.{suffix}$"
+        lines.append(f"{pattern}={gtype}")
+    return TensorTypeExport(tuple(lines), tuple(skipped))
+
+
+def config_record(cfg: QuantConfig) -> dict[str, object]:
+    """A config's fields as plain JSON values (enums by value, the granularity by kind)."""
+    gran = cfg.granularity
+    if isinstance(gran, PerGroup):
+        g: dict[str, object] = {"kind": "group", "group_size": gran.group_size}
+    elif isinstance(gran, PerChannel):
+        g = {"kind": "channel", "axis": gran.axis}
+    else:
+        g = {"kind": "tensor"}
+    return {
+        "describe": cfg.describe(),
+        "format": cfg.format.value,
+        "bits": cfg.bits,
+        "mode": cfg.mode.value,
+        "granularity": g,
+        "range_method": cfg.range_method.value,
+        "scale_dtype": cfg.scale_dtype.value,
+        "zero_point": cfg.zero_point.value,
+        "gguf_type": gguf_type(cfg),
+    }
+
+
+def recipe_json(
+    allocation: Allocation,
+    candidates: Sequence[Candidate],
+    budget: Budget | None = None,
+    source: str | None = None,
+) -> str:
+    """The JSON recipe: ``{"version", "source", "budget", "bits_per_weight", "bytes",
+    "schemes": {name: config_record}, "tensors": {tensor: scheme}}`` (``"stored"`` for a
+    tensor kept as stored), with only the schemes used listed."""
+    used = set(allocation.choice)
+    doc = {
+        "version": RECIPE_VERSION,
+        "source": source,
+        "budget": budget.describe() if budget is not None else None,
+        "bits_per_weight": round(allocation.bits_per_weight, 6),
+        "bytes": allocation.total_bytes,
+        "schemes": {c.name: config_record(c.config) for c in candidates if c.name in used},
+        "tensors": allocation.recipe(),
+    }
+    return json.dumps(doc, indent=2, ensure_ascii=False)
+
+
+def table_csv(rows: Sequence[SensitivityRow], chosen: Mapping[str, str] | None = None) -> str:
+    """The table as CSV: ``ROW_FIELDS`` and ``chosen`` (whether the allocation ``chosen``,
+    tensor → scheme, picked the cell), one line per (tensor, scheme); non-finite numbers
+    as ``inf``/``nan``."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([*ROW_FIELDS, "chosen"])
+    for row in rows:
+        rec = row.record()
+        values = [
+            ("" if v is None else repr(v) if isinstance(v, float) and not math.isfinite(v) else v)
+            for v in (rec[k] for k in ROW_FIELDS)
+        ]
+        pick = chosen is not None and chosen.get(row.tensor) == row.scheme
+        writer.writerow([*values, pick])
+    return out.getvalue()

@@ -1,0 +1,181 @@
+"""The sensitivity table: for one weight and every candidate scheme, its exact storage and
+its error, one ``SensitivityRow`` per (tensor, scheme).
+
+Per weight ``W`` ``[out, in]`` (float32 copy) and candidate config ``c``:
+
+- storage: ``storage_cost(W.shape, c).total_bits`` (codes, scales, zero points; exact);
+- ``Ŵ = quantize(W, c).dequantize()``, ``D = W - Ŵ``;
+- ``mse = Σ D² / n``, ``sqnr_db = 10 log10(Σ W² / Σ D²)``;
+- ``weighted_error = Σ_ij D_ij² a_j`` with the input importance ``a`` (``importance``
+  module; ``a = 1`` without inputs: the plain sum of squared errors) and ``energy =
+  Σ_ij W_ij² a_j`` on the same weights, so ``energy / weighted_error`` is a weighted SQNR;
+- with held-out inputs ``X`` ``[tokens, in]``: ``output_mse = mean((X Dᵀ)²)``, the layer
+  output's error on text no importance was computed on.
+
+A scheme that cannot take the weight's shape (a group size that does not divide ``in``)
+gives a row with ``skipped`` set and NaN errors. Row order: the candidates' order.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import torch
+
+from ..quantize import quantize
+from ..storage import storage_cost
+from .candidates import Candidate, check_candidates
+
+__all__ = ["ROW_FIELDS", "SensitivityRow", "measure_tensor"]
+
+_NAN = float("nan")
+
+
+@dataclass(frozen=True)
+class SensitivityRow:
+    """One cell of the table (module docstring). ``shape``: the weight's; ``stored_bits``:
+    what the weight takes as stored (``n * dtype bits``); ``total_bits``: under the
+    scheme (0 when skipped); ``weighted``: whether ``a`` came from captured inputs;
+    ``seconds``: quantize and measure this cell."""
+
+    tensor: str
+    scheme: str
+    shape: tuple[int, ...]
+    stored_bits: int
+    total_bits: int
+    bits_per_element: float
+    mse: float
+    sqnr_db: float
+    weighted_error: float
+    energy: float
+    weighted: bool
+    output_mse: float | None
+    skipped: str | None
+    seconds: float
+
+    @property
+    def n_elements(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def ok(self) -> bool:
+        return self.skipped is None
+
+    def record(self) -> dict[str, object]:
+        """The row as a flat dict of ``ROW_FIELDS`` (``shape`` as ``"4096×11008"``)."""
+        rec = asdict(self)
+        rec["shape"] = "×".join(str(d) for d in self.shape)
+        rec["n_elements"] = self.n_elements
+        return {k: rec[k] for k in ROW_FIELDS}
+
+
+ROW_FIELDS: tuple[str, ...] = (
+    "tensor",
+    "scheme",
+    "shape",
+    "n_elements",
+    "stored_bits",
+    "total_bits",
+    "bits_per_element",
+    "mse",
+    "sqnr_db",
+    "weighted_error",
+    "energy",
+    "weighted",
+    "output_mse",
+    "skipped",
+    "seconds",
+)
+
+
+def measure_tensor(
+    name: str,
+    w: torch.Tensor,
+    candidates: Sequence[Candidate],
+    *,
+    importance: torch.Tensor | None = None,
+    held_out: torch.Tensor | None = None,
+    stored_bits: int | None = None,
+) -> tuple[SensitivityRow, ...]:
+    """One row per candidate for weight ``name`` (module docstring).
+
+    ``w``: 2-D float; ``importance``: ``[in]`` or ``None``; ``held_out``: ``[tokens, in]``
+    or ``None``; ``stored_bits``: the weight's size as stored (default: its dtype's bits
+    per element). ``ValueError``/``TypeError`` for a weight that is not 2-D float with
+    finite values, or inputs whose width is not ``in``."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    cands = check_candidates(candidates)
+    if not isinstance(w, torch.Tensor) or not w.dtype.is_floating_point:
+        raise TypeError(f"{name}: the weight must be a float tensor, got {w!r:.60}")
+    if w.dim() != 2 or w.numel() == 0:
+        raise ValueError(f"{name}: the weight must be 2-D and not empty, got {tuple(w.shape)}")
+    shape = tuple(w.shape)
+    n_in = shape[1]
+    if stored_bits is None:
+        stored_bits = w.numel() * w.element_size() * 8
+    w32 = w.detach().to(torch.float32)
+    col_energy = w32.square().sum(dim=0, dtype=torch.float64)
+    if not torch.isfinite(col_energy).all():
+        raise ValueError(f"{name}: the weight holds NaN or Inf values")
+    a = None
+    if importance is not None:
+        if importance.shape != (n_in,):
+            raise ValueError(
+                f"{name}: importance must have shape [{n_in}], got {list(importance.shape)}"
+            )
+        a = importance.to(torch.float64)
+    if held_out is not None and (held_out.dim() != 2 or held_out.shape[1] != n_in):
+        raise ValueError(
+            f"{name}: held-out inputs must be [tokens, {n_in}], got {tuple(held_out.shape)}"
+        )
+    plain_energy = float(col_energy.sum())
+    energy = plain_energy if a is None else float(col_energy @ a)
+    rows = []
+    for cand in cands:
+        start = time.perf_counter()
+        try:
+            cost = storage_cost(shape, cand.config)
+            w_hat = quantize(w32, cand.config).dequantize()
+        except ValueError as exc:
+            rows.append(
+                SensitivityRow(
+                    name, cand.name, shape, stored_bits, 0, _NAN, _NAN, _NAN, _NAN, energy,
+                    a is not None, None, str(exc), time.perf_counter() - start,
+                )
+            )  # fmt: skip
+            continue
+        d = w_hat.sub_(w32).neg_()  # D = W - Ŵ, in Ŵ's buffer
+        out_mse = None
+        if held_out is not None:
+            out_mse = float((held_out.to(torch.float32) @ d.T).square().mean(dtype=torch.float64))
+        col = d.square_().sum(dim=0, dtype=torch.float64)
+        sse = float(col.sum())
+        weighted = sse if a is None else float(col @ a)
+        if sse == 0:
+            sqnr = math.inf
+        else:
+            sqnr = 10 * math.log10(plain_energy / sse) if plain_energy > 0 else -math.inf
+        rows.append(
+            SensitivityRow(
+                tensor=name,
+                scheme=cand.name,
+                shape=shape,
+                stored_bits=stored_bits,
+                total_bits=cost.total_bits,
+                bits_per_element=cost.bits_per_element,
+                mse=sse / w32.numel(),
+                sqnr_db=sqnr,
+                weighted_error=weighted,
+                energy=energy,
+                weighted=a is not None,
+                output_mse=out_mse,
+                skipped=None,
+                seconds=time.perf_counter() - start,
+            )
+        )
+        del d, w_hat
+    return tuple(rows)
