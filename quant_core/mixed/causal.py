@@ -250,7 +250,12 @@ def evaluate_recipe(
     (``total = len(recipe) + 1``)."""
     total = len(recipe) + 1
     start = time.perf_counter()
-    with fake_quantized(lm.model, recipe, progress) as (quantized, unmatched):
+
+    def step(done: int, _: int) -> None:
+        if progress is not None:
+            progress(done, total)
+
+    with fake_quantized(lm.model, recipe, step) as (quantized, unmatched):
         lp = _log_probs(lm.model, ref.ids)
     p_log = ref.log_probs
     kl_t = (p_log.exp() * (p_log - lp)).sum(dim=-1)

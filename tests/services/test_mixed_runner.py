@@ -1,0 +1,197 @@
+"""dashboard.services.mixed: the sensitivity table's tasks on a generated sharded checkpoint,
+run in this process, in local worker processes and on a local Ray instance (ray.init with
+num_cpus=2): the same rows everywhere, including when a Ray worker is killed mid-task; the
+allowed roots checked on the worker; an address that does not answer falls back at once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from dashboard.services.mixed.runner import (
+    Placement,
+    TableStore,
+    TaskFailed,
+    Where,
+    choose_placement,
+    fill_table,
+    run_tasks,
+    shutdown_pools,
+)
+from dashboard.services.mixed.tasks import TableTask, lookup_importance, run_task, tasks_for
+from dashboard.services.model.folder import open_checkpoint
+from dashboard.services.model.roots import PathRefused, parse_roots
+from dashboard.services.model.shards import write_sharded
+from quant_core.mixed import candidate_named
+
+pytestmark = pytest.mark.slow
+
+CANDIDATES = tuple(candidate_named(n) for n in ("int8_pc", "int4_g128", "nf4_g64"))
+KILL_MARK = "QLAB_TEST_KILL_MARK"
+
+
+def _t(*shape: int, seed: int, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def shards():
+    for i in range(3):
+        yield {
+            f"model.layers.{i}.self_attn.q_proj.weight": _t(128, 128, seed=3 * i),
+            f"model.layers.{i}.mlp.up_proj.weight": _t(256, 128, seed=3 * i + 1),
+            f"model.layers.{i}.mlp.down_proj.weight": _t(
+                128, 256, seed=3 * i + 2, dtype=torch.float32
+            ),
+            f"model.layers.{i}.input_layernorm.weight": torch.ones(128),
+        }
+    yield {
+        "model.embed_tokens.weight": _t(300, 128, seed=99),
+        "lm_head.weight": _t(300, 128, seed=98),
+    }
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("roots")
+    write_sharded(root / "model", shards(), 4)
+    roots = parse_roots(str(root))
+    return open_checkpoint(root / "model", roots), roots
+
+
+@pytest.fixture(scope="module")
+def reference_rows(checkpoint):
+    ckpt, roots = checkpoint
+    tasks = tasks_for(ckpt, CANDIDATES, roots)
+    return {r.tensor: r.rows for r in run_tasks(tasks, Placement(Where.IN_PROCESS))}
+
+
+def rows_only(rows):
+    """The rows without their timings (``seconds`` differs from run to run)."""
+    return tuple(r.record() | {"seconds": None} for r in rows)
+
+
+def same(results, reference) -> None:
+    assert set(results) == set(reference)
+    for tensor, rows in reference.items():
+        assert rows_only(results[tensor]) == rows_only(rows), tensor
+
+
+def test_tasks_cover_every_2d_weight_but_norms(checkpoint, reference_rows) -> None:
+    ckpt, roots = checkpoint
+    tasks = tasks_for(ckpt, CANDIDATES, roots)
+    assert len(tasks) == 11  # 3 x (q, up, down) + embed_tokens + lm_head
+    assert all(not t.tensor.endswith("layernorm.weight") for t in tasks)
+    embed = next(t for t in tasks if t.tensor == "model.embed_tokens.weight")
+    assert torch.equal(embed.importance, torch.full((128,), 1 / 300, dtype=torch.float64))
+    assert next(t for t in tasks if t.tensor == "lm_head.weight").importance is None
+    rows = reference_rows["model.layers.0.mlp.up_proj.weight"]
+    assert [r.scheme for r in rows] == ["int8_pc", "int4_g128", "nf4_g64"]
+    assert all(r.ok and r.stored_bits == 256 * 128 * 16 for r in rows)
+    assert lookup_importance(ckpt.tensor("lm_head.weight").info) is None
+
+
+def test_local_worker_processes_give_the_same_rows(
+    checkpoint, reference_rows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The workers run quant_core's eager kernels (the same results bit for bit, checked
+    # here against this process's): compiling them in each new process costs ~20 s.
+    monkeypatch.setenv("QLAB_COMPILE", "0")
+    shutdown_pools()
+    ckpt, roots = checkpoint
+    tasks = tasks_for(ckpt, CANDIDATES, roots)
+    try:
+        results = {r.tensor: r for r in run_tasks(tasks, Placement(Where.LOCAL, 2))}
+    finally:
+        shutdown_pools()
+    same({t: r.rows for t, r in results.items()}, reference_rows)
+    assert len({r.worker for r in results.values()}) == 2  # both processes took tasks
+    assert all(r.worker.split(":")[1] != str(os.getpid()) for r in results.values())
+
+
+def test_the_worker_checks_the_roots_again(checkpoint, tmp_path: Path) -> None:
+    ckpt, roots = checkpoint
+    task = tasks_for(ckpt, CANDIDATES, roots)[0]
+    elsewhere = TableTask(**{**task.__dict__, "roots": (str(tmp_path),)})
+    with pytest.raises(PathRefused, match="outside the allowed folders"):
+        run_task(elsewhere)
+    with pytest.raises(TaskFailed, match="outside the allowed folders"):
+        list(run_tasks([elsewhere], Placement(Where.IN_PROCESS)))
+
+
+def test_an_address_that_does_not_answer_falls_back_at_once() -> None:
+    start = time.monotonic()
+    placement = choose_placement("127.0.0.1:9", 2, timeout=5)  # discard port: refused
+    assert time.monotonic() - start < 5
+    assert placement.where is Where.LOCAL and placement.workers == 2
+    assert "no answer from 127.0.0.1:9" in (placement.message or "")
+    assert "running on this machine, 2 worker process(es) instead" in (placement.message or "")
+    assert choose_placement(None, 0) == Placement(Where.IN_PROCESS)
+
+
+def test_the_store_keeps_one_result_per_tensor(checkpoint) -> None:
+    ckpt, roots = checkpoint
+    tasks = tasks_for(ckpt, CANDIDATES, roots)
+    store = TableStore()
+    seen: list[int] = []
+    results = fill_table(store, "k", tasks[:4], Placement(Where.IN_PROCESS),
+                         on_progress=lambda r, total: seen.append(len(r)), every_s=0)  # fmt: skip
+    assert len(results) == 4 and seen[0] == 0 and seen[-1] == 4
+    again = run_task(tasks[0])
+    assert not store.add("k", again)  # a second result for a tensor is dropped
+    assert store.results("k")[tasks[0].tensor] is results[tasks[0].tensor]
+    # a rerun resumes: only the tasks missing are run
+    more = fill_table(store, "k", tasks[:6], Placement(Where.IN_PROCESS))
+    assert len(more) == 6 and more[tasks[0].tensor] is results[tasks[0].tensor]
+
+
+def kill_once(task: TableTask) -> TaskResult:  # noqa: F821 - resolved at call time
+    """Run the task, but first kill this worker process (SIGKILL: no clean-up, as an
+    out-of-memory kill) the first time the marked tensor is attempted."""
+    mark = Path(os.environ[KILL_MARK])
+    if task.tensor == "model.layers.1.mlp.up_proj.weight" and not mark.exists():
+        mark.write_text(str(os.getpid()))
+        os.kill(os.getpid(), signal.SIGKILL)
+    return run_task(task)
+
+
+@pytest.fixture(scope="module")
+def local_ray(tmp_path_factory: pytest.TempPathFactory):
+    ray = pytest.importorskip("ray")
+    mark = tmp_path_factory.mktemp("kill") / "killed"
+    os.environ[KILL_MARK] = str(mark)
+    root = str(Path(__file__).resolve().parents[2])
+    env = {
+        "PYTHONPATH": os.pathsep.join([root, str(Path(__file__).parent)]),
+        KILL_MARK: str(mark),
+        "QLAB_COMPILE": "0",  # as the local workers above
+    }
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": env})  # fmt: skip
+    try:
+        yield mark
+    finally:
+        ray.shutdown()
+        os.environ.pop(KILL_MARK, None)
+
+
+def test_local_ray_gives_the_same_rows_even_when_a_worker_dies(
+    local_ray: Path, checkpoint, reference_rows
+) -> None:
+    ckpt, roots = checkpoint
+    placement = choose_placement("auto", 2)  # the instance this process already runs
+    assert placement.where is Where.RAY and placement.message is None
+    tasks = tasks_for(ckpt, CANDIDATES, roots)
+    store = TableStore()
+    results = fill_table(store, "ray", tasks, placement, task_fn=kill_once)
+    assert local_ray.exists()  # a worker was killed mid-run, and Ray ran its task again
+    killed = int(local_ray.read_text())
+    retried = results["model.layers.1.mlp.up_proj.weight"]
+    assert retried.worker.split(":")[1] != str(killed)
+    same({t: r.rows for t, r in results.items()}, reference_rows)
+    assert sum(len(r.rows) for r in results.values()) == len(tasks) * len(CANDIDATES)
