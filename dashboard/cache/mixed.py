@@ -11,9 +11,10 @@ import streamlit as st
 import torch
 
 from dashboard.services.mixed.runner import Placement, TableStore, choose_placement
+from dashboard.services.mixed.sources import EmbeddingJudgement, embedding_judgement
 from quant_core import CALIBRATION_SENTENCES, HELD_OUT_SENTENCES
 from quant_core.calibration import run_sentences
-from quant_core.mixed import importance_from_capture
+from quant_core.mixed import STORED, candidate_named, importance_from_capture
 from quant_core.mixed.causal import (
     CausalLM,
     Reference,
@@ -29,6 +30,7 @@ from .sources import bundled_model, linear_inputs
 __all__ = [
     "bundled_held_out",
     "bundled_importance",
+    "bundled_judgement",
     "bundled_reference",
     "causal_importance",
     "causal_lm",
@@ -86,3 +88,11 @@ def causal_importance(key: str, _folder: Path, max_tokens: int) -> dict[str, tor
     lm = causal_lm(key, _folder)
     ids = tokens(lm, CALIBRATION_TEXT, max_tokens)
     return accumulate_importance(lm.model, lambda: lm.model(input_ids=ids))
+
+
+@st.cache_resource(max_entries=16, show_spinner="Running the model on the held-out sentences…")
+def bundled_judgement(recipe: tuple[tuple[str, str], ...]) -> EmbeddingJudgement:
+    """``recipe``: (tensor, candidate name) pairs. The bundled model's held-out sentence
+    embeddings with those weights fake-quantized, against fp32."""
+    configs = {t: candidate_named(s).config for t, s in recipe if s != STORED}
+    return embedding_judgement(bundled_model(), HELD_OUT_SENTENCES, configs, bundled_reference())

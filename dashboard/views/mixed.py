@@ -9,7 +9,6 @@ import os
 
 import streamlit as st
 
-from dashboard.cache import bundled_model
 from dashboard.cache import mixed as mixed_cache
 from dashboard.components import url
 from dashboard.components.mixed_controls import CANDIDATES, mixed_controls, ray_address
@@ -23,7 +22,7 @@ from dashboard.services.mixed.figures import (
     progress_table,
 )
 from dashboard.services.mixed.runner import Placement, TaskFailed, Where, fill_table
-from dashboard.services.mixed.sources import embedding_judgement, file_checkpoint
+from dashboard.services.mixed.sources import file_checkpoint
 from dashboard.services.mixed.state import literal, parse_pins
 from dashboard.services.mixed.tasks import tasks_for
 from quant_core import HELD_OUT_SENTENCES
@@ -38,7 +37,12 @@ from quant_core.mixed import (
     uniform_allocation,
     uniform_points,
 )
-from quant_core.mixed.causal import DEFAULT_MAX_TOKENS, ModelUnavailable, evaluate_recipe
+from quant_core.mixed.causal import (
+    DEFAULT_MAX_TOKENS,
+    ModelUnavailable,
+    check_folder,
+    evaluate_recipe,
+)
 from quant_core.mixed.exports import recipe_json, table_csv, tensor_type_lines
 
 LOCAL_WORKERS = max(1, min(4, os.cpu_count() or 1))
@@ -63,20 +67,27 @@ except (OSError, LoadError) as exc:
     st.error(f"{literal(model.label)}: {literal(exc)}")
     st.stop()
 
-# Input importance and held-out inputs: the bundled model's from its sentences; a causal LM
-# folder's from the calibration text run through the float model (loaded on demand).
+# Whether the model's output can be computed here: the bundled model always; a folder's
+# causal LM when it has a config.json and fits this server's memory in float32.
 lm_problem = None
+if folder is not None and folder.stored_bytes > LM_LIMIT_BYTES:
+    lm_problem = (
+        f"{folder.stored_bytes / 1e9:.1f} GB is more than the {LM_LIMIT_BYTES / 1e9:.0f} GB "
+        "this server runs a model of in float32"
+    )
+elif folder is not None:
+    try:
+        check_folder(folder.folder)
+    except ModelUnavailable as exc:
+        lm_problem = str(exc)
+# Input importance and held-out inputs: the bundled model's from its sentences; a causal LM
+# folder's from the calibration text run through the float model.
 importance = held_out = None
 if model.bundled:
     held_out = mixed_cache.bundled_held_out()
     if controls.weigh:
         importance = mixed_cache.bundled_importance()
-elif folder is not None and folder.stored_bytes > LM_LIMIT_BYTES:
-    lm_problem = (
-        f"{folder.stored_bytes / 1e9:.1f} GB is more than the {LM_LIMIT_BYTES / 1e9:.0f} GB "
-        "this server runs a model of in float32"
-    )
-elif folder is not None and controls.weigh:
+elif folder is not None and controls.weigh and lm_problem is None:
     try:
         importance = mixed_cache.causal_importance(folder.key, folder.folder, DEFAULT_MAX_TOKENS)
     except ModelUnavailable as exc:
@@ -179,16 +190,15 @@ def configs(a):
 
 
 if model.bundled:
-    ref = mixed_cache.bundled_reference()
     cols = st.columns(len(recipes))
     for col, (label, a) in zip(cols, recipes.items(), strict=True):
-        j = embedding_judgement(bundled_model(), HELD_OUT_SENTENCES, configs(a), ref)
+        j = mixed_cache.bundled_judgement(tuple(a.recipe().items()))
         col.metric(f"Embedding cosine, {label}", f"{j.mean_cosine:.5f}")
         col.caption(f"worst sentence {j.min_cosine:.5f}")
     st.caption(f"On the {len(HELD_OUT_SENTENCES)} held-out sentences, against fp32.")
 elif folder is None:
     st.info("An uploaded file holds weights but not the model's code: no output to judge.")
-elif lm_problem is not None and "GB" in lm_problem:
+elif lm_problem is not None:
     st.info(f"The model's output is not computed: {literal(lm_problem)}.")
 else:
     max_tokens = st.number_input(

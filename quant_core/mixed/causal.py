@@ -41,6 +41,7 @@ __all__ = [
     "ModelUnavailable",
     "Reference",
     "accumulate_importance",
+    "check_folder",
     "evaluate_recipe",
     "fake_quantized",
     "load_causal_lm",
@@ -72,16 +73,23 @@ class CausalLM:
         return sum(p.numel() for p in self.model.parameters())
 
 
-def load_causal_lm(folder: str | Path) -> CausalLM:
-    """The causal LM in ``folder`` (module docstring); ``ModelUnavailable`` saying why not.
-
-    The caller checks ``folder`` against the allowed roots first."""
+def check_folder(folder: str | Path) -> Path:
+    """``folder`` if it holds a ``config.json`` (the cheap check, before anything is
+    loaded); ``ModelUnavailable`` saying why its output cannot be computed otherwise."""
     folder = Path(folder)
     if not (folder / "config.json").is_file():
         raise ModelUnavailable(
             f"{folder.name} has no config.json: without the model's description its output "
             "cannot be computed (the table and the allocation use the weights alone)"
         )
+    return folder
+
+
+def load_causal_lm(folder: str | Path) -> CausalLM:
+    """The causal LM in ``folder`` (module docstring); ``ModelUnavailable`` saying why not.
+
+    The caller checks ``folder`` against the allowed roots first."""
+    folder = check_folder(folder)
     try:
         import transformers
     except ImportError as exc:  # pragma: no cover - a dependency of sentence-transformers

@@ -17,12 +17,15 @@ lost or counted twice even if a task ran twice. A local worker that dies breaks 
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import multiprocessing
 import os
 import socket
+import sys
 import threading
 import time
+import types
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -264,9 +267,25 @@ def shutdown_pools() -> None:
         _POOLS.clear()
 
 
+@contextlib.contextmanager
+def _plain_main() -> Iterator[None]:
+    """``__main__`` is a bare module while worker processes start. A spawned process runs
+    its parent's ``__main__`` file again before its first task, and under Streamlit that
+    file is the page's script (Streamlit runs each script as ``__main__``): a worker would
+    run the page. Processes start inside ``submit``, so submitting happens in here."""
+    with _POOLS_LOCK:
+        saved = sys.modules["__main__"]
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            yield
+        finally:
+            sys.modules["__main__"] = saved
+
+
 def _run_local(tasks: Sequence[TableTask], workers: int, task_fn: TaskFn) -> Iterator[TaskResult]:
     pool = _pool(workers)
-    futures: dict[Future[TaskResult], TableTask] = {pool.submit(task_fn, t): t for t in tasks}
+    with _plain_main():
+        futures: dict[Future[TaskResult], TableTask] = {pool.submit(task_fn, t): t for t in tasks}
     pending = set(futures)
     try:
         while pending:

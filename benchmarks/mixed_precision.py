@@ -1,0 +1,228 @@
+"""Mixed precision at scale: the sensitivity table of a 1B-parameter bf16 checkpoint under 6
+candidate schemes against a plain ``safe_open`` read of the same tensors, with 1 and 2 local
+worker processes and through a local Ray instance; the allocation of 1,000 tensors x 10
+schemes; KL divergence and perplexity on a tiny causal LM and on a 0.5B-scale one.
+
+Run: ``python benchmarks/mixed_precision.py`` (about 2 GB of disk in a temporary folder,
+removed afterwards; ``--skip-ray`` without Ray, ``--skip-05b`` without the 0.5B model).
+
+The checkpoint is ``checkpoint.py``'s: 5 decoder layers of Llama-7B's shape, bf16, one
+shard per layer, 1.01B parameters. Before each timed pass the shards' pages are dropped
+from the page cache, so every pass reads from disk. Each runner's worker processes are
+started and their kernels compiled on a small tensor before the clock starts (a process's
+first quantize compiles quant_core's kernels, about 20 s here; the page keeps its workers).
+
+The 0.5B-scale model is Qwen2-0.5B's shape (hidden 896, 24 layers, MLP 4864, 14 heads with
+2 key-value heads, a 151,936-token vocabulary, tied embeddings: 494M parameters) built by
+``transformers`` with random weights (nothing is downloaded), judged on 256 tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from checkpoint import drop_cache, layers, plain_read
+
+from dashboard.services.mixed.runner import Placement, TableStore, Where, fill_table, shutdown_pools
+from dashboard.services.mixed.tasks import TableTask, tasks_for
+from dashboard.services.model.folder import open_checkpoint
+from dashboard.services.model.roots import parse_roots
+from dashboard.services.model.shards import write_sharded
+from quant_core.mixed import (
+    Budget,
+    SensitivityRow,
+    allocate,
+    build_problem,
+    candidate_named,
+)
+from quant_core.mixed.causal import evaluate_recipe, load_causal_lm, reference
+from quant_core.mixed.texts import CALIBRATION_TEXT
+
+SIX = tuple(
+    candidate_named(n)
+    for n in ("int8_pc", "q8_g32", "int4_g128", "nf4_g64", "fp4_g32", "int3_g64")
+)
+
+
+def warm(placement: Placement, folder: Path) -> None:
+    """Start the placement's workers and compile their kernels on one small tensor each."""
+    small = folder / "warm"
+    small.mkdir(exist_ok=True)
+    write_sharded(small, iter([{f"w{i}.weight": torch.randn(256, 1024).to(torch.bfloat16)
+                                for i in range(4)}]), 1)  # fmt: skip
+    ckpt = open_checkpoint(small, parse_roots(str(folder)))
+    tasks = tasks_for(ckpt, SIX, parse_roots(str(folder)))
+    fill_table(TableStore(), "warm", tasks, placement)
+
+
+def table_pass(label: str, placement: Placement, tasks: tuple[TableTask, ...], paths: list[Path],
+               plain_s: float) -> None:  # fmt: skip
+    drop_cache(paths)
+    start = time.perf_counter()
+    results = fill_table(TableStore(), label, tasks, placement)
+    took = time.perf_counter() - start
+    elements = sum(t.n_elements for t in tasks)
+    read_s = sum(r.read_seconds for r in results.values())
+    print(
+        f"  {label:26s} {took:7.1f} s = x{took / plain_s:5.1f} the plain read; "
+        f"{elements / took / 1e6:6.2f}M elements/s ({elements * len(SIX) / took / 1e6:6.1f}M "
+        f"element-schemes/s); reads {read_s:.1f} s of worker time; "
+        f"{len({r.worker for r in results.values()})} worker process(es)"
+    )
+
+
+def table_benchmark(work: Path, n_layers: int, skip_ray: bool) -> None:
+    folder = work / "model"
+    start = time.perf_counter()
+    write_sharded(folder, layers(n_layers), n_layers)
+    roots = parse_roots(str(work))
+    ckpt = open_checkpoint(folder, roots)
+    paths = [ckpt.shard_path(s.name) for s in ckpt.shards]
+    tasks = tasks_for(ckpt, SIX, roots)
+    params = sum(t.info.numel for t in ckpt.tensors)
+    print(
+        f"checkpoint: {params / 1e9:.3f}B parameters bf16, {ckpt.stored_bytes / 1e9:.2f} GB in "
+        f"{len(paths)} shards (written in {time.perf_counter() - start:.0f} s); {len(tasks)} "
+        f"weights x {len(SIX)} schemes: {', '.join(c.name for c in SIX)}"
+    )
+    drop_cache(paths)
+    nbytes, elements, plain_s = plain_read(paths)
+    print(
+        f"  plain safe_open read       {plain_s:7.1f} s ({nbytes / 1e9 / plain_s:.2f} GB/s, "
+        f"{elements / plain_s / 1e6:.0f}M elements/s)"
+    )
+    for workers in (1, 2):
+        placement = Placement(Where.LOCAL, workers)
+        warm(placement, work)
+        table_pass(f"{workers} local worker(s)", placement, tasks, paths, plain_s)
+        shutdown_pools()
+    if skip_ray:
+        return
+    try:
+        import ray
+    except ImportError:
+        print("  Ray: not installed")
+        return
+    root = str(Path(__file__).resolve().parents[1])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": root}})  # fmt: skip
+    try:
+        placement = Placement(Where.RAY, 2, "local")
+        warm(placement, work)
+        table_pass("local Ray (num_cpus=2)", placement, tasks, paths, plain_s)
+    finally:
+        ray.shutdown()
+
+
+def row(t: int, s: int, n: int, bits: int, err: float) -> SensitivityRow:
+    return SensitivityRow(f"t{t}", f"s{s}", (1, n), 16 * n, bits, bits / n, 0.0, 0.0, err, 1.0,
+                          False, None, None, 0.0)  # fmt: skip
+
+
+def allocation_benchmark() -> None:
+    rng = np.random.default_rng(0)
+    rows = []
+    for t in range(1000):
+        n = int(rng.integers(1 << 20, 1 << 26))
+        for s in range(10):
+            bpe = 2 + 0.7 * s + 0.1 * rng.random()
+            rows.append(row(t, s, n, int(bpe * n), float(n * np.exp(-bpe) * (0.5 + rng.random()))))
+    times = []
+    for _ in range(7):
+        start = time.perf_counter()
+        alloc = allocate(build_problem(rows), Budget(4.5))
+        times.append(time.perf_counter() - start)
+    build = []
+    for _ in range(7):
+        start = time.perf_counter()
+        problem = build_problem(rows)
+        build.append(time.perf_counter() - start)
+    solve = []
+    for _ in range(7):
+        start = time.perf_counter()
+        allocate(problem, Budget(4.5))
+        solve.append(time.perf_counter() - start)
+    print(
+        f"allocation, 1,000 tensors x 10 schemes: {statistics.median(times) * 1e3:.1f} ms median "
+        f"of 7 (build {statistics.median(build) * 1e3:.1f} ms + solve "
+        f"{statistics.median(solve) * 1e3:.2f} ms) = {statistics.median(times) / 0.1:.2f} of the "
+        f"100 ms target; {alloc.bits_per_weight:.4f} bits per weight for a 4.5 budget, "
+        f"{alloc.fixup_moves} fix-up move(s)"
+    )
+
+
+def write_lm(folder: Path, hidden: int, layers_: int, intermediate: int, heads: int,
+             kv_heads: int, vocab: int, tied: bool) -> Path:  # fmt: skip
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator([CALIBRATION_TEXT], trainers.BpeTrainer(
+        vocab_size=320, special_tokens=["<unk>"], show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))  # fmt: skip
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>").save_pretrained(folder)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=intermediate,
+                         num_hidden_layers=layers_, num_attention_heads=heads,
+                         num_key_value_heads=kv_heads, max_position_embeddings=1024,
+                         tie_word_embeddings=tied)  # fmt: skip
+    model = LlamaForCausalLM(config)
+    model.save_pretrained(folder)
+    return folder
+
+
+def lm_benchmark(label: str, folder: Path, tokens: int) -> None:
+    start = time.perf_counter()
+    lm = load_causal_lm(folder)
+    load_s = time.perf_counter() - start
+    ref = reference(lm, max_tokens=tokens)
+    names = [n for n, p in lm.model.named_parameters() if p.dim() == 2]
+    recipe = dict.fromkeys(names, candidate_named("int4_g128").config)
+    ev = evaluate_recipe(lm, ref, {n: c for n, c in recipe.items()})  # warm: kernels
+    ev = evaluate_recipe(lm, ref, recipe)
+    print(
+        f"{label}: {lm.parameters / 1e6:.1f}M parameters, loaded in {load_s:.1f} s; float "
+        f"forward on {ref.n_tokens} tokens {ref.seconds:.2f} s; KL and perplexity under int4 "
+        f"g128 ({ev.quantized} tensors fake-quantized) {ev.seconds:.2f} s: KL {ev.kl:.4f} "
+        f"nats/token, perplexity {ev.perplexity:.1f} (float {ev.float_perplexity:.1f})"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, default=5, help="decoder layers (default 5)")
+    parser.add_argument("--skip-table", action="store_true")
+    parser.add_argument("--skip-ray", action="store_true")
+    parser.add_argument("--skip-05b", action="store_true")
+    args = parser.parse_args()
+    print(f"torch threads: {torch.get_num_threads()}, cores: {os.cpu_count()}, "
+          f"load average: {os.getloadavg()[0]:.1f}")  # fmt: skip
+    allocation_benchmark()
+    work = Path(tempfile.mkdtemp(prefix="qlab-mixed-"))
+    try:
+        tiny = write_lm(work / "tiny", 128, 2, 256, 4, 2, 320, False)
+        lm_benchmark("tiny Llama", tiny, 256)
+        if not args.skip_05b:
+            big = write_lm(work / "qwen2-0.5b-shape", 896, 24, 4864, 14, 2, 151936, True)
+            lm_benchmark("0.5B-scale (Qwen2-0.5B shape, random)", big, 256)
+            shutil.rmtree(big, ignore_errors=True)
+        if not args.skip_table:
+            table_benchmark(work, args.layers, args.skip_ray)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

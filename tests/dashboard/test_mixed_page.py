@@ -1,0 +1,187 @@
+"""AppTest: the Mixed precision page on the bundled MiniLM, on a model folder without a
+config.json (table and allocation, no output to judge, worker processes, a Ray address
+that does not answer) and on a tiny random Llama (KL and perplexity); URL state and bad
+input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import streamlit as st
+import torch
+from streamlit.testing.v1 import AppTest
+
+from dashboard.services.mixed.runner import RAY_ENV, shutdown_pools
+from dashboard.services.mixed.state import literal
+from dashboard.services.model.roots import ROOTS_ENV
+from dashboard.services.model.shards import write_sharded
+
+PAGE = Path(__file__).resolve().parents[2] / "dashboard" / "views" / "mixed.py"
+N_WEIGHTS = 40  # MiniLM: 37 linear layers and 3 embedding tables
+
+pytestmark = pytest.mark.slow
+
+
+def open_page(state: dict[str, object] | None = None, **query: str) -> AppTest:
+    st.cache_data.clear()
+    at = AppTest.from_file(str(PAGE), default_timeout=600)
+    for k, v in query.items():
+        at.query_params[k] = v
+    for k, v in (state or {}).items():
+        at.session_state[k] = v
+    return at.run()
+
+
+def no_errors(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def query(at: AppTest, key: str) -> str:
+    value = at.query_params[key]
+    return value[0] if isinstance(value, list) else value
+
+
+def test_bundled_model_default() -> None:
+    at = open_page()
+    no_errors(at)
+    m = metrics(at)
+    assert float(m["Bits per weight"]) <= 4.5
+    cosines = {k: float(v) for k, v in m.items() if k.startswith("Embedding cosine")}
+    assert len(cosines) == 2 and all(0.5 < c <= 1 for c in cosines.values())
+    assert query(at, "mx.budget") == "4.5bpw"
+    assert query(at, "mx.cands").split(",")[:2] == ["int8_pc", "q8_g32"]
+    assert any(f"{N_WEIGHTS} weights × 8 schemes" in c.value for c in at.caption)
+    heat = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert len(heat["data"][0]["y"]) == N_WEIGHTS
+    assert len(heat["data"][1]["y"]) == N_WEIGHTS  # one allocated cell per row
+    table = at.dataframe[-1].value
+    assert len(table) == N_WEIGHTS and set(table["scheme"]) <= set(query(at, "mx.cands").split(","))
+    # a bigger budget: more bits, a closer embedding
+    at.number_input(key="mx_value").set_value(6.0).run()
+    no_errors(at)
+    assert 5.5 < float(metrics(at)["Bits per weight"]) <= 6.0
+
+
+def test_the_url_carries_budget_candidates_and_floor() -> None:
+    at = open_page(**{"mx.budget": "20MB", "mx.cands": "int8_pc,int4_g128", "mx.floor": "int8_pc"})
+    no_errors(at)
+    assert at.multiselect(key="mx_cands").value == ["int8_pc", "int4_g128"]
+    assert at.radio(key="mx_unit").value.value == "MB"
+    assert at.number_input(key="mx_value").value == 20.0
+    assert at.selectbox(key="mx_floor").value == "int8_pc"
+    assert float(metrics(at)["Size"].removesuffix(" MB")) <= 20.0
+    table = at.dataframe[-1].value
+    embeddings = table[table["tensor"].str.contains("embeddings")]
+    assert (embeddings["scheme"] == "int8_pc").all()
+    assert query(at, "mx.floor") == "int8_pc"
+
+
+def test_bad_links_fall_back_with_a_warning() -> None:
+    at = open_page(**{"mx.budget": "lots", "mx.cands": "int8_pc,q9,int4_g128", "mx.floor": "q9"})
+    no_errors(at)
+    text = " ".join(w.value for w in at.warning)
+    assert "mx.budget='lots' is not a number and a unit" in text
+    assert "unknown scheme(s) 'q9' left out" in text
+    assert "mx.floor='q9' is not a chosen scheme" in text
+    assert at.multiselect(key="mx_cands").value == ["int8_pc", "int4_g128"]
+    assert at.number_input(key="mx_value").value == 4.5
+
+
+def test_a_budget_out_of_reach_says_what_is_reachable() -> None:
+    at = open_page(**{"mx.budget": "1bpw"})
+    assert not at.exception
+    (err,) = at.error
+    assert "below the cheapest" in err.value and "reachable are" in err.value
+    assert at.get("plotly_chart")  # the heatmap is still drawn
+    assert [b.label for b in at.get("download_button")] == ["Table (CSV)"]
+
+
+def test_bad_pins_are_named_and_the_page_goes_on() -> None:
+    at = open_page()
+    at.text_area(key="mx_pins").set_value("query = int9\n").run()
+    # shown as written: Markdown's punctuation escaped
+    assert r"pin line 1\: 'int9' is not a chosen scheme" in at.error[0].value
+    assert metrics(at)["Bits per weight"]
+    at.text_area(key="mx_pins").set_value(r"attention\.self\.query = int8_pc").run()
+    no_errors(at)
+    table = at.dataframe[-1].value
+    assert (table[table["tensor"].str.contains("query")]["scheme"] == "int8_pc").all()
+
+
+def _t(*shape: int, seed: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(torch.bfloat16)
+
+
+@pytest.fixture
+def roots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_llama: Path) -> Path:
+    shards = [
+        {"model.layers.0.self_attn.q_proj.weight": _t(128, 128, seed=1),
+         "model.layers.0.input_layernorm.weight": torch.ones(128)},
+        {"model.layers.0.mlp.down_proj.weight": _t(128, 256, seed=2),
+         "lm_head.weight": _t(200, 128, seed=3)},
+    ]  # fmt: skip
+    write_sharded(tmp_path / "weights-only", shards, 2)
+    (tmp_path / "llama").symlink_to(tiny_llama, target_is_directory=True)
+    monkeypatch.setenv(ROOTS_ENV, f"{tmp_path}:{tiny_llama.parent}")
+    # worker processes run the eager kernels (the same results): no compiling per process
+    monkeypatch.setenv("QLAB_COMPILE", "0")
+    yield tmp_path
+    shutdown_pools()
+
+
+def open_folder(roots: Path, name: str) -> AppTest:
+    """The page opened on the folder ``roots / name`` (the model source set before the
+    first run: the bundled model is not measured on the way)."""
+    path = str((roots / name).resolve())
+    return open_page({"m_source": "folder", "m_folder": path})
+
+
+def test_a_folder_without_config_json_gets_table_and_allocation(
+    roots: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(RAY_ENV, "127.0.0.1:9")  # nothing listens there
+    at = open_folder(roots, "weights-only")
+    no_errors(at)
+    text = " ".join(w.value for w in at.warning)
+    assert literal("no answer from 127.0.0.1:9") in text
+    assert literal("running on this machine, 2 worker process(es) instead") in text
+    captions = " ".join(c.value for c in at.caption)
+    assert literal("no config.json") in captions
+    assert "plain sums of squared weight errors" in captions
+    assert "3 weights × 8 schemes" in captions
+    table = at.dataframe[-1].value
+    assert sorted(table["tensor"]) == [
+        "lm_head.weight",
+        "model.layers.0.mlp.down_proj.weight",
+        "model.layers.0.self_attn.q_proj.weight",
+    ]
+    assert any(literal("no config.json") in i.value for i in at.info)
+    assert not [b for b in at.button if b.key == "mx_judge"]
+
+
+def test_a_causal_lm_folder_is_judged_by_kl_and_perplexity(roots: Path) -> None:
+    at = open_folder(roots, "llama")
+    no_errors(at)
+    # the float model ran on the calibration text: its layers' errors are weighted
+    assert not any("plain sums of squared" in c.value for c in at.caption)
+    at.number_input(key="mx_tokens").set_value(64).run()
+    at.button(key="mx_judge").click().run()
+    no_errors(at)
+    m = metrics(at)
+    kl = {k: v for k, v in m.items() if k.startswith("KL, ")}
+    ppl = {k: v for k, v in m.items() if k.startswith("Perplexity, ")}
+    assert len(kl) == 2 and len(ppl) == 2
+    assert all(float(v.split()[0]) >= 0 for v in kl.values())
+    assert any("Float model perplexity" in c.value and "64 tokens" in c.value for c in at.caption)
+    # the tiny Llama's names have llama.cpp spellings; q8_g32 is the one GGUF type here
+    code = at.code[0].value if at.code else ""
+    chosen = at.dataframe[-1].value
+    if (chosen["scheme"] == "q8_g32").any():
+        assert "--tensor-type '^" in code and "=q8_0'" in code
