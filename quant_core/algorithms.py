@@ -23,7 +23,7 @@ import torch
 from torch.nn import functional as F
 
 from .awq import AWQOptions, AWQResult, awq_quantize
-from .config import Format, QuantConfig, Rounding
+from .config import Format, QuantConfig, Recipe, Rounding
 from .gptq import GPTQOptions, GPTQResult, gptq_quantize
 from .hqq import HQQOptions, HQQResult, hqq_quantize
 from .metrics import ErrorMetrics, error_metrics
@@ -90,6 +90,14 @@ class Algorithm(enum.Enum):
             return (
                 f"{self.label} works on an integer grid; {cfg.format.value} is a codebook "
                 "format (use RTN or AWQ)"
+            )
+        if self in (Algorithm.GPTQ, Algorithm.HQQ) and (
+            cfg.two_level or cfg.recipe is Recipe.LLAMA_CPP
+        ):
+            return (
+                f"{self.label} fits one float scale per block by the lab's rounding; "
+                f"{cfg.name} stores its scales in two levels or is fitted by its owner's own "
+                "search (use RTN, its owner's quantizer, or AWQ)"
             )
         return None
 

@@ -13,6 +13,7 @@ from dashboard.components.model_scheme import model_scheme_picker, seed_model_sc
 from dashboard.components.model_source import ModelFolder, model_picker
 from dashboard.services.model.checkpoint import listing_table
 from dashboard.services.model.evaluate import COLUMN_LABELS, LayerMetric, layer_table, order_by
+from dashboard.services.model.fallbacks import fallback_note
 from dashboard.services.model.figures import cosine_figure, layer_figure
 from dashboard.services.model.files import list_linear_weights
 from dashboard.services.model.streaming import collect, run_report, stream_table
@@ -73,6 +74,9 @@ with st.sidebar:
     scheme = model_scheme_picker(widths[0] if widths else 1, sizes, DEFAULT, bundled=model.bundled)
 url.write(model_scheme_to_query(scheme))
 st.caption(f"**{model.label}** · {len(weights)} linear layers · **{scheme.describe()}**")
+fallback = fallback_note(scheme.weight, ((w.name, tuple(w.shape)) for w in weights))
+if fallback is not None:
+    st.info(fallback)
 
 if not model.bundled:
     st.info(

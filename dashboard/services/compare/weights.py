@@ -168,7 +168,7 @@ class WeightScheme:
     def label(self) -> str:
         """``config.describe()``, followed by the algorithm unless it is RTN:
         ``"int4 asym g128 · GPTQ"``."""
-        head = self.config.describe()
+        head = self.config.name
         return head if self.algorithm is Algorithm.RTN else f"{head} · {self.algorithm.label}"
 
     def to_query(self) -> dict[str, str]:

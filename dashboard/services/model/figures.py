@@ -48,7 +48,7 @@ def sentence_cosine_figure(comparison: EmbeddingComparison) -> go.Figure:
     return cosine_figure(
         [s.sentence for s in comparison.sentences],
         [s.cosine for s in comparison.sentences],
-        comparison.config.describe(),
+        comparison.config.name,
     )
 
 
