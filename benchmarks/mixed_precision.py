@@ -1,7 +1,13 @@
 """Mixed precision at scale: the sensitivity table of a 1B-parameter bf16 checkpoint under 6
 candidate schemes against a plain ``safe_open`` read of the same tensors, with 1 and 2 local
 worker processes and through a local Ray instance; the allocation of 1,000 tensors x 10
-schemes; KL divergence and perplexity on a tiny causal LM and on a 0.5B-scale one.
+schemes; each default candidate's rate on one weight; KL divergence and perplexity on a tiny
+causal LM and on a 0.5B-scale one.
+
+The 6 schemes (``SIX``) are int8 per-channel, int4 g128 and four more of the lab's recipe
+(NF4 g64, FP8 E4M3 per channel, FP4 g32, int3 g64): the shipped formats' llama.cpp recipes
+run at a few million elements per second here, which would make one pass over 1B
+parameters take the better part of an hour.
 
 Run: ``python benchmarks/mixed_precision.py`` (about 2 GB of disk in a temporary folder,
 removed afterwards; ``--skip-ray`` without Ray, ``--skip-05b`` without the 0.5B model).
@@ -37,20 +43,51 @@ from dashboard.services.mixed.tasks import TableTask, tasks_for
 from dashboard.services.model.folder import open_checkpoint
 from dashboard.services.model.roots import parse_roots
 from dashboard.services.model.shards import write_sharded
+from quant_core import Format, Mode, PerChannel, PerGroup, QuantConfig, ScaleDtype
 from quant_core.mixed import (
+    DEFAULT_CANDIDATES,
     Budget,
+    Candidate,
     SensitivityRow,
     allocate,
     build_problem,
     candidate_named,
+    measure_tensor,
 )
 from quant_core.mixed.causal import evaluate_recipe, load_causal_lm, reference
 from quant_core.mixed.texts import CALIBRATION_TEXT
 
-SIX = tuple(
-    candidate_named(n)
-    for n in ("int8_pc", "q8_g32", "int4_g128", "nf4_g64", "fp4_g32", "int3_g64")
+
+def _fp16(name: str, **kw: object) -> Candidate:
+    return Candidate(name, QuantConfig(scale_dtype=ScaleDtype.FP16, **kw))  # type: ignore[arg-type]
+
+
+# The table's 6 schemes: the lab's recipe, whose compiled kernels run at tens of millions of
+# elements per second on this machine (the shipped formats' llama.cpp recipes run at a few
+# million: ``preset_rates`` prints each on one weight).
+SIX = (
+    candidate_named("int8_pc"),
+    candidate_named("int4_g128"),
+    _fp16("nf4_g64", format=Format.NF4, granularity=PerGroup(64)),
+    _fp16("fp8_pc", format=Format.FP8_E4M3, granularity=PerChannel(0)),
+    _fp16("fp4_g32", format=Format.FP4_E2M1, granularity=PerGroup(32)),
+    _fp16("int3_g64", bits=3, mode=Mode.ASYMMETRIC, granularity=PerGroup(64)),
 )
+
+
+def preset_rates() -> None:
+    """Elements per second of each default candidate on one 4096 x 4096 weight in memory
+    (after a first run that compiles), through ``measure_tensor``."""
+    w = torch.empty(4096, 4096).normal_(0.0, 0.02)
+    parts = []
+    for cand in DEFAULT_CANDIDATES:
+        measure_tensor("w", w[:256], [cand])
+        start = time.perf_counter()
+        (r,) = measure_tensor("w", w, [cand])
+        took = time.perf_counter() - start
+        parts.append(f"{cand.name} {w.numel() / took / 1e6:.1f}M/s" if r.ok else
+                     f"{cand.name} skipped ({(r.skipped or '')[:40]})")  # fmt: skip
+    print("default candidates on one 4096x4096 weight, measured: " + "; ".join(parts))
 
 
 def warm(placement: Placement, folder: Path) -> None:
@@ -205,10 +242,13 @@ def main() -> int:
     parser.add_argument("--skip-table", action="store_true")
     parser.add_argument("--skip-ray", action="store_true")
     parser.add_argument("--skip-05b", action="store_true")
+    parser.add_argument("--skip-rates", action="store_true")
     args = parser.parse_args()
     print(f"torch threads: {torch.get_num_threads()}, cores: {os.cpu_count()}, "
           f"load average: {os.getloadavg()[0]:.1f}")  # fmt: skip
     allocation_benchmark()
+    if not args.skip_rates:
+        preset_rates()
     work = Path(tempfile.mkdtemp(prefix="qlab-mixed-"))
     try:
         tiny = write_lm(work / "tiny", 128, 2, 256, 4, 2, 320, False)

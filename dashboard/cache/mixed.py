@@ -12,9 +12,9 @@ import torch
 
 from dashboard.services.mixed.runner import Placement, TableStore, choose_placement
 from dashboard.services.mixed.sources import EmbeddingJudgement, embedding_judgement
-from quant_core import CALIBRATION_SENTENCES, HELD_OUT_SENTENCES
+from quant_core import CALIBRATION_SENTENCES, HELD_OUT_SENTENCES, QuantConfig
 from quant_core.calibration import run_sentences
-from quant_core.mixed import STORED, candidate_named, importance_from_capture
+from quant_core.mixed import importance_from_capture
 from quant_core.mixed.causal import (
     CausalLM,
     Reference,
@@ -91,8 +91,10 @@ def causal_importance(key: str, _folder: Path, max_tokens: int) -> dict[str, tor
 
 
 @st.cache_resource(max_entries=16, show_spinner="Running the model on the held-out sentences…")
-def bundled_judgement(recipe: tuple[tuple[str, str], ...]) -> EmbeddingJudgement:
-    """``recipe``: (tensor, candidate name) pairs. The bundled model's held-out sentence
-    embeddings with those weights fake-quantized, against fp32."""
-    configs = {t: candidate_named(s).config for t, s in recipe if s != STORED}
-    return embedding_judgement(bundled_model(), HELD_OUT_SENTENCES, configs, bundled_reference())
+def bundled_judgement(
+    key: tuple[tuple[str, str], ...], _configs: dict[str, QuantConfig]
+) -> EmbeddingJudgement:
+    """``key``: the allocation's (tensor, scheme) pairs; ``_configs``: what each tensor is
+    stored in (``configs_of``). The bundled model's held-out sentence embeddings with those
+    weights fake-quantized, against fp32."""
+    return embedding_judgement(bundled_model(), HELD_OUT_SENTENCES, _configs, bundled_reference())

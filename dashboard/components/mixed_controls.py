@@ -12,11 +12,11 @@ from streamlit.errors import StreamlitSecretNotFoundError
 from dashboard.components import url
 from dashboard.services.mixed.runner import RAY_ENV, RAY_SECRET, ray_address_setting
 from dashboard.services.mixed.state import mixed_from_query, mixed_to_query
-from quant_core.mixed import DEFAULT_CANDIDATES, Budget, BudgetUnit, Candidate
+from quant_core.mixed import ALL_CANDIDATES, Budget, BudgetUnit, Candidate
 
 __all__ = ["CANDIDATES", "MixedControls", "mixed_controls", "ray_address"]
 
-CANDIDATES = {c.name: c for c in DEFAULT_CANDIDATES}
+CANDIDATES = {c.name: c for c in ALL_CANDIDATES}
 _UNITS = {
     BudgetUnit.BITS_PER_WEIGHT: "bits per weight",
     BudgetUnit.MEGABYTES: "MB",

@@ -11,11 +11,13 @@ import streamlit as st
 
 from dashboard.cache import mixed as mixed_cache
 from dashboard.components import url
-from dashboard.components.mixed_controls import CANDIDATES, mixed_controls, ray_address
+from dashboard.components.mixed_controls import mixed_controls, ray_address
 from dashboard.components.model_source import ModelFolder, model_picker, model_roots
 from dashboard.services.io import LoadError
 from dashboard.services.mixed.figures import (
+    HeatMetric,
     allocation_table,
+    cell_notes,
     curve_figure,
     heatmap_figure,
     mix_figure,
@@ -27,13 +29,13 @@ from dashboard.services.mixed.state import literal, parse_pins
 from dashboard.services.mixed.tasks import tasks_for
 from quant_core import HELD_OUT_SENTENCES
 from quant_core.mixed import (
-    STORED,
     AllocationRules,
     BudgetOutOfRange,
     Floor,
     allocate,
     allocation_curve,
     build_problem,
+    configs_of,
     uniform_allocation,
     uniform_points,
 )
@@ -132,6 +134,8 @@ except (TaskFailed, LoadError) as exc:
 bar.empty()
 live.empty()
 rows = tuple(r for t in tasks for r in results[t.tensor].rows)
+for note in cell_notes(rows):
+    st.caption(literal(note))
 
 try:
     rules = AllocationRules(
@@ -152,7 +156,12 @@ try:
 except BudgetOutOfRange as exc:
     st.error(str(exc))
 chosen = alloc.recipe() if alloc is not None else None
-st.plotly_chart(heatmap_figure(rows, chosen), key="mx_heatmap")
+heat = HeatMetric.WEIGHTED_SQNR
+if any(r.output_mse is not None for r in rows):
+    heat = st.radio(
+        "Heatmap", list(HeatMetric), format_func=lambda m: m.value, key="mx_heat", horizontal=True
+    )
+st.plotly_chart(heatmap_figure(rows, chosen, heat), key="mx_heatmap")
 if alloc is None:
     st.download_button(
         "Table (CSV)", table_csv(rows), "sensitivity.csv", "text/csv", key="mx_csv_only"
@@ -185,14 +194,17 @@ recipes = {
 }
 
 
+shapes = {t.tensor: t.shape for t in tasks}
+
+
 def configs(a):
-    return {t: CANDIDATES[s].config for t, s in a.recipe().items() if s != STORED}
+    return configs_of(a, candidates, shapes)
 
 
 if model.bundled:
     cols = st.columns(len(recipes))
     for col, (label, a) in zip(cols, recipes.items(), strict=True):
-        j = mixed_cache.bundled_judgement(tuple(a.recipe().items()))
+        j = mixed_cache.bundled_judgement(tuple(a.recipe().items()), configs(a))
         col.metric(f"Embedding cosine, {label}", f"{j.mean_cosine:.5f}")
         col.caption(f"worst sentence {j.min_cosine:.5f}")
     st.caption(f"On the {len(HELD_OUT_SENTENCES)} held-out sentences, against fp32.")
@@ -246,14 +258,14 @@ else:
 st.subheader("Allocation")
 st.dataframe(allocation_table(rows, alloc), hide_index=True, key="mx_alloc")
 st.subheader("Take it away")
-types = tensor_type_lines(alloc, candidates)
+types = tensor_type_lines(alloc, rows)
 d1, d2, d3 = st.columns(3)
 d1.download_button(
     "llama.cpp --tensor-type file", types.file_text(), "tensor-types.txt", key="mx_dl_types"
 )
 d2.download_button(
     "Recipe (JSON)",
-    recipe_json(alloc, candidates, budget, model.label),
+    recipe_json(alloc, candidates, budget, model.label, rows),
     "recipe.json",
     "application/json",
     key="mx_dl_json",

@@ -27,23 +27,31 @@ from .allocation import (
     allocate,
     allocation_curve,
     build_problem,
+    configs_of,
     uniform_allocation,
     uniform_points,
 )
 from .candidates import (
+    ALL_CANDIDATES,
     DEFAULT_CANDIDATES,
+    LAB_CANDIDATES,
+    SHIPPED,
     Candidate,
     candidate_named,
     check_candidates,
+    config_for,
     gguf_type,
 )
 from .importance import importance_from_capture, input_importance, weighted_error
 from .sensitivity import ROW_FIELDS, SensitivityRow, measure_tensor
 
 __all__ = [
+    "ALL_CANDIDATES",
     "DEFAULT_CANDIDATES",
     "DEFAULT_FLOOR_PATTERN",
+    "LAB_CANDIDATES",
     "ROW_FIELDS",
+    "SHIPPED",
     "STORED",
     "Allocation",
     "AllocationProblem",
@@ -62,6 +70,8 @@ __all__ = [
     "build_problem",
     "candidate_named",
     "check_candidates",
+    "config_for",
+    "configs_of",
     "gguf_type",
     "importance_from_capture",
     "input_importance",

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..config import QuantConfig
+from .candidates import Candidate, config_for
 from .sensitivity import SensitivityRow
 
 __all__ = [
@@ -58,6 +60,7 @@ __all__ = [
     "allocate",
     "allocation_curve",
     "build_problem",
+    "configs_of",
     "uniform_allocation",
     "uniform_points",
 ]
@@ -572,3 +575,17 @@ def uniform_points(problem: AllocationProblem) -> tuple[CurvePoint, ...]:
         a = uniform_allocation(problem, name)
         out.append(CurvePoint(name, a.total_bits, a.total_error, a.total_bits / n))
     return tuple(out)
+
+
+def configs_of(
+    allocation: Allocation, candidates: Sequence[Candidate], shapes: dict[str, tuple[int, ...]]
+) -> dict[str, QuantConfig]:
+    """Tensor name -> the config its weights are stored in under ``allocation`` (the
+    candidate's, or llama-quantize's fallback for the tensor's shape: ``config_for``);
+    tensors kept as stored are left out. ``shapes``: by tensor name."""
+    by_name = {c.name: c for c in candidates}
+    out = {}
+    for tensor, scheme in allocation.recipe().items():
+        if scheme != STORED:
+            out[tensor] = config_for(by_name[scheme], shapes[tensor])
+    return out

@@ -2,27 +2,25 @@
 
 A ``Candidate`` is a name and a ``QuantConfig``; nothing else in ``quant_core.mixed``
 depends on which configs they are: storage comes from ``storage_cost`` and codes from
-``quantize``, so any config (a named preset of the lab included) plugs in unchanged.
+``quantize``, so any config plugs in unchanged.
 
-``DEFAULT_CANDIDATES`` are shipped layouts the lab's formats can express, fp16 scales as
-shipped files store them (bits per weight for a ``[4096, 4096]`` weight):
+``ALL_CANDIDATES``: every shipped format of the registry (``QuantConfig.from_name``, named
+by ``config.name``: ``Q4_K``, ``MXFP4``, ``NVFP4``, ``NF4_DQ``, ...) and two layouts the
+GPTQ/AWQ and per-channel worlds ship, fp16 scales:
 
-=============  =========================================  ========
-name           config                                     bits/w
-=============  =========================================  ========
-``int8_pc``    int8 symmetric, one scale per output row   8.004
-``q8_g32``     int8 symmetric, blocks of 32 (GGUF Q8_0)   8.5
-``fp8_pc``     FP8 E4M3, one scale per output row         8.004
-``int4_g128``  int4 asymmetric, blocks of 128 (GPTQ/AWQ)  4.156
-``nf4_g64``    NF4, blocks of 64 (bitsandbytes)           4.25
-``fp4_g32``    FP4 E2M1, blocks of 32                     4.5
-``int3_g64``   int3 asymmetric, blocks of 64              3.297
-``int2_g64``   int2 asymmetric, blocks of 64              2.281
-=============  =========================================  ========
+=============  ==========================================  ===============================
+name           config                                      bits/w of a ``[4096, 4096]``
+=============  ==========================================  ===============================
+``int4_g128``  int4 asymmetric, blocks of 128 (GPTQ/AWQ)   ``4 + 16/128 + 4/128 = 4.156``
+``int8_pc``    int8 symmetric, one scale per output row    ``8 + 16/4096 = 8.004``
+=============  ==========================================  ===============================
 
-``gguf_type(cfg)`` is the llama.cpp tensor type that stores exactly ``cfg``'s codes and
-scales, where there is one: the config's own ``gguf_type`` when its class has one, else
-``Q8_0`` for int8 symmetric blocks of 32 with fp16 scales.
+``DEFAULT_CANDIDATES``: the formats people ship (``SHIPPED``, the sweep's one-click set)
+and those two.
+
+A GGUF type whose blocks do not divide a tensor's rows is stored by ``llama-quantize`` in
+its fallback type (Q4_K -> Q5_0 for 384-wide rows): ``config_for`` gives the config a
+tensor is then actually stored in, and the table measures that.
 """
 
 from __future__ import annotations
@@ -31,14 +29,20 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..config import Format, Mode, PerChannel, PerGroup, QuantConfig, ScaleDtype
+from ..config import Mode, PerChannel, PerGroup, QuantConfig, ScaleDtype
+from ..formats.gguf_types import fallback_config
+from ..formats.registry import presets
 
 __all__ = [
+    "ALL_CANDIDATES",
     "DEFAULT_CANDIDATES",
+    "LAB_CANDIDATES",
     "NAME_PATTERN",
+    "SHIPPED",
     "Candidate",
     "candidate_named",
     "check_candidates",
+    "config_for",
     "gguf_type",
 ]
 
@@ -63,36 +67,39 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        """``"int4_g128 (int4 asym g128 s:fp16)"``."""
+        """``"int4_g128 (int4 asym g128 s:fp16)"``: the name and what the config is."""
         return f"{self.name} ({self.config.describe()})"
 
 
-def _cfg(**kw: object) -> QuantConfig:
+def _fp16(**kw: object) -> QuantConfig:
     return QuantConfig(scale_dtype=ScaleDtype.FP16, **kw)  # type: ignore[arg-type]
 
 
-DEFAULT_CANDIDATES: tuple[Candidate, ...] = (
-    Candidate("int8_pc", _cfg(bits=8, granularity=PerChannel(0))),
-    Candidate("q8_g32", _cfg(bits=8, granularity=PerGroup(32))),
-    Candidate("fp8_pc", _cfg(format=Format.FP8_E4M3, granularity=PerChannel(0))),
-    Candidate("int4_g128", _cfg(bits=4, mode=Mode.ASYMMETRIC, granularity=PerGroup(128))),
-    Candidate("nf4_g64", _cfg(format=Format.NF4, granularity=PerGroup(64))),
-    Candidate("fp4_g32", _cfg(format=Format.FP4_E2M1, granularity=PerGroup(32))),
-    Candidate("int3_g64", _cfg(bits=3, mode=Mode.ASYMMETRIC, granularity=PerGroup(64))),
-    Candidate("int2_g64", _cfg(bits=2, mode=Mode.ASYMMETRIC, granularity=PerGroup(64))),
+LAB_CANDIDATES: tuple[Candidate, ...] = (
+    Candidate("int4_g128", _fp16(bits=4, mode=Mode.ASYMMETRIC, granularity=PerGroup(128))),
+    Candidate("int8_pc", _fp16(bits=8, granularity=PerChannel(0))),
 )
+ALL_CANDIDATES: tuple[Candidate, ...] = (
+    *(Candidate(p.name, p.config) for p in presets()),
+    *LAB_CANDIDATES,
+)
+SHIPPED: tuple[str, ...] = ("Q4_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS", "MXFP4", "NVFP4",
+                            "NF4_DQ")  # fmt: skip
+"""The formats people ship (as the sweep's "Add the formats people ship")."""
 
-_BY_NAME = {c.name: c for c in DEFAULT_CANDIDATES}
+_BY_NAME = {c.name: c for c in ALL_CANDIDATES}
+DEFAULT_CANDIDATES: tuple[Candidate, ...] = (
+    *(_BY_NAME[n] for n in SHIPPED),
+    *LAB_CANDIDATES,
+)
 
 
 def candidate_named(name: str) -> Candidate:
-    """The default candidate called ``name``; ``ValueError`` listing the names otherwise."""
+    """The candidate called ``name``; ``ValueError`` listing the names otherwise."""
     try:
         return _BY_NAME[name]
     except (KeyError, TypeError):
-        raise ValueError(
-            f"unknown scheme {name!r}; known: {', '.join(_BY_NAME)}"
-        ) from None
+        raise ValueError(f"unknown scheme {name!r}; known: {', '.join(_BY_NAME)}") from None
 
 
 def check_candidates(candidates: Iterable[Candidate]) -> tuple[Candidate, ...]:
@@ -110,12 +117,13 @@ def check_candidates(candidates: Iterable[Candidate]) -> tuple[Candidate, ...]:
     return out
 
 
-_Q8_0 = _cfg(bits=8, granularity=PerGroup(32))
+def config_for(candidate: Candidate, shape: tuple[int, ...]) -> QuantConfig:
+    """The config a ``shape`` tensor is stored in under ``candidate``: its own, or for a
+    GGUF type whose blocks do not divide the rows, llama-quantize's fallback type's
+    (``ValueError`` when not even that fits: llama-quantize keeps it in F16)."""
+    return fallback_config(candidate.config, tuple(shape))
 
 
 def gguf_type(cfg: QuantConfig) -> str | None:
-    """The GGUF tensor type storing exactly ``cfg`` (module docstring), or ``None``."""
-    own = getattr(cfg, "gguf_type", None)
-    if own is not None:
-        return str(getattr(own, "name", own))
-    return "Q8_0" if cfg == _Q8_0 else None
+    """The GGUF tensor type storing exactly ``cfg`` (``cfg.gguf_type``), or ``None``."""
+    return cfg.gguf_type

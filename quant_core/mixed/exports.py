@@ -6,8 +6,10 @@ the table as CSV. Plain text out; nothing is written to disk here.
 in GGUF tensor names. Hugging Face names of Llama-family checkpoints (Llama, Mistral,
 Qwen2: ``model.layers.N.self_attn.q_proj.weight``...) are renamed as llama.cpp's converter
 names them (``blk.N.attn_q.weight``); layers that share a role and a type are joined into
-one pattern, ``^blk\\.(0|3|7)\\.attn_q\\.weight$=q4_k``. A tensor whose scheme has no GGUF
-type, kept as stored, or whose name has no GGUF spelling here is listed in ``skipped``.
+one pattern, ``^blk\\.(0|3|7)\\.attn_q\\.weight$=q4_k``. The type is the one the table
+measured (``SensitivityRow.gguf_type``: llama-quantize's fallback where the scheme's blocks
+do not divide the rows). A tensor whose scheme has no GGUF type, kept as stored, or whose
+name has no GGUF spelling here is listed in ``skipped``.
 """
 
 from __future__ import annotations
@@ -79,17 +81,18 @@ class TensorTypeExport:
 
 
 def tensor_type_lines(
-    allocation: Allocation, candidates: Sequence[Candidate]
+    allocation: Allocation, rows: Sequence[SensitivityRow]
 ) -> TensorTypeExport:
-    """The allocation as ``--tensor-type`` lines (module docstring)."""
-    types = {c.name: gguf_type(c.config) for c in candidates}
+    """The allocation as ``--tensor-type`` lines (module docstring); ``rows``: the table."""
+    cells = {(r.tensor, r.scheme): r for r in rows}
     groups: dict[tuple[str, str], list[str]] = {}
     skipped: list[tuple[str, str]] = []
     for tensor, scheme in allocation.recipe().items():
         if scheme == STORED:
             skipped.append((tensor, "kept as stored"))
             continue
-        gtype = types.get(scheme)
+        cell = cells.get((tensor, scheme))
+        gtype = cell.gguf_type if cell is not None else None
         if gtype is None:
             skipped.append((tensor, f"{scheme} has no GGUF type"))
             continue
@@ -122,6 +125,7 @@ def config_record(cfg: QuantConfig) -> dict[str, object]:
     else:
         g = {"kind": "tensor"}
     return {
+        "name": cfg.name,
         "describe": cfg.describe(),
         "format": cfg.format.value,
         "bits": cfg.bits,
@@ -139,11 +143,18 @@ def recipe_json(
     candidates: Sequence[Candidate],
     budget: Budget | None = None,
     source: str | None = None,
+    rows: Sequence[SensitivityRow] = (),
 ) -> str:
     """The JSON recipe: ``{"version", "source", "budget", "bits_per_weight", "bytes",
-    "schemes": {name: config_record}, "tensors": {tensor: scheme}}`` (``"stored"`` for a
-    tensor kept as stored), with only the schemes used listed."""
+    "schemes": {name: config_record}, "tensors": {tensor: scheme}, "stored_as": {tensor:
+    config name}}`` (``"stored"`` for a tensor kept as stored; ``stored_as`` lists the
+    tensors ``rows`` say are stored in llama-quantize's fallback type), with only the
+    schemes used listed."""
     used = set(allocation.choice)
+    recipe = allocation.recipe()
+    fallbacks = {
+        r.tensor: r.stored_as for r in rows if r.stored_as and recipe.get(r.tensor) == r.scheme
+    }
     doc = {
         "version": RECIPE_VERSION,
         "source": source,
@@ -151,7 +162,8 @@ def recipe_json(
         "bits_per_weight": round(allocation.bits_per_weight, 6),
         "bytes": allocation.total_bytes,
         "schemes": {c.name: config_record(c.config) for c in candidates if c.name in used},
-        "tensors": allocation.recipe(),
+        "tensors": recipe,
+        "stored_as": fallbacks,
     }
     return json.dumps(doc, indent=2, ensure_ascii=False)
 

@@ -12,8 +12,10 @@ Per weight ``W`` ``[out, in]`` (float32 copy) and candidate config ``c``:
 - with held-out inputs ``X`` ``[tokens, in]``: ``output_mse = mean((X Dᵀ)²)``, the layer
   output's error on text no importance was computed on.
 
-A scheme that cannot take the weight's shape (a group size that does not divide ``in``)
-gives a row with ``skipped`` set and NaN errors. Row order: the candidates' order.
+A GGUF type whose blocks do not divide the rows is measured in llama-quantize's fallback
+type (``stored_as``). A scheme that cannot take the weight's shape (a group size that does
+not divide ``in``), or whose quantizer the lab does not have yet, gives a row with
+``skipped`` set and NaN errors. Row order: the candidates' order.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import torch
 
 from ..quantize import quantize
 from ..storage import storage_cost
-from .candidates import Candidate, check_candidates
+from .candidates import Candidate, check_candidates, config_for
 
 __all__ = ["ROW_FIELDS", "SensitivityRow", "measure_tensor"]
 
@@ -55,6 +57,8 @@ class SensitivityRow:
     output_mse: float | None
     skipped: str | None
     seconds: float
+    stored_as: str | None = None
+    gguf_type: str | None = None
 
     @property
     def n_elements(self) -> int:
@@ -88,6 +92,8 @@ ROW_FIELDS: tuple[str, ...] = (
     "output_mse",
     "skipped",
     "seconds",
+    "stored_as",
+    "gguf_type",
 )
 
 
@@ -138,9 +144,10 @@ def measure_tensor(
     for cand in cands:
         start = time.perf_counter()
         try:
-            cost = storage_cost(shape, cand.config)
-            w_hat = quantize(w32, cand.config).dequantize()
-        except ValueError as exc:
+            cfg = config_for(cand, shape)
+            cost = storage_cost(shape, cfg)
+            w_hat = quantize(w32, cfg).dequantize()
+        except (ValueError, NotImplementedError) as exc:
             rows.append(
                 SensitivityRow(
                     name, cand.name, shape, stored_bits, 0, _NAN, _NAN, _NAN, _NAN, energy,
@@ -175,6 +182,8 @@ def measure_tensor(
                 output_mse=out_mse,
                 skipped=None,
                 seconds=time.perf_counter() - start,
+                stored_as=None if cfg == cand.config else cfg.name,
+                gguf_type=cfg.gguf_type,
             )
         )
         del d, w_hat

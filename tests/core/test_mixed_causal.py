@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from quant_core import PerGroup, QuantConfig, capture_linear_inputs, quantize
+from quant_core import Mode, PerGroup, QuantConfig, capture_linear_inputs, quantize
 from quant_core.mixed import candidate_named, input_importance
 from quant_core.mixed.causal import (
     ModelUnavailable,
@@ -27,7 +27,7 @@ from quant_core.mixed.causal import (
 from quant_core.mixed.texts import CALIBRATION_TEXT, HELD_OUT_TEXT
 
 INT8 = candidate_named("int8_pc").config
-INT2 = candidate_named("int2_g64").config
+INT2 = QuantConfig(bits=2, mode=Mode.ASYMMETRIC, granularity=PerGroup(64))
 
 
 @pytest.fixture(scope="module")

@@ -20,9 +20,12 @@ from quant_core import (
 )
 from quant_core.mixed import (
     DEFAULT_CANDIDATES,
+    LAB_CANDIDATES,
+    SHIPPED,
     Candidate,
     candidate_named,
     check_candidates,
+    config_for,
     gguf_type,
     importance_from_capture,
     input_importance,
@@ -69,13 +72,18 @@ def test_importance_from_a_capture_is_keyed_by_weight_name(gen: torch.Generator)
     assert torch.allclose(imp["0.weight"], (x.double() ** 2).mean(dim=0))
 
 
+MEASURED = (*LAB_CANDIDATES, *(candidate_named(n) for n in ("Q4_0", "Q8_0", "MXFP4", "NVFP4",
+                                                              "NF4_DQ")))  # fmt: skip
+
+
 def test_rows_match_quantize_storage_cost_and_error_metrics(gen: torch.Generator) -> None:
     w = torch.randn(16, 128, generator=gen)
     a = torch.rand(128, generator=gen, dtype=torch.float64)
-    rows = measure_tensor("layer.weight", w, DEFAULT_CANDIDATES, importance=a)
-    assert [r.scheme for r in rows] == [c.name for c in DEFAULT_CANDIDATES]
-    for cand, r in zip(DEFAULT_CANDIDATES, rows, strict=True):
+    rows = measure_tensor("layer.weight", w, MEASURED, importance=a)
+    assert [r.scheme for r in rows] == [c.name for c in MEASURED]
+    for cand, r in zip(MEASURED, rows, strict=True):
         assert r.ok, r.skipped
+        assert r.stored_as is None and r.gguf_type == cand.config.gguf_type
         w_hat = quantize(w, cand.config).dequantize()
         m = error_metrics(w, w_hat)
         cost = storage_cost(w.shape, cand.config)
@@ -122,6 +130,19 @@ def test_bad_input_is_named() -> None:
         Candidate("a b", QuantConfig())
 
 
-def test_gguf_types() -> None:
-    assert gguf_type(candidate_named("q8_g32").config) == "Q8_0"
+def test_gguf_types_and_llama_quantizes_fallback(gen: torch.Generator) -> None:
+    assert gguf_type(candidate_named("Q8_0").config) == "Q8_0"
     assert gguf_type(candidate_named("int4_g128").config) is None
+    assert [c.name for c in DEFAULT_CANDIDATES] == [*SHIPPED, "int4_g128", "int8_pc"]
+    # Q4_K's 256-value super-blocks do not divide 384-wide rows: llama-quantize stores
+    # such a tensor as Q5_0, and the table measures that
+    w = torch.randn(8, 384, generator=gen)
+    (r,) = measure_tensor("t", w, [candidate_named("Q4_K")])
+    q5_0 = QuantConfig.from_name("Q5_0")
+    assert config_for(candidate_named("Q4_K"), (8, 384)) == q5_0
+    assert r.ok and r.stored_as == "Q5_0" and r.gguf_type == "Q5_0"
+    assert r.total_bits == storage_cost(w.shape, q5_0).total_bits == 8 * 384 * 11 // 2
+    assert r.mse == pytest.approx(error_metrics(w, quantize(w, q5_0).dequantize()).mse, rel=REL)
+    # rows of 48 values divide neither Q4_K's blocks nor Q5_0's: F16 in llama.cpp, no cell
+    (r,) = measure_tensor("t", torch.randn(8, 48, generator=gen), [candidate_named("Q4_K")])
+    assert not r.ok and "keeps such a tensor in F16" in (r.skipped or "")

@@ -17,6 +17,7 @@ from dashboard.services.mixed.runner import RAY_ENV, shutdown_pools
 from dashboard.services.mixed.state import literal
 from dashboard.services.model.roots import ROOTS_ENV
 from dashboard.services.model.shards import write_sharded
+from quant_core.mixed import SHIPPED
 
 PAGE = Path(__file__).resolve().parents[2] / "dashboard" / "views" / "mixed.py"
 N_WEIGHTS = 40  # MiniLM: 37 linear layers and 3 embedding tables
@@ -56,8 +57,10 @@ def test_bundled_model_default() -> None:
     cosines = {k: float(v) for k, v in m.items() if k.startswith("Embedding cosine")}
     assert len(cosines) == 2 and all(0.5 < c <= 1 for c in cosines.values())
     assert query(at, "mx.budget") == "4.5bpw"
-    assert query(at, "mx.cands").split(",")[:2] == ["int8_pc", "q8_g32"]
-    assert any(f"{N_WEIGHTS} weights × 8 schemes" in c.value for c in at.caption)
+    assert query(at, "mx.cands").split(",") == [*SHIPPED, "int4_g128", "int8_pc"]
+    assert any(f"{N_WEIGHTS} weights × 11 schemes" in c.value for c in at.caption)
+    # MiniLM's rows (384 and 1536 values) do not divide Q4_K's super-blocks: its fallback
+    assert any(literal("Q4_K is stored as Q5_0") in c.value for c in at.caption)
     heat = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert len(heat["data"][0]["y"]) == N_WEIGHTS
     assert len(heat["data"][1]["y"]) == N_WEIGHTS  # one allocated cell per row
@@ -72,7 +75,7 @@ def test_bundled_model_default() -> None:
 def test_the_url_carries_budget_candidates_and_floor() -> None:
     at = open_page(**{"mx.budget": "20MB", "mx.cands": "int8_pc,int4_g128", "mx.floor": "int8_pc"})
     no_errors(at)
-    assert at.multiselect(key="mx_cands").value == ["int8_pc", "int4_g128"]
+    assert at.multiselect(key="mx_cands").value == ["int4_g128", "int8_pc"]
     assert at.radio(key="mx_unit").value.value == "MB"
     assert at.number_input(key="mx_value").value == 20.0
     assert at.selectbox(key="mx_floor").value == "int8_pc"
@@ -90,7 +93,7 @@ def test_bad_links_fall_back_with_a_warning() -> None:
     assert "mx.budget='lots' is not a number and a unit" in text
     assert "unknown scheme(s) 'q9' left out" in text
     assert "mx.floor='q9' is not a chosen scheme" in text
-    assert at.multiselect(key="mx_cands").value == ["int8_pc", "int4_g128"]
+    assert at.multiselect(key="mx_cands").value == ["int4_g128", "int8_pc"]
     assert at.number_input(key="mx_value").value == 4.5
 
 
@@ -155,7 +158,7 @@ def test_a_folder_without_config_json_gets_table_and_allocation(
     captions = " ".join(c.value for c in at.caption)
     assert literal("no config.json") in captions
     assert "plain sums of squared weight errors" in captions
-    assert "3 weights × 8 schemes" in captions
+    assert "3 weights × 11 schemes" in captions
     table = at.dataframe[-1].value
     assert sorted(table["tensor"]) == [
         "lm_head.weight",
@@ -180,8 +183,8 @@ def test_a_causal_lm_folder_is_judged_by_kl_and_perplexity(roots: Path) -> None:
     assert len(kl) == 2 and len(ppl) == 2
     assert all(float(v.split()[0]) >= 0 for v in kl.values())
     assert any("Float model perplexity" in c.value and "64 tokens" in c.value for c in at.caption)
-    # the tiny Llama's names have llama.cpp spellings; q8_g32 is the one GGUF type here
+    # the tiny Llama's names have llama.cpp spellings
     code = at.code[0].value if at.code else ""
     chosen = at.dataframe[-1].value
-    if (chosen["scheme"] == "q8_g32").any():
-        assert "--tensor-type '^" in code and "=q8_0'" in code
+    if chosen["scheme"].isin(["Q4_0", "Q8_0", "MXFP4"]).any():
+        assert "--tensor-type '^" in code

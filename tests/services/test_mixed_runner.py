@@ -32,7 +32,7 @@ from quant_core.mixed import candidate_named
 
 pytestmark = pytest.mark.slow
 
-CANDIDATES = tuple(candidate_named(n) for n in ("int8_pc", "int4_g128", "nf4_g64"))
+CANDIDATES = tuple(candidate_named(n) for n in ("int8_pc", "int4_g128", "MXFP4"))
 KILL_MARK = "QLAB_TEST_KILL_MARK"
 
 
@@ -91,7 +91,7 @@ def test_tasks_cover_every_2d_weight_but_norms(checkpoint, reference_rows) -> No
     assert torch.equal(embed.importance, torch.full((128,), 1 / 300, dtype=torch.float64))
     assert next(t for t in tasks if t.tensor == "lm_head.weight").importance is None
     rows = reference_rows["model.layers.0.mlp.up_proj.weight"]
-    assert [r.scheme for r in rows] == ["int8_pc", "int4_g128", "nf4_g64"]
+    assert [r.scheme for r in rows] == ["int8_pc", "int4_g128", "MXFP4"]
     assert all(r.ok and r.stored_bits == 256 * 128 * 16 for r in rows)
     assert lookup_importance(ckpt.tensor("lm_head.weight").info) is None
 

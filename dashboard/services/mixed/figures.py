@@ -8,6 +8,7 @@ any size, and equal to the plain SQNR where no input importance is known.
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -21,7 +22,9 @@ from ..compare.frontier import pareto_mask
 from .tasks import TaskResult
 
 __all__ = [
+    "HeatMetric",
     "allocation_table",
+    "cell_notes",
     "curve_figure",
     "heatmap_figure",
     "mix_figure",
@@ -44,7 +47,26 @@ def weighted_sqnr(row: SensitivityRow) -> float:
     return 10 * math.log10(row.energy / row.weighted_error)
 
 
-def _grid(rows: Sequence[SensitivityRow]) -> tuple[list[str], list[str], np.ndarray]:
+class HeatMetric(enum.Enum):
+    """The heatmap's colour, higher is better. WEIGHTED_SQNR: ``10 log10(energy /
+    weighted_error)`` dB (every table). OUTPUT_ERROR: ``-10 log10(output_mse)`` dB, the
+    layer output's error on held-out inputs (the bundled model's linear layers; blank
+    where no held-out inputs exist, as for embedding tables)."""
+
+    WEIGHTED_SQNR = "weighted SQNR (dB)"
+    OUTPUT_ERROR = "held-out output error, -10 log10(MSE) (dB)"
+
+    def value(self, row: SensitivityRow) -> float:
+        if self is HeatMetric.WEIGHTED_SQNR:
+            return weighted_sqnr(row)
+        if not row.ok or row.output_mse is None:
+            return math.nan
+        return math.inf if row.output_mse == 0 else -10 * math.log10(row.output_mse)
+
+
+def _grid(
+    rows: Sequence[SensitivityRow], metric: HeatMetric = HeatMetric.WEIGHTED_SQNR
+) -> tuple[list[str], list[str], np.ndarray]:
     tensors: list[str] = []
     schemes: list[str] = []
     for r in rows:
@@ -56,24 +78,26 @@ def _grid(rows: Sequence[SensitivityRow]) -> tuple[list[str], list[str], np.ndar
     t_i = {t: i for i, t in enumerate(tensors)}
     s_i = {s: j for j, s in enumerate(schemes)}
     for r in rows:
-        v = weighted_sqnr(r)
+        v = metric.value(r)
         z[t_i[r.tensor], s_i[r.scheme]] = v if math.isfinite(v) else np.nan
     return tensors, schemes, z
 
 
 def heatmap_figure(
-    rows: Sequence[SensitivityRow], chosen: Mapping[str, str] | None = None
+    rows: Sequence[SensitivityRow],
+    chosen: Mapping[str, str] | None = None,
+    metric: HeatMetric = HeatMetric.WEIGHTED_SQNR,
 ) -> go.Figure:
-    """Tensors (rows, table order top to bottom) × schemes (columns), coloured by weighted
-    SQNR; ``chosen`` (tensor → scheme) marks each row's allocated cell with a ring."""
-    tensors, schemes, z = _grid(rows)
+    """Tensors (rows, table order top to bottom) × schemes (columns), coloured by
+    ``metric``; ``chosen`` (tensor → scheme) marks each row's allocated cell with a ring."""
+    tensors, schemes, z = _grid(rows, metric)
     fig = go.Figure(
         go.Heatmap(
             z=z,
             x=schemes,
             y=tensors,
             colorscale="Viridis",
-            colorbar={"title": "weighted SQNR (dB)"},
+            colorbar={"title": "dB"},
             hovertemplate="%{y}<br>%{x}: %{z:.1f} dB<extra></extra>",
         )
     )
@@ -90,7 +114,7 @@ def heatmap_figure(
             )
         )
     fig.update_layout(
-        title="Sensitivity: weighted SQNR per tensor and scheme (higher is better)",
+        title=f"Sensitivity: {metric.value} per tensor and scheme (higher is better)",
         height=int(min(2400, max(360, 140 + 16 * len(tensors)))),
         yaxis={"autorange": "reversed", "type": "category"},
         xaxis={"type": "category", "side": "top"},
@@ -216,3 +240,26 @@ def progress_table(results: Iterable[TaskResult]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(out)
+
+
+def cell_notes(rows: Sequence[SensitivityRow]) -> tuple[str, ...]:
+    """One sentence per scheme measured in llama-quantize's fallback type somewhere, and
+    per scheme that could not take some tensors (with the first reason), e.g. ``Q4_K is
+    stored as Q5_0 on 36 tensor(s) (llama-quantize's fallback: ...)``."""
+    fallback: dict[tuple[str, str], int] = {}
+    skipped: dict[str, tuple[int, str]] = {}
+    for r in rows:
+        if r.stored_as:
+            fallback[r.scheme, r.stored_as] = fallback.get((r.scheme, r.stored_as), 0) + 1
+        if r.skipped:
+            count, why = skipped.get(r.scheme, (0, r.skipped))
+            skipped[r.scheme] = (count + 1, why)
+    notes = [
+        f"{scheme} is stored as {target} on {n} tensor(s) (llama-quantize's fallback: its "
+        "blocks do not divide their rows)."
+        for (scheme, target), n in fallback.items()
+    ]
+    notes += [
+        f"{scheme} cannot take {n} tensor(s), e.g.: {why}." for scheme, (n, why) in skipped.items()
+    ]
+    return tuple(notes)

@@ -19,7 +19,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from quant_core.mixed import DEFAULT_CANDIDATES, Budget, BudgetUnit, Candidate, Pin
+from quant_core.mixed import (
+    ALL_CANDIDATES,
+    DEFAULT_CANDIDATES,
+    Budget,
+    BudgetUnit,
+    Candidate,
+    Pin,
+)
 
 __all__ = [
     "BUDGET_KEY",
@@ -72,7 +79,7 @@ class MixedQuery:
 
 
 def mixed_from_query(
-    params: Mapping[str, str], known: Sequence[Candidate] = DEFAULT_CANDIDATES
+    params: Mapping[str, str], known: Sequence[Candidate] = ALL_CANDIDATES
 ) -> MixedQuery:
     """Parse the page's keys of ``params`` (module docstring)."""
     names = [c.name for c in known]
@@ -83,7 +90,7 @@ def mixed_from_query(
             budget = parse_budget(params[BUDGET_KEY])
         except ValueError as exc:
             problems.append(f"{exc}; using {budget_text(DEFAULT_BUDGET)}")
-    cands = tuple(names)
+    cands = MixedQuery().candidates
     raw = params.get(CANDIDATES_KEY)
     if raw is not None:
         parts = [p for p in str(raw)[:_MAX_TEXT].split(",") if p]
