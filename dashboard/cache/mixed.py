@@ -94,7 +94,7 @@ def causal_importance(key: str, _folder: Path, max_tokens: int) -> dict[str, tor
 def bundled_judgement(
     key: tuple[tuple[str, str], ...], _configs: dict[str, QuantConfig]
 ) -> EmbeddingJudgement:
-    """``key``: the allocation's (tensor, scheme) pairs; ``_configs``: what each tensor is
-    stored in (``configs_of``). The bundled model's held-out sentence embeddings with those
+    """``key``: (tensor, config name) pairs of ``_configs``, what each tensor is stored in
+    (``configs_of``). The bundled model's held-out sentence embeddings with those
     weights fake-quantized, against fp32."""
     return embedding_judgement(bundled_model(), HELD_OUT_SENTENCES, _configs, bundled_reference())

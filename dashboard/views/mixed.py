@@ -12,6 +12,7 @@ import streamlit as st
 from dashboard.cache import mixed as mixed_cache
 from dashboard.components import url
 from dashboard.components.mixed_controls import mixed_controls, ray_address
+from dashboard.components.mixed_judge import judge_output
 from dashboard.components.model_source import ModelFolder, model_picker, model_roots
 from dashboard.services.io import LoadError
 from dashboard.services.mixed.figures import (
@@ -27,7 +28,6 @@ from dashboard.services.mixed.runner import Placement, TaskFailed, Where, fill_t
 from dashboard.services.mixed.sources import file_checkpoint
 from dashboard.services.mixed.state import literal, parse_pins
 from dashboard.services.mixed.tasks import tasks_for
-from quant_core import HELD_OUT_SENTENCES
 from quant_core.mixed import (
     AllocationRules,
     BudgetOutOfRange,
@@ -43,7 +43,6 @@ from quant_core.mixed.causal import (
     DEFAULT_MAX_TOKENS,
     ModelUnavailable,
     check_folder,
-    evaluate_recipe,
 )
 from quant_core.mixed.exports import recipe_json, table_csv, tensor_type_lines
 
@@ -186,74 +185,21 @@ uniform = uniform_points(problem)
 right.plotly_chart(curve_figure(allocation_curve(problem), uniform, alloc), key="mx_curve")
 
 st.subheader("Judged by the model's output")
+# against the uniform scheme of the nearest size
 nearest = min(uniform, key=lambda p: abs(p.bits - alloc.total_bits))
 base = uniform_allocation(problem, nearest.label)
-recipes = {
-    f"mixed ({alloc.bits_per_weight:.3f} bits/w)": alloc,
-    f"uniform {nearest.label} ({base.bits_per_weight:.3f} bits/w)": base,
-}
-
-
 shapes = {t.tensor: t.shape for t in tasks}
-
-
-def configs(a):
-    return configs_of(a, candidates, shapes)
-
-
-if model.bundled:
-    cols = st.columns(len(recipes))
-    for col, (label, a) in zip(cols, recipes.items(), strict=True):
-        j = mixed_cache.bundled_judgement(tuple(a.recipe().items()), configs(a))
-        col.metric(f"Embedding cosine, {label}", f"{j.mean_cosine:.5f}")
-        col.caption(f"worst sentence {j.min_cosine:.5f}")
-    st.caption(f"On the {len(HELD_OUT_SENTENCES)} held-out sentences, against fp32.")
-elif folder is None:
-    st.info("An uploaded file holds weights but not the model's code: no output to judge.")
-elif lm_problem is not None:
-    st.info(f"The model's output is not computed: {literal(lm_problem)}.")
-else:
-    max_tokens = st.number_input(
-        "Tokens of the held-out text (the limit of this check)",
-        min_value=16,
-        max_value=1024,
-        value=DEFAULT_MAX_TOKENS,
-        step=16,
-        key="mx_tokens",
-    )
-    memo = st.session_state.setdefault("mx_judged", {})
-    judge_key = (folder.key, int(max_tokens), alloc.recipe().__repr__(), base.uniform)
-    if st.button("Compute KL and perplexity", key="mx_judge") and judge_key not in memo:
-        try:
-            lm = mixed_cache.causal_lm(folder.key, folder.folder)
-            ref = mixed_cache.causal_reference(folder.key, folder.folder, int(max_tokens))
-        except (ModelUnavailable, ValueError) as exc:
-            st.warning(literal(exc))
-        else:
-            judge_bar = st.progress(0.0)
-            out = {}
-            for i, (label, a) in enumerate(recipes.items()):
-
-                def step(done, total, i=i, label=label):
-                    judge_bar.progress((i + done / total) / len(recipes), text=label)
-
-                out[label] = evaluate_recipe(lm, ref, configs(a), step)
-            judge_bar.empty()
-            memo[judge_key] = out
-    judged = memo.get(judge_key)
-    if judged is None:
-        st.caption(
-            "KL divergence of next-token distributions against the float model and "
-            f"perplexity, on the first {int(max_tokens)} tokens of a held-out text shipped "
-            "with the lab (the model is loaded from the folder with transformers, on the CPU)."
-        )
-    else:
-        first = next(iter(judged.values()))
-        st.caption(f"Float model perplexity {first.float_perplexity:.3f} on {first.tokens} tokens.")
-        cols = st.columns(len(judged))
-        for col, (label, ev) in zip(cols, judged.items(), strict=True):
-            col.metric(f"KL, {label}", f"{ev.kl:.5f} nats/token")
-            col.metric(f"Perplexity, {label}", f"{ev.perplexity:.3f}")
+judge_output(
+    model.bundled,
+    folder,
+    lm_problem,
+    {
+        f"mixed ({alloc.bits_per_weight:.3f} bits/w)": configs_of(alloc, candidates, shapes),
+        f"uniform {nearest.label} ({base.bits_per_weight:.3f} bits/w)": configs_of(
+            base, candidates, shapes
+        ),
+    },
+)
 
 st.subheader("Allocation")
 st.dataframe(allocation_table(rows, alloc), hide_index=True, key="mx_alloc")

@@ -133,3 +133,23 @@ def test_cell_notes_name_fallbacks_and_refusals() -> None:
         "divide their rows).",
         "IQ4_XS cannot take 1 tensor(s), e.g.: llama.cpp's IQ4_NL quantizer is not ported yet.",
     )
+
+
+def test_ray_and_streamlit_stay_out_until_asked_for() -> None:
+    """Ray is optional for the app: the runner imports it only when a Ray address is set;
+    quant_core.mixed never loads Streamlit, plotly or Ray."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, quant_core.mixed, quant_core.mixed.causal, quant_core.mixed.exports; "
+        "core = sorted(m for m in sys.modules if m.split('.')[0] in ('streamlit', 'plotly', "
+        "'ray')); "
+        "import dashboard.services.mixed.runner, dashboard.services.mixed.tasks; "
+        "from dashboard.services.mixed.runner import choose_placement; "
+        "choose_placement(None, 2); "
+        "print(core, 'ray' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    assert done.stdout.strip().splitlines()[-1] == "[] False"

@@ -56,7 +56,7 @@ class HeatMetric(enum.Enum):
     WEIGHTED_SQNR = "weighted SQNR (dB)"
     OUTPUT_ERROR = "held-out output error, -10 log10(MSE) (dB)"
 
-    def value(self, row: SensitivityRow) -> float:
+    def of(self, row: SensitivityRow) -> float:
         if self is HeatMetric.WEIGHTED_SQNR:
             return weighted_sqnr(row)
         if not row.ok or row.output_mse is None:
@@ -78,7 +78,7 @@ def _grid(
     t_i = {t: i for i, t in enumerate(tensors)}
     s_i = {s: j for j, s in enumerate(schemes)}
     for r in rows:
-        v = metric.value(r)
+        v = metric.of(r)
         z[t_i[r.tensor], s_i[r.scheme]] = v if math.isfinite(v) else np.nan
     return tensors, schemes, z
 
