@@ -10,6 +10,7 @@ import streamlit as st
 
 from dashboard.components import persist, url
 from dashboard.components.persist import PERSIST
+from dashboard.services.display.text import literal
 from dashboard.services.state.algorithm import (
     DAMP_RANGE,
     DEFAULT_DAMP,
@@ -137,7 +138,7 @@ def algorithm_picker(
             try:
                 calibration = parse_sentences(text)
             except ValueError as exc:
-                st.error(f"Calibration text: {exc}. Using the bundled sentences.")
+                st.error(f"Calibration text: {literal(exc)}. Using the bundled sentences.")
                 calibration, custom = CALIBRATION_SENTENCES, False
         else:
             st.caption(f"Calibrated on the {len(CALIBRATION_SENTENCES)} bundled sentences.")

@@ -24,6 +24,7 @@ from dashboard.services.compare.grid import fit_grid
 from dashboard.services.compare.sweep import GridExpansion, SchemeGrid, SweepResult, expand_grid
 from dashboard.services.compare.sweep import run_sweep as run_schemes
 from dashboard.services.compare.weights import calibration_note, offered_algorithms
+from dashboard.services.display.text import literal
 from dashboard.services.state.algorithm import parse_sentences
 from dashboard.services.state.compare import sweep_from_query, sweep_to_query
 from dashboard.services.state.scheme import GranularityKind
@@ -157,7 +158,7 @@ def _calibration_inputs() -> tuple[tuple[str, ...], bool]:
     try:
         return parse_sentences(text), True
     except ValueError as exc:
-        st.error(f"Calibration text: {exc}. Using the bundled sentences.")
+        st.error(f"Calibration text: {literal(exc)}. Using the bundled sentences.")
         return CALIBRATION_SENTENCES, False
 
 
@@ -266,7 +267,7 @@ def sweep_grid_form(
                 zero_points=tuple(zero_points) or (ZeroPoint.INCLUDE_ZERO,),
             )
         except (TypeError, ValueError) as exc:
-            st.error(f"That grid is not valid: {exc}")
+            st.error(f"That grid is not valid: {literal(exc)}")
             return None
         ss[_GRID] = _Submitted(grid, calibration, custom)
     sub = ss.get(_GRID)

@@ -12,10 +12,11 @@ from dashboard.components.explorer_details import ExplorerInputs, details, downl
 from dashboard.components.explorer_run import explorer_algorithm, run_explorer
 from dashboard.components.layer_source import is_activation, outlier_strip
 from dashboard.components.metrics import algorithm_row, metrics_row
-from dashboard.components.source import current_source
+from dashboard.components.source import current_source, source_caption
 from dashboard.components.view import current_view, overview_maps, view_options
 from dashboard.components.view import seed_from_url as seed_view_from_url
 from dashboard.services.display.reduce import needs_reduction
+from dashboard.services.display.text import literal
 from dashboard.services.state.algorithm import algorithm_to_query
 from dashboard.services.state.research import scheme_to_query
 from dashboard.services.state.source import source_to_query
@@ -42,9 +43,9 @@ query = {**source_to_query(source.choice), **scheme_to_query(scheme), **algorith
 # Written before the work below, so a run that stops early still leaves URL and page agreeing.
 url.write({**query, **view_to_query(current_view())})
 
-st.caption(f"**{source.label}** · shape {list(source.original_shape)} · {source.dtype_label}")
+source_caption(source)
 for note in source.notes:
-    st.info(note)
+    st.info(literal(note))
 if source.nonfinite is not None:
     st.warning(
         f"{source.nonfinite.describe()}. Quantization needs finite values: the non-finite "
@@ -57,7 +58,7 @@ key = f"{source.key}|{scheme!r}|{algo.key()}"
 try:
     run = run_explorer(key, source, scheme, algo, layer)
 except ValueError as exc:
-    st.error(f"This scheme cannot quantize this tensor: {exc}")
+    st.error(f"This scheme cannot quantize this tensor: {literal(exc)}")
     st.stop()
 exp = run.exploration
 
