@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import streamlit as st
 from canvas import canvas_payloads, metric_value, metrics_shown
+from markdown_text import plain
 from streamlit.testing.v1 import AppTest
 
 from quant_core import Algorithm, Format
@@ -62,11 +63,11 @@ def original_map(at: AppTest) -> str:
 
 def no_errors(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
+    assert not at.error, [plain(e.value) for e in at.error]
 
 
 def captions(at: AppTest) -> str:
-    return " ".join(c.value for c in at.caption)
+    return " ".join(plain(c.value) for c in at.caption)
 
 
 @pytest.mark.slow
@@ -104,7 +105,7 @@ def test_awq_from_a_link_labels_the_scaled_weight() -> None:
     assert at.selectbox(key="a_algo").value is Algorithm.AWQ
     assert "W·diag(s)" in captions(at)
     assert query(at, "algo") == "awq"
-    assert any("W·diag(s)" in i.value for i in at.info)  # the teaching panel says it too
+    assert any("W·diag(s)" in plain(i.value) for i in at.info)  # the teaching panel says it too
     # The original map is W·diag(s) under AWQ, W under RTN: never the other's cached image.
     awq_original = original_map(at)
     at.selectbox(key="a_algo").set_value(Algorithm.RTN).run()
@@ -130,7 +131,7 @@ def test_other_tensors_offer_rtn_and_hqq_and_say_why() -> None:
 def test_a_link_asking_gptq_on_a_single_tensor_explains_and_shows_rtn() -> None:
     at = new_app(src="synthetic", rows="16", cols="64", algo="gptq").run()
     assert not at.exception and not at.error
-    texts = " ".join(w.value for w in at.warning)
+    texts = " ".join(plain(w.value) for w in at.warning)
     assert "calibration data" in texts and "no model" in texts and "Showing RTN" in texts
     assert "Bits per element" in [m["label"] for m in metrics_shown(at)]
     assert at.selectbox(key="a_algo").value is Algorithm.RTN
@@ -163,7 +164,7 @@ def test_an_older_address_without_algo_restores_rtn() -> None:
 def test_bad_algorithm_links_warn(params: dict[str, str], text: str) -> None:
     at = new_app(src="synthetic", rows="16", cols="64", **params).run()
     assert not at.exception
-    assert any(text in w.value for w in at.warning), [w.value for w in at.warning]
+    assert any(text in plain(w.value) for w in at.warning), [plain(w.value) for w in at.warning]
     assert at.selectbox(key="a_algo").value is Algorithm.RTN
 
 
@@ -172,5 +173,5 @@ def test_an_algorithm_the_format_cannot_run_falls_back_to_rtn() -> None:
     no_errors(at)
     at.selectbox(key="q_fmt").set_value(Format.NF4).run()
     assert not at.exception
-    assert any("integer grid" in w.value for w in at.warning)
+    assert any("integer grid" in plain(w.value) for w in at.warning)
     assert "Codes ≠ RTN" not in [m["label"] for m in metrics_shown(at)]

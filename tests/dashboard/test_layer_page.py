@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import streamlit as st
 from canvas import metric_value, metrics_shown
+from markdown_text import plain
 from streamlit.testing.v1 import AppTest
 
 from dashboard import cache
@@ -34,7 +35,7 @@ def new_app(page: str, **query: str) -> AppTest:
 
 def no_errors(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
+    assert not at.error, [plain(e.value) for e in at.error]
 
 
 def chart_titles(at: AppTest) -> list[str]:
@@ -50,7 +51,7 @@ def test_activation_source_gives_the_layer_input_to_the_explorer() -> None:
     at.selectbox(key="src_kind").set_value(SourceKind.ACTIVATIONS).run()
     no_errors(at)
     assert at.selectbox(key="src_layer").value == QUERY
-    captions = " ".join(c.value for c in at.caption)
+    captions = " ".join(plain(c.value) for c in at.caption)
     assert f"input of {QUERY}" in captions
     # [tokens, 384]: the 36 calibration sentences give hundreds of real tokens
     shape = captions.split("shape [", 1)[1].split("]", 1)[0]
@@ -85,12 +86,12 @@ def test_activation_source_from_a_link_and_own_sentences() -> None:
     at.checkbox(key="src_own").check().run()
     at.text_area(key="src_text").input("A cat sat on the mat.\nQuantization clips outliers.").run()
     no_errors(at)
-    captions = " ".join(c.value for c in at.caption)
+    captions = " ".join(plain(c.value) for c in at.caption)
     assert "on 2 sentences of your own" in captions
     assert "not kept in links" in captions
     # an empty text is refused with a message; the previous tensor stays on the page
     at.text_area(key="src_text").input("   \n  ").run()
-    assert any("Sentences:" in e.value for e in at.error)
+    assert any("Sentences:" in plain(e.value) for e in at.error)
     assert not at.exception
     assert metric_value(at, "Bits per element")
 
@@ -98,7 +99,7 @@ def test_activation_source_from_a_link_and_own_sentences() -> None:
 def test_a_link_made_with_own_sentences_warns() -> None:
     at = new_app("explorer.py", src="act", layer=QUERY, sents="own").run()
     assert not at.exception
-    assert any("do not carry" in w.value for w in at.warning)
+    assert any("do not carry" in plain(w.value) for w in at.warning)
     assert at.checkbox(key="src_own").value is False
 
 
@@ -119,9 +120,9 @@ def test_static_ranges_report_the_clipping_of_held_out_values() -> None:
     n = cmp.static.clip.n_clipped
     assert n > 0
     assert metric_value(at, "Clipped") == f"{n:,}"
-    assert "18 held-out sentences" in " ".join(c.value for c in at.caption)
+    assert "18 held-out sentences" in " ".join(plain(c.value) for c in at.caption)
     # Once: the zoom/histogram/teaching and downloads parts look the run up again silently.
-    assert sum("calibration tokens" in c.value for c in at.caption) == 1
+    assert sum("calibration tokens" in plain(c.value) for c in at.caption) == 1
     # dynamic ranges on the same held-out rows clip nothing
     at.radio(key="src_ranges").set_value(RangeMode.DYNAMIC).run()
     assert metric_value(at, "Clipped") == "0"
@@ -131,7 +132,7 @@ def test_static_ranges_refuse_a_per_token_scheme_with_a_message() -> None:
     at = new_app("explorer.py", src="act", layer=QUERY, ranges="static", gran="channel", axis="0")
     at.run()
     assert not at.exception
-    assert any("per-tensor or per-feature" in e.value for e in at.error)
+    assert any("per-tensor or per-feature" in plain(e.value) for e in at.error)
 
 
 # --- the Layer outputs page ----------------------------------------------------------------
@@ -190,4 +191,4 @@ def test_held_out_static_per_feature_activations_clip() -> None:
     # static per-token ranges do not exist: a message, no traceback
     at.radio(key="la_q_agran").set_value("token").run()
     assert not at.exception
-    assert any("per-token" in e.value for e in at.error)
+    assert any("per-token" in plain(e.value) for e in at.error)
