@@ -25,6 +25,7 @@ from dashboard.services.compare.sweep import GridExpansion, SchemeGrid, SweepRes
 from dashboard.services.compare.sweep import run_sweep as run_schemes
 from dashboard.services.compare.weights import calibration_note, offered_algorithms
 from dashboard.services.display.text import literal
+from dashboard.services.sources.choice import SourceChoice
 from dashboard.services.state.algorithm import parse_sentences
 from dashboard.services.state.compare import sweep_from_query, sweep_to_query
 from dashboard.services.state.scheme import GranularityKind
@@ -163,11 +164,14 @@ def _calibration_inputs() -> tuple[tuple[str, ...], bool]:
 
 
 def sweep_grid_form(
-    shape: tuple[int, int], source_key: str, layer: str | None
+    shape: tuple[int, int],
+    source_key: str,
+    layer: str | None,
+    choice: SourceChoice | None = None,
 ) -> SweepRequest | None:
     """The grid form for a ``[R, C]`` matrix (``layer``: the bundled-model layer it is, or
-    ``None``); returns the last submitted grid expanded for it (``None`` before the first
-    submit)."""
+    ``None``; ``choice``: where the matrix comes from, for the calibration note); returns
+    the last submitted grid expanded for it (``None`` before the first submit)."""
     cols = shape[1]
     offered = list(offered_algorithms(layer))
     ss = st.session_state
@@ -235,7 +239,9 @@ def sweep_grid_form(
         submitted = st.form_submit_button("Run sweep", type="primary", key="sw_run")
     n_cal = len(ss[_GRID].calibration) if isinstance(ss.get(_GRID), _Submitted) else None
     st.caption(
-        calibration_note(layer, n_cal or len(CALIBRATION_SENTENCES), len(HELD_OUT_SENTENCES))
+        calibration_note(
+            layer, n_cal or len(CALIBRATION_SENTENCES), len(HELD_OUT_SENTENCES), choice
+        )
     )
     if submitted:
         empty = [

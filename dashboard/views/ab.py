@@ -40,7 +40,7 @@ with left.expander("Scheme A", expanded=True):
     cfg_a, alg_a = ab_side(cols, "a_", DEFAULT_A, layer)
 with right.expander("Scheme B", expanded=True):
     cfg_b, alg_b = ab_side(cols, "b_", DEFAULT_B, layer)
-st.caption(calibration_note(layer, len(alg_a.calibration), len(HELD_OUT_SENTENCES)))
+st.caption(calibration_note(layer, len(alg_a.calibration), len(HELD_OUT_SENTENCES), source.choice))
 # Written before the work below, so a run that stops early still leaves URL and page agreeing.
 url.write({**source_to_query(source.choice), **ab_to_query(cfg_a, alg_a, cfg_b, alg_b)})
 

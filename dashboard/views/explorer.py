@@ -32,13 +32,14 @@ source = current_source()
 url.show_warnings()
 if source is None:
     st.stop()
+notice = st.container()  # what the sidebar had to change, said above the fold
 
 rows, cols = source.matrix.shape
 with st.sidebar:
     st.header("Scheme")
     scheme = config_picker(cols, research=True, activation_terms=is_activation(source))
     st.header("Algorithm")
-    algo, layer = explorer_algorithm(source, scheme)
+    algo, layer = explorer_algorithm(source, scheme, notice)
 query = {**source_to_query(source.choice), **scheme_to_query(scheme), **algorithm_to_query(algo)}
 # Written before the work below, so a run that stops early still leaves URL and page agreeing.
 url.write({**query, **view_to_query(current_view())})

@@ -78,10 +78,10 @@ def test_sweep_explains_calibrated_algorithms_on_a_synthetic_tensor() -> None:
     at = open_page("sweep.py", src="synthetic", rows="16", cols="64", **link)
     no_errors(at)
     warned = " ".join(plain(w.value) for w in at.warning)
-    assert "GPTQ chooses codes from the layer's inputs (calibration data)" in warned
-    assert "single tensor with no model has none" in warned and "left out" in warned
+    assert "GPTQ chooses codes from a linear layer's inputs (calibration data)" in warned
+    assert "this tensor has none" in warned and "left out" in warned
     assert at.multiselect(key="sw_algos").options == ["RTN", "HQQ"]
-    assert "GPTQ and AWQ cannot run here" in " ".join(plain(c.value) for c in at.caption)
+    assert "GPTQ and AWQ are not offered" in " ".join(plain(c.value) for c in at.caption)
     assert list(at.dataframe[0].value["algorithm"]) == ["RTN"]
     assert at.query_params["sw.algo"] == "rtn"  # the URL holds what the page ran
     assert at.radio(key="sw_axis").options == ["weight MSE", "weight SQNR (dB)"]
@@ -186,11 +186,11 @@ def test_ab_explains_why_gptq_cannot_run_on_a_synthetic_tensor() -> None:
     head = next(m.value for m in at.markdown if "bits/el" in m.value)
     assert "**A**: 4.5 bits/el" in head and " — A costs " in head
     assert at.selectbox(key="a_a_algo").options == ["RTN", "HQQ"]
-    assert "GPTQ and AWQ cannot run here" in " ".join(plain(c.value) for c in at.caption)
+    assert "GPTQ and AWQ are not offered" in " ".join(plain(c.value) for c in at.caption)
     # a link asking GPTQ for a tensor with no model: the reason, and RTN
     linked = open_page("ab.py", src="synthetic", rows="32", cols="64", **{"a.algo": "gptq"})
     no_errors(linked)
-    assert "a single tensor with no model has none" in linked.warning[0].value
+    assert "this tensor has none" in plain(linked.warning[0].value)
     assert list(linked.dataframe[0].value["algorithm"]) == ["RTN", "RTN"]
     assert "a.algo" not in linked.query_params
 

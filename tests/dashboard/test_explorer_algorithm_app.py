@@ -132,10 +132,35 @@ def test_a_link_asking_gptq_on_a_single_tensor_explains_and_shows_rtn() -> None:
     at = new_app(src="synthetic", rows="16", cols="64", algo="gptq").run()
     assert not at.exception and not at.error
     texts = " ".join(plain(w.value) for w in at.warning)
-    assert "calibration data" in texts and "no model" in texts and "Showing RTN" in texts
+    assert "calibration data" in texts and "no model" in texts and "showing RTN" in texts
     assert "Bits per element" in [m["label"] for m in metrics_shown(at)]
     assert at.selectbox(key="a_algo").value is Algorithm.RTN
     assert query(at, "algo") is None
+
+
+@pytest.mark.slow
+def test_an_algorithm_the_format_rules_out_leaves_the_selector_and_says_so_on_top() -> None:
+    # MiniLM's word embeddings under HQQ, then NF4: HQQ cannot run on a codebook format.
+    at = new_app(src="model", tensor="embeddings.word_embeddings.weight", algo="hqq").run()
+    no_errors(at)
+    assert at.selectbox(key="a_algo").value is Algorithm.HQQ
+    at.selectbox(key="q_fmt").set_value(Format.NF4).run()
+    no_errors(at)
+    # the selector shows what the page computes, and no longer offers HQQ for NF4
+    algo = at.selectbox(key="a_algo")
+    assert algo.value is Algorithm.RTN and algo.options == ["RTN"]
+    assert query(at, "algo") is None
+    # said in the page, above the metrics, naming only what is offered here
+    (warning,) = [plain(w.value) for w in at.main.warning]
+    assert "HQQ works on an integer grid; nf4 is a codebook format: showing RTN." == warning
+    assert "AWQ" not in warning and not at.sidebar.warning
+    assert "Not offered for this scheme: HQQ works on an integer grid" in captions(at)
+    # the embeddings belong to the model: they are not a linear layer's weight
+    assert "is not the weight of a linear layer" in captions(at)
+    assert "no model" not in captions(at)
+    # back to integers: HQQ is offered again
+    at.selectbox(key="q_fmt").set_value(Format.INT).run()
+    assert at.selectbox(key="a_algo").options == ["RTN", "HQQ"]
 
 
 def test_an_older_address_without_algo_restores_rtn() -> None:
