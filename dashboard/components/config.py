@@ -17,6 +17,7 @@ from dashboard.components.granularity import (
 )
 from dashboard.components.persist import PERSIST
 from dashboard.components.research_scheme import apply_research, research_options
+from dashboard.services.display.text import literal
 from dashboard.services.state.link_fixes import link_fixes
 from dashboard.services.state.research import (
     ExplorerScheme,
@@ -193,7 +194,7 @@ def _warn_link_fixes(p: str, got: QuantConfig, cols: int) -> None:
     if not isinstance(wanted, QuantConfig):
         return
     for text in link_fixes(wanted, got, cols):
-        st.warning(f"Link: {text}.", icon="⚠️")
+        st.warning(f"Link: {literal(text)}.", icon="⚠️")
 
 
 @overload

@@ -24,6 +24,8 @@ from dashboard.services.compare.grid import fit_grid
 from dashboard.services.compare.sweep import GridExpansion, SchemeGrid, SweepResult, expand_grid
 from dashboard.services.compare.sweep import run_sweep as run_schemes
 from dashboard.services.compare.weights import calibration_note, offered_algorithms
+from dashboard.services.display.text import literal
+from dashboard.services.sources.choice import SourceChoice
 from dashboard.services.state.algorithm import parse_sentences
 from dashboard.services.state.compare import sweep_from_query, sweep_to_query
 from dashboard.services.state.scheme import GranularityKind
@@ -179,16 +181,19 @@ def _calibration_inputs() -> tuple[tuple[str, ...], bool]:
     try:
         return parse_sentences(text), True
     except ValueError as exc:
-        st.error(f"Calibration text: {exc}. Using the bundled sentences.")
+        st.error(f"Calibration text: {literal(exc)}. Using the bundled sentences.")
         return CALIBRATION_SENTENCES, False
 
 
 def sweep_grid_form(
-    shape: tuple[int, int], source_key: str, layer: str | None
+    shape: tuple[int, int],
+    source_key: str,
+    layer: str | None,
+    choice: SourceChoice | None = None,
 ) -> SweepRequest | None:
     """The grid form for a ``[R, C]`` matrix (``layer``: the bundled-model layer it is, or
-    ``None``); returns the last submitted grid expanded for it (``None`` before the first
-    submit)."""
+    ``None``; ``choice``: where the matrix comes from, for the calibration note); returns
+    the last submitted grid expanded for it (``None`` before the first submit)."""
     cols = shape[1]
     offered = list(offered_algorithms(layer))
     ss = st.session_state
@@ -271,7 +276,9 @@ def sweep_grid_form(
         submitted = st.form_submit_button("Run sweep", type="primary", key="sw_run")
     n_cal = len(ss[_GRID].calibration) if isinstance(ss.get(_GRID), _Submitted) else None
     st.caption(
-        calibration_note(layer, n_cal or len(CALIBRATION_SENTENCES), len(HELD_OUT_SENTENCES))
+        calibration_note(
+            layer, n_cal or len(CALIBRATION_SENTENCES), len(HELD_OUT_SENTENCES), choice
+        )
     )
     if submitted:
         empty = [
@@ -304,7 +311,7 @@ def sweep_grid_form(
                 presets=tuple(shipped),
             )
         except (TypeError, ValueError) as exc:
-            st.error(f"That grid is not valid: {exc}")
+            st.error(f"That grid is not valid: {literal(exc)}")
             return None
         ss[_GRID] = _Submitted(grid, calibration, custom)
     sub = ss.get(_GRID)
