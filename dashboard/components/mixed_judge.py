@@ -10,7 +10,7 @@ from pathlib import Path
 import streamlit as st
 
 from dashboard.cache import mixed as mixed_cache
-from dashboard.services.mixed.state import literal
+from dashboard.services.display.text import literal
 from dashboard.services.model.checkpoint import Checkpoint
 from quant_core import HELD_OUT_SENTENCES, QuantConfig
 from quant_core.mixed.causal import DEFAULT_MAX_TOKENS, ModelUnavailable, evaluate_recipe

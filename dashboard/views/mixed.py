@@ -14,6 +14,7 @@ from dashboard.components import url
 from dashboard.components.mixed_controls import mixed_controls, ray_address
 from dashboard.components.mixed_judge import judge_output
 from dashboard.components.model_source import ModelFolder, model_picker, model_roots
+from dashboard.services.display.text import literal
 from dashboard.services.io import LoadError
 from dashboard.services.mixed.figures import (
     HeatMetric,
@@ -26,7 +27,7 @@ from dashboard.services.mixed.figures import (
 )
 from dashboard.services.mixed.runner import Placement, TaskFailed, Where, fill_table
 from dashboard.services.mixed.sources import file_checkpoint
-from dashboard.services.mixed.state import literal, parse_pins
+from dashboard.services.mixed.state import parse_pins
 from dashboard.services.mixed.tasks import tasks_for
 from quant_core.mixed import (
     AllocationRules,

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 import streamlit as st
 import torch
+from hostile import HOSTILE, HOSTILE_NAME, shows, unsafe
 from streamlit.testing.v1 import AppTest
 
+from dashboard.services.display.text import html_literal, literal
 from dashboard.services.mixed.runner import RAY_ENV, shutdown_pools
-from dashboard.services.mixed.state import literal
 from dashboard.services.model.roots import ROOTS_ENV
 from dashboard.services.model.shards import write_sharded
 from quant_core.mixed import SHIPPED
@@ -188,3 +189,32 @@ def test_a_causal_lm_folder_is_judged_by_kl_and_perplexity(roots: Path) -> None:
     chosen = at.dataframe[-1].value
     if chosen["scheme"].isin(["Q4_0", "Q8_0", "MXFP4"]).any():
         assert "--tensor-type '^" in code
+
+
+def test_hostile_folder_tensor_names_and_pins_are_shown_literally(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder and a tensor named like an image, a link and HTML, and a pin typed like
+    one: nothing renders (``hostile.unsafe``), and the heatmap names the tensor as it is."""
+    weight = f"{HOSTILE}.weight"
+    g = torch.Generator().manual_seed(0)
+    target = tmp_path / HOSTILE_NAME
+    write_sharded(target, [{weight: torch.randn(32, 64, generator=g),
+                            "model.layers.0.mlp.up_proj.weight": torch.randn(32, 64, generator=g)}],
+                  1)  # fmt: skip
+    monkeypatch.setenv(ROOTS_ENV, str(tmp_path))
+    monkeypatch.setenv("QLAB_COMPILE", "0")  # the worker processes' kernels, as above
+    try:
+        at = open_page(
+            {"m_source": "folder", "m_folder": str(target.resolve()),
+             "mx_pins": f"{HOSTILE} = Q9"},
+            **{"mx.cands": "int8_pc,MXFP4"},
+        )  # fmt: skip
+        assert not at.exception, [e.value for e in at.exception]
+        assert unsafe(at) == []
+        assert shows(at, "![px](http:\\\\127.0.0.1:9\\name.png)")  # the folder, as named
+        assert shows(at, "pin line 1: 'Q9' is not a chosen scheme")
+        heat = json.loads(at.get("plotly_chart")[0].proto.spec)
+        assert html_literal(weight) in heat["data"][0]["y"]
+    finally:
+        shutdown_pools()

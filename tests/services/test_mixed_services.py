@@ -16,7 +16,6 @@ from dashboard.services.mixed.figures import (
     weighted_sqnr,
 )
 from dashboard.services.mixed.state import (
-    literal,
     mixed_from_query,
     mixed_to_query,
     parse_budget,
@@ -88,13 +87,6 @@ def test_pins_parse_or_name_the_line() -> None:
         parse_pins("a = Q9", ["Q4_0"])
     with pytest.raises(ValueError, match=r"pin line 1: .*not a valid regular expression"):
         parse_pins("( = Q4_0", ["Q4_0"])
-
-
-def test_literal_keeps_links_and_images_from_rendering() -> None:
-    text = literal("![x](//host/a) [y](http://e) *b* `c` a_b")
-    assert "](" not in text.replace("\\](", "").replace("\\(", "")
-    for ch in "![]()*`_":
-        assert f"\\{ch}" in text
 
 
 def test_figures_and_table() -> None:

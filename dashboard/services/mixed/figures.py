@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 from quant_core.mixed import Allocation, CurvePoint, SensitivityRow
 
 from ..compare.frontier import pareto_mask
+from ..display.text import html_literal
 from .tasks import TaskResult
 
 __all__ = [
@@ -91,11 +92,12 @@ def heatmap_figure(
     """Tensors (rows, table order top to bottom) × schemes (columns), coloured by
     ``metric``; ``chosen`` (tensor → scheme) marks each row's allocated cell with a ring."""
     tensors, schemes, z = _grid(rows, metric)
+    label = {t: html_literal(t) for t in tensors}  # tensor names come from files
     fig = go.Figure(
         go.Heatmap(
             z=z,
             x=schemes,
-            y=tensors,
+            y=[label[t] for t in tensors],
             colorscale="Viridis",
             colorbar={"title": "dB"},
             hovertemplate="%{y}<br>%{x}: %{z:.1f} dB<extra></extra>",
@@ -106,7 +108,7 @@ def heatmap_figure(
         fig.add_trace(
             go.Scatter(
                 x=[s for s, _ in pairs],
-                y=[t for _, t in pairs],
+                y=[label[t] for _, t in pairs],
                 mode="markers",
                 name="allocated",
                 marker={"symbol": "circle-open", "size": 12, "color": _MIXED, "line_width": 3},

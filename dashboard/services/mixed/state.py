@@ -37,7 +37,6 @@ __all__ = [
     "MAX_PINS",
     "MixedQuery",
     "budget_text",
-    "literal",
     "mixed_from_query",
     "mixed_to_query",
     "parse_budget",
@@ -150,12 +149,3 @@ def parse_pins(text: str, schemes: Sequence[str]) -> tuple[Pin, ...]:
         if len(pins) > MAX_PINS:
             raise ValueError(f"at most {MAX_PINS} pins")
     return tuple(pins)
-
-
-_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
-
-
-def literal(text: object) -> str:
-    """``text`` with Markdown's punctuation backslash-escaped, so a tensor name, a path or a
-    pattern shows as written (no link, image or emphasis) in ``st.caption``/``st.warning``."""
-    return _MARKDOWN.sub(r"\\\1", str(text))
