@@ -1,7 +1,7 @@
 """Mixed precision: which scheme for which tensor, so that a model fits a size budget.
 
     rows = measure_tensor(name, w, DEFAULT_CANDIDATES, importance=a)   # the table, per weight
-    problem = build_problem(all_rows, AllocationRules(floor=Floor("q8_g32")))
+    problem = build_problem(all_rows, AllocationRules(floor=Floor("Q8_0")))
     alloc = allocate(problem, Budget(4.5))                              # 4.5 bits per weight
     alloc.recipe()                                                      # tensor -> scheme
 
