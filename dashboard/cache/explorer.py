@@ -31,10 +31,13 @@ from dashboard.services.explorer.heatmaps import (
 from dashboard.services.explorer.histogram import HistogramView, histogram_view
 from dashboard.services.explorer.research import ResearchExploration, explore_research
 from dashboard.services.explorer.research_teaching import research_panel
+from dashboard.services.explorer.ste import StePanel
+from dashboard.services.explorer.ste import ste_panel as build_ste_panel
 from dashboard.services.explorer.teaching import TeachingPanel, teaching_panel
 from dashboard.services.state.algorithm import AlgorithmChoice
 from dashboard.services.state.research import ResearchScheme
 from quant_core import (
+    QkVariant,
     QuantConfig,
 )
 from quant_core.calibration import HELD_OUT_SENTENCES
@@ -53,6 +56,7 @@ __all__ = [
     "research_exploration",
     "research_teaching",
     "static_exploration",
+    "ste_panel",
     "teaching",
 ]
 
@@ -156,6 +160,14 @@ def research_exploration(
 def research_teaching(key: str, _rexp: ResearchExploration) -> TeachingPanel:
     """``key``: the research exploration's key."""
     return research_panel(_rexp)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Running the backward pass…")
+def ste_panel(
+    key: str, _matrix: torch.Tensor, bits: int, variant: QkVariant, rescale: bool
+) -> StePanel:
+    """``key``: the source (the gradients depend on its values, bits, variant, rescale)."""
+    return build_ste_panel(_matrix, bits, variant, rescale)
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
