@@ -23,6 +23,7 @@ from .explorer import (
     research_exploration,
     research_teaching,
     static_exploration,
+    ste_panel,
     teaching,
 )
 from .layers import (
@@ -35,6 +36,7 @@ from .layers import (
     layer_sweep,
     smoothing_plots,
 )
+from .lessons import lesson_formats, lesson_forum, lesson_round_trip
 from .model import (
     folder_reports,
     model_linears,
@@ -52,6 +54,7 @@ from .sources import (
     model_tensor_infos,
     prepared,
     synthetic_tensor,
+    typed_values,
     upload_infos,
     upload_tensor,
 )
@@ -72,6 +75,9 @@ __all__ = [
     "layer_inputs",
     "layer_plots",
     "layer_sweep",
+    "lesson_formats",
+    "lesson_forum",
+    "lesson_round_trip",
     "linear_inputs",
     "model_checkpoint",
     "model_file",
@@ -89,8 +95,10 @@ __all__ = [
     "research_teaching",
     "smoothing_plots",
     "static_exploration",
+    "ste_panel",
     "synthetic_tensor",
     "teaching",
+    "typed_values",
     "upload_infos",
     "upload_tensor",
 ]
