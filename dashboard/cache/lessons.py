@@ -12,17 +12,14 @@ from dashboard.services.explorer.explore import Exploration
 from dashboard.services.lessons.course import format_table
 from dashboard.services.lessons.forum import ForumAnswer, forum_answer
 from dashboard.services.lessons.loading import RoundTrip, round_trip
-from quant_core import Format
 
 __all__ = ["lesson_formats", "lesson_forum", "lesson_round_trip"]
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
-def lesson_formats(
-    key: str, _weight: torch.Tensor, group_size: int, formats: tuple[Format, ...]
-) -> pd.DataFrame:
+def lesson_formats(key: str, _weight: torch.Tensor, group_size: int) -> pd.DataFrame:
     """``key``: the weight's source."""
-    return format_table(_weight, group_size, formats)
+    return format_table(_weight, group_size)
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)

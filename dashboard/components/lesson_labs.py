@@ -32,7 +32,6 @@ from dashboard.services.lessons.catalog import (
     TensorLab,
 )
 from dashboard.services.lessons.course import (
-    BEYOND_LINEAR_FORMATS,
     explore_given,
     format_cards,
     forum_cards,
@@ -53,7 +52,12 @@ from dashboard.services.lessons.packing import (
     packing_picture,
     parse_codes,
 )
-from dashboard.services.lessons.settings import LAB_BITS, LabGranularity, LabSettings
+from dashboard.services.lessons.settings import (
+    LAB_BITS,
+    LabFormat,
+    LabGranularity,
+    LabSettings,
+)
 from dashboard.services.sources.choice import (
     ExampleSource,
     ModelSource,
@@ -66,21 +70,14 @@ from dashboard.services.sources.typed import TypedValuesError, format_values
 from dashboard.services.state.lesson import page_href
 from dashboard.services.state.model import ActivationChoice, ModelScheme, model_scheme_to_query
 from dashboard.services.state.research import ResearchFormat, ResearchScheme, scheme_to_query
-from dashboard.services.state.scheme import config_to_query
+from dashboard.services.state.scheme import config_from_query, config_to_query
 from dashboard.services.state.source import MAX_LINK_VALUES, source_to_query
-from quant_core import Format, Mode, PerGroup, QkVariant, QuantConfig, SchemePreset
+from quant_core import Mode, PerGroup, QkVariant, QuantConfig, SchemePreset
 from quant_core.calibration import HELD_OUT_SENTENCES, transformer_of
 
 __all__ = ["draw_lab", "reset_lab"]
 
 _FOR = "_lesson_lab_for"
-_FORMAT_LABELS = {
-    Format.INT: "int (linear)",
-    Format.NF4: "NF4",
-    Format.FP4_E2M1: "FP4 (E2M1)",
-    Format.FP8_E4M3: "FP8 (E4M3)",
-    Format.FP8_E5M2: "FP8 (E5M2)",
-}
 
 
 def reset_lab(lesson: Lesson) -> None:
@@ -123,7 +120,15 @@ def _open(label: str, href: str) -> None:
     st.markdown(f"[{label}]({href})")
 
 
-def _explorer(label: str, query: dict[str, str]) -> None:
+def _explorer(label: str, query: dict[str, str], cfg: QuantConfig | None = None) -> None:
+    """A link into the explorer at ``query``; with ``cfg``, only when the link carries it
+    whole (a scale format such as MXFP4's E8M0 does not travel in links yet: then say so)."""
+    if cfg is not None and config_from_query(config_to_query(cfg)) != cfg:
+        st.caption(
+            f"The explorer's links do not carry {cfg.name}'s scale format yet: open the "
+            "explorer and pick the format there."
+        )
+        return
     _open(label, page_href("", query))
 
 
@@ -159,11 +164,10 @@ def _settings(lab: TensorLab, cols: int) -> QuantConfig:
     controls = lab.controls
     fmt = base.format
     if Control.FORMAT in controls:
-        offered = list(BEYOND_LINEAR_FORMATS)
         fmt = st.selectbox(
-            "Format", offered, format_func=_FORMAT_LABELS.__getitem__, key="lesson_format"
+            "Format", list(LabFormat), format_func=lambda f: f.label, key="lesson_format"
         )
-    linear = fmt is Format.INT
+    linear = fmt is LabFormat.INT
     bits, mode = base.bits, base.mode
     if Control.BITS in controls and linear:
         bits = st.select_slider("Bits", list(LAB_BITS), key="lesson_bits")
@@ -176,7 +180,7 @@ def _settings(lab: TensorLab, cols: int) -> QuantConfig:
             horizontal=True,
         )
     gran, group = base.granularity, base.group_size
-    if Control.GRANULARITY in controls:
+    if Control.GRANULARITY in controls and not fmt.named:
         gran = st.selectbox(
             "Scales", list(LabGranularity), format_func=lambda g: g.label, key="lesson_gran"
         )
@@ -205,7 +209,11 @@ def _tensor_lab(lesson: Lesson, lab: TensorLab) -> None:
         cfg = exp.config
     else:
         cfg = _settings(lab, cols)
-        exp = cache.exploration(f"lesson|{source.key}|{cfg!r}", matrix, cfg)
+        try:
+            exp = cache.exploration(f"lesson|{source.key}|{cfg!r}", matrix, cfg)
+        except ValueError as exc:
+            st.error(f"{cfg.name} cannot quantize this tensor: {exc}")
+            return
     st.caption(f"**{source.label}** · shape {list(source.original_shape)} · {exp.describe()}")
     metric_cards(exploration_cards(exp), exp.describe(), key="lesson_metrics")
     panel = teaching_panel(exp, 0)
@@ -227,7 +235,7 @@ def _tensor_lab(lesson: Lesson, lab: TensorLab) -> None:
     if Control.FORMAT in lab.controls:
         gran = cfg.granularity
         group = gran.group_size if isinstance(gran, PerGroup) else _BASE_GROUP
-        table = cache.lesson_formats(source.key, matrix, group, BEYOND_LINEAR_FORMATS)
+        table = cache.lesson_formats(source.key, matrix, group)
         st.caption(f"Every format on this weight, one absmax scale per group of {group}:")
         st.dataframe(table, hide_index=True, key="lesson_format_table")
     query = {**source_to_query(lab.source), **config_to_query(cfg)}
@@ -236,7 +244,7 @@ def _tensor_lab(lesson: Lesson, lab: TensorLab) -> None:
             "The explorer picks s and z from the data (the next lesson's formulas): it opens "
             "this tensor at 8-bit asymmetric, per tensor."
         )
-    _explorer("Open this in the explorer →", query)
+    _explorer("Open this in the explorer →", query, cfg)
 
 
 _BASE_GROUP = 64
@@ -260,7 +268,7 @@ def _course_cards(
         gran = lab.scheme.granularity
         group = gran.group_size if isinstance(gran, PerGroup) else _BASE_GROUP
         return format_cards(
-            cache.lesson_formats(source.key, matrix, group, BEYOND_LINEAR_FORMATS)
+            cache.lesson_formats(source.key, matrix, group)
         )
     return tensor_cards(lesson.slug)
 

@@ -29,7 +29,7 @@ from dashboard.services.lessons.packing import (
     packing_picture,
     parse_codes,
 )
-from dashboard.services.lessons.settings import LabGranularity, LabSettings
+from dashboard.services.lessons.settings import LabFormat, LabGranularity, LabSettings
 from dashboard.services.model.files import bundled_model_file
 from dashboard.services.sources.examples import Example, example_tensor
 from dashboard.services.state.lesson import lesson_from_query, lesson_to_query, page_href
@@ -115,8 +115,14 @@ def test_lab_settings_fix_a_group_that_does_not_divide_the_row():
     assert s.granularity is LabGranularity.GROUP and s.group_size == 64
     assert s.to_config(96).granularity == PerGroup(48)
     assert s.to_config(7).granularity == PerGroup(7)
-    nf4 = LabSettings(QuantConfig(), Format.NF4, 4, Mode.ASYMMETRIC, LabGranularity.ROWS, 0)
+    nf4 = LabSettings(QuantConfig(), LabFormat.NF4, 4, Mode.ASYMMETRIC, LabGranularity.ROWS, 0)
     assert nf4.to_config(8) == QuantConfig(format=Format.NF4, granularity=PerChannel(0))
+    for name in ("MXFP4", "NVFP4"):  # shipped formats are their own config
+        cfg = QuantConfig.from_name(name)
+        assert LabFormat.of(cfg) is LabFormat(name)
+        assert LabSettings.of(cfg).to_config(384) == cfg
+        got = LabSettings(cfg, LabFormat(name), 8, Mode.ASYMMETRIC, LabGranularity.ROWS, 0)
+        assert got.to_config(384) == cfg
 
 
 # --- the course's numbers -------------------------------------------------------------
@@ -187,13 +193,17 @@ def test_packing_cards_are_the_courses_byte():
 
 def test_beyond_linear_answer_on_the_bundled_weight():
     w = load_safetensors_file_tensor(bundled_model_file(), catalog.QUERY_WEIGHT.tensor).tensor
-    frame = course.format_table(w, 64, course.BEYOND_LINEAR_FORMATS)
+    frame = course.format_table(w, 64)
     table = frame.set_index("format")
-    four_bit = table.loc[["int4 sym g64", "nf4 g64", "fp4_e2m1 g64"], "MSE"]
+    int4, nf4, fp4 = (c.name for c in course.beyond_linear_schemes(64)[:3])
+    assert nf4 == "NF4"  # bitsandbytes' NF4 is blocks of 64: the registry names it
     q = lesson_by_slug("beyond-linear").question
-    assert four_bit.idxmin() == "nf4 g64" and q.options[q.answer] == "NF4"
-    assert table.loc["nf4 g64", "bits per weight"] == 4.5  # 4 + 32 / 64
-    assert {c.label for c in course.format_cards(frame)} >= {"MSE, nf4 g64"}
+    assert table.loc[[int4, nf4, fp4], "MSE"].idxmin() == nf4 and q.options[q.answer] == "NF4"
+    # bits per weight: 4 + 32 / 64; MXFP4 4 + 8 / 32; NVFP4 4 + 8 / 16 + 32 / 147,456
+    assert table.loc[nf4, "bits per weight"] == 4.5
+    assert table.loc["MXFP4", "bits per weight"] == 4.25
+    assert table.loc["NVFP4", "bits per weight"] == pytest.approx(4.5 + 32 / w.numel())
+    assert {c.label for c in course.format_cards(frame)} >= {"MSE, NF4", "MSE, MXFP4"}
 
 
 # --- packing --------------------------------------------------------------------------
@@ -322,4 +332,6 @@ def test_round_trip_loads_the_same_values(cfg):
 def test_controls_of_the_beyond_linear_lab():
     lab = lesson_by_slug("beyond-linear").lab
     assert isinstance(lab, TensorLab) and Control.FORMAT in lab.controls
-    assert set(course.BEYOND_LINEAR_FORMATS) >= {Format.NF4, Format.FP4_E2M1, Format.FP8_E4M3}
+    names = [c.name for c in course.beyond_linear_schemes(64)]
+    assert names == ["int4 sym g64", "NF4", "fp4_e2m1 g64", "fp8_e4m3 g64", "MXFP4", "NVFP4"]
+    assert {f.value for f in LabFormat if f.named} == {"MXFP4", "NVFP4"}

@@ -401,8 +401,11 @@ LESSONS: tuple[Lesson, ...] = (
             "levels at the quantiles of a normal distribution, denser near zero; **FP4** "
             "(E2M1) and **FP8** (E4M3) are tiny floating-point formats whose levels are "
             "spaced by powers of two. Each keeps one absmax scale per block.",
-            "The lab opens NF4 with one scale per 64 values on a MiniLM weight; switch the "
-            "format and compare.",
+            "Today's hardware formats quantize the scales too: **MXFP4** (OCP "
+            "microscaling) stores FP4 values with one power-of-two scale (E8M0, 8 bits) "
+            "per 32 values, 4.25 bits per weight; **NVFP4** one FP8 (E4M3) scale per 16 "
+            "values and a float32 scale for the whole tensor, 4.5 bits. The lab opens NF4 "
+            "with one scale per 64 values on a MiniLM weight; switch the format and compare.",
         ),
         Question(
             "On a MiniLM weight with one scale per group of 64, which 4-bit format has the "

@@ -46,7 +46,7 @@ from .loading import RoundTrip
 from .packing import COURSE_CODES, packing_picture
 
 __all__ = [
-    "BEYOND_LINEAR_FORMATS",
+    "beyond_linear_schemes",
     "course_error",
     "explore_given",
     "format_cards",
@@ -67,13 +67,20 @@ _SYM8 = QuantConfig(8, Mode.SYMMETRIC, PerTensor())
 _ASYM8 = QuantConfig(8, Mode.ASYMMETRIC, PerTensor(), zero_point=ZeroPoint.COURSE_CLAMP)
 _ERROR = "the course's quantization error: (dequantized_tensor - test_tensor).square().mean()"
 
-BEYOND_LINEAR_FORMATS: tuple[Format, ...] = (
-    Format.INT,
-    Format.NF4,
-    Format.FP4_E2M1,
-    Format.FP8_E4M3,
-)
-"""The formats the "beyond linear" lesson compares (``INT``: int4 symmetric)."""
+def beyond_linear_schemes(group_size: int) -> tuple[QuantConfig, ...]:
+    """The schemes the "beyond linear" lesson compares: int4 symmetric, NF4, FP4 (E2M1) and
+    FP8 (E4M3), each with one fp32 absmax scale per ``group_size`` values, then MXFP4 (FP4,
+    an E8M0 power-of-two scale per 32) and NVFP4 (FP4, an FP8 E4M3 scale per 16 and an
+    fp32 one per tensor) as they ship."""
+    gran = PerGroup(group_size)
+    return (
+        QuantConfig(4, Mode.SYMMETRIC, gran),
+        QuantConfig(granularity=gran, format=Format.NF4),
+        QuantConfig(granularity=gran, format=Format.FP4_E2M1),
+        QuantConfig(granularity=gran, format=Format.FP8_E4M3),
+        QuantConfig.from_name("MXFP4"),
+        QuantConfig.from_name("NVFP4"),
+    )
 
 
 def given_range(scale: float, zero_point: int, bits: int = 8) -> BlockRange:
@@ -282,19 +289,19 @@ def loading_cards(rt: RoundTrip, exp: Exploration) -> tuple[MetricCard, ...]:
     )
 
 
-def format_table(
-    weight: torch.Tensor, group_size: int, formats: tuple[Format, ...]
-) -> pd.DataFrame:
-    """Each format (``INT``: int4 symmetric) with one absmax scale per ``group_size``
-    values of ``weight``: the MSE, the largest error and the bits per weight."""
+def format_table(weight: torch.Tensor, group_size: int) -> pd.DataFrame:
+    """``beyond_linear_schemes(group_size)`` on ``weight`` (a scheme whose blocks do not fit
+    its rows is left out): the MSE, the largest error, the SQNR and the bits per weight
+    (scales, and NVFP4's tensor scale, counted)."""
     rows = []
-    for fmt in formats:
-        bits = 4 if fmt is Format.INT else 8  # a codebook format sets its own width
-        cfg = QuantConfig(bits, granularity=PerGroup(group_size), format=fmt)
-        m = error_metrics(weight, quantize(weight, cfg).dequantize())
+    for cfg in beyond_linear_schemes(group_size):
+        try:
+            m = error_metrics(weight, quantize(weight, cfg).dequantize())
+        except ValueError:
+            continue
         rows.append(
             {
-                "format": cfg.describe(),
+                "format": cfg.name,
                 "MSE": m.mse,
                 "max abs error": m.max_abs,
                 "SQNR (dB)": m.sqnr_db,
