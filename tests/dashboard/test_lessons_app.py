@@ -14,6 +14,7 @@ from canvas import metrics_shown
 from streamlit.testing.v1 import AppTest
 
 from dashboard.services.lessons.catalog import LESSONS, lesson_by_slug, neighbours
+from dashboard.services.lessons.settings import LabFormat
 from dashboard.services.sources.choice import SourceKind
 from dashboard.services.sources.examples import Example
 from quant_core import Mode
@@ -170,6 +171,19 @@ def test_the_scale_and_zero_point_lab():
     assert float(cards(at, "lesson_metrics")["MSE"]) < 2.0  # no value clamps now
 
 
+def test_beyond_linear_lab_offers_todays_formats():
+    at = new_app(lesson="beyond-linear").run()
+    at = answer(at, "beyond-linear", 1)
+    course = cards(at, "lesson_course")
+    assert {"MSE, NF4", "MSE, MXFP4", "MSE, NVFP4"} <= set(course)
+    assert cards(at, "lesson_metrics")["Bits per element"] == "4.5"  # NF4 g64: 4 + 32/64
+    at.selectbox(key="lesson_format").set_value(LabFormat.MXFP4).run()
+    no_errors(at)
+    assert cards(at, "lesson_metrics")["Bits per element"] == "4.25"  # 4 + 8/32
+    assert "lesson_gran" not in [e.key for e in at.selectbox]  # its blocks are fixed
+    assert any("do not carry MXFP4" in c.value for c in at.caption)
+
+
 def test_packing_lab_draws_the_users_codes():
     at = new_app(lesson="packing").run()
     at = answer(at, "packing", 0)
@@ -228,3 +242,13 @@ def test_explorer_opens_typed_values_from_a_link():
 
 def test_lesson_lookup_is_the_catalogs():
     assert lesson_by_slug("packing").title.startswith("Pack")
+
+
+def test_explorer_research_panel_shows_the_backward_pass():
+    at = new_app(EXPLORER, src="synthetic", rows="16", cols="64", fmt="dorefa", bits="2").run()
+    no_errors(at)
+    specs = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+    names = {t.get("name") for s in specs for t in s["data"]}
+    assert {"gradient passed back (STE)", "this tensor's values (autograd)"} <= names
+    assert any("How is the input kept in [0, 1]?" in i.value for i in at.info)
+    assert any(r"\mathbb{1}\left[0 \le x \le 1\right]" in m.value for m in at.markdown)
