@@ -13,6 +13,7 @@ import torch
 from dashboard import cache
 from dashboard.components.charts import metric_cards, static_table
 from dashboard.components.granularity import divisors
+from dashboard.components.persist import PERSIST
 from dashboard.components.source import load_choice
 from dashboard.components.ste import ste_section
 from dashboard.services.activations.layer import EvalSplit
@@ -165,30 +166,38 @@ def _settings(lab: TensorLab, cols: int) -> QuantConfig:
     fmt = base.format
     if Control.FORMAT in controls:
         fmt = st.selectbox(
-            "Format", list(LabFormat), format_func=lambda f: f.label, key="lesson_format"
+            "Format",
+            list(LabFormat),
+            format_func=lambda f: f.label,
+            key="lesson_format",
+            persist_state=PERSIST,
         )
     linear = fmt is LabFormat.INT
     bits, mode = base.bits, base.mode
     if Control.BITS in controls and linear:
-        bits = st.select_slider("Bits", list(LAB_BITS), key="lesson_bits")
+        bits = st.select_slider("Bits", list(LAB_BITS), key="lesson_bits", persist_state=PERSIST)
     if Control.MODE in controls and linear:
         mode = st.radio(
             "Mode",
             list(Mode),
             format_func=lambda m: m.value,
-            key="lesson_mode",
+            key="lesson_mode", persist_state=PERSIST,
             horizontal=True,
         )
     gran, group = base.granularity, base.group_size
     if Control.GRANULARITY in controls and not fmt.named:
         gran = st.selectbox(
-            "Scales", list(LabGranularity), format_func=lambda g: g.label, key="lesson_gran"
+            "Scales",
+            list(LabGranularity),
+            format_func=lambda g: g.label,
+            key="lesson_gran",
+            persist_state=PERSIST,
         )
         if gran is LabGranularity.GROUP:
             sizes = [d for d in divisors(cols) if d <= 256]
             if st.session_state.get("lesson_group") not in sizes:
                 st.session_state["lesson_group"] = max(d for d in sizes if d <= 64)
-            group = st.select_slider("Group size", sizes, key="lesson_group")
+            group = st.select_slider("Group size", sizes, key="lesson_group", persist_state=PERSIST)
     settings = LabSettings(lab.scheme, fmt, bits if linear else 4, mode, gran, group)
     return settings.to_config(cols)
 
@@ -202,9 +211,15 @@ def _tensor_lab(lesson: Lesson, lab: TensorLab) -> None:
     if lab.given is not None:
         c1, c2 = st.columns(2)
         scale = c1.number_input(
-            "Scale s", min_value=0.01, max_value=1000.0, step=0.1, format="%.4f", key="lesson_scale"
+            "Scale s",
+            min_value=0.01,
+            max_value=1000.0,
+            step=0.1,
+            format="%.4f",
+            key="lesson_scale",
+            persist_state=PERSIST,
         )
-        zero = c2.slider("Zero point z", -128, 127, key="lesson_zero")
+        zero = c2.slider("Zero point z", -128, 127, key="lesson_zero", persist_state=PERSIST)
         exp = explore_given(matrix, float(scale), int(zero))
         cfg = exp.config
     else:
@@ -295,7 +310,7 @@ def _preset(lab: LayerLab | ModelLab) -> SchemePreset:
         "Scheme",
         list(lab.offered),
         format_func=lambda p: p.label,
-        key="lesson_preset",
+        key="lesson_preset", persist_state=PERSIST,
         horizontal=True,
     )
 
@@ -384,8 +399,10 @@ def _packing_lab() -> None:
     _course(packing_cards(), "2-bit packing")
     st.subheader("The lab")
     c1, c2 = st.columns([3, 1])
-    bits = c2.selectbox("Bits per code", list(PACKING_BITS), key="lesson_pack_bits")
-    text = c1.text_input("Codes (unsigned integers)", key="lesson_codes")
+    bits = c2.selectbox(
+        "Bits per code", list(PACKING_BITS), key="lesson_pack_bits", persist_state=PERSIST
+    )
+    text = c1.text_input("Codes (unsigned integers)", key="lesson_codes", persist_state=PERSIST)
     try:
         codes = parse_codes(text, bits)
     except ValueError as exc:
@@ -425,7 +442,7 @@ def _packing_lab() -> None:
 def _forum_lab() -> None:
     text = st.text_area(
         "a (the thread's values; paste your own, 1-D or 2-D)",
-        key="lesson_values",
+        key="lesson_values", persist_state=PERSIST,
         height=90,
     )
     digest = hashlib.sha256((text or "").encode("utf-8", "surrogatepass")).hexdigest()
@@ -480,9 +497,15 @@ def _forum_lab() -> None:
 def _ste_lab(lab: SteLab) -> None:
     source = _prepared(lab.source)
     c1, c2 = st.columns(2)
-    bits = c1.select_slider("Bits k", list(range(2, 9)), key="lesson_ste_bits")
+    bits = c1.select_slider(
+        "Bits k", list(range(2, 9)), key="lesson_ste_bits", persist_state=PERSIST
+    )
     variant = c2.selectbox(
-        "q_k variant", list(QkVariant), format_func=lambda v: v.value, key="lesson_qk"
+        "q_k variant",
+        list(QkVariant),
+        format_func=lambda v: v.value,
+        key="lesson_qk",
+        persist_state=PERSIST,
     )
     st.caption(f"q_k {variant.value}: {variant.formula}")
     panel = cache.ste_panel(source.key, source.matrix, bits, variant, False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard.components import url
+from dashboard.components.persist import PERSIST
 from dashboard.services.lessons.catalog import LESSONS, Lesson, lesson_by_slug, neighbours
 from dashboard.services.state.lesson import lesson_from_query
 
@@ -35,7 +36,11 @@ def lesson_picker() -> Lesson:
             st.session_state[_PICK] = LESSONS[0].slug
     st.session_state.setdefault(_PICK, LESSONS[0].slug)
     slug = st.selectbox(
-        "Lesson", [lesson.slug for lesson in LESSONS], format_func=_label, key=_PICK
+        "Lesson",
+        [lesson.slug for lesson in LESSONS],
+        format_func=_label,
+        key=_PICK,
+        persist_state=PERSIST,
     )
     return lesson_by_slug(slug)
 
@@ -77,6 +82,7 @@ def question(lesson: Lesson) -> bool:
         format_func=q.options.__getitem__,
         index=None,
         key=key,
+        persist_state=PERSIST,
     )
     if choice is None and not st.session_state.get(skip_key):
         if not st.button("Show the result without answering", key=f"lesson_skip_{lesson.slug}"):
