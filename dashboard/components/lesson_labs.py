@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 
 import streamlit as st
-import torch
 
 from dashboard import cache
 from dashboard.components.charts import metric_cards, static_table
@@ -59,10 +58,10 @@ from dashboard.services.lessons.settings import (
     LabGranularity,
     LabSettings,
 )
+from dashboard.services.model.files import list_linear_weights
 from dashboard.services.sources.choice import (
     ExampleSource,
     ModelSource,
-    SourceChoice,
     TypedSource,
 )
 from dashboard.services.sources.examples import Example, example_tensor
@@ -74,7 +73,7 @@ from dashboard.services.state.research import ResearchFormat, ResearchScheme, sc
 from dashboard.services.state.scheme import config_from_query, config_to_query
 from dashboard.services.state.source import MAX_LINK_VALUES, source_to_query
 from quant_core import Mode, PerGroup, QkVariant, QuantConfig, SchemePreset
-from quant_core.calibration import HELD_OUT_SENTENCES, transformer_of
+from quant_core.calibration import HELD_OUT_SENTENCES
 
 __all__ = ["draw_lab", "reset_lab"]
 
@@ -110,11 +109,6 @@ def reset_lab(lesson: Lesson) -> None:
         ss["lesson_values"] = format_values(example_tensor(lab.source.example))
     elif isinstance(lab, SteLab):
         ss.update(lesson_ste_bits=lab.bits, lesson_qk=lab.variant)
-
-
-def _prepared(choice: SourceChoice) -> PreparedSource:
-    """The tensor a lab names (a teaching example, a bundled weight, a synthetic tensor)."""
-    return load_choice(choice)
 
 
 def _open(label: str, href: str) -> None:
@@ -203,7 +197,7 @@ def _settings(lab: TensorLab, cols: int) -> QuantConfig:
 
 
 def _tensor_lab(lesson: Lesson, lab: TensorLab) -> None:
-    source = _prepared(lab.source)
+    source = load_choice(lab.source)
     matrix = source.matrix
     cols = matrix.shape[1]
     _course(_course_cards(lesson, lab, source), "the course's settings")
@@ -272,9 +266,8 @@ def _course_cards(
     widgets')."""
     matrix = source.matrix
     if lesson.slug == "custom-quantizer":
-        model = cache.bundled_model()
-        linears = [m for m in transformer_of(model).modules() if isinstance(m, torch.nn.Linear)]
-        return w8a16_cards(matrix, len(linears))
+        # from the file's header: no need to load the model to count its linear layers
+        return w8a16_cards(matrix, len(list_linear_weights(cache.model_file())))
     if lab.round_trip:
         key = f"lesson|{source.key}|{lab.scheme!r}"
         exp = cache.exploration(key, matrix, lab.scheme)
@@ -361,13 +354,9 @@ def _layer_lab(lab: LayerLab) -> None:
     if weight is not None:
         _explorer(
             "Its weight in the explorer →",
-            {**source_to_query(_weight_source(lab.layer)), **config_to_query(weight)},
+            {**source_to_query(ModelSource(f"{lab.layer}.weight")), **config_to_query(weight)},
         )
     _open("This layer on the Layer outputs page →", page_href("layer", {}))
-
-
-def _weight_source(layer: str) -> SourceChoice:
-    return ModelSource(f"{layer}.weight")
 
 
 def _model_lab(lab: ModelLab) -> None:
@@ -495,7 +484,7 @@ def _forum_lab() -> None:
 
 
 def _ste_lab(lab: SteLab) -> None:
-    source = _prepared(lab.source)
+    source = load_choice(lab.source)
     c1, c2 = st.columns(2)
     bits = c1.select_slider(
         "Bits k", list(range(2, 9)), key="lesson_ste_bits", persist_state=PERSIST

@@ -232,7 +232,7 @@ def w8a16_cards(weight: torch.Tensor, n_linear: int) -> tuple[MetricCard, ...]:
         _card(
             "nn.Linear replaced",
             str(n_linear),
-            "every linear layer of all-MiniLM-L6-v2's transformer",
+            "every linear layer of all-MiniLM-L6-v2 (its weights in the model file)",
         ),
     )
 
