@@ -17,7 +17,7 @@ from dashboard.components.source import load_choice
 from dashboard.components.ste import ste_section
 from dashboard.services.activations.layer import EvalSplit
 from dashboard.services.activations.sentences import RangeMode
-from dashboard.services.display.literal import literal
+from dashboard.services.display.text import literal
 from dashboard.services.explorer.explore import Exploration
 from dashboard.services.explorer.metric_cards import MetricCard, exploration_cards
 from dashboard.services.explorer.teaching import teaching_panel
