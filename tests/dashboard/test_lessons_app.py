@@ -11,6 +11,8 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 import streamlit as st
 from canvas import metrics_shown
+from hostile import HOSTILE, unsafe
+from markdown_text import plain
 from streamlit.testing.v1 import AppTest
 
 from dashboard.services.lessons.catalog import LESSONS, lesson_by_slug, neighbours
@@ -133,9 +135,9 @@ def test_wrong_answer_and_skip_still_open_the_lab():
 
 
 def test_a_bad_lesson_link_warns_and_opens_the_first():
-    at = new_app(lesson="![x](//evil/a)").run()
-    assert not at.exception
-    assert any("Ignored the link's lesson" in w.value for w in at.warning)
+    at = new_app(lesson=HOSTILE[:60]).run()
+    assert not at.exception and unsafe(at) == []
+    assert any("Ignored the link's lesson" in plain(w.value) for w in at.warning)
     assert query(at, "lesson") == LESSONS[0].slug
 
 
@@ -175,13 +177,14 @@ def test_beyond_linear_lab_offers_todays_formats():
     at = new_app(lesson="beyond-linear").run()
     at = answer(at, "beyond-linear", 1)
     course = cards(at, "lesson_course")
-    assert {"MSE, NF4", "MSE, MXFP4", "MSE, NVFP4"} <= set(course)
+    assert {"MSE, MXFP4", "MSE, NVFP4"} <= set(course) and len(course) == 6
     assert cards(at, "lesson_metrics")["Bits per element"] == "4.5"  # NF4 g64: 4 + 32/64
     at.selectbox(key="lesson_format").set_value(LabFormat.MXFP4).run()
     no_errors(at)
     assert cards(at, "lesson_metrics")["Bits per element"] == "4.25"  # 4 + 8/32
     assert "lesson_gran" not in [e.key for e in at.selectbox]  # its blocks are fixed
-    assert any("do not carry MXFP4" in c.value for c in at.caption)
+    (href,) = [h for h in links(at) if h.startswith("./?")]
+    assert parse_qs(urlparse(href).query)["preset"] == ["MXFP4"]  # the link carries it
 
 
 def test_packing_lab_draws_the_users_codes():
@@ -193,7 +196,9 @@ def test_packing_lab_draws_the_users_codes():
     assert cards(at, "lesson_metrics")["Packed"] == "2 B"
     assert any("byte 0 = 0b11010001 = 209" in c.value for c in at.caption)
     at.text_input(key="lesson_codes").set_value("1, 9").run()
-    assert "does not fit in 3 bits" in at.error[0].value
+    assert "does not fit in 3 bits" in plain(at.error[0].value)
+    at.text_input(key="lesson_codes").set_value(HOSTILE).run()
+    assert at.error and unsafe(at) == []
 
 
 def test_forum_lab_takes_pasted_values_and_escapes_bad_text():
@@ -203,9 +208,11 @@ def test_forum_lab_takes_pasted_values_and_escapes_bad_text():
     at.text_area(key="lesson_values").set_value("a = torch.tensor([1.0, -2.0, 4.0])").run()
     no_errors(at)
     assert cards(at, "lesson_course")["s = max|a| / 127"] == f"{4 / 127:.6f}"
-    at.text_area(key="lesson_values").set_value("1, *x* [y](//evil)").run()
+    at.text_area(key="lesson_values").set_value("1, *x* y").run()
     (err,) = at.error
-    assert r"\*x\*" in err.value and "](" not in err.value
+    assert plain(err.value) == "a: row 1, value 2 holds '*x*', which is not a number"
+    at.text_area(key="lesson_values").set_value(HOSTILE).run()
+    assert at.error and unsafe(at) == []
 
 
 # --- the explorer's typed-values box ---------------------------------------------------
@@ -216,28 +223,32 @@ def test_explorer_typed_values_box():
     at.selectbox(key="src_kind").set_value(SourceKind.EXAMPLE).run()
     at.selectbox(key="src_example").set_value(Example.TYPED).run()
     no_errors(at)
-    assert any("your typed values (2x3)" in c.value for c in at.caption)
+    assert any("your typed values (2x3)" in plain(c.value) for c in at.caption)
     at.text_area(key="src_typed").set_value("[[1, 2], [3, 4], [5, 6]]").run()
     no_errors(at)
-    assert any("your typed values (3x2)" in c.value for c in at.caption)
+    assert any("your typed values (3x2)" in plain(c.value) for c in at.caption)
     assert query(at, "vals") == "[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]"
     assert "Bits per element" in [m["label"] for m in metrics_shown(at)]
     at.text_area(key="src_typed").set_value("1, 2\n3, <b>**x**</b>").run()
     assert not at.exception
     (err,) = at.error
-    assert err.value.startswith("Values: row 2") and "value 2 holds" in err.value
-    assert r"\<b\>\*\*x\*\*\<\/b\>" in err.value  # shown as typed, not as Markdown
+    # shown as typed, not as Markdown or HTML
+    assert plain(err.value) == "Values: row 2, value 2 holds '<b>**x**</b>', which is not a number"
     # the rest of the page keeps working on the previous tensor
-    assert any("Still showing the previous tensor" in i.value for i in at.info)
+    assert any("Still showing the previous tensor" in plain(i.value) for i in at.info)
     assert "Bits per element" in [m["label"] for m in metrics_shown(at)]
+    at.text_area(key="src_typed").set_value(HOSTILE).run()
+    assert at.error and unsafe(at) == []
 
 
 def test_explorer_opens_typed_values_from_a_link():
     at = new_app(EXPLORER, src="example", ex="typed", vals="0.9372, 2.3312, 5.2983").run()
     no_errors(at)
-    assert any("your typed values (3)" in c.value for c in at.caption)
+    assert any("your typed values (3)" in plain(c.value) for c in at.caption)
     at = new_app(EXPLORER, src="example", ex="typed", vals="1, nope").run()
-    assert any("vals: row 1, value 2 holds 'nope'" in w.value for w in at.warning)
+    assert any("vals: row 1, value 2 holds 'nope'" in plain(w.value) for w in at.warning)
+    at = new_app(EXPLORER, src="example", ex="typed", vals=HOSTILE).run()
+    assert at.warning and unsafe(at) == []
 
 
 def test_lesson_lookup_is_the_catalogs():
