@@ -24,6 +24,7 @@ from .explorer import (
     research_teaching,
     scale_map_figures,
     static_exploration,
+    ste_panel,
     teaching,
 )
 from .layers import (
@@ -36,6 +37,7 @@ from .layers import (
     layer_sweep,
     smoothing_plots,
 )
+from .lessons import lesson_formats, lesson_forum, lesson_round_trip
 from .model import (
     folder_reports,
     model_linears,
@@ -53,6 +55,7 @@ from .sources import (
     model_tensor_infos,
     prepared,
     synthetic_tensor,
+    typed_values,
     upload_infos,
     upload_tensor,
 )
@@ -73,6 +76,9 @@ __all__ = [
     "layer_inputs",
     "layer_plots",
     "layer_sweep",
+    "lesson_formats",
+    "lesson_forum",
+    "lesson_round_trip",
     "linear_inputs",
     "model_checkpoint",
     "model_file",
@@ -91,8 +97,10 @@ __all__ = [
     "scale_map_figures",
     "smoothing_plots",
     "static_exploration",
+    "ste_panel",
     "synthetic_tensor",
     "teaching",
+    "typed_values",
     "upload_infos",
     "upload_tensor",
 ]
