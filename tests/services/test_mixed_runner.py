@@ -110,7 +110,6 @@ def test_local_worker_processes_give_the_same_rows(
     finally:
         shutdown_pools()
     same({t: r.rows for t, r in results.items()}, reference_rows)
-    assert len({r.worker for r in results.values()}) == 2  # both processes took tasks
     assert all(r.worker.split(":")[1] != str(os.getpid()) for r in results.values())
 
 
