@@ -9,7 +9,8 @@ in the lowest bits: ``quant_core.pack``), ``scale`` (one per block, in the scale
 the codes) or ``offset`` (the float ``m`` of ``ZeroPoint.FLOAT_MIN``, in the scale dtype).
 Its metadata names the shape, format, bits, mode, granularity, zero-point convention and
 the dequantization formula; ``read_quantized_safetensors`` turns the bytes back into the
-``QuantizedTensor``.
+``QuantizedTensor`` (the reading lives in ``quant_core.files.lab_export``, so the library's
+``open_quantized`` opens an export too).
 
 A research format (min-max levels, DoReFa) stores what ``research_storage`` counts instead:
 ``codes`` (unsigned ``c``, ``0 .. 2^k - 1``, packed at ``k`` bits) and its float32
@@ -31,17 +32,13 @@ from safetensors.torch import load, save
 from quant_core import (
     Format,
     Mode,
-    PerChannel,
-    PerGroup,
-    PerTensor,
     QuantConfig,
     QuantizedTensor,
     ScaleDtype,
-    ZeroPoint,
-    layout_for,
     pack,
     unpack,
 )
+from quant_core.files import read_lab_export_bytes
 
 from ..state.research import research_from_query, research_to_query
 from .explore import Exploration
@@ -62,7 +59,6 @@ _SCALE_DTYPES = {
     ScaleDtype.FP16: torch.float16,
     ScaleDtype.BF16: torch.bfloat16,
 }
-_GRANULARITIES = {"PerTensor": PerTensor, "PerChannel": PerChannel, "PerGroup": PerGroup}
 
 
 def metrics_frame(exp: Exploration) -> pd.DataFrame:
@@ -171,55 +167,17 @@ def _read_research(tensors: dict[str, torch.Tensor], meta: dict[str, str]) -> Le
 
 
 def read_quantized_safetensors(data: bytes) -> QuantizedTensor:
-    """Inverse of ``quantized_safetensors``: the ``QuantizedTensor`` (range method and
-    rounding are not stored: they do not change how codes dequantize), a
-    ``LevelTableTensor`` for a research format. Raises ``ValueError`` for a file that does
-    not carry this format's metadata."""
-    tensors = load(data)  # validates the file; its metadata is in the JSON header
-    header_len = int.from_bytes(data[:8], "little")
-    meta = json.loads(data[8 : 8 + header_len]).get("__metadata__") or {}
-    if "research" in meta and "shape" in meta and "codes" in tensors:
-        return _read_research(tensors, meta)
-    missing = {"shape", "format", "bits", "mode", "granularity", "zero_point_convention"} - set(
-        meta
-    )
-    if missing or "codes" not in tensors or "scale" not in tensors:
-        raise ValueError(f"not a Quantization Lab export: missing {sorted(missing) or 'codes'}")
-    gran_spec = json.loads(meta["granularity"])
-    kind = gran_spec.pop("kind")
-    if kind not in _GRANULARITIES:
-        raise ValueError(f"unknown granularity {kind!r} in the file's metadata")
-    cfg = QuantConfig(
-        bits=int(meta["bits"]),
-        mode=Mode(meta["mode"]),
-        granularity=_GRANULARITIES[kind](**gran_spec),
-        format=Format(meta["format"]),
-        scale_dtype=ScaleDtype(meta.get("scale_dtype", "fp32")),
-        zero_point=ZeroPoint(meta["zero_point_convention"]),
-    )
-    shape = tuple(json.loads(meta["shape"]))
-    layout = layout_for(shape, cfg.granularity)
-    signed = cfg.format is Format.INT
-    codes = unpack(tensors["codes"], cfg.bits, math.prod(shape), signed=signed).reshape(shape)
-    if not signed:
-        codes = codes.to(torch.uint8)
-    scale = tensors["scale"].to(torch.float32).reshape(layout.scale_shape)
-    zero_point = torch.zeros(layout.scale_shape, dtype=torch.int32)
-    if "zero_point" in tensors:
-        zp = unpack(tensors["zero_point"], cfg.bits, layout.n_blocks, signed=True)
-        zero_point = zp.to(torch.int32).reshape(layout.scale_shape)
-    offset = None
-    if "offset" in tensors:
-        offset = tensors["offset"].to(torch.float32).reshape(layout.scale_shape)
-    return QuantizedTensor(
-        codes=codes,
-        scale=scale,
-        zero_point=zero_point,
-        config=cfg,
-        layout=layout,
-        input_dtype=torch.float32,
-        offset=offset,
-    )
+    """Inverse of ``quantized_safetensors``: the ``QuantizedTensor``
+    (``quant_core.files.read_lab_export_bytes``: range method and rounding are not stored,
+    they do not change how codes dequantize), a ``LevelTableTensor`` for a research
+    format. Raises ``ValueError`` for a file that does not carry this format's metadata."""
+    header_len = int.from_bytes(data[:8], "little") if len(data) >= 8 else 0
+    if 0 < header_len <= len(data) - 8 and b'"research"' in data[8 : 8 + header_len]:
+        tensors = load(data)  # validates the file; its metadata is in the JSON header
+        meta = json.loads(data[8 : 8 + header_len]).get("__metadata__") or {}
+        if "research" in meta and "shape" in meta and "codes" in tensors:
+            return _read_research(tensors, meta)
+    return read_lab_export_bytes(data)
 
 
 def packed_codes(exp: Exploration) -> bytes:
