@@ -62,7 +62,7 @@ from .config import (
 )
 from .fake_quant import FakeQuantLinears, fake_quantize_linears
 from .formats import NF4_VALUES, Codebook, codebook_for
-from .formats.gguf_types import GGMLType, fallback_type, ggml_type, ggml_types
+from .formats.gguf_types import GGMLType, fallback_config, fallback_type, ggml_type, ggml_types
 from .formats.registry import Preset, preset_names, presets
 from .formats.scales import StoredScales
 from .gptq import GPTQOptions, GPTQResult
@@ -188,6 +188,7 @@ __all__ = [
     "error_metrics",
     "evaluate_linear",
     "fake_quantize_linears",
+    "fallback_config",
     "fallback_type",
     "feature_absmax",
     "ggml_type",

@@ -22,6 +22,7 @@ from .explorer import (
     overview,
     research_exploration,
     research_teaching,
+    scale_map_figures,
     static_exploration,
     teaching,
 )
@@ -87,6 +88,7 @@ __all__ = [
     "prepared",
     "research_exploration",
     "research_teaching",
+    "scale_map_figures",
     "smoothing_plots",
     "static_exploration",
     "synthetic_tensor",

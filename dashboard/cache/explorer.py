@@ -31,6 +31,7 @@ from dashboard.services.explorer.heatmaps import (
 from dashboard.services.explorer.histogram import HistogramView, histogram_view
 from dashboard.services.explorer.research import ResearchExploration, explore_research
 from dashboard.services.explorer.research_teaching import research_panel
+from dashboard.services.explorer.stored import scale_map_figure, scale_maps
 from dashboard.services.explorer.teaching import TeachingPanel, teaching_panel
 from dashboard.services.state.algorithm import AlgorithmChoice
 from dashboard.services.state.research import ResearchScheme
@@ -52,6 +53,7 @@ __all__ = [
     "overview",
     "research_exploration",
     "research_teaching",
+    "scale_map_figures",
     "static_exploration",
     "teaching",
 ]
@@ -110,6 +112,12 @@ def teaching(
 ) -> TeachingPanel:
     """``key``: the exploration's key."""
     return teaching_panel(_exp, block, _stats)
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def scale_map_figures(key: str, _exp: Exploration) -> tuple[tuple[str, go.Figure], ...]:
+    """``key``: the exploration's key. The maps of what the format stores per block."""
+    return tuple((m.name, scale_map_figure(m)) for m in scale_maps(_exp))
 
 
 @st.cache_resource(max_entries=2, show_spinner="Preparing the downloads…")

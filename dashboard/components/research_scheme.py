@@ -36,6 +36,7 @@ def apply_research(scheme: ResearchScheme, prefix: str = "") -> None:
     """Set the research widgets (and the shared format and bits) to ``scheme``."""
     persist.set_values(
         {
+            f"{prefix}q_preset": "custom",
             f"{prefix}q_fmt": scheme.format,
             f"{prefix}q_bits": scheme.bits,
             f"{prefix}q_qk": scheme.variant,

@@ -23,6 +23,7 @@ from dashboard.components.source_inputs import (
     upload_choice,
 )
 from dashboard.services.activations.source import activation_label, activation_notes
+from dashboard.services.display.text import literal
 from dashboard.services.io import LoadError
 from dashboard.services.model.checkpoint import Checkpoint
 from dashboard.services.sources.choice import (
@@ -186,12 +187,12 @@ def source_picker(collapsed: bool = False) -> PreparedSource | None:
         except SourceUnavailable:
             source = None
         except (LoadError, ValueError) as exc:
-            st.error(str(exc))
+            st.error(literal(exc))
             source = None
     if source is None:
         previous = st.session_state.get(_LAST_GOOD)
         if previous is not None:
-            st.info(f"Still showing the previous tensor: {previous.label}.")
+            st.info(f"Still showing the previous tensor: {literal(previous.label)}.")
         return previous
     st.session_state[_LAST_GOOD] = source
     return source
@@ -224,6 +225,12 @@ def current_source() -> PreparedSource | None:
     return source_picker()
 
 
+def source_caption(chosen: PreparedSource) -> None:
+    """The line under a page's title: the tensor's name (shown literally), shape and dtype."""
+    shape = list(chosen.original_shape)
+    st.caption(f"**{literal(chosen.label)}** · shape {shape} · {literal(chosen.dtype_label)}")
+
+
 def finite_source_or_stop(purpose: str) -> PreparedSource:
     """The page's tensor, its caption and the URL's source keys; stops the page (with a
     message) when there is none or it holds NaN/Inf, which ``purpose`` cannot handle."""
@@ -232,7 +239,7 @@ def finite_source_or_stop(purpose: str) -> PreparedSource:
     if chosen is None:
         st.stop()
     url.write(source_to_query(chosen.choice))
-    st.caption(f"**{chosen.label}** · shape {list(chosen.original_shape)} · {chosen.dtype_label}")
+    source_caption(chosen)
     if chosen.nonfinite is not None:
         st.error(
             f"{chosen.nonfinite.describe()}: {purpose} needs finite values; the Explorer can "

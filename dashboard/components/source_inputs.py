@@ -15,6 +15,7 @@ from dashboard.components.model_source import folder_path_input, model_roots
 from dashboard.components.persist import PERSIST
 from dashboard.services.activations.sentences import CALIBRATION, RangeMode, SentenceSet
 from dashboard.services.activations.source import capture_summary
+from dashboard.services.display.text import literal
 from dashboard.services.io import LoadError
 from dashboard.services.model.checkpoint import Checkpoint
 from dashboard.services.model.folder import snapshot_key
@@ -181,14 +182,14 @@ def upload_choice() -> tuple[SourceChoice, bytes]:
         raise SourceUnavailable
     file_id, filename, data = kept
     if upload is None:
-        st.caption(f"Using **{filename}**, uploaded earlier.")
+        st.caption(f"Using **{literal(filename)}**, uploaded earlier.")
         if st.button("Forget this file", key="src_upload_forget"):
             del st.session_state[UPLOAD]
             st.rerun()
     try:
         infos = cache.upload_infos(file_id, filename, data)
     except LoadError as exc:
-        st.error(str(exc))
+        st.error(literal(exc))
         raise SourceUnavailable from None
     name = None
     if len(infos) > 1:
@@ -219,7 +220,7 @@ def activation_choice() -> SourceChoice:
         try:
             sentences = SentenceSet(parse_sentences(text))
         except ValueError as exc:
-            st.error(f"Sentences: {exc}")
+            st.error(f"Sentences: {literal(exc)}")
             raise SourceUnavailable from None
         if not sentences.is_bundled:
             st.caption(
@@ -260,16 +261,16 @@ def folder_choice() -> tuple[SourceChoice, Checkpoint]:
     roots = model_roots()
     path = folder_path_input(roots, "src_folder")
     if not path:
-        st.info(f"Give the path of a model folder inside {roots.describe()}.")
+        st.info(f"Give the path of a model folder inside {literal(roots.describe())}.")
         raise SourceUnavailable
     try:
         checkpoint = cache.model_checkpoint(snapshot_key(path, roots), path, roots)
     except LoadError as exc:  # PathRefused, CheckpointError, io's refusals
-        st.error(f"Model folder refused: {exc}")
+        st.error(f"Model folder refused: {literal(exc)}")
         raise SourceUnavailable from None
     tensors = {t.name: t for t in checkpoint.tensors}
     if not tensors:
-        st.error(f"{checkpoint.folder.name} lists no tensors.")
+        st.error(f"{literal(checkpoint.folder.name)} lists no tensors.")
         raise SourceUnavailable
     first = checkpoint.linear_weights[:1] or checkpoint.tensors[:1]  # a weight, else any
     name = persist.name_picker(

@@ -54,6 +54,7 @@ __all__ = [
     "QK_K",
     "UNQUANTIZED",
     "GGMLType",
+    "fallback_config",
     "fallback_type",
     "ggml_type",
     "ggml_types",
@@ -218,3 +219,25 @@ def fallback_type(name: str, row_length: int) -> str:
     if row_length % ggml_type(fallback).block_size:
         return UNQUANTIZED
     return fallback
+
+
+def fallback_config(cfg: QuantConfig, shape: tuple[int, ...]) -> QuantConfig:
+    """The config a whole-model report stores a tensor of ``shape`` in under ``cfg``:
+    ``cfg`` itself, or, for a GGUF type whose blocks do not divide the rows, the config of
+    llama-quantize's fallback type (``fallback_type``: Q4_K -> Q5_0 for MiniLM's 384-wide
+    weights). Raises ``ValueError`` when llama-quantize would keep the tensor in F16 (not
+    even blocks of 32 divide its rows); other configs come back unchanged (their shape
+    errors are ``quantize``'s)."""
+    name = gguf_type_of(cfg)
+    if name is None or not shape:
+        return cfg
+    row = int(shape[-1])
+    target = fallback_type(name, row)
+    if target == name:
+        return cfg
+    if target == UNQUANTIZED:
+        raise ValueError(
+            f"rows of {row} values divide neither {name}'s blocks nor its fallback's: "
+            "llama-quantize keeps such a tensor in F16"
+        )
+    return ggml_type(target).config

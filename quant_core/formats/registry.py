@@ -21,7 +21,6 @@ from ..config import (
     PowerOfTwoScales,
     QuantConfig,
     RangeMethod,
-    ScaleDtype,
 )
 from .gguf_types import ggml_types
 
@@ -133,13 +132,6 @@ def _records() -> tuple[Preset, ...]:
                 granularity=PerTensor(),
                 range_method=RangeMethod.ABSMEAN,
             ),
-        ),
-        Preset(
-            "NF4",
-            "NF4 (bitsandbytes)",
-            "bitsandbytes",
-            "NF4 in blocks of 64, fp32 absmax per block",
-            QuantConfig(format=Format.NF4, granularity=PerGroup(64), scale_dtype=ScaleDtype.FP32),
         ),
         Preset(
             "NF4_DQ",
