@@ -26,6 +26,15 @@ from .explorer import (
     static_exploration,
     teaching,
 )
+from .files import (
+    file_reports,
+    file_tensor,
+    quantized_exploration,
+    quantized_folder,
+    quantized_prepared,
+    quantized_upload,
+    upload_is_quantized,
+)
 from .layers import (
     ab_result,
     ab_schemes,
@@ -66,6 +75,8 @@ __all__ = [
     "compare_layer",
     "download_files",
     "exploration",
+    "file_reports",
+    "file_tensor",
     "folder_reports",
     "folder_tensor",
     "histogram",
@@ -86,6 +97,10 @@ __all__ = [
     "outlier_strip",
     "overview",
     "prepared",
+    "quantized_exploration",
+    "quantized_folder",
+    "quantized_prepared",
+    "quantized_upload",
     "research_exploration",
     "research_teaching",
     "scale_map_figures",
@@ -94,5 +109,6 @@ __all__ = [
     "synthetic_tensor",
     "teaching",
     "upload_infos",
+    "upload_is_quantized",
     "upload_tensor",
 ]

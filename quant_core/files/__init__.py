@@ -21,7 +21,14 @@ from .access import AllowedRoots, PathGuard, QuantizedFileError
 from .compare import FileComparison, compare_with_original, rtn_config
 from .entries import FileKind, StoredTensor, TensorEntry, TypeShare
 from .lab_export import read_lab_export_bytes
-from .reader import DEFAULT_MAX_ELEMENTS, QuantizedFile, open_quantized, open_quantized_bytes
+from .reader import (
+    DEFAULT_MAX_ELEMENTS,
+    QuantizedFile,
+    is_quantized_bytes,
+    is_quantized_path,
+    open_quantized,
+    open_quantized_bytes,
+)
 
 __all__ = [
     "DEFAULT_MAX_ELEMENTS",
@@ -35,6 +42,8 @@ __all__ = [
     "TensorEntry",
     "TypeShare",
     "compare_with_original",
+    "is_quantized_bytes",
+    "is_quantized_path",
     "open_quantized",
     "open_quantized_bytes",
     "read_lab_export_bytes",

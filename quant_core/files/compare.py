@@ -57,10 +57,13 @@ def compare_with_original(
     original: torch.Tensor,
     original_name: str,
     metadata: Mapping[str, Any] | None = None,
+    *,
+    rtn: bool = True,
 ) -> FileComparison:
     """Compare ``stored`` with ``original`` (the unquantized tensor named
     ``original_name``, any float dtype, ``stored.shape``); ``metadata``: the GGUF file's,
-    for the converter's row permutation. ``ValueError`` when the shapes differ."""
+    for the converter's row permutation; ``rtn``: also round the original to nearest
+    under the same format. ``ValueError`` when the shapes differ."""
     if not isinstance(original, torch.Tensor) or not original.is_floating_point():
         raise TypeError("original must be a float tensor")
     if tuple(original.shape) != tuple(stored.shape):
@@ -83,20 +86,22 @@ def compare_with_original(
         values = stored.dequantize()
     file_metrics = error_metrics(x, values)
     cfg = rtn_config(stored)
-    rtn = rtn_metrics = None
+    rounded = rtn_metrics = None
     why = None
-    if cfg is None:
+    if not rtn:
+        why = "not asked for"
+    elif cfg is None:
         why = f"the lab does not model {stored.type_name}: no round-to-nearest to compare"
     elif not bool(torch.isfinite(x).all()):
         why = "the original holds NaN or Inf"
     else:
         try:
-            rtn = quantize(x, cfg)
-            rtn_metrics = error_metrics(x, rtn.dequantize())
+            rounded = quantize(x, cfg)
+            rtn_metrics = error_metrics(x, rounded.dequantize())
         except NotImplementedError as err:
             why = f"the lab cannot round to {stored.type_name} yet ({err})"
         except ValueError as err:
             why = f"{cfg.describe()} does not fit this tensor ({err})"
     return FileComparison(
-        original_name, x, values, file_metrics, cfg, rtn, rtn_metrics, why, tuple(notes)
+        original_name, x, values, file_metrics, cfg, rounded, rtn_metrics, why, tuple(notes)
     )

@@ -36,15 +36,27 @@ from .access import (
     PathGuard,
     QuantizedFileError,
     describe,
+    open_blob,
     reopen,
 )
 from .entries import FileKind, StoredTensor, TensorEntry, TypeShare
 from .gguf_file import SPLIT_RE, GGUFSource, open_gguf
 from .gguf_header import read_header as read_gguf_header
+from .hf_config import read_spec
 from .hf_folder import SafetensorsSource, open_folder
+from .hf_layouts import find_layers
+from .lab_export import is_lab_export
+from .safetensors_header import STHeader
 from .safetensors_header import read_header as read_st_header
 
-__all__ = ["DEFAULT_MAX_ELEMENTS", "QuantizedFile", "open_quantized", "open_quantized_bytes"]
+__all__ = [
+    "DEFAULT_MAX_ELEMENTS",
+    "QuantizedFile",
+    "is_quantized_bytes",
+    "is_quantized_path",
+    "open_quantized",
+    "open_quantized_bytes",
+]
 
 DEFAULT_MAX_ELEMENTS = 2**28
 """The most values one loaded tensor may have (a 16384 x 16384 matrix)."""
@@ -253,3 +265,45 @@ def open_quantized_bytes(
         {shown: location}, {shown: st_header}, None, UNRESTRICTED, max_elements
     )
     return _from_safetensors(shown, st_source, (), key)
+
+
+def _quantized_header(header: STHeader) -> bool:
+    layers, _ = find_layers(set(header.entries))
+    return bool(layers) or is_lab_export(header)
+
+
+def is_quantized_path(path: str | os.PathLike[str], *, guard: PathGuard | None = None) -> bool:
+    """Whether ``path`` is a quantized file or folder (what ``open_quantized`` is for, as
+    opposed to a plain float checkpoint): a ``.gguf`` file or a folder of them, a folder
+    whose ``config.json`` names a ``quantization_config`` (or holding AutoGPTQ's
+    ``quantize_config.json`` or AutoAWQ's ``quant_config.json``), a ``.safetensors`` file
+    in such a folder or whose header holds packed weights or the explorer's export.
+    Cheap: names, one config file and at most one header are read."""
+    guard = UNRESTRICTED if guard is None else guard
+    target = guard.check(Path(os.fspath(path)).expanduser())
+    if target.is_file():
+        if target.suffix.lower() == ".gguf":
+            return True
+        if target.suffix.lower() != ".safetensors":
+            return False
+        if read_spec(target.parent, guard) is not None:
+            return True
+        with open_blob(target, guard) as blob:
+            return _quantized_header(read_st_header(blob))
+    if not target.is_dir():
+        return False
+    if _folder_gguf(target, guard) is not None:
+        return True
+    return read_spec(target, guard) is not None
+
+
+def is_quantized_bytes(data: bytes | bytearray | memoryview, filename: str) -> bool:
+    """Whether an upload is a quantized file: a ``.gguf``, or a ``.safetensors`` whose
+    header holds packed weights or the explorer's export (its header is read, bounded)."""
+    suffix = Path(filename).suffix.lower()
+    if suffix == ".gguf":
+        return True
+    if suffix != ".safetensors":
+        return False
+    with reopen(MemoryLocation(bytes(data), Path(filename).name), UNRESTRICTED) as blob:
+        return _quantized_header(read_st_header(blob))
