@@ -135,8 +135,9 @@ class _Cursor:
     def remaining(self) -> int:
         return self.blob.size - self.pos
 
-    def take(self, n: int, what: str) -> memoryview:
-        end = self.pos + n
+    def fill(self, end: int, what: str) -> None:
+        """Make the buffer hold the header's bytes up to ``end`` (``QuantizedFileError``
+        past the file's end or the header limit)."""
         if end > self.blob.size:
             raise QuantizedFileError(
                 f"{self.blob.shown}: truncated GGUF header: {what} needs bytes "
@@ -150,9 +151,33 @@ class _Cursor:
         if end > len(self.buf):
             want = min(max(end, len(self.buf) + _CHUNK), self.limit)
             self.buf += self.blob.read(len(self.buf), want - len(self.buf), "the header")
+
+    def take(self, n: int, what: str) -> memoryview:
+        end = self.pos + n
+        self.fill(end, what)
         view = memoryview(self.buf)[self.pos : end]
         self.pos = end
         return view
+
+    def skip_strings(self, count: int, what: str) -> None:
+        """Walk ``count`` strings (a vocabulary, its merges) without decoding them: one
+        length read per string, the buffer filled as the walk goes."""
+        pos, buf, size = self.pos, self.buf, self.blob.size
+        unpack = struct.unpack_from
+        for _ in range(count):
+            if pos + 8 > len(buf):
+                self.pos = pos
+                self.fill(pos + 8, what)
+                buf = self.buf
+            pos += 8 + unpack("<Q", buf, pos)[0]
+            if pos > size:
+                self.pos = pos
+                raise QuantizedFileError(
+                    f"{self.blob.shown}: {what} holds a string that runs past the end of the "
+                    f"file ({size:,} bytes): truncated or a lying header"
+                )
+        self.fill(pos, what)
+        self.pos = pos
 
     def scalar(self, code: int, what: str) -> Any:
         fmt, size = _SCALARS[code]
@@ -180,15 +205,6 @@ class _Cursor:
             return str(raw, "utf-8")
         except UnicodeDecodeError as err:
             raise QuantizedFileError(f"{self.blob.shown}: {what} is not UTF-8 ({err})") from None
-
-    def skip_string(self, what: str) -> None:
-        n = self.u64(what)
-        if n > self.remaining():
-            raise QuantizedFileError(
-                f"{self.blob.shown}: {what} claims a string of {n:,} bytes but only "
-                f"{self.remaining():,} remain in the file"
-            )
-        self.take(n, what)
 
 
 def _value(cur: _Cursor, code: int, what: str, depth: int = 0) -> Any:
@@ -225,10 +241,10 @@ def _value(cur: _Cursor, code: int, what: str, depth: int = 0) -> Any:
         )
     name = gguf.GGUFValueType(item).name
     if count > _KEPT_ITEMS:  # walked, not kept (a vocabulary, its merges)
-        for _ in range(count):
-            if item == _STRING:
-                cur.skip_string(what)
-            else:
+        if item == _STRING:
+            cur.skip_strings(count, what)
+        else:
+            for _ in range(count):
                 _value(cur, item, what, depth + 1)
         return GGUFArray(name, count, None)
     return GGUFArray(name, count, tuple(_value(cur, item, what, depth + 1) for _ in range(count)))
