@@ -94,7 +94,7 @@ def exploration_cards(exp: Exploration) -> tuple[tuple[MetricCard, ...], tuple[M
     )
     if exp.storage_note:
         stored = f"{s.code_bits}-bit codes + {exp.storage_note}"
-    elif s.parts:
+    elif exp.config.two_level:
         stored = s.breakdown()  # every level of the format, with its bits per value
     else:
         stored = f"{s.code_bits}-bit codes + {s.n_scales:,} scales x {s.scale_bits} bits" + (
