@@ -16,6 +16,7 @@ import gguf
 import numpy as np
 import pytest
 import torch
+from playwright.sync_api import expect
 
 from quant_core import quantize
 from quant_core.files import open_quantized
@@ -104,3 +105,37 @@ def test_a_gguf_in_a_model_folder_shows_its_stored_scale_map(page, served_root) 
     options = [" ".join(o.inner_text().split()) for o in page.get_by_role("option").all()]
     assert options[0].startswith(f"blk.0.ffn_up.weight {TYPE} [256, 512] "), options
     assert options[1] == "output_norm.weight F32 [512] 2.0 kB", options
+
+
+def test_an_uploaded_gguf_shows_what_it_stores_and_a_hostile_one_is_refused(
+    page, app_url: str, tmp_path: Path
+) -> None:
+    good = tmp_path / "small.gguf"
+    x = torch.randn(64, 256, generator=torch.Generator().manual_seed(1))
+    writer = gguf.GGUFWriter(good, "llama")
+    blocks = gguf.quants.quantize(x.numpy(), gguf.GGMLQuantizationType.Q4_0)
+    writer.add_tensor("blk.0.ffn_down.weight", blocks, raw_dtype=gguf.GGMLQuantizationType.Q4_0)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    evil = tmp_path / "evil.gguf"
+    evil.write_bytes(b"GGUF\x03\0\0\0" + (2**40).to_bytes(8, "little") + b"\0" * 64)
+
+    page.goto(app_url)
+    wait_idle(page)
+    page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first.click()
+    page.get_by_role("option", name="Upload a file", exact=True).click()
+    wait_idle(page)
+    uploader = page.locator('[data-testid="stFileUploaderDropzoneInput"]')
+    uploader.set_input_files(str(good))
+    value = page.locator('[data-testid="stMetric"]').filter(has_text="Stored type")
+    value.locator('[data-testid="stMetricValue"]').get_by_text("Q4_0", exact=True).wait_for()
+    wait_idle(page)
+
+    uploader.set_input_files(str(evil))
+    error = page.locator('[data-testid="stAlertContentError"]').first
+    error.wait_for()
+    assert "evil.gguf" in error.inner_text() and "claims" in error.inner_text()
+    expect(page.get_by_text("Still showing the previous tensor")).to_have_count(1)
+    assert value.locator('[data-testid="stMetricValue"]').inner_text() == "Q4_0"
