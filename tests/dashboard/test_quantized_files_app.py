@@ -179,3 +179,16 @@ def test_whole_model_page_reports_every_tensor_and_the_mix(root: Path) -> None:
         "model.layers.0.mlp.down_proj.weight",
     }
     assert (report["mse"] > 0).all()
+
+
+def test_a_folder_with_an_unknown_quantization_config_says_which(root: Path) -> None:
+    rng = np.random.default_rng(0)
+    parts = prefixed(
+        "model.layers.0.mlp.up_proj", pack_gptq(random_int_layer(rng, 8, 32, 4, 32), 4, True)
+    )
+    write_folder(root / "hqq", parts, {"quant_method": "hqq", "nbits": 4})
+    at = _open(new_app(EXPLORER), root / "tiny-Q8_0.gguf")
+    at.text_input(key="src_folder_path").set_value(str(root / "hqq")).run()
+    assert not at.exception
+    assert any("quant_method 'hqq'" in plain(e.value) for e in at.error)
+    assert {m.label: m.value for m in at.metric}["Stored type"] in ("Q4_0", "Q8_0")
