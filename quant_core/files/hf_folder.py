@@ -14,6 +14,7 @@ about 200 bytes stored as a tensor), per compressed-tensors weight its ``weight_
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping
 from contextlib import ExitStack
@@ -224,7 +225,8 @@ def open_folder(
 
 def _pick(folder: Path, guard: PathGuard) -> tuple[list[str], tuple[str, ...], dict | None]:
     try:
-        names = sorted(p.name for p in folder.iterdir() if p.suffix.lower() == ".safetensors")
+        listed = itertools.islice(folder.iterdir(), 2 * MAX_SHARDS)
+        names = sorted(p.name for p in listed if p.suffix.lower() == ".safetensors")
     except OSError as err:
         raise QuantizedFileError(f"cannot list {folder.name}: {err.strerror or err}") from err
     if SINGLE_NAME in names:
