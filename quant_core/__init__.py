@@ -100,6 +100,7 @@ from .research import (
     q_k_levels,
 )
 from .smoothquant import AlphaSweep, alpha_sweep, smooth, smoothing_factors
+from .ste import dorefa_activation_ste, dorefa_weight_ste, q_k_ste
 from .storage import StoragePart, StorageReport, storage_cost
 from .validation import check_float_tensor
 from .warmup import WarmUp, warm_up, warm_up_in_background
@@ -184,7 +185,9 @@ __all__ = [
     "codebook_for",
     "compare_static_dynamic",
     "compile_failure",
+    "dorefa_activation_ste",
     "dorefa_quantize_weights",
+    "dorefa_weight_ste",
     "error_metrics",
     "evaluate_linear",
     "fake_quantize_linears",
@@ -210,6 +213,7 @@ __all__ = [
     "q_k",
     "q_k_codes",
     "q_k_levels",
+    "q_k_ste",
     "quantize",
     "quantize_activation",
     "quantize_model",

@@ -24,6 +24,7 @@ from .explorer import (
     research_teaching,
     scale_map_figures,
     static_exploration,
+    ste_panel,
     teaching,
 )
 from .files import (
@@ -45,6 +46,7 @@ from .layers import (
     layer_sweep,
     smoothing_plots,
 )
+from .lessons import lesson_formats, lesson_forum, lesson_round_trip
 from .model import (
     folder_reports,
     model_linears,
@@ -62,6 +64,7 @@ from .sources import (
     model_tensor_infos,
     prepared,
     synthetic_tensor,
+    typed_values,
     upload_infos,
     upload_tensor,
 )
@@ -84,6 +87,9 @@ __all__ = [
     "layer_inputs",
     "layer_plots",
     "layer_sweep",
+    "lesson_formats",
+    "lesson_forum",
+    "lesson_round_trip",
     "linear_inputs",
     "model_checkpoint",
     "model_file",
@@ -106,8 +112,10 @@ __all__ = [
     "scale_map_figures",
     "smoothing_plots",
     "static_exploration",
+    "ste_panel",
     "synthetic_tensor",
     "teaching",
+    "typed_values",
     "upload_infos",
     "upload_is_quantized",
     "upload_tensor",

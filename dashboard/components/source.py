@@ -35,9 +35,10 @@ from dashboard.services.sources.choice import (
     SourceChoice,
     SourceKind,
     SyntheticSource,
+    TypedSource,
     UploadSource,
 )
-from dashboard.services.sources.examples import example_tensor
+from dashboard.services.sources.examples import Example, example_tensor
 from dashboard.services.sources.prepared import PreparedSource
 from dashboard.services.sources.synthetic import SyntheticSpec
 from dashboard.services.state.source import (
@@ -75,6 +76,12 @@ def _seed_widgets_from_url() -> None:
         }
     elif isinstance(choice, ExampleSource):
         values = {"src_kind": SourceKind.EXAMPLE, "src_example": choice.example}
+    elif isinstance(choice, TypedSource):
+        values = {
+            "src_kind": SourceKind.EXAMPLE,
+            "src_example": Example.TYPED,
+            "src_typed": choice.text,
+        }
     elif isinstance(choice, ModelSource):
         values = {"src_kind": SourceKind.MODEL, "src_model": choice.tensor}
     elif isinstance(choice, FolderSource):
@@ -123,6 +130,12 @@ def _load(
         return cache.prepared(
             repr(choice), choice, example_tensor(choice.example), choice.example.label, ()
         )
+    if isinstance(choice, TypedSource):
+        values = cache.typed_values(choice.key, choice.text)
+        shape = "x".join(str(d) for d in values.tensor.shape)
+        return cache.prepared(
+            repr(choice), choice, values.tensor, f"your typed values ({shape})", values.notes
+        )
     if isinstance(choice, ModelSource):
         loaded = cache.model_tensor(choice.tensor)
         label = f"all-MiniLM-L6-v2 · {choice.tensor}"
@@ -153,6 +166,15 @@ def _load(
     loaded = cache.upload_tensor(choice.file_id, choice.filename, choice.tensor, data)
     label = choice.filename + (f" · {loaded.name}" if loaded.name else "")
     return cache.prepared(repr(choice), choice, loaded.tensor, label, loaded.notes)
+
+
+def load_choice(choice: SourceChoice) -> PreparedSource:
+    """The tensor ``choice`` names, prepared (cached), for a page that picks its own tensor
+    (a lesson's lab): a teaching example, typed values, a bundled weight, a synthetic or
+    an activation tensor. Not an upload nor a model folder: ``TypeError``."""
+    if isinstance(choice, UploadSource | FolderSource):
+        raise TypeError(f"{type(choice).__name__} needs the picker's upload or folder")
+    return _load(choice, None)
 
 
 def source_picker(collapsed: bool = False) -> PreparedSource | None:

@@ -7,6 +7,8 @@ A new source kind is one more function here and a branch in ``source.source_pick
 
 from __future__ import annotations
 
+import hashlib
+
 import streamlit as st
 
 from dashboard import cache
@@ -30,6 +32,7 @@ from dashboard.services.sources.choice import (
     SourceChoice,
     SourceKind,
     SyntheticSource,
+    TypedSource,
     UploadSource,
 )
 from dashboard.services.sources.examples import Example
@@ -42,6 +45,7 @@ from dashboard.services.sources.synthetic import (
     Distribution,
     SyntheticSpec,
 )
+from dashboard.services.sources.typed import MAX_TYPED_CHARS, MAX_TYPED_VALUES, TypedValuesError
 from dashboard.services.state.algorithm import parse_sentences
 from quant_core.files import QuantizedFile
 
@@ -73,6 +77,7 @@ DEFAULTS: dict[str, object] = {
     "src_ochan_on": False,
     "src_ochan": 0,
     "src_example": Example.COURSE_3X3,
+    "src_typed": "1.5, -0.2, 3.1\n0.7, 2.4, -1.8",
     "src_layer": DEFAULT_ACTIVATION_LAYER,
     "src_ranges": RangeMode.DYNAMIC,
     "src_own": False,
@@ -152,7 +157,33 @@ def example_choice() -> SourceChoice:
         key="src_example",
         persist_state=PERSIST,
     )
+    if example is Example.TYPED:
+        return typed_choice()
     return ExampleSource(example)
+
+
+def typed_choice() -> SourceChoice:
+    """The box for the learner's own values (1-D or 2-D); a bad text shows its message."""
+    text = st.text_area(
+        "Values: one row per line, or [..] / [[..], [..]] as Python prints them",
+        key="src_typed",
+        height=110,
+        max_chars=MAX_TYPED_CHARS,
+        placeholder="0.9372, 2.3312, 3.2122  or  [[1, 2], [3, 4]]",
+        persist_state=PERSIST,
+        help=f"Up to {MAX_TYPED_VALUES:,} numbers, separated by commas, spaces or tabs; "
+        "torch.tensor([...]) and np.array([...]) as printed are read too. nan and inf are "
+        "allowed (the explorer leaves them out).",
+    )
+    digest = hashlib.sha256((text or "").encode("utf-8", "surrogatepass")).hexdigest()
+    try:
+        values = cache.typed_values(digest, text or "")
+    except TypedValuesError as exc:
+        st.error(f"Values: {literal(str(exc))}")
+        raise SourceUnavailable from None
+    for note in values.notes:
+        st.caption(note)
+    return TypedSource.of(values)
 
 
 def model_choice() -> SourceChoice:

@@ -96,6 +96,12 @@ class SweepRequest:
         return sweep_to_query(self.grid, self.custom_calibration, axis)
 
 
+def _add_shipped() -> None:
+    """The button's callback: runs before the form's widgets are drawn again."""
+    ss = st.session_state
+    ss["sw_presets"] = list(dict.fromkeys([*ss.get("sw_presets", []), *SHIPPED_SET]))
+
+
 def _kind_label(kind: GranularityKind) -> str:
     return "per 128×128 block" if kind is GranularityKind.BLOCK else f"per {kind.value}"
 
@@ -207,13 +213,6 @@ def sweep_grid_form(
     # Keep the choices valid for this tensor (the last one may have had other columns).
     ss["sw_groups"] = [g for g in ss["sw_groups"] if cols % g == 0]
     ss["sw_algos"] = [a for a in ss["sw_algos"] if a in offered] or [Algorithm.RTN]
-    if st.button(
-        "Add the formats people ship",
-        key="sw_shipped",
-        help="GGUF Q4_0, Q8_0, Q4_K, Q5_K, Q6_K and IQ4_XS, MXFP4, NVFP4 and NF4 with "
-        "double quantization: pick them below, then run.",
-    ):
-        ss["sw_presets"] = list(dict.fromkeys([*ss["sw_presets"], *SHIPPED_SET]))
     with st.form("sweep_form"):
         c1, c2, c3, c4 = st.columns(4)
         kw = {"persist_state": PERSIST}
@@ -274,6 +273,13 @@ def sweep_grid_form(
             **kw,
         )
         submitted = st.form_submit_button("Run sweep", type="primary", key="sw_run")
+    st.button(
+        "Add the formats people ship",
+        key="sw_shipped",
+        on_click=_add_shipped,
+        help="Picks GGUF Q4_0, Q8_0, Q4_K, Q5_K, Q6_K and IQ4_XS, MXFP4, NVFP4 and NF4 with "
+        "double quantization among the shipped formats above; run the sweep to compare them.",
+    )
     n_cal = len(ss[_GRID].calibration) if isinstance(ss.get(_GRID), _Submitted) else None
     st.caption(
         calibration_note(

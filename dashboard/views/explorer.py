@@ -31,6 +31,7 @@ if url.first_run("explorer_scheme"):
     seed_view_from_url()
 
 st.title("Quantization explorer")
+st.caption("New to quantization? The [lessons](./lessons) follow the course chapter by chapter.")
 source = current_source()
 url.show_warnings()
 if source is None:

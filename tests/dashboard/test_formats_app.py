@@ -103,3 +103,23 @@ def test_a_scale_storage_that_does_not_fit_warns_and_stores_fp32() -> None:
     at.selectbox(key="q_sstore").set_value("u6s256").run()  # super-blocks need groups
     assert not at.exception and not at.error
     assert any("super-block" in w.value and "fp32" in w.value for w in at.warning)
+
+
+SWEEP = str(Path(__file__).resolve().parents[2] / "dashboard" / "views" / "sweep.py")
+
+
+def test_sweep_adds_the_formats_people_ship_and_runs_them() -> None:
+    st.cache_data.clear()
+    at = AppTest.from_file(SWEEP, default_timeout=180)
+    at.query_params.update({"src": "synthetic", "rows": "64", "cols": "256"})
+    at.run()
+    at.button(key="sw_shipped").click().run()
+    assert "MXFP4" in at.multiselect(key="sw_presets").value
+    at.multiselect(key="sw_formats").set_value([])
+    at.multiselect(key="sw_presets").set_value(["Q4_0", "MXFP4", "NVFP4", "NF4_DQ"])
+    at.button(key="sw_run").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    table = at.dataframe[0].value
+    names = " ".join(str(v) for v in table.to_numpy().ravel())
+    for name in ("Q4_0", "MXFP4", "NVFP4", "NF4_DQ"):
+        assert name in names, names

@@ -178,10 +178,19 @@ def stored_formulas(exp: Exploration, nums: StoredNumbers) -> tuple[str, ...]:
             out.append(rf"\min = {_f(m)}\ ({latex_text(cfg.scale_dtype.value)})")
     if cfg.format is Format.INT:
         if cfg.float_offset:
-            out.append(
-                rf"\hat{{x}} = s\,(q - ({cfg.qmin})) + \min = {_f(s)}\,(q + {-cfg.qmin})"
-                rf" + {_p(m)},\quad {_int_values(cfg)}"
+            # GGUF stores u = q - qmin, an unsigned code: x = d sc u - dmin m
+            top = cfg.qmax - cfg.qmin
+            head = (
+                r"\hat{x} = d\,sc\,u - d_{\min}\,m"
+                if isinstance(sf, SuperBlockScales)
+                else r"\hat{x} = s\,u + \min"
             )
+            out.append(
+                rf"{head} = {_f(s)}\,u + {_p(m)},\quad u = q - ({cfg.qmin}) \in \{{0,"
+                rf" \ldots, {top}\}}\ \text{{(stored)}}"
+            )
+        elif isinstance(sf, SuperBlockScales):
+            out.append(rf"\hat{{x}} = d\,sc\,q = {_f(s)}\,q,\quad {_int_values(cfg)}")
         else:
             out.append(rf"\hat{{x}} = s\,q = {_f(s)}\,q,\quad {_int_values(cfg)}")
     else:
