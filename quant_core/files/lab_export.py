@@ -7,12 +7,18 @@ bits, two's complement for integer formats, unsigned codebook indices otherwise)
 packed at ``bits`` like the codes) or ``offset`` (the float ``m`` of
 ``ZeroPoint.FLOAT_MIN``, in the scale dtype). Metadata: ``shape``, ``format``, ``bits``,
 ``mode``, ``granularity`` (JSON ``{"kind": "PerGroup", "group_size": 32}``),
-``zero_point_convention``, ``scale_dtype``. A research format's export (``research`` in the
-metadata) is read by the dashboard, which owns those formats.
+``zero_point_convention``, ``scale_dtype``, and ``config``: the whole ``QuantConfig``
+(``config_to_json``). A GGUF type's tensor is ``ggml_blocks`` instead (the bytes a GGUF file
+holds for it, ``ggml_type`` naming the type: decoded by ``formats.gguf_bytes``); another
+two-level format's scales are float32 and its second level comes as ``stored_codes``,
+``stored_min_codes``, ``stored_super_scale``, ``stored_super_min`` (``StoredScales``).
+A research format's export (``research`` in the metadata) is read by the dashboard, which
+owns those formats.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Mapping
@@ -20,23 +26,41 @@ from collections.abc import Mapping
 import torch
 
 from ..config import (
+    DoubleQuantScales,
+    FloatScales,
     Format,
+    FP8Scales,
     Mode,
     PerBlock,
     PerChannel,
     PerGroup,
     PerTensor,
+    PowerOfTwoScales,
     QuantConfig,
+    RangeMethod,
+    Recipe,
+    Rounding,
     ScaleDtype,
+    SuperBlockScales,
     ZeroPoint,
 )
+from ..formats.gguf_bytes import from_ggml_bytes, ggml_byte_size
+from ..formats.scales import StoredScales
 from ..granularity import layout_for
 from ..packing import packed_size, unpack
 from ..quantized_tensor import QuantizedTensor
 from .access import Blob, MemoryLocation, QuantizedFileError, reopen
 from .safetensors_header import STHeader, read_header, read_tensor
 
-__all__ = ["LAB_EXPORT_KEYS", "is_lab_export", "read_lab_export", "read_lab_export_bytes"]
+__all__ = [
+    "LAB_EXPORT_KEYS",
+    "STORED_PARTS",
+    "config_from_json",
+    "config_to_json",
+    "is_lab_export",
+    "read_lab_export",
+    "read_lab_export_bytes",
+]
 
 LAB_EXPORT_KEYS = frozenset(
     {"shape", "format", "bits", "mode", "granularity", "zero_point_convention"}
@@ -48,16 +72,84 @@ _GRANULARITIES = {
     "PerBlock": PerBlock,
 }
 _SCALE_DTYPES = {"F32": ScaleDtype.FP32, "F16": ScaleDtype.FP16, "BF16": ScaleDtype.BF16}
+_SCALE_FORMATS = {
+    cls.__name__: cls
+    for cls in (FloatScales, PowerOfTwoScales, FP8Scales, SuperBlockScales, DoubleQuantScales)
+}
+STORED_PARTS = ("codes", "min_codes", "super_scale", "super_min")
+"""``StoredScales``' fields, stored as ``stored_<field>`` tensors by a two-level export."""
+
+
+def config_to_json(cfg: QuantConfig) -> str:
+    """Every field of ``cfg`` as JSON (enums by value, granularity and scale format as
+    ``{"kind": class name, **fields}``): what a two-level or llama.cpp-recipe export
+    needs to reopen as the same config."""
+    out: dict[str, object] = {}
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(v):
+            out[f.name] = {"kind": type(v).__name__, **dataclasses.asdict(v)}
+        else:
+            out[f.name] = v.value if hasattr(v, "value") else v
+    return json.dumps(out)
+
+
+def config_from_json(text: str, shown: str) -> QuantConfig:
+    """Inverse of ``config_to_json``; ``QuantizedFileError`` naming what is wrong."""
+    try:
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
+        gran = dict(raw.pop("granularity"))
+        sf = dict(raw.pop("scale_format"))
+        gkind, skind = gran.pop("kind"), sf.pop("kind")
+        if gkind not in _GRANULARITIES or skind not in _SCALE_FORMATS:
+            raise ValueError(f"unknown granularity {gkind!r} or scale format {skind!r}")
+        enums = {
+            "mode": Mode,
+            "format": Format,
+            "range_method": RangeMethod,
+            "rounding": Rounding,
+            "scale_dtype": ScaleDtype,
+            "zero_point": ZeroPoint,
+            "recipe": Recipe,
+        }
+        fields = {k: enums[k](v) if k in enums else v for k, v in raw.items()}
+        return QuantConfig(
+            granularity=_GRANULARITIES[gkind](**gran),
+            scale_format=_SCALE_FORMATS[skind](**sf),
+            **fields,
+        )
+    except (KeyError, TypeError, ValueError, RecursionError) as err:
+        raise QuantizedFileError(f"{shown}: its config metadata is not readable ({err})") from None
 
 
 def is_lab_export(header: STHeader) -> bool:
     """Whether a safetensors header is the explorer's export of a (non-research) tensor."""
-    return header.metadata.keys() >= LAB_EXPORT_KEYS and {"codes", "scale"} <= header.entries.keys()
+    entries = header.entries.keys()
+    return header.metadata.keys() >= LAB_EXPORT_KEYS and (
+        {"codes", "scale"} <= entries or "ggml_blocks" in entries
+    )
 
 
 def export_config(meta: Mapping[str, str], shown: str) -> tuple[QuantConfig, tuple[int, ...]]:
-    """The config and shape an export's metadata names; ``QuantizedFileError`` naming the
-    bad value."""
+    """The config and shape an export's metadata names (its whole ``config``; an export
+    written before that key existed names the fields dequantization needs, and the range
+    method and rounding take their defaults); ``QuantizedFileError`` naming the bad
+    value."""
+    if "config" in meta:
+        cfg = config_from_json(meta["config"], shown)
+        try:
+            shape = json.loads(meta["shape"])
+            if not isinstance(shape, list) or not all(
+                isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape
+            ):
+                raise ValueError(f"shape {meta['shape'][:80]!r} is not a list of sizes")
+        except (KeyError, ValueError, RecursionError) as err:
+            raise QuantizedFileError(
+                f"{shown}: its metadata is not a lab export's ({err})"
+            ) from None
+        return cfg, tuple(shape)
     try:
         shape = json.loads(meta["shape"])
         gran = json.loads(meta["granularity"])
@@ -108,12 +200,28 @@ def read_lab_export(blob: Blob, header: STHeader, max_elements: int) -> Quantize
             )
         return read_tensor(blob, e).reshape(-1)
 
+    if "ggml_blocks" in entries:
+        type_name = header.metadata.get("ggml_type", "")
+        if cfg.gguf_type != type_name:
+            raise QuantizedFileError(
+                f"{shown}: ggml_type {type_name[:20]!r} is not the GGUF type of {cfg.name}"
+            )
+        try:
+            want = ggml_byte_size(type_name, shape)
+        except ValueError as err:
+            raise QuantizedFileError(f"{shown}: {err}") from None
+        blocks = part("ggml_blocks", ("U8",), want)
+        qt = from_ggml_bytes(blocks.numpy().tobytes(), type_name, shape)
+        return dataclasses.replace(qt, config=cfg)  # the lab's MXFP4 is llama.cpp's too
     packed = part("codes", ("U8",), packed_size(numel, cfg.bits))
     signed = cfg.format is Format.INT
     codes = unpack(packed, cfg.bits, numel, signed=signed).reshape(shape)
     if not signed:
         codes = codes.to(torch.uint8)
-    sdtypes = tuple(k for k, v in _SCALE_DTYPES.items() if v is cfg.scale_dtype)
+    # a two-level format's block scales are exact float32 (d * sc, 2^(e - 127), ...)
+    sdtypes = ("F32",) if cfg.two_level else (
+        tuple(k for k, v in _SCALE_DTYPES.items() if v is cfg.scale_dtype)
+    )
     scale = part("scale", sdtypes, layout.n_blocks).to(torch.float32).reshape(layout.scale_shape)
     zero_point = torch.zeros(layout.scale_shape, dtype=torch.int32)
     offset = None
@@ -128,6 +236,22 @@ def read_lab_export(blob: Blob, header: STHeader, max_elements: int) -> Quantize
         zp_packed = part("zero_point", ("U8",), packed_size(layout.n_blocks, cfg.bits))
         zp = unpack(zp_packed, cfg.bits, layout.n_blocks, signed=True)
         zero_point = zp.to(torch.int32).reshape(layout.scale_shape)
+    stored = None
+    if cfg.two_level:
+        found = {
+            f: read_tensor(blob, entries[f"stored_{f}"]).clone()
+            for f in STORED_PARTS
+            if f"stored_{f}" in entries
+        }
+        if "codes" not in found or found["codes"].numel() != layout.n_blocks:
+            raise QuantizedFileError(
+                f"{shown}: {cfg.name} stores its block scales as integers: stored_codes "
+                f"with {layout.n_blocks:,} values was expected"
+            )
+        for f in ("codes", "min_codes"):
+            if f in found:
+                found[f] = found[f].to(torch.int32).reshape(layout.scale_shape)
+        stored = StoredScales(**found)
     return QuantizedTensor(
         codes=codes,
         scale=scale,
@@ -136,6 +260,7 @@ def read_lab_export(blob: Blob, header: STHeader, max_elements: int) -> Quantize
         layout=layout,
         input_dtype=torch.float32,
         offset=offset,
+        stored=stored,
     )
 
 

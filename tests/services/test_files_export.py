@@ -7,6 +7,7 @@ import json
 
 import pytest
 import torch
+from safetensors.torch import load
 
 from dashboard.services.explorer import exports
 from dashboard.services.explorer.explore import explore
@@ -54,3 +55,33 @@ def test_a_lying_export_names_the_problem(tmp_path):
         open_quantized(path).load("lie")
     with pytest.raises(ValueError, match="tensor 'codes' is U8"):
         exports.read_quantized_safetensors(path.read_bytes())
+
+
+@pytest.mark.parametrize(
+    "name", ["Q4_0", "Q5_1", "Q8_0", "TQ1_0", "MXFP4", "MXFP6_E2M3", "NVFP4", "NF4_DQ", "BITNET"]
+)
+def test_shipped_formats_reopen_bit_for_bit(tmp_path, name):
+    """A shipped format's export reopens as the same tensor: the same config, codes,
+    scales and second level (a GGUF type's as llama.cpp's block bytes, exactly the bits
+    the page counts)."""
+    x = torch.randn(8, 256, generator=torch.Generator().manual_seed(4))
+    exp = explore(x, QuantConfig.from_name(name))
+    data = exports.quantized_safetensors(exp)
+    back = exports.read_quantized_safetensors(data)
+    assert back.config == exp.config
+    assert torch.equal(back.codes.to(torch.int32), exp.qt.codes.to(torch.int32))
+    assert torch.equal(back.scale, exp.qt.scale)
+    assert torch.equal(back.dequantize(), exp.qt.dequantize())
+    if exp.qt.stored is not None:
+        for field in ("codes", "min_codes", "super_scale", "super_min"):
+            mine, theirs = getattr(back.stored, field), getattr(exp.qt.stored, field)
+            assert (mine is None) == (theirs is None)
+            if mine is not None:
+                assert torch.equal(mine, theirs.to(mine.dtype).reshape(mine.shape))
+    tensors = load(data)
+    if exp.config.gguf_type is not None:
+        assert set(tensors) == {"ggml_blocks"}
+        assert tensors["ggml_blocks"].numel() == exp.storage.total_bytes
+    path = tmp_path / "x.safetensors"
+    path.write_bytes(data)
+    assert open_quantized(path).entry("x").type_name == name

@@ -8,9 +8,14 @@ in the lowest bits: ``quant_core.pack``), ``scale`` (one per block, in the scale
 ``zero_point`` (integer zero points of asymmetric integer schemes, packed at ``bits`` like
 the codes) or ``offset`` (the float ``m`` of ``ZeroPoint.FLOAT_MIN``, in the scale dtype).
 Its metadata names the shape, format, bits, mode, granularity, zero-point convention and
-the dequantization formula; ``read_quantized_safetensors`` turns the bytes back into the
-``QuantizedTensor`` (the reading lives in ``quant_core.files.lab_export``, so the library's
-``open_quantized`` opens an export too).
+the dequantization formula, and ``config`` the whole scheme (``QuantConfig``'s every
+field, so it reopens as the same config). A GGUF type's tensor is stored as the bytes a GGUF
+file holds (``ggml_blocks``, ``ggml_type``: exactly the bits the page counts), another
+two-level format's as the tensors above with float32 scales plus its second level as stored
+(``stored_codes``, ``stored_min_codes``, ``stored_super_scale``, ``stored_super_min``).
+``read_quantized_safetensors`` turns the bytes back into the ``QuantizedTensor`` (the
+reading lives in ``quant_core.files.lab_export``, so the library's ``open_quantized`` opens
+an export too).
 
 A research format (min-max levels, DoReFa) stores what ``research_storage`` counts instead:
 ``codes`` (unsigned ``c``, ``0 .. 2^k - 1``, packed at ``k`` bits) and its float32
@@ -34,11 +39,13 @@ from quant_core import (
     Mode,
     QuantConfig,
     QuantizedTensor,
+    Recipe,
     ScaleDtype,
     pack,
     unpack,
 )
 from quant_core.files import read_lab_export_bytes
+from quant_core.files.lab_export import STORED_PARTS, config_to_json
 
 from ..state.research import research_from_query, research_to_query
 from .explore import Exploration
@@ -118,13 +125,38 @@ def quantized_safetensors(exp: Exploration) -> bytes:
         "QuantizedTensor.scale.flatten() lists them",
         "dequantize": _formula(cfg),
     }
-    sdtype = _SCALE_DTYPES[cfg.scale_dtype]
+    meta["config"] = config_to_json(cfg)  # every field, range method and rounding too
+    if cfg.two_level or cfg.recipe is Recipe.LLAMA_CPP:
+        blocks = _ggml_blocks(qt)
+        if blocks is not None:  # llama.cpp's own bytes: the codes and both scale levels
+            meta["ggml_type"] = str(cfg.gguf_type)
+            meta["blocks"] = f"ggml_blocks: the tensor as a GGUF file stores it ({cfg.gguf_type})"
+            return save({"ggml_blocks": blocks}, metadata=meta)
+    # a two-level format's block scales are exact float32 (d * sc, 2^(e - 127), ...)
+    sdtype = torch.float32 if cfg.two_level else _SCALE_DTYPES[cfg.scale_dtype]
     tensors = {"codes": pack(qt.codes, cfg.bits), "scale": qt.scale.to(sdtype).contiguous()}
     if qt.offset is not None:  # exactly under ZeroPoint.FLOAT_MIN
         tensors["offset"] = qt.offset.to(sdtype).contiguous()
     elif cfg.has_zero_point:
         tensors["zero_point"] = pack(qt.zero_point, cfg.bits)
+    if qt.stored is not None:  # the second level as stored: integers, super-block scales
+        for name in STORED_PARTS:
+            part = getattr(qt.stored, name)
+            if part is not None:
+                tensors[f"stored_{name}"] = part.detach().cpu().contiguous()
     return save(tensors, metadata=meta)
+
+
+def _ggml_blocks(qt: QuantizedTensor) -> torch.Tensor | None:
+    """The GGUF block bytes of ``qt`` when its config is a GGUF type whose bytes the lab
+    writes (``None`` otherwise)."""
+    if qt.config.gguf_type is None:
+        return None
+    try:
+        raw = qt.to_ggml_bytes()
+    except (ImportError, NotImplementedError, ValueError):
+        return None
+    return torch.frombuffer(bytearray(raw), dtype=torch.uint8)
 
 
 # A safetensors name for each research parameter (``stored_parameters``' names).
