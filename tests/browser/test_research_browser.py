@@ -16,7 +16,8 @@ def test_picking_dorefa_shows_its_teaching_panel(page, app_url: str) -> None:
     page.goto(f"{app_url}/?src=synthetic&rows=16&cols=64")
     wait_for_charts(page, 4)
     wait_idle(page)
-    page.locator('[data-testid="stSelectbox"]').filter(has_text="Format").first.click()
+    # exact, role-based: "Format" is also a substring of the "Shipped format" box's name
+    page.get_by_role("combobox", name="Format", exact=True).click()
     page.get_by_role("option", name="DoReFa, tanh (research)").click()
     page.wait_for_url("**fmt=dorefa**", timeout=90_000)
     wait_idle(page)
