@@ -15,6 +15,7 @@ from dashboard.components.mixed_controls import mixed_controls, ray_address
 from dashboard.components.mixed_judge import judge_output
 from dashboard.components.model_source import ModelFolder, model_picker, model_roots
 from dashboard.services.display.text import literal
+from dashboard.services.files.open import QuantizedModel
 from dashboard.services.io import LoadError
 from dashboard.services.mixed.figures import (
     HeatMetric,
@@ -56,6 +57,12 @@ model = model_picker()
 controls = mixed_controls()
 url.show_warnings()
 if model is None:
+    st.stop()
+if isinstance(model, QuantizedModel):
+    st.info(
+        "This is a quantized file: the table measures each scheme on float weights. Pick the "
+        "model's original (unquantized) folder or file to compare schemes."
+    )
     st.stop()
 if not controls.candidates:
     st.warning("Pick at least one candidate scheme.")
