@@ -40,6 +40,7 @@ from quant_core import (
     presets,
 )
 from quant_core.calibration import CALIBRATION_SENTENCES, HELD_OUT_SENTENCES
+from quant_core.formats.registry import SHIPPED_SET
 
 __all__ = ["SweepRequest", "run_with_progress", "seed_sweep_from_url", "sweep_grid_form"]
 
@@ -58,8 +59,6 @@ _FORMATS = {
     Format.TERNARY: "ternary",
     Format.TERNARY_PACKED: "ternary (5 per byte)",
 }
-SHIPPED_SET = ("Q4_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS", "MXFP4", "NVFP4", "NF4_DQ")
-"""The "formats people ship" the sweep offers in one click."""
 _PRESET_LABELS = {p.name: f"{p.label} ({p.family})" for p in presets()}
 _ZERO_POINTS = {
     ZeroPoint.INCLUDE_ZERO: "include zero",

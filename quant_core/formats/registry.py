@@ -24,9 +24,22 @@ from ..config import (
 )
 from .gguf_types import ggml_types
 
-__all__ = ["PRESET_FAMILIES", "Preset", "name_of", "preset", "preset_names", "presets"]
+__all__ = ["PRESET_FAMILIES", "SHIPPED_SET", "Preset", "name_of", "preset", "preset_names", "presets"]
 
 PRESET_FAMILIES = ("GGUF", "OCP MX", "NVIDIA", "DeepSeek", "BitNet", "bitsandbytes")
+SHIPPED_SET: tuple[str, ...] = (
+    "Q4_0",
+    "Q8_0",
+    "Q4_K",
+    "Q5_K",
+    "Q6_K",
+    "IQ4_XS",
+    "MXFP4",
+    "NVFP4",
+    "NF4_DQ",
+)
+"""The formats people ship, as one set: the sweep's one click and the mixed-precision
+page's default candidates."""
 
 
 @dataclass(frozen=True)

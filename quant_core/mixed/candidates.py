@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from ..config import Mode, PerChannel, PerGroup, QuantConfig, ScaleDtype
 from ..formats.gguf_types import fallback_config
-from ..formats.registry import presets
+from ..formats.registry import SHIPPED_SET, presets
 
 __all__ = [
     "ALL_CANDIDATES",
@@ -83,9 +83,8 @@ ALL_CANDIDATES: tuple[Candidate, ...] = (
     *(Candidate(p.name, p.config) for p in presets()),
     *LAB_CANDIDATES,
 )
-SHIPPED: tuple[str, ...] = ("Q4_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS", "MXFP4", "NVFP4",
-                            "NF4_DQ")  # fmt: skip
-"""The formats people ship (as the sweep's "Add the formats people ship")."""
+SHIPPED: tuple[str, ...] = SHIPPED_SET
+"""The formats people ship (``formats.registry.SHIPPED_SET``, the sweep's one click too)."""
 
 _BY_NAME = {c.name: c for c in ALL_CANDIDATES}
 DEFAULT_CANDIDATES: tuple[Candidate, ...] = (
