@@ -24,7 +24,15 @@ from ..config import (
 )
 from .gguf_types import ggml_types
 
-__all__ = ["PRESET_FAMILIES", "SHIPPED_SET", "Preset", "name_of", "preset", "preset_names", "presets"]
+__all__ = [
+    "PRESET_FAMILIES",
+    "SHIPPED_SET",
+    "Preset",
+    "name_of",
+    "preset",
+    "preset_names",
+    "presets",
+]
 
 PRESET_FAMILIES = ("GGUF", "OCP MX", "NVIDIA", "DeepSeek", "BitNet", "bitsandbytes")
 SHIPPED_SET: tuple[str, ...] = (
