@@ -41,6 +41,7 @@ from .model import (
     model_outputs,
     model_report,
 )
+from .session import session_files
 from .sources import (
     bundled_model,
     folder_tensor,
@@ -87,6 +88,7 @@ __all__ = [
     "prepared",
     "research_exploration",
     "research_teaching",
+    "session_files",
     "smoothing_plots",
     "static_exploration",
     "synthetic_tensor",

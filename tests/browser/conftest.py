@@ -52,13 +52,16 @@ def _wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 90.0) -> N
 
 
 @contextmanager
-def launched_app(log: Path) -> Iterator[tuple[str, subprocess.Popen]]:
+def launched_app(
+    log: Path, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen]]:
     """The app as the README starts it, ``python -m dashboard``, on a free local port with
-    its output in ``log``: ``(base URL, process)`` once healthy; stopped (SIGTERM, then
-    SIGKILL after 15 s) when the block ends, unless the block has ended it."""
+    its output in ``log`` and ``env`` added to the environment: ``(base URL, process)``
+    once healthy; stopped (SIGTERM, then SIGKILL after 15 s) when the block ends, unless
+    the block has ended it."""
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
     log.parent.mkdir(exist_ok=True)
     with log.open("w") as out:
         proc = subprocess.Popen(
