@@ -54,7 +54,7 @@ from .config import (
 )
 from .fake_quant import FakeQuantLinears, fake_quantize_linears
 from .formats import NF4_VALUES, Codebook, codebook_for
-from .gptq import GPTQOptions, GPTQResult
+from .gptq import GPTQOptions, GPTQResult, GroupGrid
 from .granularity import BlockLayout, layout_for
 from .hqq import HQQOptions, HQQResult, HQQVariable
 from .kernels import (
@@ -122,6 +122,7 @@ __all__ = [
     "GPTQOptions",
     "GPTQResult",
     "Granularity",
+    "GroupGrid",
     "HQQOptions",
     "HQQResult",
     "HQQVariable",
