@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from .conftest import ARTIFACTS
+from .locators import choose_option, choose_radio
 from .test_explorer_browser import wait_for_charts, wait_idle
 
 pytestmark = pytest.mark.browser
@@ -16,15 +17,14 @@ def test_picking_dorefa_shows_its_teaching_panel(page, app_url: str) -> None:
     page.goto(f"{app_url}/?src=synthetic&rows=16&cols=64")
     wait_for_charts(page, 4)
     wait_idle(page)
-    page.locator('[data-testid="stSelectbox"]').filter(has_text="Format").first.click()
-    page.get_by_role("option", name="DoReFa, tanh (research)").click()
+    choose_option(page, "q_fmt", "DoReFa, tanh (research)")
     page.wait_for_url("**fmt=dorefa**", timeout=90_000)
     wait_idle(page)
     page.get_by_text("tanh is not clipping").first.wait_for(timeout=90_000)
     page.get_by_text("What each value becomes on this tensor").first.wait_for()
     assert page.locator(".katex").count() >= 4  # normalise, q_k, rescale, stored form
     assert page.locator(".katex-error").count() == 0
-    page.get_by_text("centered: (floor(2^k·u)+½)/2^k").click()
+    choose_radio(page, "q_qk", "centered: (floor(2^k·u)+½)/2^k")
     page.wait_for_url("**qk=centered**", timeout=90_000)
     wait_idle(page)
     assert page.locator(".katex-error").count() == 0

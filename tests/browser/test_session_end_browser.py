@@ -20,6 +20,7 @@ import torch
 from safetensors.torch import save_file
 
 from .conftest import ARTIFACTS, ROOT, launched_app
+from .locators import choose_radio
 from .test_explorer_browser import wait_idle
 
 pytestmark = pytest.mark.browser
@@ -70,8 +71,7 @@ def upload_on_model_page(browser, base: str, path: Path, refused: bool) -> None:
         page.set_default_timeout(120_000)
         page.goto(f"{base}/model")
         wait_idle(page)
-        option = page.get_by_role("radio", name="Upload a .safetensors model", exact=True)
-        page.locator("label").filter(has=option).click()  # the input itself is hidden
+        choose_radio(page, "m_source", "Upload a .safetensors model")
         wait_idle(page)
         page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
         if refused:
