@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from playwright.sync_api import Locator, Page
 
-__all__ = ["choose_option", "choose_radio", "widget"]
+__all__ = ["choose_option", "choose_radio", "click_checkbox", "widget"]
 
 
 def widget(page: Page, key: str, role: str) -> Locator:
@@ -25,9 +25,18 @@ def widget(page: Page, key: str, role: str) -> Locator:
 def choose_radio(page: Page, key: str, option: str) -> Locator:
     """Click the option named exactly ``option`` of the radio widget ``key`` (on its label:
     Streamlit draws over the input itself); returns the option's radio button."""
-    radio = page.locator(f".st-key-{key}").get_by_role("radio", name=option, exact=True)
-    page.locator(f".st-key-{key} label").filter(has=radio).click()
-    return radio
+    box = page.locator(f".st-key-{key}")
+    # ``has`` is looked for inside each label: a locator from the page, not from the box
+    box.locator("label").filter(has=page.get_by_role("radio", name=option, exact=True)).click()
+    return box.get_by_role("radio", name=option, exact=True)
+
+
+def click_checkbox(page: Page, key: str) -> Locator:
+    """Click the checkbox widget ``key`` (on its label: Streamlit draws over the input);
+    returns the checkbox."""
+    box = page.locator(f".st-key-{key}")
+    box.locator("label").filter(has=page.get_by_role("checkbox")).click()
+    return box.get_by_role("checkbox")
 
 
 def choose_option(page: Page, key: str, option: str) -> None:

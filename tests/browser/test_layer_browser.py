@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from .conftest import ARTIFACTS
-from .locators import widget
+from .locators import click_checkbox, widget
 
 pytestmark = pytest.mark.browser
 
@@ -33,8 +33,7 @@ def test_alpha_slider_changes_the_output_error(page, app_url: str) -> None:
     page.goto(f"{app_url}/layer")
     page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=180_000)
     wait_idle(page)
-    smooth = widget(page, "l_sq", "checkbox")
-    page.locator(".st-key-l_sq label").filter(has=smooth).click()  # drawn over the input
+    click_checkbox(page, "l_sq")  # Smooth (X ← X / s, W ← W · s)
     slider = widget(page, "l_alpha", "slider")
     slider.wait_for(timeout=120_000)
     value = metric_value(page, SMOOTHED_MSE)
