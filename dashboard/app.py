@@ -33,6 +33,9 @@ apply_served_threads()
 warm_up = warm_up_in_background()
 page = st.navigation(
     [
+        st.Page(
+            f"{PAGES}/lessons.py", title="Lessons", icon=":material/school:", url_path="lessons"
+        ),
         st.Page(f"{PAGES}/explorer.py", title="Explorer", icon=":material/grid_on:", default=True),
         st.Page(
             f"{PAGES}/sweep.py",
@@ -49,9 +52,9 @@ page = st.navigation(
         ),
     ]
 )
-# The tensor picker is shared by every page; the whole-model and layer pages do not use it, so it
-# stays folded there (but drawn, so nothing picked is lost).
-source.draw_shared(collapsed=page.url_path in ("model", "layer"))
+# The tensor picker is shared by every page; the whole-model, layer and lessons pages do not
+# use it, so it stays folded there (but drawn, so nothing picked is lost).
+source.draw_shared(collapsed=page.url_path in ("model", "layer", "lessons"))
 try:
     page.run()
 finally:

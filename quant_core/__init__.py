@@ -39,33 +39,41 @@ from .capture import ActivationCapture, capture_linear_inputs
 from .config import (
     MAX_INT_BITS,
     MIN_INT_BITS,
+    DoubleQuantScales,
+    FloatScales,
     Format,
+    FP8Scales,
     Granularity,
     Mode,
+    PerBlock,
     PerChannel,
     PerGroup,
     PerTensor,
+    PowerOfTwoScales,
     QuantConfig,
     RangeMethod,
+    Recipe,
     Rounding,
     ScaleDtype,
+    ScaleFormat,
+    SuperBlockScales,
     ZeroPoint,
     int_range,
 )
 from .fake_quant import FakeQuantLinears, fake_quantize_linears
 from .formats import NF4_VALUES, Codebook, codebook_for
+from .formats.gguf_types import GGMLType, fallback_config, fallback_type, ggml_type, ggml_types
+from .formats.registry import Preset, preset_names, presets
+from .formats.scales import StoredScales
 from .gptq import GPTQOptions, GPTQResult, GroupGrid
 from .granularity import BlockLayout, layout_for
 from .hqq import HQQOptions, HQQResult, HQQVariable
 from .kernels import (
     Backend,
-    WarmUp,
     active_backend,
     compile_failure,
     set_backend,
     use_backend,
-    warm_up,
-    warm_up_in_background,
 )
 from .linear_eval import LayerScheme, LinearEval, SchemePreset, evaluate_linear, linear_layer
 from .metrics import ErrorMetrics, error_metrics
@@ -92,8 +100,10 @@ from .research import (
     q_k_levels,
 )
 from .smoothquant import AlphaSweep, alpha_sweep, smooth, smoothing_factors
-from .storage import StorageReport, storage_cost
+from .ste import dorefa_activation_ste, dorefa_weight_ste, q_k_ste
+from .storage import StoragePart, StorageReport, storage_cost
 from .validation import check_float_tensor
+from .warmup import WarmUp, warm_up, warm_up_in_background
 
 __all__ = [
     "CALIBRATION_SENTENCES",
@@ -116,9 +126,13 @@ __all__ = [
     "ClipStats",
     "Codebook",
     "DoReFaResult",
+    "DoubleQuantScales",
     "ErrorMetrics",
+    "FP8Scales",
     "FakeQuantLinears",
+    "FloatScales",
     "Format",
+    "GGMLType",
     "GPTQOptions",
     "GPTQResult",
     "Granularity",
@@ -134,19 +148,27 @@ __all__ = [
     "Mode",
     "ModelOutputReport",
     "ModelReport",
+    "PerBlock",
     "PerChannel",
     "PerGroup",
     "PerTensor",
+    "PowerOfTwoScales",
+    "Preset",
     "QkVariant",
     "QuantConfig",
     "QuantizedLinear",
     "QuantizedTensor",
     "RangeComparison",
     "RangeMethod",
+    "Recipe",
     "Rounding",
     "ScaleDtype",
+    "ScaleFormat",
     "SchemePreset",
+    "StoragePart",
     "StorageReport",
+    "StoredScales",
+    "SuperBlockScales",
     "TeachingStep",
     "WarmUp",
     "WeightQuantResult",
@@ -164,11 +186,17 @@ __all__ = [
     "codebook_for",
     "compare_static_dynamic",
     "compile_failure",
+    "dorefa_activation_ste",
     "dorefa_quantize_weights",
+    "dorefa_weight_ste",
     "error_metrics",
     "evaluate_linear",
     "fake_quantize_linears",
+    "fallback_config",
+    "fallback_type",
     "feature_absmax",
+    "ggml_type",
+    "ggml_types",
     "histogram",
     "int_range",
     "layer_output_error",
@@ -181,9 +209,12 @@ __all__ = [
     "pack",
     "packed_size",
     "per_layer_output_errors",
+    "preset_names",
+    "presets",
     "q_k",
     "q_k_codes",
     "q_k_levels",
+    "q_k_ste",
     "quantize",
     "quantize_activation",
     "quantize_model",

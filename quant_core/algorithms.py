@@ -23,7 +23,7 @@ import torch
 from torch.nn import functional as F
 
 from .awq import AWQOptions, AWQResult, awq_quantize
-from .config import Format, QuantConfig, Rounding
+from .config import Format, QuantConfig, Recipe, Rounding
 from .gptq import GPTQOptions, GPTQResult, gptq_quantize
 from .hqq import HQQOptions, HQQResult, hqq_quantize
 from .metrics import ErrorMetrics, error_metrics
@@ -78,9 +78,9 @@ class Algorithm(enum.Enum):
         a UI can show; ``None`` when it can."""
         if self.needs_calibration and not has_calibration:
             return (
-                f"{self.label} chooses codes from the layer's inputs (calibration data), "
-                "and a single tensor with no model has none: use RTN or HQQ, or pick a "
-                "model weight"
+                f"{self.label} chooses codes from a linear layer's inputs (calibration "
+                "data), and this tensor has none (no model runs it on sentences): use RTN or "
+                "HQQ, or pick a linear layer's weight"
             )
         if self is Algorithm.RTN:
             return None
@@ -89,7 +89,15 @@ class Algorithm(enum.Enum):
         if self in (Algorithm.GPTQ, Algorithm.HQQ) and cfg.format is not Format.INT:
             return (
                 f"{self.label} works on an integer grid; {cfg.format.value} is a codebook "
-                "format (use RTN or AWQ)"
+                "format"
+            )
+        if self in (Algorithm.GPTQ, Algorithm.HQQ) and (
+            cfg.two_level or cfg.recipe is Recipe.LLAMA_CPP
+        ):
+            return (
+                f"{self.label} fits one float scale per block by the lab's rounding; "
+                f"{cfg.name} stores its scales in two levels or is fitted by its owner's own "
+                "search (use RTN, its owner's quantizer, or AWQ)"
             )
         return None
 

@@ -37,7 +37,16 @@ from dataclasses import dataclass
 
 import torch
 
-from quant_core import Mode, PerChannel, PerGroup, PerTensor, QuantConfig, kernels, quantize
+from quant_core import (
+    Mode,
+    PerChannel,
+    PerGroup,
+    PerTensor,
+    QuantConfig,
+    kernels,
+    quantize,
+    warm_up,
+)
 
 __all__ = ["CASES", "main"]
 
@@ -149,7 +158,7 @@ def _trim_heap() -> None:
 
 def _measure_memory_here(name: str, size: int) -> dict[str, float]:
     """Run one case in this process and report its peak extra memory (see module doc)."""
-    kernels.warm_up()
+    warm_up()
     x = _make_input(size)
     small = _make_input(256)
     _case_fn(small, name)()
@@ -210,7 +219,7 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(_measure_memory_here(args.memory_case, args.size)))
         return 0
 
-    warm = kernels.warm_up()
+    warm = warm_up()
     x = _make_input(args.size)
     mib = x.nbytes / 2**20
     print(

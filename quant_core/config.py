@@ -9,20 +9,29 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 __all__ = [
     "MAX_INT_BITS",
     "MIN_INT_BITS",
+    "DoubleQuantScales",
+    "FP8Scales",
+    "FloatScales",
     "Format",
     "Granularity",
     "Mode",
+    "PerBlock",
     "PerChannel",
     "PerGroup",
     "PerTensor",
+    "PowerOfTwoScales",
     "QuantConfig",
     "RangeMethod",
+    "Recipe",
     "Rounding",
     "ScaleDtype",
+    "ScaleFormat",
+    "SuperBlockScales",
     "ZeroPoint",
     "int_range",
 ]
@@ -83,31 +92,81 @@ class Format(enum.Enum):
     INT: the linear (affine) integer grid, any width from 2 to 16 bits.
     NF4: the 16 normal-float values of QLoRA/bitsandbytes, scaled by absmax.
     FP4_E2M1: the 16 values of 4-bit float (``0, 0.5, 1, 1.5, 2, 3, 4, 6`` and negatives).
+    FP6_E3M2 / FP6_E2M3: the OCP microscaling 6-bit floats (no Inf/NaN; largest 28 and 7.5).
     FP8_E4M3 / FP8_E5M2: ``torch.float8_e4m3fn`` / ``torch.float8_e5m2`` after absmax scaling.
+    IQ4_NL: llama.cpp's 16 non-linear levels ``-127, -104, -83, -65, -49, -35, -22, -10, 1,
+    13, 25, 38, 53, 69, 89, 113`` (IQ4_NL, IQ4_XS), a scale times a level.
+    TERNARY: ``-1, 0, 1`` (BitNet b1.58, GGUF TQ2_0), code ``c`` holds ``c - 1`` in 2 bits.
+    TERNARY_PACKED: the same values, five codes per byte in base 3 (``3^5 = 243 <= 256``),
+    1.6 bits each (GGUF TQ1_0).
     """
 
     INT = "int"
     NF4 = "nf4"
     FP4_E2M1 = "fp4_e2m1"
+    FP6_E3M2 = "fp6_e3m2"
+    FP6_E2M3 = "fp6_e2m3"
     FP8_E4M3 = "fp8_e4m3"
     FP8_E5M2 = "fp8_e5m2"
+    IQ4_NL = "iq4_nl"
+    TERNARY = "ternary"
+    TERNARY_PACKED = "ternary_packed"
 
     @property
     def bits(self) -> int | None:
-        """Storage bits of one code; ``None`` for INT, whose width is a config choice."""
+        """Width of one code; ``None`` for INT, whose width is a config choice."""
         return _FORMAT_BITS[self]
+
+    @property
+    def storage_bits(self) -> Fraction | None:
+        """Bits one code takes in storage: ``bits``, but ``8/5`` for ``TERNARY_PACKED``
+        (a block's codes then take ``ceil(n/5)`` bytes); ``None`` for INT."""
+        if self is Format.TERNARY_PACKED:
+            return Fraction(8, 5)
+        return None if self.bits is None else Fraction(self.bits)
 
     @property
     def is_linear(self) -> bool:
         return self is Format.INT
+
+    @property
+    def is_float(self) -> bool:
+        """A floating-point element format (FP4/FP6/FP8): ties round to the even code."""
+        return self in _FLOAT_FORMATS
+
+    @property
+    def max_exponent(self) -> int:
+        """``emax``: the exponent of the format's largest power of two (FP4 E2M1: 2, as
+        ``6 = 1.5 * 2^2``; FP6 E3M2: 4; FP6 E2M3: 2; FP8 E4M3: 8; FP8 E5M2: 15; an INT
+        element of MX is ``q * 2^-(b-2)``, so 0). A power-of-two (E8M0) scale is
+        ``2^(floor(log2 amax) - emax)``, as the OCP microscaling spec defines it."""
+        if self not in _EMAX:
+            raise ValueError(f"format {self.value} has no power-of-two element scaling")
+        return _EMAX[self]
 
 
 _FORMAT_BITS: dict[Format, int | None] = {
     Format.INT: None,
     Format.NF4: 4,
     Format.FP4_E2M1: 4,
+    Format.FP6_E3M2: 6,
+    Format.FP6_E2M3: 6,
     Format.FP8_E4M3: 8,
     Format.FP8_E5M2: 8,
+    Format.IQ4_NL: 4,
+    Format.TERNARY: 2,
+    Format.TERNARY_PACKED: 2,
+}
+_FLOAT_FORMATS = frozenset(
+    {Format.FP4_E2M1, Format.FP6_E3M2, Format.FP6_E2M3, Format.FP8_E4M3, Format.FP8_E5M2}
+)
+_EMAX = {
+    Format.INT: 0,
+    Format.FP4_E2M1: 2,
+    Format.FP6_E3M2: 4,
+    Format.FP6_E2M3: 2,
+    Format.FP8_E4M3: 8,
+    Format.FP8_E5M2: 15,
 }
 
 
@@ -119,11 +178,15 @@ class RangeMethod(enum.Enum):
     in symmetric mode); values outside are clipped to the range's ends.
     MSE: the clipping ratio ``alpha`` in ``(0, 1]`` that minimises the block's
     quantization MSE, searched over a grid; the range becomes ``alpha * [r_min, r_max]``.
+    ABSMEAN: ``[-a, a]`` with ``a = mean|r|`` (BitNet b1.58's absmean: with ternary codes
+    the scale is the mean magnitude and everything beyond ``+-a`` rounds to ``+-1``);
+    symmetric mode only.
     """
 
     MINMAX = "minmax"
     PERCENTILE = "percentile"
     MSE = "mse"
+    ABSMEAN = "absmean"
 
 
 class Rounding(enum.Enum):
@@ -186,7 +249,119 @@ class PerGroup:
             raise ValueError(f"PerGroup group_size must be >= 1, got {self.group_size}")
 
 
-Granularity = PerTensor | PerChannel | PerGroup
+@dataclass(frozen=True)
+class PerBlock:
+    """One scale per ``rows x cols`` tile of a 2-D tensor (DeepSeek-V3's block-wise FP8
+    uses 128 x 128 weight tiles).
+
+    ``x`` of shape ``[256, 384]`` with ``PerBlock(128, 128)`` has ``2 * 3 = 6`` tiles and a
+    scale of shape ``[2, 3]``, listed row by row by ``.flatten()``; both dimensions must be
+    multiples of the tile's.
+    """
+
+    rows: int = 128
+    cols: int = 128
+
+    def __post_init__(self) -> None:
+        for name in ("rows", "cols"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TypeError(f"PerBlock {name} must be an int, got {v!r}")
+            if v < 1:
+                raise ValueError(f"PerBlock {name} must be >= 1, got {v}")
+
+
+Granularity = PerTensor | PerChannel | PerGroup | PerBlock
+
+
+# -- how block scales are stored: the second level of a two-level format ----------------------
+
+
+@dataclass(frozen=True)
+class FloatScales:
+    """Each block's scale (and float offset) is stored as a float of the config's
+    ``scale_dtype``: ``s = fp16(absmax / qmax)`` for int4 with fp16 scales (GGUF Q4_0's
+    ``d``), 16 bits per block."""
+
+
+@dataclass(frozen=True)
+class PowerOfTwoScales:
+    """E8M0 (OCP microscaling): each block stores an 8-bit biased exponent ``e``, the scale
+    is ``2^(e - 127)``: ``e = clamp(floor(log2 amax) - emax + 127, 0, 254)`` with ``emax``
+    the element format's largest exponent (``Format.max_exponent``). Example, MXFP4, a block
+    with ``amax = 5.0``: ``floor(log2 5) = 2``, ``emax = 2``, scale ``2^0 = 1``, and 5.0
+    rounds to the FP4 level 4 or 6. 8 bits per block; symmetric formats only."""
+
+
+@dataclass(frozen=True)
+class FP8Scales:
+    """NVFP4's two levels: each block's scale is an FP8 E4M3 number under one float32
+    scale per tensor, ``t = amax_tensor / (448 * max|values|)``: block scale
+    ``e4m3(amax_block / max|values| / t)``, value ``t * e4m3 * v``. 8 bits per block and
+    32 per tensor; symmetric formats only."""
+
+
+@dataclass(frozen=True)
+class SuperBlockScales:
+    """llama.cpp's K-quant scales: each block's scale (and, for float-min schemes, its min)
+    is a ``bits``-bit integer times one scale (and one min) per super-block of
+    ``super_block`` consecutive values, stored in the config's ``scale_dtype`` (fp16 in
+    GGUF). ``signed``: the integers are signed (Q3_K, Q6_K and IQ4_XS scales; Q3_K and
+    IQ4_XS store them as ``sc + 32`` in 6 bits). Example, Q4_K: blocks of 32, 6-bit scale
+    and min each, fp16 ``d`` and ``dmin`` per 256: ``x = d sc q - dmin m``, and
+    ``4 + 12/32 + 32/256 = 4.5`` bits per value."""
+
+    bits: int = 6
+    super_block: int = 256
+    signed: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.bits, bool) or not isinstance(self.bits, int):
+            raise TypeError(f"SuperBlockScales bits must be an int, got {self.bits!r}")
+        if not 2 <= self.bits <= 8:
+            raise ValueError(f"SuperBlockScales bits={self.bits} must be in 2..8")
+        sb = self.super_block
+        if isinstance(sb, bool) or not isinstance(sb, int) or sb < 2:
+            raise ValueError(f"SuperBlockScales super_block must be an int >= 2, got {sb!r}")
+        if not isinstance(self.signed, bool):
+            raise TypeError(f"SuperBlockScales signed must be a bool, got {self.signed!r}")
+
+
+@dataclass(frozen=True)
+class DoubleQuantScales:
+    """bitsandbytes' double quantization (QLoRA): the float32 absmax of every block is
+    quantized again: minus their mean (one float32 per tensor), 8-bit codes of
+    bitsandbytes' dynamic map in blocks of ``block`` scales, each with a float32 absmax.
+    NF4 with blocks of 64: ``4 + 8/64 + 32/(64 * 256) = 4.127`` bits per value (plus 32
+    bits per tensor) instead of ``4 + 32/64 = 4.5``."""
+
+    block: int = 256
+
+    def __post_init__(self) -> None:
+        b = self.block
+        if isinstance(b, bool) or not isinstance(b, int) or b < 1:
+            raise ValueError(f"DoubleQuantScales block must be an int >= 1, got {b!r}")
+
+
+ScaleFormat = FloatScales | PowerOfTwoScales | FP8Scales | SuperBlockScales | DoubleQuantScales
+
+
+class Recipe(enum.Enum):
+    """Whose algorithm chooses the scales and codes.
+
+    LAB: the lab's: each block's range (``RangeMethod``) gives its scale, the scale is
+    stored in the scale format (rounded to it), and the codes round to nearest on the
+    stored scale. With microscaling and FP8-scaled formats this is the OCP spec's and
+    torchao's algorithm; with ``DoubleQuantScales``, bitsandbytes'.
+
+    LLAMA_CPP: llama.cpp's reference quantizer of the GGUF type the config describes
+    (``quantize_row_*_ref``: Q4_0's signed absmax on level -8, the K-quants' weighted
+    scale searches ``make_qkx2_quants``/``make_qx_quants``, IQ4's level search), so the
+    bytes equal llama.cpp's. Only for configs that are a GGUF type (``QuantConfig.gguf_type``).
+    """
+
+    LAB = "lab"
+    LLAMA_CPP = "llama_cpp"
 
 
 def int_range(bits: int) -> tuple[int, int]:
@@ -218,6 +393,17 @@ class QuantConfig:
     ``seed``: seeds stochastic rounding when no generator is passed to ``quantize``.
     ``zero_point``: the asymmetric zero-point convention (see ``ZeroPoint``); set to
     ``INCLUDE_ZERO`` for symmetric and codebook schemes, which have no zero point.
+    ``scale_format``: how block scales are stored (the second level of a two-level
+    format: ``FloatScales`` in ``scale_dtype``, E8M0 powers of two, FP8 under a tensor
+    scale, integers in a super-block, double quantization). ``scale_dtype`` is the dtype
+    of what is stored as a float: the block scales under ``FloatScales``, the super-block
+    scales under ``SuperBlockScales``; the other scale formats fix their own (float32 is
+    kept there, unused, so each scheme has one spelling).
+    ``recipe``: whose algorithm fits scales and codes (``Recipe``).
+
+    The formats people ship are named configs: ``QuantConfig.from_name("Q4_K")``,
+    ``"MXFP4"``, ``"NVFP4"`` (``quant_core.formats.registry``); ``config.name`` gives a
+    named config's name back, else ``describe()``.
     """
 
     bits: int = 8
@@ -230,6 +416,8 @@ class QuantConfig:
     seed: int = 0
     scale_dtype: ScaleDtype = ScaleDtype.FP32
     zero_point: ZeroPoint = ZeroPoint.INCLUDE_ZERO
+    scale_format: ScaleFormat = field(default_factory=FloatScales)
+    recipe: Recipe = Recipe.LAB
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -239,10 +427,19 @@ class QuantConfig:
         set_(self, "rounding", _coerce_enum(self.rounding, Rounding, "rounding"))
         set_(self, "scale_dtype", _coerce_enum(self.scale_dtype, ScaleDtype, "scale_dtype"))
         set_(self, "zero_point", _coerce_enum(self.zero_point, ZeroPoint, "zero_point"))
-        if not isinstance(self.granularity, PerTensor | PerChannel | PerGroup):
+        set_(self, "recipe", _coerce_enum(self.recipe, Recipe, "recipe"))
+        if not isinstance(self.granularity, PerTensor | PerChannel | PerGroup | PerBlock):
             raise TypeError(
-                "granularity must be PerTensor(), PerChannel(axis) or PerGroup(group_size), "
-                f"got {self.granularity!r}"
+                "granularity must be PerTensor(), PerChannel(axis), PerGroup(group_size) or "
+                f"PerBlock(rows, cols), got {self.granularity!r}"
+            )
+        if not isinstance(
+            self.scale_format,
+            FloatScales | PowerOfTwoScales | FP8Scales | SuperBlockScales | DoubleQuantScales,
+        ):
+            raise TypeError(
+                "scale_format must be FloatScales(), PowerOfTwoScales(), FP8Scales(), "
+                f"SuperBlockScales(...) or DoubleQuantScales(...), got {self.scale_format!r}"
             )
         if isinstance(self.bits, bool) or not isinstance(self.bits, int):
             raise TypeError(f"bits must be an int, got {self.bits!r}")
@@ -266,9 +463,99 @@ class QuantConfig:
             raise ValueError(f"percentile={self.percentile} must be in (50, 100]")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise TypeError(f"seed must be an int, got {self.seed!r}")
+        if self.range_method is RangeMethod.ABSMEAN and self.mode is not Mode.SYMMETRIC:
+            raise ValueError(
+                "range_method=absmean gives a symmetric range [-a, a] (a = mean|x|): use it "
+                "with mode=symmetric"
+            )
         if not self.has_zero_point:
             # one spelling per scheme: the convention means nothing without a zero point
             set_(self, "zero_point", ZeroPoint.INCLUDE_ZERO)
+        self._check_scale_format()
+        if self.recipe is Recipe.LLAMA_CPP:
+            self._check_llama_cpp()
+
+    def _check_scale_format(self) -> None:
+        sf = self.scale_format
+        if isinstance(sf, FloatScales):
+            return
+        label = _SCALE_FORMAT_LABELS[type(sf)]
+        if self.range_method is RangeMethod.MSE:
+            raise ValueError(
+                f"the MSE range search prices float scales; {label} scales store another "
+                "scale than it prices: use range_method=minmax, percentile or absmean"
+            )
+        if isinstance(sf, SuperBlockScales):
+            gran = self.granularity
+            if not isinstance(gran, PerGroup):
+                raise ValueError(
+                    f"{label} scales group the scales of PerGroup blocks into super-blocks; "
+                    f"granularity {gran!r} has no groups"
+                )
+            g = gran.group_size
+            if sf.super_block % g or sf.super_block <= g:
+                raise ValueError(
+                    f"a super-block of {sf.super_block} values must hold several groups of "
+                    f"{g} (a multiple of {g}, larger than it)"
+                )
+            if self.mode is Mode.ASYMMETRIC and self.zero_point is not ZeroPoint.FLOAT_MIN:
+                raise ValueError(
+                    "super-block scales store a float min per block (x = d sc q - dmin m): "
+                    "use zero_point=float_min for asymmetric schemes"
+                )
+            if self.float_offset and sf.signed:
+                raise ValueError("signed super-block scales (Q3_K, Q6_K) have no mins")
+            return
+        if self.mode is not Mode.SYMMETRIC:
+            raise ValueError(f"{label} scales are for symmetric (absmax) schemes, not "
+                             f"mode={self.mode.value}")
+        if isinstance(sf, PowerOfTwoScales) and self.format not in _EMAX:
+            raise ValueError(
+                f"E8M0 (power-of-two) scales need an element format with a power-of-two "
+                f"scale (int, FP4, FP6, FP8), not {self.format.value}"
+            )
+        # these formats fix the float they store: one spelling per scheme
+        object.__setattr__(self, "scale_dtype", ScaleDtype.FP32)
+
+    def _check_llama_cpp(self) -> None:
+        from .formats.gguf_types import gguf_type_of
+
+        if self.range_method is not RangeMethod.MINMAX or self.rounding is not Rounding.NEAREST:
+            raise ValueError(
+                "recipe=llama_cpp chooses its own scales and rounds to nearest: use "
+                "range_method=minmax and rounding=nearest"
+            )
+        if gguf_type_of(self) is None:
+            raise ValueError(
+                f"llama.cpp has no GGUF type for {self.describe()!r}: recipe=llama_cpp "
+                "needs the layout of one (QuantConfig.from_name('Q4_K'), 'Q8_0', ...)"
+            )
+
+    @classmethod
+    def from_name(cls, name: str) -> QuantConfig:
+        """The named config of a format people ship: ``"Q4_0"``, ``"Q4_K"``, ``"IQ4_XS"``,
+        ``"TQ1_0"``, ``"MXFP4"``, ``"NVFP4"``, ``"FP8_BLOCK"``, ``"NF4_DQ"``, ... (the
+        names of ``quant_core.formats.registry.PRESETS``; case-insensitive). Raises
+        ``ValueError`` naming the known names for any other."""
+        from .formats.registry import preset
+
+        return preset(name)
+
+    @property
+    def name(self) -> str:
+        """The name of this config in the registry of shipped formats (``"Q4_K"``), else
+        ``describe()``."""
+        from .formats.registry import name_of
+
+        return name_of(self) or self.describe()
+
+    @property
+    def gguf_type(self) -> str | None:
+        """The GGUF (ggml) type whose blocks store this config's tensors exactly (``"Q4_K"``,
+        ``"MXFP4"``), or ``None``; see ``quant_core.formats.gguf_types``."""
+        from .formats.gguf_types import gguf_type_of
+
+        return gguf_type_of(self)
 
     @property
     def qmin(self) -> int:
@@ -289,14 +576,23 @@ class QuantConfig:
         """``x_hat = s q + m`` with a float ``m`` per block (``ZeroPoint.FLOAT_MIN``)."""
         return self.has_zero_point and self.zero_point is ZeroPoint.FLOAT_MIN
 
+    @property
+    def two_level(self) -> bool:
+        """The block scales are themselves quantized (any scale format but
+        ``FloatScales``)."""
+        return not isinstance(self.scale_format, FloatScales)
+
     def describe(self) -> str:
-        """A short human label, e.g. ``int4 asym g32``, ``int4 asym g32 float-min`` or
-        ``nf4 per-channel(0)`` (the default ``INCLUDE_ZERO`` convention is not named)."""
+        """A short human label, e.g. ``int4 asym g32``, ``int4 asym g32 float-min``,
+        ``nf4 per-channel(0)`` or ``fp4_e2m1 g32 s:e8m0`` (the default ``INCLUDE_ZERO``
+        convention, fp32 float scales and the lab's recipe are not named)."""
         gran = self.granularity
         if isinstance(gran, PerTensor):
             g = "per-tensor"
         elif isinstance(gran, PerChannel):
             g = f"per-channel({gran.axis})"
+        elif isinstance(gran, PerBlock):
+            g = f"block{gran.rows}x{gran.cols}"
         else:
             g = f"g{gran.group_size}"
         if self.format is Format.INT:
@@ -308,10 +604,36 @@ class QuantConfig:
             extras.append(f"p{self.percentile:g}")
         elif self.range_method is RangeMethod.MSE:
             extras.append("mse-clip")
+        elif self.range_method is RangeMethod.ABSMEAN:
+            extras.append("absmean")
         if self.has_zero_point and self.zero_point is not ZeroPoint.INCLUDE_ZERO:
             extras.append("float-min" if self.float_offset else "clamped-z")
         if self.rounding is Rounding.STOCHASTIC:
             extras.append("stoch")
-        if self.scale_dtype is not ScaleDtype.FP32:
+        sf = self.scale_format
+        if isinstance(sf, SuperBlockScales):
+            sign = "s" if sf.signed else "u"
+            extras.append(f"s:{sign}{sf.bits}/{sf.super_block}:{self.scale_dtype.value}")
+        elif not isinstance(sf, FloatScales):
+            extras.append(f"s:{_SCALE_FORMAT_TAGS[type(sf)]}")
+            if isinstance(sf, DoubleQuantScales) and sf.block != 256:
+                extras[-1] += f"/{sf.block}"
+        elif self.scale_dtype is not ScaleDtype.FP32:
             extras.append(f"s:{self.scale_dtype.value}")
+        if self.recipe is Recipe.LLAMA_CPP:
+            extras.append("llama.cpp")
         return " ".join([head, g, *extras])
+
+
+_SCALE_FORMAT_LABELS: dict[type, str] = {
+    FloatScales: "float",
+    PowerOfTwoScales: "E8M0 (power-of-two)",
+    FP8Scales: "FP8 E4M3",
+    SuperBlockScales: "super-block integer",
+    DoubleQuantScales: "double-quantized",
+}
+_SCALE_FORMAT_TAGS: dict[type, str] = {
+    PowerOfTwoScales: "e8m0",
+    FP8Scales: "e4m3+fp32",
+    DoubleQuantScales: "dq8",
+}

@@ -9,7 +9,7 @@ from . import kernels
 from .chunks import chunk_slices, for_each_piece, scratch_buffer
 from .config import Format, Mode, QuantConfig, Rounding
 from .formats import Codebook
-from .qparams import round_half_even_
+from .formats.integer import round_half_even_
 
 __all__ = [
     "codebook_index",
@@ -28,10 +28,11 @@ def _scaled_codes(
     cfg: QuantConfig,
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``r / s + z``, or ``(r - m) / s`` under ``ZeroPoint.FLOAT_MIN``: codes before rounding."""
+    """``r / s + z``, or ``(r - m) / s + z`` under ``ZeroPoint.FLOAT_MIN`` (``z`` is 0 there,
+    or ``qmin`` in GGUF's convention): codes before rounding."""
     if cfg.float_offset:
         v = torch.sub(blocks, m, out=out)
-        return v.div_(s)
+        return v.div_(s).add_(z)
     v = torch.div(blocks, s, out=out)
     return v.add_(z) if cfg.mode is Mode.ASYMMETRIC else v
 
@@ -107,13 +108,15 @@ def codebook_index(
         return lower + (u < p_up).long()
     mids = (values[1:] + values[:-1]) / 2
     idx = torch.bucketize(v, mids)
-    if cb.format is Format.NF4:
-        return idx  # an exact tie goes to the lower entry, as in bitsandbytes
-    # bucketize sends an exact tie to the lower entry; IEEE sends it to the even code.
-    tie = v == mids[idx.clamp(max=len(mids) - 1)]
+    if not any(cb.tie_up):
+        return idx  # an exact tie goes to the lower entry (NF4, as in bitsandbytes)
+    # bucketize sends an exact tie to the lower entry; the format's rule may send it up
+    # (IEEE: to the even code).
+    at = idx.clamp(max=len(mids) - 1)
+    tie = v == mids[at]
     if bool(tie.any()):
-        odd = (cb.codes[idx] % 2 == 1) & tie
-        idx = idx + odd.long()
+        up = torch.tensor(cb.tie_up, device=v.device)[at] & tie
+        idx = idx + up.long()
     return idx
 
 
@@ -123,15 +126,21 @@ def _codebook_codes(
     """Codes (uint8) of scaled values ``v``; a negative ``v`` rounding to zero gets ``-0``."""
     idx = codebook_index(v, cb, rounding, generator)
     codes = cb.codes[idx]
-    if cb.neg_zero_code is not None:
+    if cb.neg_zero_code is not None:  # a format with -0 has a zero
         neg_zero = (idx == cb.zero_index) & torch.signbit(v)
         codes = torch.where(neg_zero, cb.neg_zero_code, codes).to(torch.uint8)
     return codes
 
 
-def codebook_scaled(blocks: torch.Tensor, s: torch.Tensor, cb: Codebook) -> torch.Tensor:
-    """``r / s``, the value looked up in the codebook; NF4 multiplies by ``1/s`` instead, as
-    bitsandbytes does (the two can differ by an ulp, which moves a value across a midpoint)."""
+def codebook_scaled(
+    blocks: torch.Tensor, s: torch.Tensor, cb: Codebook, inverse: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``r / s``, the value looked up in the codebook; ``r * inverse`` when a format's owner
+    multiplies by a reciprocal it computed (NVFP4: ``(1 / t) / sc``); NF4 multiplies by
+    ``1/s``, as bitsandbytes does (the two can differ by an ulp, which moves a value across a
+    midpoint)."""
+    if inverse is not None:
+        return blocks * inverse
     if cb.format is Format.NF4:
         inv = s.reciprocal()
         overflow = torch.isinf(inv)
@@ -149,17 +158,22 @@ def encode_codebook(
     cb: Codebook,
     cfg: QuantConfig,
     generator: torch.Generator | None,
+    inverse: torch.Tensor | None = None,
 ) -> torch.Tensor:
+    """uint8 codes of ``blocks`` (``[n, L]``) on scales ``s`` (``[n, 1]``), or on the
+    reciprocals ``inverse`` (``r * inverse``) where given."""
     if cfg.rounding is Rounding.STOCHASTIC:
         # One draw over the whole tensor, so a seed gives the same codes at any size.
-        return _codebook_codes(codebook_scaled(blocks, s, cb), cb, cfg.rounding, generator)
-    fast = kernels.encode_codebook(blocks, s, cb)
+        v = codebook_scaled(blocks, s, cb, inverse)
+        return _codebook_codes(v, cb, cfg.rounding, generator)
+    fast = kernels.encode_codebook(blocks, s, cb, inverse)
     if fast is not None:
         return fast
     codes = torch.empty(blocks.shape, dtype=torch.uint8, device=blocks.device)
 
     def work(rows: slice, cols: slice, scratch: dict[str, torch.Tensor]) -> None:
-        v = codebook_scaled(blocks[rows, cols], s[rows], cb)
+        inv = None if inverse is None else inverse[rows]
+        v = codebook_scaled(blocks[rows, cols], s[rows], cb, inv)
         codes[rows, cols] = _codebook_codes(v, cb, cfg.rounding, None)
 
     for_each_piece(chunk_slices(blocks), work)

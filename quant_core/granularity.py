@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import Granularity, PerChannel, PerGroup, PerTensor
+from .config import Granularity, PerBlock, PerChannel, PerGroup, PerTensor
 
 __all__ = ["BlockLayout", "layout_for"]
 
@@ -20,8 +20,10 @@ __all__ = ["BlockLayout", "layout_for"]
 class BlockLayout:
     """How a tensor of ``shape`` splits into ``n_blocks`` blocks of ``block_len`` elements.
 
-    ``scale_shape``: the shape of the per-block scale (``[]``, ``[C]`` or
-    ``shape[:-1] + [shape[-1] / g]``); ``axis``: the channel axis (non-negative) or ``None``.
+    ``scale_shape``: the shape of the per-block scale (``[]``, ``[C]``,
+    ``shape[:-1] + [shape[-1] / g]`` or ``[R / r, C / c]``); ``axis``: the channel axis
+    (non-negative) or ``None``; ``tile``: ``(r, c)`` for ``PerBlock`` tiles, else ``None``
+    (block ``i`` is then tile ``(i // (C/c), i % (C/c))``, its values row by row).
     """
 
     shape: tuple[int, ...]
@@ -29,15 +31,25 @@ class BlockLayout:
     block_len: int
     scale_shape: tuple[int, ...]
     axis: int | None = None
+    tile: tuple[int, int] | None = None
 
     def to_blocks(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` (``shape``) -> ``[n_blocks, block_len]``; a view unless an inner axis moves."""
+        """``x`` (``shape``) -> ``[n_blocks, block_len]``; a view unless an inner axis moves
+        or tiles are gathered (a copy)."""
+        if self.tile is not None:
+            (rows, cols), (r, c) = self.shape, self.tile
+            tiles = x.reshape(rows // r, r, cols // c, c).permute(0, 2, 1, 3)
+            return tiles.reshape(self.n_blocks, self.block_len)
         if self.axis is not None and self.axis != 0:
             x = x.movedim(self.axis, 0)
         return x.reshape(self.n_blocks, self.block_len)
 
     def from_blocks(self, blocks: torch.Tensor) -> torch.Tensor:
         """Inverse of ``to_blocks``: ``[n_blocks, block_len]`` -> ``shape``."""
+        if self.tile is not None:
+            (rows, cols), (r, c) = self.shape, self.tile
+            tiles = blocks.reshape(rows // r, cols // c, r, c).permute(0, 2, 1, 3)
+            return tiles.reshape(rows, cols)
         if self.axis is not None and self.axis != 0:
             moved = (self.shape[self.axis], *self.shape[: self.axis], *self.shape[self.axis + 1 :])
             return blocks.reshape(moved).movedim(0, self.axis)
@@ -62,7 +74,8 @@ def layout_for(shape: tuple[int, ...] | torch.Size, granularity: Granularity) ->
     """Normalise ``granularity`` for a tensor of ``shape`` into a ``BlockLayout``.
 
     Raises ``ValueError`` for a 0-d or empty shape, an axis out of range, a group size that
-    does not divide the last dimension, and anything that is not a known granularity.
+    does not divide the last dimension, tiles that do not tile a 2-D shape, and anything
+    that is not a known granularity.
     """
     shape = tuple(int(d) for d in shape)
     if not shape or min(shape) < 1:
@@ -91,4 +104,19 @@ def layout_for(shape: tuple[int, ...] | torch.Size, granularity: Granularity) ->
                 f"group size {g} must divide the last dimension {last} (shape {shape})"
             )
         return BlockLayout(shape, numel // g, g, (*shape[:-1], last // g))
+    if isinstance(granularity, PerBlock):
+        r, c = granularity.rows, granularity.cols
+        if len(shape) != 2:
+            raise ValueError(
+                f"PerBlock({r}, {c}) tiles a 2-D matrix; shape {shape} has {len(shape)} "
+                "dimensions"
+            )
+        rows, cols = shape
+        if rows % r or cols % c:
+            raise ValueError(
+                f"blocks of {r} x {c} must tile the matrix: shape {shape} is not a multiple "
+                f"of ({r}, {c})"
+            )
+        n_tiles = (rows // r) * (cols // c)
+        return BlockLayout(shape, n_tiles, r * c, (rows // r, cols // c), tile=(r, c))
     raise ValueError(f"unknown granularity {granularity!r}")

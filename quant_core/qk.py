@@ -23,10 +23,12 @@ class QkVariant(enum.Enum):
     ``u`` uses the end codes half as often. Example, k = 2: ``u = 0.2`` gives
     ``c = round(0.6) = 1``, ``q_k = 1/3``.
 
-    MODIFIED (floor-based): ``c = min(floor(N u), N - 1)``, ``q_k(u) = c / n``. The same
-    levels as ORIGINAL, but ``[0, 1]`` is cut into ``N`` equal bins, one per code, so
-    uniform ``u`` uses every code equally often. Example, k = 2: ``u = 0.2`` gives
-    ``c = floor(0.8) = 0``, ``q_k = 0``; ``u = 0.9`` gives ``c = 3``, ``q_k = 1``.
+    MODIFIED (AdaBits' floor-based ``q_k``): ``c = min(floor(N u), N - 1)``,
+    ``q_k(u) = c / N``, i.e. ``floor(2^k u).clamp(max=2^k - 1) / 2^k``. ``[0, 1]`` is cut
+    into ``N`` equal bins, one per code, so uniform ``u`` uses every code equally often,
+    and each bin maps to its lower edge: levels ``0, 1/N, ..., 1 - 1/N`` (none at 1).
+    Example, k = 2: ``u = 0.2`` gives ``c = floor(0.8) = 0``, ``q_k = 0``; ``u = 0.9``
+    gives ``c = 3``, ``q_k = 3/4``; ``u = 1`` gives ``c = min(4, 3) = 3``, ``q_k = 3/4``.
 
     CENTERED: ``c = min(floor(N u), N - 1)``, ``q_k(u) = (c + 1/2) / N``: the same equal
     bins, each mapped to its own centre. Levels ``1/(2N), 3/(2N), ..., 1 - 1/(2N)``,
@@ -47,7 +49,7 @@ class QkVariant(enum.Enum):
 
 _QK_FORMULAS = {
     QkVariant.ORIGINAL: "q_k(u) = round((2^k - 1) u) / (2^k - 1)",
-    QkVariant.MODIFIED: "q_k(u) = min(floor(2^k u), 2^k - 1) / (2^k - 1)",
+    QkVariant.MODIFIED: "q_k(u) = min(floor(2^k u), 2^k - 1) / 2^k",
     QkVariant.CENTERED: "q_k(u) = (min(floor(2^k u), 2^k - 1) + 1/2) / 2^k",
 }
 
@@ -103,6 +105,8 @@ def q_k_levels(
     c = torch.arange(n_codes, device=device, dtype=dtype)
     if variant is QkVariant.CENTERED:
         return (c + 0.5) / n_codes
+    if variant is QkVariant.MODIFIED:
+        return c / n_codes  # the bins' lower edges: 1 - 2^-k at the top, never 1
     return c / (n_codes - 1)
 
 

@@ -32,6 +32,12 @@ to the lower code, as bitsandbytes' ``quantize_4bit(..., quant_type="nf4")`` doe
 codes equal bitsandbytes' everywhere bitsandbytes' are defined (a subnormal ``s``, whose
 ``1/s`` overflows, divides instead of turning ``0 * inf`` into NaN).
 
+Two-level formats (``cfg.two_level``: E8M0, FP8-scaled, super-block and double-quantized
+scales) fit each block's scale from its range the same way, then store it in the scale
+format (``formats.scales``); the codes round on the stored scale. ``Recipe.LLAMA_CPP``
+configs run llama.cpp's reference quantizer of their GGUF type instead
+(``formats.llama_cpp``).
+
 The passes over the data (each block's extremes, the integer codes, dequantization) run as
 compiled kernels on CPU where ``quant_core.kernels`` allows, and as torch operators over
 cache-sized pieces otherwise; both give the same bits (see ``kernels``). The per-block
@@ -47,11 +53,12 @@ import torch
 
 from . import kernels
 from .chunks import block_extremes, map_rows
-from .config import Format, Mode, QuantConfig, Rounding
+from .config import Format, Mode, QuantConfig, Recipe, Rounding
 from .encode import codebook_index, codebook_scaled, encode_codebook, encode_int, int_codes
-from .formats import Codebook, codebook_for
-from .granularity import layout_for
-from .qparams import codebook_scale, int_qparams
+from .formats import Codebook, codebook_for, llama_cpp
+from .formats.integer import codebook_scale, int_qparams
+from .formats.scales import BlockParams, StoredScales, check_super_blocks, fit_scales
+from .granularity import BlockLayout, layout_for
 from .quantized_tensor import QuantizedTensor
 from .ranges import BlockRange, choose_range, symmetric_ends
 from .validation import check_float_tensor, raise_nonfinite
@@ -181,6 +188,7 @@ def quantize(
         raise TypeError(f"cfg must be a QuantConfig, got {type(cfg).__name__}")
     check_float_tensor(x, allow_nonfinite=True)
     layout = layout_for(x.shape, cfg.granularity)
+    check_super_blocks(layout, cfg)
     blocks = layout.to_blocks(x.detach().to(torch.float32))
     # One pass gives each block's extremes, the finiteness check (NaN propagates; an Inf,
     # or a float64 value beyond float32, is an extreme) and the min-max range.
@@ -191,6 +199,14 @@ def quantize(
     if cfg.rounding is Rounding.STOCHASTIC and generator is None:
         generator = torch.Generator(device=x.device).manual_seed(cfg.seed)
 
+    if cfg.recipe is Recipe.LLAMA_CPP:
+        if range_mask is not None or ranges is not None:
+            raise ValueError(
+                "llama.cpp's recipe chooses every block's scale itself: range_mask and "
+                "ranges are for the lab's recipe"
+            )
+        codes, params = llama_cpp.quantize_blocks(blocks, cfg, layout)
+        return _result(x, cfg, layout, codes, params, None)
     cb = None if cfg.format is Format.INT else codebook_for(cfg.format, x.device)
     mask_blocks = None
     if range_mask is not None and ranges is not None:
@@ -210,18 +226,49 @@ def quantize(
         rng = _given_ranges(ranges, layout.n_blocks, cfg.mode, blocks.device)
     else:
         rng = choose_range(blocks, cfg, _squared_error_fn(cfg, cb), BlockRange(lo, hi), mask_blocks)
-    s, z, m = map_rows(lambda lo, hi: _block_qparams(BlockRange(lo, hi), cfg, cb), rng.lo, rng.hi)
-    if cb is None:
-        codes = encode_int(blocks, s, z, m, cfg, generator)
+    if cfg.two_level:
+        params = fit_scales(rng, cfg, layout)
     else:
-        codes = encode_codebook(blocks, s, cb, cfg, generator)
+        s, z, m = map_rows(
+            lambda lo, hi: _block_qparams(BlockRange(lo, hi), cfg, cb), rng.lo, rng.hi
+        )
+        params = BlockParams(s, z, m if cfg.float_offset else None, s)
+    if cb is None:
+        m_enc = params.offset if params.offset is not None else torch.zeros_like(params.scale)
+        codes = encode_int(blocks, params.encode_scale, params.zero_point, m_enc, cfg, generator)
+    else:
+        codes = encode_codebook(
+            blocks, params.encode_scale, cb, cfg, generator, params.encode_inverse
+        )
+    return _result(x, cfg, layout, codes, params, rng)
+
+
+def _result(
+    x: torch.Tensor,
+    cfg: QuantConfig,
+    layout: BlockLayout,
+    codes: torch.Tensor,
+    params: BlockParams,
+    rng: BlockRange | None,
+) -> QuantizedTensor:
+    """The ``QuantizedTensor`` of ``codes`` (blocks) and ``params`` (per block)."""
+    shape = layout.scale_shape
+    stored = params.stored
+    if stored is not None:
+        stored = StoredScales(
+            codes=stored.codes.reshape(shape),
+            min_codes=None if stored.min_codes is None else stored.min_codes.reshape(shape),
+            super_scale=stored.super_scale,
+            super_min=stored.super_min,
+        )
     return QuantizedTensor(
         codes=layout.from_blocks(codes),
-        scale=s.reshape(layout.scale_shape),
-        zero_point=z.reshape(layout.scale_shape),
+        scale=params.scale.reshape(shape),
+        zero_point=params.zero_point.reshape(shape),
         config=cfg,
         layout=layout,
         input_dtype=x.dtype,
         chosen_range=rng,
-        offset=m.reshape(layout.scale_shape) if cfg.float_offset else None,
+        offset=None if params.offset is None else params.offset.reshape(shape),
+        stored=stored,
     )

@@ -11,6 +11,7 @@ from . import kernels
 from .chunks import chunk_slices, for_each_piece, map_rows
 from .config import Format, QuantConfig
 from .formats import codebook_for
+from .formats.scales import StoredScales
 from .granularity import BlockLayout
 from .ranges import BlockRange
 
@@ -45,6 +46,14 @@ class QuantizedTensor:
       caller's under ``quantize(..., ranges=)``; ``[-a, a]`` when symmetric), before the
       zero point convention widens it (``INCLUDE_ZERO``) or rounds and clamps ``z``;
       ``None`` when not known.
+    - ``stored``: the second level of a two-level format (``config.two_level``): the block
+      scales (and mins) as the format stores them (``StoredScales``: E8M0 exponents, FP8
+      scale bits, super-block integers and their ``d``/``dmin``, double-quantized codes);
+      ``scale`` (and ``offset``) then hold their exact float32 values. ``None`` otherwise.
+
+    Scales may be negative or zero where a format's owner stores them so (GGUF Q4_0's ``d``
+    is ``max / -8`` with ``max`` the signed value of largest magnitude; Q3_K's and Q6_K's
+    block integers are signed).
     """
 
     codes: torch.Tensor
@@ -55,6 +64,7 @@ class QuantizedTensor:
     input_dtype: torch.dtype
     chosen_range: BlockRange | None = None
     offset: torch.Tensor | None = None
+    stored: StoredScales | None = None
 
     def __post_init__(self) -> None:
         wants = self.config.float_offset
@@ -73,10 +83,32 @@ class QuantizedTensor:
                 f"offset shape {tuple(self.offset.shape)} differs from the scale's "
                 f"{tuple(self.scale.shape)}"
             )
+        if self.config.two_level and self.stored is None:
+            raise ValueError(
+                f"config {self.config.describe()!r} quantizes its scales: pass stored "
+                "(the StoredScales of its second level)"
+            )
 
     @property
     def shape(self) -> torch.Size:
         return self.codes.shape
+
+    def to_ggml_bytes(self) -> bytes:
+        """The block bytes llama.cpp stores for this tensor (its config a GGUF type:
+        ``config.gguf_type``); ``formats.gguf_bytes``."""
+        from .formats.gguf_bytes import to_ggml_bytes
+
+        return to_ggml_bytes(self)
+
+    @classmethod
+    def from_ggml_bytes(
+        cls, data: bytes | bytearray | memoryview, type_name: str, shape: tuple[int, ...]
+    ) -> QuantizedTensor:
+        """The tensor that GGUF block bytes ``data`` of type ``type_name`` (``"Q4_K"``) and
+        ``shape`` store; ``formats.gguf_bytes``."""
+        from .formats.gguf_bytes import from_ggml_bytes
+
+        return from_ggml_bytes(data, type_name, shape)
 
     @property
     def n_blocks(self) -> int:
@@ -107,7 +139,13 @@ class QuantizedTensor:
             # int32 zero points subtract from float32 exactly (|z| <= 2^15)
             zp = self.zero_point.reshape(-1, 1) if self.config.has_zero_point else None
             m = self._offset_col()
-            fast = kernels.decode_int(codes, s, zp if m is None else None, m, out=dest)
+            if m is not None and zp is not None and not bool((zp == 0).all()):
+                # GGUF's min convention: s (q - qmin) + min (see the class docstring)
+                fast = kernels.decode_int_offset(codes, s, zp, m, out=dest)
+            else:
+                fast = kernels.decode_int(codes, s, zp if m is None else None, m, out=dest)
+                if m is not None:
+                    zp = None
         else:
             table = codebook_for(self.config.format, codes.device).decode_table
             fast = kernels.decode_codebook(codes, s, table)
@@ -121,7 +159,7 @@ class QuantizedTensor:
             def work(rows: slice, cols: slice, scratch: dict[str, torch.Tensor]) -> None:
                 part = blocks[rows, cols]
                 part.copy_(codes[rows, cols])
-                if zp is not None and m is None:
+                if zp is not None:
                     part.sub_(zp[rows])
                 part.mul_(s[rows])
                 if m is not None:
@@ -173,12 +211,14 @@ class QuantizedTensor:
         s = self.scale.reshape(-1)[block]
         if self.config.format is Format.INT:
             q = torch.arange(self.config.qmin, self.config.qmax + 1, device=s.device)
-            z = self.zero_point.reshape(-1)[block]
+            z = self.zero_point.reshape(-1)[block] if self.config.has_zero_point else 0
             levels = (q - z).to(torch.float32) * s
             if self.offset is not None:
                 levels = levels + self.offset.reshape(-1)[block]
-            return levels.clamp_(-_F32_MAX, _F32_MAX)
-        return (codebook_for(self.config.format, s.device).values * s).clamp_(-_F32_MAX, _F32_MAX)
+        else:
+            levels = codebook_for(self.config.format, s.device).values * s
+        # a negative scale (GGUF Q4_0, Q3_K, Q6_K) lists its levels in descending order
+        return levels.clamp_(-_F32_MAX, _F32_MAX).sort().values
 
     def representable_range(self) -> BlockRange:
         """Per block, the lowest and highest dequantized value, ``[n_blocks, 1]`` each."""
@@ -190,9 +230,12 @@ class QuantizedTensor:
             def ends(
                 s: torch.Tensor, z: torch.Tensor, *m: torch.Tensor
             ) -> tuple[torch.Tensor, ...]:
+                if not cfg.has_zero_point:
+                    z = torch.zeros_like(z)
                 lo, hi = s * (cfg.qmin - z), s * (cfg.qmax - z)
                 if m:
                     lo, hi = lo + m[0], hi + m[0]
+                lo, hi = torch.minimum(lo, hi), torch.maximum(lo, hi)  # negative scales
                 return lo.clamp_(-_F32_MAX, _F32_MAX), hi.clamp_(-_F32_MAX, _F32_MAX)
 
         else:
@@ -201,6 +244,7 @@ class QuantizedTensor:
 
             def ends(s: torch.Tensor) -> tuple[torch.Tensor, ...]:
                 lo, hi = s * values[0], s * values[-1]
+                lo, hi = torch.minimum(lo, hi), torch.maximum(lo, hi)  # negative scales
                 return lo.clamp_(-_F32_MAX, _F32_MAX), hi.clamp_(-_F32_MAX, _F32_MAX)
 
         # per-block columns in pieces below torch's parallel grain (see ``chunks``)

@@ -94,6 +94,19 @@ def _masked_percentile(
     return BlockRange(_masked_kth(blocks, keep, 1.0 - p), _masked_kth(blocks, keep, p))
 
 
+def _absmean(blocks: torch.Tensor, mask: torch.Tensor | None = None) -> BlockRange:
+    """``[-a, a]`` with ``a = mean|r|`` over each block's kept cells (all without a mask),
+    summed in float64 so the mean does not depend on the block's length."""
+    mags = blocks.abs().to(torch.float64)
+    if mask is None:
+        a = mags.mean(dim=1, keepdim=True)
+    else:
+        keep = mask | ~mask.any(dim=1, keepdim=True)
+        a = (mags * keep).sum(dim=1, keepdim=True) / keep.sum(dim=1, keepdim=True)
+    a = a.to(blocks.dtype)
+    return BlockRange(-a, a)
+
+
 def _mse_search(
     blocks: torch.Tensor,
     base: BlockRange,
@@ -154,6 +167,10 @@ def choose_range(
         if cfg.range_method is RangeMethod.MSE:
             base = _masked_minmax(blocks, cfg.mode, mask)
             return _mse_search(blocks, base, squared_error, mask)
+        if cfg.range_method is RangeMethod.ABSMEAN:
+            return _absmean(blocks, mask)
+    if cfg.range_method is RangeMethod.ABSMEAN:
+        return _absmean(blocks)
     if cfg.range_method is RangeMethod.MINMAX:
         return _minmax(blocks, cfg.mode, extremes)
     if cfg.range_method is RangeMethod.PERCENTILE:

@@ -82,7 +82,7 @@ class LevelQuantResult:
 
 _LEVELS_RESCALE = {
     QkVariant.ORIGINAL: "x_hat = min + c (max - min) / (2^n - 1)",
-    QkVariant.MODIFIED: "x_hat = min + c (max - min) / (2^n - 1)",
+    QkVariant.MODIFIED: "x_hat = min + c (max - min) / 2^n",
     QkVariant.CENTERED: "x_hat = min + (c + 1/2) (max - min) / 2^n",
 }
 
@@ -95,9 +95,12 @@ def minmax_levels_quantize(
     ORIGINAL (the default): ``2^n`` equally spaced levels from ``min`` to ``max``, both
     included: ``step = (max - min) / (2^n - 1)``, ``code = round((x - min) / step)``,
     ``x_hat = min + code * step``. Example, n = 2 on ``[0, 3]``: levels ``0, 1, 2, 3``.
-    MODIFIED: the same levels, codes ``min(floor(2^n u), 2^n - 1)`` with
-    ``u = (x - min) / (max - min)`` (equal bins per code). CENTERED: codes as MODIFIED,
-    levels ``min + (c + 1/2) (max - min) / 2^n`` (the bin centres; neither end is a level).
+    MODIFIED (AdaBits): codes ``min(floor(2^n u), 2^n - 1)`` with
+    ``u = (x - min) / (max - min)`` (equal bins per code), levels
+    ``min + c (max - min) / 2^n`` (the bins' lower edges: ``max`` itself is not a level, the
+    top one is ``max - (max - min) / 2^n``). Example, n = 2 on ``[0, 4]``: levels
+    ``0, 1, 2, 3``, and ``x = 4`` lands on 3. CENTERED: codes as MODIFIED, levels
+    ``min + (c + 1/2) (max - min) / 2^n`` (the bin centres; neither end is a level).
     A constant tensor has a zero range and maps to itself. Computed in float32, or in
     float64 when ``max - min`` exceeds float32's range.
     """
@@ -144,7 +147,7 @@ def _levels_between(
         )
     else:
         levels = lo + q_k_levels(bits, variant, lo.device, lo.dtype) * span
-    if variant is not QkVariant.CENTERED:
+    if variant is QkVariant.ORIGINAL:
         levels[-1] = hi  # the top level is max(x) exactly, not lo + (2^n-1) * step rounded
     return levels.to(torch.float32)
 
@@ -180,7 +183,7 @@ def dorefa_levels(
     """The ``2^k`` values (float32, ascending) a DoReFa weight can take:
     ``(2 q_k_levels - 1) * scale``; ``scale`` is 1 unless rescaled by ``max|w|``. Bit for
     bit ``dorefa_quantize_weights(...).levels``. Example, k = 2, ORIGINAL: ``-1, -1/3, 1/3,
-    1``; CENTERED: ``-3/4, -1/4, 1/4, 3/4``."""
+    1``; MODIFIED: ``-1, -1/2, 0, 1/2``; CENTERED: ``-3/4, -1/4, 1/4, 3/4``."""
     bits = check_bits(bits)
     return (2 * q_k_levels(bits, coerce_variant(variant), device) - 1) * scale
 

@@ -22,7 +22,9 @@ from .explorer import (
     overview,
     research_exploration,
     research_teaching,
+    scale_map_figures,
     static_exploration,
+    ste_panel,
     teaching,
 )
 from .layers import (
@@ -35,6 +37,7 @@ from .layers import (
     layer_sweep,
     smoothing_plots,
 )
+from .lessons import lesson_formats, lesson_forum, lesson_round_trip
 from .model import (
     folder_reports,
     model_linears,
@@ -53,6 +56,7 @@ from .sources import (
     model_tensor_infos,
     prepared,
     synthetic_tensor,
+    typed_values,
     upload_infos,
     upload_tensor,
 )
@@ -73,6 +77,9 @@ __all__ = [
     "layer_inputs",
     "layer_plots",
     "layer_sweep",
+    "lesson_formats",
+    "lesson_forum",
+    "lesson_round_trip",
     "linear_inputs",
     "model_checkpoint",
     "model_file",
@@ -88,11 +95,14 @@ __all__ = [
     "prepared",
     "research_exploration",
     "research_teaching",
+    "scale_map_figures",
     "session_files",
     "smoothing_plots",
     "static_exploration",
+    "ste_panel",
     "synthetic_tensor",
     "teaching",
+    "typed_values",
     "upload_infos",
     "upload_tensor",
 ]

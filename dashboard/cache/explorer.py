@@ -31,10 +31,14 @@ from dashboard.services.explorer.heatmaps import (
 from dashboard.services.explorer.histogram import HistogramView, histogram_view
 from dashboard.services.explorer.research import ResearchExploration, explore_research
 from dashboard.services.explorer.research_teaching import research_panel
+from dashboard.services.explorer.ste import StePanel
+from dashboard.services.explorer.ste import ste_panel as build_ste_panel
+from dashboard.services.explorer.stored import scale_map_figure, scale_maps
 from dashboard.services.explorer.teaching import TeachingPanel, teaching_panel
 from dashboard.services.state.algorithm import AlgorithmChoice
 from dashboard.services.state.research import ResearchScheme
 from quant_core import (
+    QkVariant,
     QuantConfig,
 )
 from quant_core.calibration import HELD_OUT_SENTENCES
@@ -52,7 +56,9 @@ __all__ = [
     "overview",
     "research_exploration",
     "research_teaching",
+    "scale_map_figures",
     "static_exploration",
+    "ste_panel",
     "teaching",
 ]
 
@@ -112,6 +118,12 @@ def teaching(
     return teaching_panel(_exp, block, _stats)
 
 
+@st.cache_resource(max_entries=4, show_spinner=False)
+def scale_map_figures(key: str, _exp: Exploration) -> tuple[tuple[str, go.Figure], ...]:
+    """``key``: the exploration's key. The maps of what the format stores per block."""
+    return tuple((m.name, scale_map_figure(m)) for m in scale_maps(_exp))
+
+
 @st.cache_resource(max_entries=2, show_spinner="Preparing the downloads…")
 def download_files(key: str, _exp: Exploration) -> DownloadFiles:
     """``key``: the exploration's key. Built only when the user asks for the downloads."""
@@ -156,6 +168,14 @@ def research_exploration(
 def research_teaching(key: str, _rexp: ResearchExploration) -> TeachingPanel:
     """``key``: the research exploration's key."""
     return research_panel(_rexp)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Running the backward pass…")
+def ste_panel(
+    key: str, _matrix: torch.Tensor, bits: int, variant: QkVariant, rescale: bool
+) -> StePanel:
+    """``key``: the source (the gradients depend on its values, bits, variant, rescale)."""
+    return build_ste_panel(_matrix, bits, variant, rescale)
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)

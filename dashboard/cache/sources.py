@@ -26,6 +26,7 @@ from dashboard.services.model.roots import ModelRoots
 from dashboard.services.sources.choice import SourceChoice
 from dashboard.services.sources.prepared import PreparedSource, prepare
 from dashboard.services.sources.synthetic import SyntheticSpec, make_synthetic
+from dashboard.services.sources.typed import TypedValues, parse_typed_values
 from quant_core import (
     ActivationCapture,
     capture_sentence_inputs,
@@ -42,6 +43,7 @@ __all__ = [
     "model_tensor_infos",
     "prepared",
     "synthetic_tensor",
+    "typed_values",
     "upload_infos",
     "upload_tensor",
 ]
@@ -50,6 +52,13 @@ __all__ = [
 @st.cache_resource(max_entries=8, show_spinner=False)
 def synthetic_tensor(key: str, _spec: SyntheticSpec) -> torch.Tensor:
     return make_synthetic(_spec)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def typed_values(key: str, _text: str) -> TypedValues:
+    """``key``: a digest of ``_text`` (typed text can be a megabyte: never the key itself).
+    Raises ``TypedValuesError``, which is not cached: the next run parses again."""
+    return parse_typed_values(_text)
 
 
 @st.cache_resource(max_entries=1, show_spinner=False)

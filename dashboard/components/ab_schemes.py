@@ -10,6 +10,7 @@ from dashboard.components import persist, url
 from dashboard.components.algorithm import algorithm_picker
 from dashboard.components.config import apply_config, config_picker
 from dashboard.services.compare.weights import offered_algorithms
+from dashboard.services.display.text import literal
 from dashboard.services.state.algorithm import AlgorithmChoice
 from dashboard.services.state.compare import AB_PREFIXES, side_from_query
 from dashboard.services.state.link_fixes import link_fixes
@@ -59,7 +60,7 @@ def ab_side(
     wanted = st.session_state.pop(_LINK + prefix, None)
     if isinstance(wanted, QuantConfig):
         for text in link_fixes(wanted, cfg, cols):
-            st.warning(f"Link: {text}.", icon="⚠️")
+            st.warning(f"Link: {literal(text)}.", icon="⚠️")
     choice = algorithm_picker(
         cfg, prefix=prefix, has_calibration=layer is not None, offered=offered_algorithms(layer)
     )

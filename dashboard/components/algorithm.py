@@ -7,9 +7,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from dashboard.components import persist, url
 from dashboard.components.persist import PERSIST
+from dashboard.services.display.text import literal
 from dashboard.services.state.algorithm import (
     DAMP_RANGE,
     DEFAULT_DAMP,
@@ -67,15 +69,18 @@ def algorithm_picker(
     prefix: str = "",
     has_calibration: bool = True,
     offered: Sequence[Algorithm] | None = None,
+    notice: DeltaGenerator | None = None,
 ) -> AlgorithmChoice:
     """Draw the algorithm widgets in the current container.
 
     ``has_calibration``: whether the tensor at hand is a layer of the bundled model (so
-    GPTQ/AWQ can capture its inputs). ``offered``: the algorithms the selectbox lists (all
-    by default). An algorithm that cannot run for ``cfg`` or the data, or one not offered
-    that the state asks for (a link's ``algo=gptq`` on an uploaded tensor), is explained
-    (``Algorithm.unavailable_reason``) and RTN is returned instead, so the page keeps
-    working.
+    GPTQ/AWQ can capture its inputs). ``offered``: the algorithms for this tensor (all by
+    default); the selectbox lists those that can run under ``cfg``, and a caption names
+    the others with the reason (``Algorithm.unavailable_reason``). An algorithm the state
+    asks for that cannot run (a format just changed to one it cannot handle, a link's
+    ``algo=gptq`` on an uploaded tensor) is replaced by RTN in the selectbox itself, so it
+    never shows one algorithm while the page computes another, and explained in
+    ``notice`` (a container near the top of the page; default: the current one).
     """
     p = prefix
     options = list(Algorithm) if offered is None else list(offered)
@@ -90,26 +95,32 @@ def algorithm_picker(
             f"{p}a_text": "\n".join(CALIBRATION_SENTENCES),
         }
     )
+    reasons = {a: a.unavailable_reason(cfg, has_calibration=has_calibration) for a in options}
+    runnable = [a for a in options if reasons[a] is None]
     wanted = st.session_state[f"{p}a_algo"]
-    if wanted not in options:
+    if wanted not in runnable:
         st.session_state[f"{p}a_algo"] = Algorithm.RTN
         if isinstance(wanted, Algorithm):
-            reason = wanted.unavailable_reason(cfg, has_calibration=False) or (
-                f"{wanted.label} is not offered for this tensor"
+            reason = reasons.get(wanted) or (
+                wanted.unavailable_reason(cfg, has_calibration=False)
+                or f"{wanted.label} is not offered for this tensor"
             )
-            st.warning(f"{reason}. Showing RTN.")
+            others = [a.label for a in runnable if a is not Algorithm.RTN]
+            also = f" ({' and '.join(others)} can run here too)" if others else ""
+            (notice or st).warning(f"{reason}: showing RTN{also}.")
     algorithm = st.selectbox(
         "Algorithm",
-        options,
+        runnable,
         format_func=lambda a: a.label,
         key=f"{p}a_algo",
         persist_state=PERSIST,
-        help=" ".join(f"{a.label}: {h}" for a, h in _HELP.items() if a in options),
+        help=" ".join(f"{a.label}: {h}" for a, h in _HELP.items() if a in runnable),
     )
-    reason = algorithm.unavailable_reason(cfg, has_calibration=has_calibration)
-    if reason is not None:
-        st.warning(f"{reason}. Showing RTN.")
-        return AlgorithmChoice()
+    # Those the tensor rules out (GPTQ/AWQ without a model) are not in ``options``: the
+    # page's caption says why. Those this scheme rules out are named here.
+    for reason in reasons.values():
+        if reason is not None:
+            st.caption(f"Not offered for this scheme: {reason}.")
     damp, act_order = DEFAULT_DAMP, True
     if algorithm is Algorithm.GPTQ:
         damp = st.slider(
@@ -137,7 +148,7 @@ def algorithm_picker(
             try:
                 calibration = parse_sentences(text)
             except ValueError as exc:
-                st.error(f"Calibration text: {exc}. Using the bundled sentences.")
+                st.error(f"Calibration text: {literal(exc)}. Using the bundled sentences.")
                 calibration, custom = CALIBRATION_SENTENCES, False
         else:
             st.caption(f"Calibrated on the {len(CALIBRATION_SENTENCES)} bundled sentences.")

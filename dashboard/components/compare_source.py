@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard.components import url
-from dashboard.components.source import current_source
+from dashboard.components.source import current_source, source_caption
 from dashboard.services.sources.prepared import PreparedSource
 from dashboard.services.state.source import source_to_query
 
@@ -22,7 +22,7 @@ def compare_source_or_stop(purpose: str) -> PreparedSource:
     url.show_warnings()
     if chosen is None:
         st.stop()
-    st.caption(f"**{chosen.label}** · shape {list(chosen.original_shape)} · {chosen.dtype_label}")
+    source_caption(chosen)
     if chosen.nonfinite is not None:
         url.write(source_to_query(chosen.choice))
         st.error(

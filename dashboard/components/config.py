@@ -17,6 +17,7 @@ from dashboard.components.granularity import (
 )
 from dashboard.components.persist import PERSIST
 from dashboard.components.research_scheme import apply_research, research_options
+from dashboard.services.display.text import literal
 from dashboard.services.state.link_fixes import link_fixes
 from dashboard.services.state.research import (
     ExplorerScheme,
@@ -24,6 +25,11 @@ from dashboard.services.state.research import (
     ResearchScheme,
     has_scheme_keys,
     scheme_from_query,
+)
+from dashboard.services.state.scale_storage import (
+    SCALE_STORAGES,
+    scale_storage_of,
+    storage_by_key,
 )
 from dashboard.services.state.scheme import (
     PERCENTILE_RANGE,
@@ -42,18 +48,52 @@ from quant_core import (
     Rounding,
     ScaleDtype,
     ZeroPoint,
+    presets,
 )
 
-__all__ = ["DEFAULT_CONFIG", "apply_config", "config_picker", "divisors", "seed_from_url"]
+__all__ = [
+    "DEFAULT_CONFIG",
+    "apply_config",
+    "config_picker",
+    "divisors",
+    "seed_from_url",
+    "use_preset",
+]
 
 DEFAULT_CONFIG = QuantConfig(bits=4, mode=Mode.SYMMETRIC, granularity=PerChannel(axis=0))
 _FORMAT_LABELS = {
     Format.INT: "Integer (linear)",
     Format.NF4: "NF4 (normal float, 4 bit)",
     Format.FP4_E2M1: "FP4 E2M1",
+    Format.FP6_E3M2: "FP6 E3M2",
+    Format.FP6_E2M3: "FP6 E2M3",
     Format.FP8_E4M3: "FP8 E4M3",
     Format.FP8_E5M2: "FP8 E5M2",
+    Format.IQ4_NL: "IQ4_NL levels (llama.cpp, 4 bit)",
+    Format.TERNARY: "Ternary −1 / 0 / 1",
+    Format.TERNARY_PACKED: "Ternary, 5 per byte",
 }
+# The element formats the custom picker offers (ternary's base-3 packing comes with TQ1_0).
+_PICKER_FORMATS = [f for f in Format if f is not Format.TERNARY_PACKED]
+_CUSTOM = "custom"
+_PRESET_HELP = (
+    "The formats models ship in, each one click: llama.cpp's GGUF types (legacy Q4_0…Q8_0, "
+    "the K-quants with 256-value super-blocks, IQ4, ternary TQ), the OCP microscaling "
+    "formats (MXFP4/6/8, MXINT8: blocks of 32 sharing a power-of-two scale), NVIDIA's "
+    "NVFP4 (blocks of 16, FP8 scales under a tensor scale), DeepSeek's 128×128 block FP8, "
+    "BitNet's ternary and bitsandbytes' NF4 with double-quantized scales. **Custom** "
+    "builds a scheme from its parts below."
+)
+
+
+def _preset_label(name: str) -> str:
+    if name == _CUSTOM:
+        return "Custom: build your own"
+    preset = _PRESETS[name]
+    return f"{preset.label} · {preset.family}"
+
+
+_PRESETS = {p.name: p for p in presets()}
 _ZP_LABELS = {
     ZeroPoint.INCLUDE_ZERO: "Include zero",
     ZeroPoint.FLOAT_MIN: "Float min",
@@ -71,10 +111,20 @@ _ZP_HELP = (
     "**Course clamp** (the course's lessons): z = clamp(round(qmin − min/s)); a block "
     "without 0 gets a grid over [0, max − min] and loses its values."
 )
+_STORAGE_HELP = (
+    "What each block's scale costs and how exact it is. **fp32/fp16/bf16**: a float per "
+    "block. The others quantize the scales too: **E8M0** stores only a power of two (8 "
+    "bits, MX formats); **FP8 E4M3** stores an 8-bit float under one fp32 scale per tensor "
+    "(NVFP4); **k-bit ints per 256 values** store each block's scale (and min) as a small "
+    "integer times one fp16 scale per 256-value super-block (llama.cpp's K-quants); "
+    "**double quantized** stores 8-bit codes of the scales with one fp32 per 256 scales "
+    "(QLoRA). The bits per value count every level."
+)
 _RANGE_LABELS = {
     RangeMethod.MINMAX: "Min-max",
     RangeMethod.PERCENTILE: "Percentile clipping",
     RangeMethod.MSE: "MSE-optimal clipping",
+    RangeMethod.ABSMEAN: "Absmean (BitNet)",
 }
 
 
@@ -83,8 +133,12 @@ def _state_from_config(cfg: QuantConfig, p: str) -> dict[str, object]:
     kind = "tensor" if isinstance(gran, PerTensor) else "channel"
     if isinstance(gran, PerGroup):
         kind = "group"
+    storage = scale_storage_of(cfg)
+    fmt = Format.TERNARY if cfg.format is Format.TERNARY_PACKED else cfg.format
     return {
-        f"{p}q_fmt": cfg.format,
+        f"{p}q_preset": cfg.name if cfg.name in _PRESETS else _CUSTOM,
+        f"{p}q_sstore": storage.key if storage is not None else "fp32",
+        f"{p}q_fmt": fmt,
         f"{p}q_wide": cfg.format is Format.INT and cfg.bits > 8,
         f"{p}q_bits": cfg.bits if cfg.format is Format.INT else 4,
         f"{p}q_mode": cfg.mode,
@@ -96,9 +150,13 @@ def _state_from_config(cfg: QuantConfig, p: str) -> dict[str, object]:
         f"{p}q_pct": float(cfg.percentile),
         f"{p}q_round": cfg.rounding,
         f"{p}q_seed": cfg.seed,
-        f"{p}q_sdtype": cfg.scale_dtype,
         f"{p}q_zp": cfg.zero_point,
     }
+
+
+def use_preset(name: str, prefix: str = "") -> None:
+    """Pick the shipped format ``name`` (a button's callback: runs before the widgets)."""
+    st.session_state[f"{prefix}q_preset"] = name
 
 
 def apply_config(cfg: QuantConfig, prefix: str = "") -> None:
@@ -136,7 +194,7 @@ def _warn_link_fixes(p: str, got: QuantConfig, cols: int) -> None:
     if not isinstance(wanted, QuantConfig):
         return
     for text in link_fixes(wanted, got, cols):
-        st.warning(f"Link: {text}.", icon="⚠️")
+        st.warning(f"Link: {literal(text)}.", icon="⚠️")
 
 
 @overload
@@ -184,7 +242,24 @@ def config_picker(
     defaults = _state_from_config(default, p)
     persist.defaults(defaults)
     ss = st.session_state
-    formats: list[Format | ResearchFormat] = list(Format)
+    # Activation pickers build their scheme: the shipped formats are weight formats (and
+    # llama.cpp's recipe has no static ranges).
+    name = _CUSTOM
+    if not activation:
+        name = st.selectbox(
+            "Shipped format",
+            [_CUSTOM, *_PRESETS],
+            format_func=_preset_label,
+            key=f"{p}q_preset",
+            persist_state=PERSIST,
+            help=_PRESET_HELP,
+        )
+    if name != _CUSTOM:
+        preset = _PRESETS[name]
+        st.caption(f"{preset.summary}.")
+        _warn_link_fixes(p, preset.config, cols)
+        return preset.config
+    formats: list[Format | ResearchFormat] = list(_PICKER_FORMATS)
     if research:
         formats += list(ResearchFormat)
     elif ss[f"{p}q_fmt"] not in formats:
@@ -233,9 +308,12 @@ def config_picker(
     else:
         granularity = weight_granularity(p, cols, group_sizes, activation_terms)
 
+    ranges = [m for m in RangeMethod if m is not RangeMethod.ABSMEAN or mode is Mode.SYMMETRIC]
+    if ss[f"{p}q_range"] not in ranges:
+        ss[f"{p}q_range"] = RangeMethod.MINMAX
     range_method = st.selectbox(
         "Range",
-        list(RangeMethod),
+        ranges,
         format_func=_RANGE_LABELS.__getitem__,
         key=f"{p}q_range",
         persist_state=PERSIST,
@@ -264,24 +342,34 @@ def config_picker(
                 persist_state=PERSIST,
             )
         )
-    scale_dtype = st.selectbox(
-        "Scale dtype (stored)",
-        list(ScaleDtype),
-        format_func=lambda d: d.value,
-        key=f"{p}q_sdtype",
-        persist_state=PERSIST,
+    storage = storage_by_key(
+        st.selectbox(
+            "Scales stored as",
+            [s.key for s in SCALE_STORAGES],
+            format_func=lambda k: storage_by_key(k).label,
+            key=f"{p}q_sstore",
+            persist_state=PERSIST,
+            help=_STORAGE_HELP,
+        )
     )
-    cfg = QuantConfig(
-        bits=int(bits),
-        mode=mode,
-        granularity=granularity,
-        format=fmt,
-        range_method=range_method,
-        percentile=percentile,
-        rounding=rounding,
-        seed=seed,
-        scale_dtype=scale_dtype,
-        zero_point=zero_point,
-    )
+    fields = {
+        "bits": int(bits),
+        "mode": mode,
+        "granularity": granularity,
+        "format": fmt,
+        "range_method": range_method,
+        "percentile": percentile,
+        "rounding": rounding,
+        "seed": seed,
+        "zero_point": zero_point,
+    }
+    try:
+        cfg = QuantConfig(
+            **fields, scale_format=storage.scale_format, scale_dtype=storage.scale_dtype
+        )
+    except ValueError as exc:
+        # a scale storage that does not fit the rest: say why and store fp32 scales
+        st.warning(f"{storage.label}: {exc}. Using fp32 scales instead.", icon="⚠️")
+        cfg = QuantConfig(**fields, scale_dtype=ScaleDtype.FP32)
     _warn_link_fixes(p, cfg, cols)
     return cfg

@@ -23,12 +23,13 @@ from dashboard import cache
 from dashboard.components import url
 from dashboard.components.charts import histogram_chart, static_table, zoom_chart
 from dashboard.components.explorer_run import ExplorerRun, run_explorer, teaching_for
+from dashboard.components.ste import ste_section
 from dashboard.components.view import block_chooser, current_view, zoom_window
 from dashboard.services.explorer.explore import block_cells
 from dashboard.services.explorer.zoom import zoom_view
 from dashboard.services.sources.prepared import PreparedSource
 from dashboard.services.state.algorithm import AlgorithmChoice
-from dashboard.services.state.research import ExplorerScheme
+from dashboard.services.state.research import ExplorerScheme, ResearchScheme
 from dashboard.services.state.view import view_to_query
 
 __all__ = ["ExplorerInputs", "details", "downloads"]
@@ -85,6 +86,11 @@ def details(inputs: ExplorerInputs) -> None:
     if panel.scales is not None:
         st.caption("Every block's scale (and zero point or offset):")
         st.dataframe(panel.scales, hide_index=True, key="worked_scales")
+    scheme = inputs.scheme
+    if isinstance(scheme, ResearchScheme):
+        st.subheader("The backward pass: straight-through estimator")
+        matrix = inputs.source.matrix
+        ste_section(inputs.source.key, matrix, scheme.bits, scheme.variant, scheme.rescale, "ste")
     # Written here, so a fragment rerun (a new block or zoom window) updates the link too.
     url.write({**inputs.query, **view_to_query(current_view())})
 

@@ -7,11 +7,17 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from dashboard import cache
 from dashboard.components.algorithm import algorithm_picker
 from dashboard.components.layer_source import explore_source, is_activation
-from dashboard.services.compare.weights import calibration_note, linear_layer_of, offered_algorithms
+from dashboard.services.compare.weights import (
+    BUNDLED_PATH,
+    calibration_note,
+    linear_layer_of,
+    offered_algorithms,
+)
 from dashboard.services.explorer.algorithm import AlgorithmExploration
 from dashboard.services.explorer.block_values import BlockValues
 from dashboard.services.explorer.explore import Exploration
@@ -27,10 +33,12 @@ __all__ = ["ExplorerRun", "explorer_algorithm", "run_explorer", "teaching_for"]
 
 
 def explorer_algorithm(
-    source: PreparedSource, scheme: ExplorerScheme
+    source: PreparedSource, scheme: ExplorerScheme, notice: DeltaGenerator | None = None
 ) -> tuple[AlgorithmChoice, str | None]:
     """Draw the algorithm control (current container) and return the choice with the
     bundled model's layer the source is the weight of (``None`` for any other tensor).
+    ``notice``: where an algorithm the scheme cannot run is explained (near the top of the
+    page), see ``algorithm_picker``.
 
     A linear weight of the bundled model is offered RTN, GPTQ, AWQ and HQQ; any other
     tensor RTN and HQQ, with the reason GPTQ/AWQ are missing. A research format and an
@@ -45,20 +53,14 @@ def explorer_algorithm(
     if is_activation(source):
         st.caption(
             "GPTQ, AWQ and HQQ choose weight codes; a layer's input is quantized "
-            "round-to-nearest (its weight is under Tensor → all-MiniLM-L6-v2)."
+            f"round-to-nearest (its weight is under {BUNDLED_PATH})."
         )
         return AlgorithmChoice(), None
     layer = linear_layer_of(source.choice)
-    if layer is None:
-        st.caption(
-            "GPTQ and AWQ are not offered: they choose codes from a layer's inputs "
-            "(calibration data), and this tensor has no model to run on sentences (pick a "
-            "linear weight under Tensor → all-MiniLM-L6-v2). RTN and HQQ need no data."
-        )
-    else:
-        st.caption(calibration_note(layer, len(CALIBRATION_SENTENCES), len(HELD_OUT_SENTENCES)))
+    n_cal, n_held = len(CALIBRATION_SENTENCES), len(HELD_OUT_SENTENCES)
+    st.caption(calibration_note(layer, n_cal, n_held, source.choice))
     choice = algorithm_picker(
-        scheme, has_calibration=layer is not None, offered=offered_algorithms(layer)
+        scheme, has_calibration=layer is not None, offered=offered_algorithms(layer), notice=notice
     )
     if choice.algorithm is not Algorithm.RTN and source.nonfinite is not None:
         st.warning(

@@ -12,16 +12,12 @@ from quant_core import Granularity, PerChannel, PerGroup, PerTensor
 
 __all__ = ["activation_granularity", "activation_kind", "divisors", "weight_granularity"]
 
+# The options' labels are the same whatever the tensor: the browser keeps a radio's choice
+# as its label, so options renamed under the same key (a weight, then an activation source)
+# showed nothing selected and then fell back to the first option. The widget's own label
+# names the activation terms instead.
 _GRAN_LABELS = {"tensor": "Per tensor", "channel": "Per channel", "group": "Per group"}
-# The same choices named for an activation [tokens, features] shown in the explorer (where
-# per-group stays available): a channel along axis 0 is a token, along axis 1 a feature.
-_GRAN_LABELS_ACT = {
-    "tensor": "Per tensor",
-    "channel": "Per token / per feature",
-    "group": "Per group (of features)",
-}
 _AXIS_LABELS = ("0: one scale per row", "1: one per column")
-_AXIS_LABELS_ACT = ("Per token: one scale per row", "Per feature: one scale per column")
 # An activation matrix is [tokens, features]: a row is one token, a column one feature, so
 # per-token is PerChannel(0) and per-feature PerChannel(1).
 _ACT_GRAN_LABELS = {
@@ -64,26 +60,24 @@ def weight_granularity(
 ) -> Granularity:
     """Per tensor, per channel (with its axis) or per group (a size that divides ``cols``,
     or one of ``group_sizes``). ``activation_terms``: the matrix is an activation
-    ``[tokens, features]``, so the channels are named per token (axis 0) and per feature
-    (axis 1); the choices and their keys are the same."""
+    ``[tokens, features]``, so the widgets' labels name the channels per token (axis 0) and
+    per feature (axis 1); the choices, their labels and their keys are the same."""
     ss = st.session_state
-    labels = _GRAN_LABELS_ACT if activation_terms else _GRAN_LABELS
-    axis_labels = _AXIS_LABELS_ACT if activation_terms else _AXIS_LABELS
     kind = st.radio(
-        "Granularity",
-        list(labels),
-        format_func=labels.__getitem__,
+        "Granularity (a channel: a token or a feature)" if activation_terms else "Granularity",
+        list(_GRAN_LABELS),
+        format_func=_GRAN_LABELS.__getitem__,
         key=f"{p}q_gran",
         persist_state=PERSIST,
         horizontal=True,
     )
     if kind == "channel":
         axis = st.radio(
-            "Scale per token or per feature"
+            "Scale per token (rows, 0) or per feature (columns, 1)"
             if activation_terms
             else "Channel axis (keeps its own scale)",
             [0, 1],
-            format_func=lambda a: axis_labels[a],
+            format_func=lambda a: _AXIS_LABELS[a],
             key=f"{p}q_axis",
             persist_state=PERSIST,
             horizontal=True,

@@ -10,7 +10,7 @@ from dashboard.components.config import config_picker
 from dashboard.components.persist import PERSIST
 from dashboard.services.activations.layer import EvalSplit, LayerSettings, SchemeChoice
 from dashboard.services.activations.sentences import RangeMode
-from quant_core import LayerScheme, SchemePreset
+from quant_core import ActivationGranularity, LayerScheme, SchemePreset
 
 DEFAULT_LAYER = "encoder.layer.0.intermediate.dense"
 _W8A8 = SchemePreset.W8A8.scheme
@@ -40,6 +40,26 @@ def _custom_scheme(in_features: int) -> LayerScheme:
             in_features, prefix="la_", default=_W8A8.activation, activation=True
         )
     return LayerScheme(weight=weight, activation=activation)
+
+
+def _usable_ranges(scheme: LayerScheme, ranges: RangeMode) -> RangeMode:
+    """``ranges``, or DYNAMIC (with a warning in plain words) where static ranges cannot
+    apply: per-token activations have no range to calibrate in advance (each token's scale
+    comes from that token), and float activations have no ranges at all."""
+    if ranges is not RangeMode.STATIC:
+        return ranges
+    if scheme.activation is None:
+        st.caption("The activations stay in float: there are no ranges to calibrate.")
+        return RangeMode.DYNAMIC
+    if ActivationGranularity.of(scheme.activation.granularity).allows_static:
+        return ranges
+    st.warning(
+        "Static ranges are calibrated once, per tensor or per input feature, and then reused. "
+        "This scheme scales each token by its own range (per-token), which exists only once "
+        "that token arrives, so there is nothing to calibrate: showing dynamic ranges. For "
+        "static ranges pick Custom with per-tensor or per-feature activations."
+    )
+    return RangeMode.DYNAMIC
 
 
 def layer_controls(layers: dict[str, tuple[int, int]]) -> LayerSettings:
@@ -73,6 +93,7 @@ def layer_controls(layers: dict[str, tuple[int, int]]) -> LayerSettings:
         help="Static ranges are calibrated on the calibration sentences (per-tensor or "
         "per-feature activations only).",
     )
+    ranges = _usable_ranges(scheme, ranges)
     split = st.radio(
         "Evaluate on",
         list(EvalSplit),

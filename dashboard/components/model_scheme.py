@@ -12,6 +12,7 @@ from dashboard.components import persist, url
 from dashboard.components.algorithm import algorithm_picker
 from dashboard.components.config import apply_config, config_picker
 from dashboard.components.persist import PERSIST
+from dashboard.services.display.text import literal
 from dashboard.services.state.algorithm import AlgorithmChoice
 from dashboard.services.state.model import (
     ActivationChoice,
@@ -105,5 +106,5 @@ def model_scheme_picker(
             choice, weight=weight, activation=activation, ranges=ranges, algorithm=algorithm
         )
     except ValueError as exc:
-        st.warning(f"{exc}. Using dynamic ranges.")
+        st.warning(f"{literal(exc)}. Using dynamic ranges.")
         return ModelScheme.of(choice, weight=weight, activation=activation, algorithm=algorithm)

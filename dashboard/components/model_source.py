@@ -18,6 +18,7 @@ from streamlit.errors import StreamlitSecretNotFoundError
 
 from dashboard import cache
 from dashboard.components.persist import PERSIST
+from dashboard.services.display.text import literal
 from dashboard.services.io import LoadError
 from dashboard.services.model.checkpoint import Checkpoint
 from dashboard.services.model.folder import snapshot_key
@@ -115,7 +116,7 @@ def model_picker() -> ModelFile | ModelFolder | None:
                 "in .streamlit/secrets.toml) to the folders that may be read."
             )
         for line in roots.problems:
-            st.caption(f"Setting ignored: {line}.")
+            st.caption(f"Setting ignored: {literal(line)}.")
         if which == "bundled":
             return ModelFile(cache.model_file(), "bundled", "all-MiniLM-L6-v2", True)
         if which == "folder":
@@ -133,9 +134,9 @@ def model_picker() -> ModelFile | ModelFolder | None:
                 return chosen
     if which == "folder":
         if problem is None:
-            st.info(f"Give the path of a model folder inside {roots.describe()}.")
+            st.info(f"Give the path of a model folder inside {literal(roots.describe())}.")
         else:
-            st.error(f"Model folder refused: {problem}")
+            st.error(f"Model folder refused: {literal(problem)}")
     else:
         st.info("Upload a .safetensors file to analyse its linear layers.")
     return None
@@ -148,7 +149,7 @@ def _upload() -> ModelFile | None:
         return ModelFile(path, f"upload:{path}", upload.name, False)
     kept = st.session_state.get(_FILES)
     if kept is not None and Path(kept[1]).exists():
-        st.caption(f"Using **{kept[2]}**, uploaded earlier.")
+        st.caption(f"Using **{literal(kept[2])}**, uploaded earlier.")
         return ModelFile(Path(kept[1]), f"upload:{kept[1]}", kept[2], False)
     return None
 
@@ -175,7 +176,7 @@ def folder_path_input(roots: ModelRoots, key: str) -> str:
         key=f"{key}_path",
         persist_state=PERSIST,
         placeholder=str(roots.roots[0]),
-        help=f"Inside {roots.describe()}.",
+        help=f"Inside {literal(roots.describe())}.",
     ).strip()
 
 

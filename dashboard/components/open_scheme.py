@@ -10,6 +10,7 @@ import streamlit as st
 from dashboard.components import url
 from dashboard.components.config import apply_config
 from dashboard.services.compare.weights import WeightScheme
+from dashboard.services.display.text import literal
 from dashboard.services.sources.choice import SourceChoice
 from dashboard.services.sources.prepared import PreparedSource
 from dashboard.services.state.algorithm import algorithm_to_query
@@ -56,9 +57,9 @@ def open_in_explorer(
     try:
         scheme = WeightScheme.from_id(sid)
     except ValueError as exc:
-        st.error(f"Cannot open that scheme: {exc}")
+        st.error(f"Cannot open that scheme: {literal(exc)}")
         return
-    st.container(key=f"{key}_name").markdown(f"**{scheme.label}**")
+    st.container(key=f"{key}_name").markdown(f"**{literal(scheme.label)}**")
     if st.button("Open in the explorer", key=key, type="primary", width="stretch"):
         apply_config(scheme.config)
         params = explorer_query(source.choice, scheme, custom_calibration)

@@ -20,7 +20,7 @@ __all__ = ["apply_research", "research_options"]
 
 _VARIANT_LABELS = {
     QkVariant.ORIGINAL: "original: round((2^k−1)u)/(2^k−1)",
-    QkVariant.MODIFIED: "modified: floor(2^k·u)/(2^k−1)",
+    QkVariant.MODIFIED: "modified (AdaBits): floor(2^k·u)/2^k",
     QkVariant.CENTERED: "centered: (floor(2^k·u)+½)/2^k",
 }
 _HELP = {
@@ -36,6 +36,7 @@ def apply_research(scheme: ResearchScheme, prefix: str = "") -> None:
     """Set the research widgets (and the shared format and bits) to ``scheme``."""
     persist.set_values(
         {
+            f"{prefix}q_preset": "custom",
             f"{prefix}q_fmt": scheme.format,
             f"{prefix}q_bits": scheme.bits,
             f"{prefix}q_qk": scheme.variant,
@@ -63,7 +64,8 @@ def research_options(fmt: ResearchFormat, prefix: str = "") -> ResearchScheme:
         key=f"{p}q_qk",
         persist_state=PERSIST,
         help="How u in [0, 1] becomes one of 2^k codes: original rounds (end bins half "
-        "wide), modified floors into equal bins, centered maps each equal bin to its centre.",
+        "wide), modified (AdaBits) floors into equal bins, each at its lower edge, centered "
+        "maps each equal bin to its centre.",
     )
     rescale = False
     if fmt is ResearchFormat.DOREFA:

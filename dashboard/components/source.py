@@ -23,6 +23,7 @@ from dashboard.components.source_inputs import (
     upload_choice,
 )
 from dashboard.services.activations.source import activation_label, activation_notes
+from dashboard.services.display.text import literal
 from dashboard.services.io import LoadError
 from dashboard.services.model.checkpoint import Checkpoint
 from dashboard.services.sources.choice import (
@@ -33,9 +34,10 @@ from dashboard.services.sources.choice import (
     SourceChoice,
     SourceKind,
     SyntheticSource,
+    TypedSource,
     UploadSource,
 )
-from dashboard.services.sources.examples import example_tensor
+from dashboard.services.sources.examples import Example, example_tensor
 from dashboard.services.sources.prepared import PreparedSource
 from dashboard.services.sources.synthetic import SyntheticSpec
 from dashboard.services.state.source import (
@@ -72,6 +74,12 @@ def _seed_widgets_from_url() -> None:
         }
     elif isinstance(choice, ExampleSource):
         values = {"src_kind": SourceKind.EXAMPLE, "src_example": choice.example}
+    elif isinstance(choice, TypedSource):
+        values = {
+            "src_kind": SourceKind.EXAMPLE,
+            "src_example": Example.TYPED,
+            "src_typed": choice.text,
+        }
     elif isinstance(choice, ModelSource):
         values = {"src_kind": SourceKind.MODEL, "src_model": choice.tensor}
     elif isinstance(choice, FolderSource):
@@ -117,6 +125,12 @@ def _load(
         return cache.prepared(
             repr(choice), choice, example_tensor(choice.example), choice.example.label, ()
         )
+    if isinstance(choice, TypedSource):
+        values = cache.typed_values(choice.key, choice.text)
+        shape = "x".join(str(d) for d in values.tensor.shape)
+        return cache.prepared(
+            repr(choice), choice, values.tensor, f"your typed values ({shape})", values.notes
+        )
     if isinstance(choice, ModelSource):
         loaded = cache.model_tensor(choice.tensor)
         label = f"all-MiniLM-L6-v2 · {choice.tensor}"
@@ -142,6 +156,15 @@ def _load(
     loaded = cache.upload_tensor(choice.file_id, choice.filename, choice.tensor, data)
     label = choice.filename + (f" · {loaded.name}" if loaded.name else "")
     return cache.prepared(repr(choice), choice, loaded.tensor, label, loaded.notes)
+
+
+def load_choice(choice: SourceChoice) -> PreparedSource:
+    """The tensor ``choice`` names, prepared (cached), for a page that picks its own tensor
+    (a lesson's lab): a teaching example, typed values, a bundled weight, a synthetic or
+    an activation tensor. Not an upload nor a model folder: ``TypeError``."""
+    if isinstance(choice, UploadSource | FolderSource):
+        raise TypeError(f"{type(choice).__name__} needs the picker's upload or folder")
+    return _load(choice, None)
 
 
 def source_picker(collapsed: bool = False) -> PreparedSource | None:
@@ -186,12 +209,12 @@ def source_picker(collapsed: bool = False) -> PreparedSource | None:
         except SourceUnavailable:
             source = None
         except (LoadError, ValueError) as exc:
-            st.error(str(exc))
+            st.error(literal(exc))
             source = None
     if source is None:
         previous = st.session_state.get(_LAST_GOOD)
         if previous is not None:
-            st.info(f"Still showing the previous tensor: {previous.label}.")
+            st.info(f"Still showing the previous tensor: {literal(previous.label)}.")
         return previous
     st.session_state[_LAST_GOOD] = source
     return source
@@ -224,6 +247,12 @@ def current_source() -> PreparedSource | None:
     return source_picker()
 
 
+def source_caption(chosen: PreparedSource) -> None:
+    """The line under a page's title: the tensor's name (shown literally), shape and dtype."""
+    shape = list(chosen.original_shape)
+    st.caption(f"**{literal(chosen.label)}** · shape {shape} · {literal(chosen.dtype_label)}")
+
+
 def finite_source_or_stop(purpose: str) -> PreparedSource:
     """The page's tensor, its caption and the URL's source keys; stops the page (with a
     message) when there is none or it holds NaN/Inf, which ``purpose`` cannot handle."""
@@ -232,7 +261,7 @@ def finite_source_or_stop(purpose: str) -> PreparedSource:
     if chosen is None:
         st.stop()
     url.write(source_to_query(chosen.choice))
-    st.caption(f"**{chosen.label}** · shape {list(chosen.original_shape)} · {chosen.dtype_label}")
+    source_caption(chosen)
     if chosen.nonfinite is not None:
         st.error(
             f"{chosen.nonfinite.describe()}: {purpose} needs finite values; the Explorer can "

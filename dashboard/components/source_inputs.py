@@ -7,6 +7,8 @@ A new source kind is one more function here and a branch in ``source.source_pick
 
 from __future__ import annotations
 
+import hashlib
+
 import streamlit as st
 
 from dashboard import cache
@@ -15,6 +17,7 @@ from dashboard.components.model_source import folder_path_input, model_roots
 from dashboard.components.persist import PERSIST
 from dashboard.services.activations.sentences import CALIBRATION, RangeMode, SentenceSet
 from dashboard.services.activations.source import capture_summary
+from dashboard.services.display.text import literal
 from dashboard.services.io import LoadError
 from dashboard.services.model.checkpoint import Checkpoint
 from dashboard.services.model.folder import snapshot_key
@@ -28,6 +31,7 @@ from dashboard.services.sources.choice import (
     SourceChoice,
     SourceKind,
     SyntheticSource,
+    TypedSource,
     UploadSource,
 )
 from dashboard.services.sources.examples import Example
@@ -40,6 +44,7 @@ from dashboard.services.sources.synthetic import (
     Distribution,
     SyntheticSpec,
 )
+from dashboard.services.sources.typed import MAX_TYPED_CHARS, MAX_TYPED_VALUES, TypedValuesError
 from dashboard.services.state.algorithm import parse_sentences
 
 UPLOAD = "_uploaded_file"
@@ -70,6 +75,7 @@ DEFAULTS: dict[str, object] = {
     "src_ochan_on": False,
     "src_ochan": 0,
     "src_example": Example.COURSE_3X3,
+    "src_typed": "1.5, -0.2, 3.1\n0.7, 2.4, -1.8",
     "src_layer": DEFAULT_ACTIVATION_LAYER,
     "src_ranges": RangeMode.DYNAMIC,
     "src_own": False,
@@ -149,7 +155,33 @@ def example_choice() -> SourceChoice:
         key="src_example",
         persist_state=PERSIST,
     )
+    if example is Example.TYPED:
+        return typed_choice()
     return ExampleSource(example)
+
+
+def typed_choice() -> SourceChoice:
+    """The box for the learner's own values (1-D or 2-D); a bad text shows its message."""
+    text = st.text_area(
+        "Values: one row per line, or [..] / [[..], [..]] as Python prints them",
+        key="src_typed",
+        height=110,
+        max_chars=MAX_TYPED_CHARS,
+        placeholder="0.9372, 2.3312, 3.2122  or  [[1, 2], [3, 4]]",
+        persist_state=PERSIST,
+        help=f"Up to {MAX_TYPED_VALUES:,} numbers, separated by commas, spaces or tabs; "
+        "torch.tensor([...]) and np.array([...]) as printed are read too. nan and inf are "
+        "allowed (the explorer leaves them out).",
+    )
+    digest = hashlib.sha256((text or "").encode("utf-8", "surrogatepass")).hexdigest()
+    try:
+        values = cache.typed_values(digest, text or "")
+    except TypedValuesError as exc:
+        st.error(f"Values: {literal(str(exc))}")
+        raise SourceUnavailable from None
+    for note in values.notes:
+        st.caption(note)
+    return TypedSource.of(values)
 
 
 def model_choice() -> SourceChoice:
@@ -187,7 +219,7 @@ def upload_choice() -> tuple[SourceChoice, bytes]:
         raise SourceUnavailable
     file_id, filename = kept.file_id, kept.name
     if upload is None:
-        st.caption(f"Using **{filename}**, uploaded earlier.")
+        st.caption(f"Using **{literal(filename)}**, uploaded earlier.")
         if st.button("Forget this file", key="src_upload_forget"):
             kept.release()
             del st.session_state[UPLOAD]
@@ -195,7 +227,7 @@ def upload_choice() -> tuple[SourceChoice, bytes]:
     try:
         infos = cache.upload_infos(file_id, filename, data)
     except LoadError as exc:
-        st.error(str(exc))
+        st.error(literal(exc))
         raise SourceUnavailable from None
     name = None
     if len(infos) > 1:
@@ -226,7 +258,7 @@ def activation_choice() -> SourceChoice:
         try:
             sentences = SentenceSet(parse_sentences(text))
         except ValueError as exc:
-            st.error(f"Sentences: {exc}")
+            st.error(f"Sentences: {literal(exc)}")
             raise SourceUnavailable from None
         if not sentences.is_bundled:
             st.caption(
@@ -267,16 +299,16 @@ def folder_choice() -> tuple[SourceChoice, Checkpoint]:
     roots = model_roots()
     path = folder_path_input(roots, "src_folder")
     if not path:
-        st.info(f"Give the path of a model folder inside {roots.describe()}.")
+        st.info(f"Give the path of a model folder inside {literal(roots.describe())}.")
         raise SourceUnavailable
     try:
         checkpoint = cache.model_checkpoint(snapshot_key(path, roots), path, roots)
     except LoadError as exc:  # PathRefused, CheckpointError, io's refusals
-        st.error(f"Model folder refused: {exc}")
+        st.error(f"Model folder refused: {literal(exc)}")
         raise SourceUnavailable from None
     tensors = {t.name: t for t in checkpoint.tensors}
     if not tensors:
-        st.error(f"{checkpoint.folder.name} lists no tensors.")
+        st.error(f"{literal(checkpoint.folder.name)} lists no tensors.")
         raise SourceUnavailable
     first = checkpoint.linear_weights[:1] or checkpoint.tensors[:1]  # a weight, else any
     name = persist.name_picker(

@@ -24,10 +24,21 @@ from dashboard.services.compare.grid import fit_grid
 from dashboard.services.compare.sweep import GridExpansion, SchemeGrid, SweepResult, expand_grid
 from dashboard.services.compare.sweep import run_sweep as run_schemes
 from dashboard.services.compare.weights import calibration_note, offered_algorithms
+from dashboard.services.display.text import literal
+from dashboard.services.sources.choice import SourceChoice
 from dashboard.services.state.algorithm import parse_sentences
 from dashboard.services.state.compare import sweep_from_query, sweep_to_query
 from dashboard.services.state.scheme import GranularityKind
-from quant_core import Algorithm, Format, Mode, QuantConfig, RangeMethod, ScaleDtype, ZeroPoint
+from quant_core import (
+    Algorithm,
+    Format,
+    Mode,
+    QuantConfig,
+    RangeMethod,
+    ScaleDtype,
+    ZeroPoint,
+    presets,
+)
 from quant_core.calibration import CALIBRATION_SENTENCES, HELD_OUT_SENTENCES
 
 __all__ = ["SweepRequest", "run_with_progress", "seed_sweep_from_url", "sweep_grid_form"]
@@ -39,9 +50,17 @@ _FORMATS = {
     Format.INT: "int",
     Format.NF4: "NF4",
     Format.FP4_E2M1: "FP4 E2M1",
+    Format.FP6_E3M2: "FP6 E3M2",
+    Format.FP6_E2M3: "FP6 E2M3",
     Format.FP8_E4M3: "FP8 E4M3",
     Format.FP8_E5M2: "FP8 E5M2",
+    Format.IQ4_NL: "IQ4_NL levels",
+    Format.TERNARY: "ternary",
+    Format.TERNARY_PACKED: "ternary (5 per byte)",
 }
+SHIPPED_SET = ("Q4_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS", "MXFP4", "NVFP4", "NF4_DQ")
+"""The "formats people ship" the sweep offers in one click."""
+_PRESET_LABELS = {p.name: f"{p.label} ({p.family})" for p in presets()}
 _ZERO_POINTS = {
     ZeroPoint.INCLUDE_ZERO: "include zero",
     ZeroPoint.FLOAT_MIN: "float min (m)",
@@ -77,6 +96,16 @@ class SweepRequest:
         return sweep_to_query(self.grid, self.custom_calibration, axis)
 
 
+def _add_shipped() -> None:
+    """The button's callback: runs before the form's widgets are drawn again."""
+    ss = st.session_state
+    ss["sw_presets"] = list(dict.fromkeys([*ss.get("sw_presets", []), *SHIPPED_SET]))
+
+
+def _kind_label(kind: GranularityKind) -> str:
+    return "per 128×128 block" if kind is GranularityKind.BLOCK else f"per {kind.value}"
+
+
 def default_group_sizes(cols: int) -> tuple[int, ...]:
     return tuple([g for g in (16, 32, 64, 128, 256) if cols % g == 0][:3] or [cols])
 
@@ -104,6 +133,7 @@ def _state_from_grid(grid: SchemeGrid) -> dict[str, object]:
         "sw_sdtype": grid.base.scale_dtype,
         "sw_algos": list(grid.algorithms),
         "sw_zps": list(grid.zero_points),
+        "sw_presets": list(grid.presets),
     }
 
 
@@ -157,16 +187,19 @@ def _calibration_inputs() -> tuple[tuple[str, ...], bool]:
     try:
         return parse_sentences(text), True
     except ValueError as exc:
-        st.error(f"Calibration text: {exc}. Using the bundled sentences.")
+        st.error(f"Calibration text: {literal(exc)}. Using the bundled sentences.")
         return CALIBRATION_SENTENCES, False
 
 
 def sweep_grid_form(
-    shape: tuple[int, int], source_key: str, layer: str | None
+    shape: tuple[int, int],
+    source_key: str,
+    layer: str | None,
+    choice: SourceChoice | None = None,
 ) -> SweepRequest | None:
     """The grid form for a ``[R, C]`` matrix (``layer``: the bundled-model layer it is, or
-    ``None``); returns the last submitted grid expanded for it (``None`` before the first
-    submit)."""
+    ``None``; ``choice``: where the matrix comes from, for the calibration note); returns
+    the last submitted grid expanded for it (``None`` before the first submit)."""
     cols = shape[1]
     offered = list(offered_algorithms(layer))
     ss = st.session_state
@@ -201,7 +234,7 @@ def sweep_grid_form(
         kinds = c2.multiselect(
             "Granularities",
             list(GranularityKind),
-            format_func=lambda k: f"per {k.value}",
+            format_func=_kind_label,
             key="sw_kinds",
             **kw,
         )
@@ -211,8 +244,9 @@ def sweep_grid_form(
         formats = c3.multiselect(
             "Formats", list(Format), format_func=_FORMATS.__getitem__, key="sw_formats", **kw
         )
+        ranges = [r for r in RangeMethod if r is not RangeMethod.ABSMEAN]  # symmetric-only
         range_method = c3.selectbox(
-            "Range", list(RangeMethod), format_func=lambda r: r.value, key="sw_range", **kw
+            "Range", ranges, format_func=lambda r: r.value, key="sw_range", **kw
         )
         scale_dtype = c3.selectbox(
             "Scale dtype", list(ScaleDtype), format_func=lambda d: d.value, key="sw_sdtype", **kw
@@ -231,17 +265,33 @@ def sweep_grid_form(
                 calibration, custom = _calibration_inputs()
             else:
                 calibration, custom = CALIBRATION_SENTENCES, False
+        shipped = st.multiselect(
+            "Shipped formats (each a whole scheme, added to the grid's)",
+            list(_PRESET_LABELS),
+            format_func=_PRESET_LABELS.__getitem__,
+            key="sw_presets",
+            **kw,
+        )
         submitted = st.form_submit_button("Run sweep", type="primary", key="sw_run")
+    st.button(
+        "Add the formats people ship",
+        key="sw_shipped",
+        on_click=_add_shipped,
+        help="Picks GGUF Q4_0, Q8_0, Q4_K, Q5_K, Q6_K and IQ4_XS, MXFP4, NVFP4 and NF4 with "
+        "double quantization among the shipped formats above; run the sweep to compare them.",
+    )
     n_cal = len(ss[_GRID].calibration) if isinstance(ss.get(_GRID), _Submitted) else None
     st.caption(
-        calibration_note(layer, n_cal or len(CALIBRATION_SENTENCES), len(HELD_OUT_SENTENCES))
+        calibration_note(
+            layer, n_cal or len(CALIBRATION_SENTENCES), len(HELD_OUT_SENTENCES), choice
+        )
     )
     if submitted:
         empty = [
             name
             for name, chosen, needed in (
-                ("formats", formats, True),
-                ("granularities", kinds, True),
+                ("formats or shipped formats", formats or shipped, True),
+                ("granularities", kinds, bool(formats)),
                 ("algorithms", algorithms, True),
                 ("bit widths", bits, Format.INT in formats),
                 ("modes", modes, Format.INT in formats),
@@ -264,9 +314,10 @@ def sweep_grid_form(
                 base=QuantConfig(range_method=range_method, scale_dtype=scale_dtype),
                 algorithms=tuple(algorithms),
                 zero_points=tuple(zero_points) or (ZeroPoint.INCLUDE_ZERO,),
+                presets=tuple(shipped),
             )
         except (TypeError, ValueError) as exc:
-            st.error(f"That grid is not valid: {exc}")
+            st.error(f"That grid is not valid: {literal(exc)}")
             return None
         ss[_GRID] = _Submitted(grid, calibration, custom)
     sub = ss.get(_GRID)

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 
 import streamlit as st
 
+from dashboard.services.display.text import literal
+
 _WARNINGS = "_url_warnings"
 _WRITTEN = "_url_written"
 _EPOCH = "_url_epoch"
@@ -60,13 +62,15 @@ def first_run(scope: str) -> bool:
 
 
 def add_warning(text: str) -> None:
+    """Queue ``text`` (plain text: it may quote the link's values, and is shown literally)
+    for ``show_warnings``."""
     st.session_state.setdefault(_WARNINGS, []).append(text)
 
 
 def show_warnings() -> None:
     """Show (once) the warnings collected while reading the URL."""
     for text in st.session_state.pop(_WARNINGS, []):
-        st.warning(text, icon="⚠️")
+        st.warning(literal(text), icon="⚠️")
 
 
 def write(params: Mapping[str, str]) -> None:

@@ -18,6 +18,7 @@ from dashboard.services.compare.ab_figures import (
 )
 from dashboard.services.compare.ab_summary import cost_headline, output_headline
 from dashboard.services.compare.weights import WeightScheme, calibration_note, linear_layer_of
+from dashboard.services.display.text import literal
 from dashboard.services.state.compare import ab_to_query
 from dashboard.services.state.source import source_to_query
 from quant_core import Mode, PerChannel, PerGroup, QuantConfig
@@ -39,7 +40,7 @@ with left.expander("Scheme A", expanded=True):
     cfg_a, alg_a = ab_side(cols, "a_", DEFAULT_A, layer)
 with right.expander("Scheme B", expanded=True):
     cfg_b, alg_b = ab_side(cols, "b_", DEFAULT_B, layer)
-st.caption(calibration_note(layer, len(alg_a.calibration), len(HELD_OUT_SENTENCES)))
+st.caption(calibration_note(layer, len(alg_a.calibration), len(HELD_OUT_SENTENCES), source.choice))
 # Written before the work below, so a run that stops early still leaves URL and page agreeing.
 url.write({**source_to_query(source.choice), **ab_to_query(cfg_a, alg_a, cfg_b, alg_b)})
 
@@ -52,7 +53,7 @@ key = "|".join((source.key, scheme_a.scheme_id, scheme_b.scheme_id, alg_a.key(),
 try:
     ab = cache.ab_schemes(key, source.matrix, scheme_a, scheme_b, layer_a, layer_b)
 except ValueError as exc:
-    st.error(str(exc))
+    st.error(literal(exc))
     st.stop()
 
 with headline:

@@ -7,15 +7,18 @@ import streamlit as st
 from dashboard import cache
 from dashboard.components import url
 from dashboard.components.algorithm import seed_from_url as seed_algorithm_from_url
-from dashboard.components.config import config_picker, seed_from_url
+from dashboard.components.config import config_picker, seed_from_url, use_preset
 from dashboard.components.explorer_details import ExplorerInputs, details, downloads
 from dashboard.components.explorer_run import explorer_algorithm, run_explorer
 from dashboard.components.layer_source import is_activation, outlier_strip
 from dashboard.components.metrics import algorithm_row, metrics_row
-from dashboard.components.source import current_source
+from dashboard.components.source import current_source, source_caption
+from dashboard.components.stored_maps import stored_maps
 from dashboard.components.view import current_view, overview_maps, view_options
 from dashboard.components.view import seed_from_url as seed_view_from_url
 from dashboard.services.display.reduce import needs_reduction
+from dashboard.services.display.text import literal
+from dashboard.services.model.fallbacks import fallback_name
 from dashboard.services.state.algorithm import algorithm_to_query
 from dashboard.services.state.research import scheme_to_query
 from dashboard.services.state.source import source_to_query
@@ -27,24 +30,26 @@ if url.first_run("explorer_scheme"):
     seed_view_from_url()
 
 st.title("Quantization explorer")
+st.caption("New to quantization? The [lessons](./lessons) follow the course chapter by chapter.")
 source = current_source()
 url.show_warnings()
 if source is None:
     st.stop()
+notice = st.container()  # what the sidebar had to change, said above the fold
 
 rows, cols = source.matrix.shape
 with st.sidebar:
     st.header("Scheme")
     scheme = config_picker(cols, research=True, activation_terms=is_activation(source))
     st.header("Algorithm")
-    algo, layer = explorer_algorithm(source, scheme)
+    algo, layer = explorer_algorithm(source, scheme, notice)
 query = {**source_to_query(source.choice), **scheme_to_query(scheme), **algorithm_to_query(algo)}
 # Written before the work below, so a run that stops early still leaves URL and page agreeing.
 url.write({**query, **view_to_query(current_view())})
 
-st.caption(f"**{source.label}** · shape {list(source.original_shape)} · {source.dtype_label}")
+source_caption(source)
 for note in source.notes:
-    st.info(note)
+    st.info(literal(note))
 if source.nonfinite is not None:
     st.warning(
         f"{source.nonfinite.describe()}. Quantization needs finite values: the non-finite "
@@ -57,7 +62,15 @@ key = f"{source.key}|{scheme!r}|{algo.key()}"
 try:
     run = run_explorer(key, source, scheme, algo, layer)
 except ValueError as exc:
-    st.error(f"This scheme cannot quantize this tensor: {exc}")
+    st.error(f"This scheme cannot quantize this tensor: {literal(exc)}")
+    fallback = fallback_name(scheme, (rows, cols))
+    if fallback is not None:
+        st.button(
+            f"Use {fallback}, llama-quantize's type for such a tensor",
+            key="use_fallback",
+            on_click=use_preset,
+            args=(fallback,),
+        )
     st.stop()
 exp = run.exploration
 
@@ -72,6 +85,7 @@ opts = view_options(reduced=needs_reduction((rows, cols)))
 scaled = run.algorithm is not None and run.algorithm.shows_scaled_weight
 figs = cache.overview(f"{key}|{opts!r}", exp, opts, source_key=key if scaled else source.key)
 overview_maps(figs)
+stored_maps(key, exp)
 
 # Their own module: a fragment defined here would keep this run's namespace alive with its
 # session (see explorer_details).

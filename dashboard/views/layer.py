@@ -10,6 +10,7 @@ from dashboard.components.layer_metrics import contribution_metrics, output_metr
 from dashboard.services.activations.figures import sweep_figure
 from dashboard.services.activations.layer import EvalSplit, linear_shapes
 from dashboard.services.activations.source import capture_summary
+from dashboard.services.display.text import literal
 from quant_core.calibration import CALIBRATION_SENTENCES, HELD_OUT_SENTENCES, transformer_of
 
 st.title("Layer outputs")
@@ -39,7 +40,7 @@ try:
         else cache.layer_eval(key, inputs, settings.scheme, settings.ranges, settings.alpha)
     )
 except ValueError as exc:
-    st.error(f"This scheme cannot run on this layer: {exc}")
+    st.error(f"This scheme cannot run on this layer: {literal(exc)}")
     st.stop()
 
 out_f, in_f = inputs.weight.shape

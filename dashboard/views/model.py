@@ -11,8 +11,10 @@ from dashboard.components import url
 from dashboard.components.config import divisors
 from dashboard.components.model_scheme import model_scheme_picker, seed_model_scheme_from_url
 from dashboard.components.model_source import ModelFolder, model_picker
+from dashboard.services.display.text import literal
 from dashboard.services.model.checkpoint import listing_table
 from dashboard.services.model.evaluate import COLUMN_LABELS, LayerMetric, layer_table, order_by
+from dashboard.services.model.fallbacks import fallback_note
 from dashboard.services.model.figures import cosine_figure, layer_figure
 from dashboard.services.model.files import list_linear_weights
 from dashboard.services.model.streaming import collect, run_report, stream_table
@@ -42,26 +44,27 @@ try:
         else list_linear_weights(model.path)
     )
 except (OSError, ValueError) as exc:
-    st.error(f"{model.label}: {exc}")
+    st.error(f"{literal(model.label)}: {literal(exc)}")
     st.stop()
 if folder is not None:
     largest = folder.largest_weight
     st.caption(
-        f"**{folder.folder}**: {len(folder.shards)} file(s), {len(folder.tensors)} tensors, "
+        f"**{literal(folder.folder)}**: {len(folder.shards)} file(s), "
+        f"{len(folder.tensors)} tensors, "
         f"{folder.stored_bytes / 1e9:.2f} GB"
         + (
-            f"; largest linear weight {largest.name} {list(largest.info.shape)} "
+            f"; largest linear weight {literal(largest.name)} {list(largest.info.shape)} "
             f"{largest.info.dtype}: the report reads one tensor at a time"
             if largest is not None
             else ""
         )
     )
     for note in folder.notes:
-        st.caption(note)
+        st.caption(literal(note))
     with st.expander(f"Tensors in the folder, from the headers ({len(folder.tensors)})"):
         st.dataframe(listing_table(folder), hide_index=True, key="m_folder_tensors")
 if not weights:
-    st.warning(f"{model.label} holds no 2-D linear weights to quantize.")
+    st.warning(f"{literal(model.label)} holds no 2-D linear weights to quantize.")
     st.stop()
 
 # Group sizes offered: those that fit at least one weight's rows; a layer a size does not
@@ -72,7 +75,10 @@ with st.sidebar:
     st.header("Scheme")
     scheme = model_scheme_picker(widths[0] if widths else 1, sizes, DEFAULT, bundled=model.bundled)
 url.write(model_scheme_to_query(scheme))
-st.caption(f"**{model.label}** · {len(weights)} linear layers · **{scheme.describe()}**")
+st.caption(f"**{literal(model.label)}** · {len(weights)} linear layers · **{scheme.describe()}**")
+fallback = fallback_note(scheme.weight, ((w.name, tuple(w.shape)) for w in weights))
+if fallback is not None:
+    st.info(fallback)
 
 if not model.bundled:
     st.info(
@@ -102,7 +108,7 @@ if not model.bundled:
                 on_rows=show,
             )
         except ValueError as exc:
-            st.error(f"{model.label}: {exc}")
+            st.error(f"{literal(model.label)}: {literal(exc)}")
             st.stop()
         bar.empty()
         live.empty()
@@ -121,7 +127,7 @@ else:
     try:
         sentences = parse_sentences(text)
     except ValueError as exc:
-        st.error(f"Sentences: {exc}")
+        st.error(f"Sentences: {literal(exc)}")
         st.stop()
     seen = sorted(set(sentences) & set(scheme.algorithm.calibration))
     if seen:
@@ -132,7 +138,7 @@ else:
     try:
         outputs = cache.model_outputs(scheme.key(), scheme, sentences)
     except ValueError as exc:
-        st.error(f"This scheme cannot run on the model: {exc}")
+        st.error(f"This scheme cannot run on the model: {literal(exc)}")
         st.stop()
     table = output_table(outputs)
     fp32, quantized, skipped = outputs.fp32_bytes, outputs.quantized_bytes, outputs.skipped
@@ -148,14 +154,16 @@ else:
     if linears.warnings:
         with st.expander(f"{linears.algorithm.label} warned on {len(linears.warnings)} layer(s)"):
             for text in linears.warnings:
-                st.caption(text)
+                st.caption(literal(text))
 
 c1, c2, c3 = st.columns(3)
 c1.metric("Linear weights, fp32", f"{fp32 / 1e6:.2f} MB")
 c2.metric("Quantized", f"{quantized / 1e6:.2f} MB")
 c3.metric("Smaller by", f"{fp32 / max(quantized, 1):.2f}×")
 for skip in skipped:
-    st.caption(f"Skipped (kept float) {skip.name} {list(skip.shape)}: {skip.reason}")
+    st.caption(
+        f"Skipped (kept float) {literal(skip.name)} {list(skip.shape)}: {literal(skip.reason)}"
+    )
 if table.empty:
     st.warning("The scheme fits no layer of this model: every layer stays float.")
     st.stop()

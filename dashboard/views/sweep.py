@@ -20,7 +20,7 @@ seed_sweep_from_url(int(source.matrix.shape[1]), layer)
 url.show_warnings()
 where = source_to_query(source.choice)
 
-request = sweep_grid_form(tuple(source.matrix.shape), source.key, layer)
+request = sweep_grid_form(tuple(source.matrix.shape), source.key, layer, source.choice)
 if request is None:
     url.write(where)
     st.info("Pick the schemes to compare and press **Run sweep**.")

@@ -25,15 +25,15 @@ and dequantized values exactly:
   both paths give ``+0`` for a zero extreme (``canonical_zeros``).
 - Stochastic rounding draws its noise eagerly with the caller's generator, one draw of the
   blocks' shape as the eager path does, and passes it in: the same seed gives the same codes.
-- ``warm_up`` checks all of this on probes against the eager path; a difference turns the
-  compiled path off with one warning.
+- ``quant_core.warmup.warm_up`` checks all of this on probes against the eager path; a
+  difference turns the compiled path off with one warning.
 
 Compile cost. Kernels compile with ``dynamic=True`` (sizes are symbols) and take the code
 range as data (``qmin``/``qmax`` 0-d tensors), so a new shape or bit width reuses the
 compiled kernel. Each kernel compiles once per code dtype (int8 for bits <= 8, int16 above)
 and per layout class: contiguous or transposed blocks (``PerChannel(1)`` of a matrix), and
 Dynamo's specialisations of sizes 1 (``n_blocks == 1``, per tensor; ``block_len == 1``).
-``warm_up_in_background`` compiles the common ones in a daemon thread; meanwhile other
+``quant_core.warm_up_in_background`` compiles the common ones in a daemon thread; meanwhile other
 threads run eagerly (same results) instead of waiting. Inductor keeps compiled kernels in its
 on-disk cache (``$TORCHINDUCTOR_CACHE_DIR``, by default ``/tmp/torchinductor_$USER``), so a
 later process skips the C++ compiler.
@@ -56,6 +56,7 @@ from .passes import (
     count_beyond,
     decode_codebook,
     decode_int,
+    decode_int_offset,
     encode_codebook,
     encode_int,
     error_sums,
@@ -72,13 +73,11 @@ from .switch import (
     set_backend,
     use_backend,
 )
-from .warmup import WarmUp, warm_up, warm_up_in_background
 
 __all__ = [
     "ENV_VAR",
     "MIN_ELEMENTS",
     "Backend",
-    "WarmUp",
     "active_backend",
     "backend_from_env",
     "bin_indices",
@@ -87,6 +86,7 @@ __all__ = [
     "count_beyond",
     "decode_codebook",
     "decode_int",
+    "decode_int_offset",
     "encode_codebook",
     "encode_int",
     "error_sums",
@@ -94,6 +94,4 @@ __all__ = [
     "int_squared_error",
     "set_backend",
     "use_backend",
-    "warm_up",
-    "warm_up_in_background",
 ]

@@ -110,40 +110,49 @@ def _decode_offset(q: torch.Tensor, s: torch.Tensor, m: torch.Tensor) -> None:
     q.copy_((q * s + m).clamp(-_F32_MAX, _F32_MAX))
 
 
+def _decode_zero_point_offset(
+    q: torch.Tensor, s: torch.Tensor, z: torch.Tensor, m: torch.Tensor
+) -> None:
+    q.copy_(((q - z.to(torch.float32)) * s + m).clamp(-_F32_MAX, _F32_MAX))
+
+
 def _decode_table(q: torch.Tensor, table: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     """Codebook dequantization ``clamp(s * table[q])``."""
     return (table[q.to(torch.int64)] * s).clamp(-_F32_MAX, _F32_MAX)
 
 
 @functools.cache
-def _codebook_encoder(fmt: Format) -> Callable[..., torch.Tensor]:
+def _codebook_encoder(fmt: Format, multiply: bool = False) -> Callable[..., torch.Tensor]:
     """The nearest-rounding encoder of one codebook format, its constants baked in.
 
     FP8: ``clamp(r / s)`` cast to the native float8 dtype (IEEE round to nearest even,
     subnormals and ``-0`` included), the bits being the code: the codebook's nearest value
-    with ties to the even code, which is what the eager path computes. NF4 and FP4 (16
-    values): the index ``sum_k [v > mid_k]`` (``bucketize`` over the 15 midpoints, a tie
-    going to the lower value), FP4 moving a tie at ``mid_k`` up when the lower code is odd;
-    the code by table (NF4 codes are indices), ``-0``'s code for a negative ``v`` rounding
-    to zero. NF4 takes ``1/s`` and multiplies, as bitsandbytes and the eager path do."""
+    with ties to the even code, which is what the eager path computes. The others (NF4,
+    FP4, FP6, IQ4_NL, ternary): the index ``sum_k [v > mid_k]`` (``bucketize`` over the
+    midpoints, a tie going to the lower value), moving a tie at ``mid_k`` up where the
+    format's rule says (``Codebook.tie_up``); the code by table (NF4 codes are indices),
+    ``-0``'s code for a negative ``v`` rounding to zero. NF4 takes ``1/s`` and multiplies,
+    as bitsandbytes and the eager path do; ``multiply``: the second argument is a reciprocal
+    to multiply by (NF4's ``1/s``, NVFP4's ``(1/t)/sc``), else a scale to divide by."""
     cb = codebook_for(fmt)
     lo, hi = float(cb.values[0]), float(cb.values[-1])
     if fmt in _FLOAT8:
         dtype = _FLOAT8[fmt]
 
         def encode_fp8(blocks: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-            return (blocks / s).clamp(lo, hi).to(dtype).view(torch.uint8)
+            v = blocks * s if multiply else blocks / s
+            return v.clamp(lo, hi).to(dtype).view(torch.uint8)
 
         return encode_fp8
     mids = ((cb.values[1:] + cb.values[:-1]) / 2).tolist()
     nf4 = fmt is Format.NF4
     if nf4 and not torch.equal(cb.codes, torch.arange(len(cb.codes), dtype=torch.uint8)):
         raise ValueError(f"{fmt.value} codes are not the value indices")
-    bumps = [] if nf4 else [mids[k] for k in range(len(mids)) if int(cb.codes[k]) % 2 == 1]
+    bumps = [mids[k] for k in range(len(mids)) if cb.tie_up[k]]
     neg_zero, zero_index = cb.neg_zero_code, cb.zero_index
 
     def encode_small(blocks: torch.Tensor, s: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
-        v = blocks * s if nf4 else blocks / s
+        v = blocks * s if multiply else blocks / s
         c = v.clamp(lo, hi)
         idx = (c > mids[0]).to(torch.int32)
         for mid in mids[1:]:

@@ -21,6 +21,7 @@ from .bodies import (
     _decode_scale,
     _decode_table,
     _decode_zero_point,
+    _decode_zero_point_offset,
     _error_sums_kernel,
     _extremes_kernel,
     _int_squared_error_kernel,
@@ -34,6 +35,7 @@ __all__ = [
     "count_beyond",
     "decode_codebook",
     "decode_int",
+    "decode_int_offset",
     "encode_codebook",
     "encode_int",
     "error_sums",
@@ -113,6 +115,25 @@ def int_squared_error(
     return None if out is _FAILED else out
 
 
+def _float_codes(codes: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+    """``codes`` converted to float32 (exact) as a decode kernel takes them, written into
+    ``out`` when its strides fit, else into a new tensor."""
+    src = _kernel_layout(codes)
+    with torch.inference_mode(False):
+        # The kernel writes in place outside autograd and inference mode: a tensor either
+        # would refuse that (and a failure turns the compiled path off), so it is not used.
+        if (
+            out is not None
+            and out.dtype == torch.float32
+            and not out.requires_grad
+            and not out.is_inference()
+            and out.shape == src.shape
+            and out.stride() == src.stride()
+        ):
+            return out.copy_(src)
+        return src.to(torch.float32)
+
+
 def decode_int(
     codes: torch.Tensor,
     s: torch.Tensor,
@@ -134,22 +155,7 @@ def decode_int(
     its strides are those of ``codes`` as the kernel takes them; else a new one is."""
     if codes.dtype not in _ENCODE or not _usable(codes):
         return None
-    src = _kernel_layout(codes)
-    with torch.inference_mode(False):
-        # The kernel writes in place outside autograd and inference mode: a tensor either
-        # would refuse that (and a failure turns the compiled path off), so it is not used.
-        usable = (
-            out is not None
-            and out.dtype == torch.float32
-            and not out.requires_grad
-            and not out.is_inference()
-            and out.shape == src.shape
-            and out.stride() == src.stride()
-        )
-        if usable:
-            out.copy_(src)
-        else:
-            out = src.to(torch.float32)
+    out = _float_codes(codes, out)
     if m is not None:
         done = _run(_decode_offset, "decode", out, _column(s), _column(m))
     elif z is not None:
@@ -159,14 +165,44 @@ def decode_int(
     return None if done is _FAILED else out
 
 
-def encode_codebook(blocks: torch.Tensor, s: torch.Tensor, cb: Codebook) -> torch.Tensor | None:
+def decode_int_offset(
+    codes: torch.Tensor,
+    s: torch.Tensor,
+    z: torch.Tensor,
+    m: torch.Tensor,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor | None:
+    """``clamp((q - z) s + m)`` of integer ``codes`` ``[n, L]`` (one ``s``, ``z``, ``m``
+    per row): GGUF's ``d u + min`` with ``u = q - qmin``; as ``decode_int`` otherwise."""
+    if codes.dtype not in _ENCODE or not _usable(codes):
+        return None
+    out = _float_codes(codes, out)
+    done = _run(
+        _decode_zero_point_offset,
+        "decode",
+        out,
+        _column(s),
+        _column(z, torch.int32),
+        _column(m),
+    )
+    return None if done is _FAILED else out
+
+
+def encode_codebook(
+    blocks: torch.Tensor, s: torch.Tensor, cb: Codebook, inverse: torch.Tensor | None = None
+) -> torch.Tensor | None:
     """uint8 codes of ``blocks`` (float32 ``[n, L]``) under codebook ``cb`` with nearest
-    rounding, ``s`` one scale per row; ``None``: run eagerly."""
+    rounding, ``s`` one scale per row (or ``inverse``, one reciprocal per row to multiply
+    by); ``None``: run eagerly."""
     if blocks.dtype != torch.float32 or not _usable(blocks):
         return None
-    kernel = _codebook_encoder(cb.format)
-    if cb.format in _FLOAT8:
-        args: tuple[torch.Tensor, ...] = (_kernel_layout(blocks), _column(s))
+    kernel = _codebook_encoder(cb.format, multiply=inverse is not None or cb.format is Format.NF4)
+    if inverse is not None:
+        args: tuple[torch.Tensor, ...] = (_kernel_layout(blocks), _column(inverse))
+        if cb.format not in _FLOAT8:
+            args = (*args, cb.codes)
+    elif cb.format in _FLOAT8:
+        args = (_kernel_layout(blocks), _column(s))
     elif cb.format is Format.NF4:
         inv = _column(s).reciprocal()
         if bool(torch.isinf(inv).any()):
@@ -174,7 +210,9 @@ def encode_codebook(blocks: torch.Tensor, s: torch.Tensor, cb: Codebook) -> torc
         args = (_kernel_layout(blocks), inv, cb.codes)
     else:
         args = (_kernel_layout(blocks), _column(s), cb.codes)
-    out = _run(kernel, f"codebook_{cb.format.value}", *args)
+    # the compiled variant is keyed by name: one per format and per division/multiplication
+    name = f"codebook_{cb.format.value}" + ("_inverse" if inverse is not None else "")
+    out = _run(kernel, name, *args)
     return None if out is _FAILED else out
 
 

@@ -18,6 +18,7 @@ def test_picking_dorefa_shows_its_teaching_panel(page, app_url: str) -> None:
     page.goto(f"{app_url}/?src=synthetic&rows=16&cols=64")
     wait_for_charts(page, 4)
     wait_idle(page)
+    # by key: "Format" is also a substring of the "Shipped format" box's name
     choose_option(page, "q_fmt", "DoReFa, tanh (research)")
     page.wait_for_url("**fmt=dorefa**", timeout=90_000)
     wait_idle(page)

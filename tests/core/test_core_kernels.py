@@ -54,6 +54,9 @@ from quant_core import (
 FORCED_EAGER = kernels.backend_from_env() is Backend.EAGER
 needs_compiled = pytest.mark.skipif(FORCED_EAGER, reason="QLAB_COMPILE=0 forces the eager path")
 
+# ABSMEAN (BitNet's absmean) is symmetric-only; its own tests cover it.
+ANY_MODE_RANGES = [m for m in RangeMethod if m is not RangeMethod.ABSMEAN]
+
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
     """The raw bits of a tensor (floats as same-width integers)."""
@@ -132,7 +135,7 @@ def configs(draw) -> QuantConfig:
         return QuantConfig(
             format=fmt,
             granularity=draw(st.sampled_from(GRANULARITIES)),
-            range_method=draw(st.sampled_from(RangeMethod)),
+            range_method=draw(st.sampled_from(ANY_MODE_RANGES)),
             scale_dtype=draw(st.sampled_from(ScaleDtype)),
             rounding=draw(st.sampled_from(Rounding)),
         )
@@ -140,7 +143,7 @@ def configs(draw) -> QuantConfig:
         bits=draw(st.integers(2, 16)),
         mode=draw(st.sampled_from(Mode)),
         granularity=draw(st.sampled_from(GRANULARITIES)),
-        range_method=draw(st.sampled_from(RangeMethod)),
+        range_method=draw(st.sampled_from(ANY_MODE_RANGES)),
         scale_dtype=draw(st.sampled_from(ScaleDtype)),
         rounding=draw(st.sampled_from(Rounding)),
         zero_point=draw(st.sampled_from(ZeroPoint)),

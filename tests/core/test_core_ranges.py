@@ -138,6 +138,8 @@ def test_one_shared_range_broadcasts_to_every_block(gen):
 @pytest.mark.parametrize("method", list(RangeMethod), ids=lambda m: m.value)
 @pytest.mark.parametrize("mode", list(Mode), ids=lambda m: m.value)
 def test_passing_back_the_chosen_range_reproduces_the_result(method, mode, gen):
+    if method is RangeMethod.ABSMEAN and mode is Mode.ASYMMETRIC:
+        pytest.skip("absmean is symmetric-only")
     x = torch.randn(8, 32, generator=gen) + 0.3
     cfg = QuantConfig(4, mode, PerGroup(8), range_method=method, percentile=95.0)
     first = quantize(x, cfg)

@@ -50,6 +50,8 @@ def test_dorefa_levels_rebuild_the_quantizers_levels_exactly(variant, rescale, b
 def test_level_tables_by_hand():
     assert minmax_levels(0.0, 3.0, 2).tolist() == [0.0, 1.0, 2.0, 3.0]
     assert minmax_levels(0.0, 3.0, 2, "centered").tolist() == [0.375, 1.125, 1.875, 2.625]
+    assert minmax_levels(0.0, 4.0, 2, "modified").tolist() == [0.0, 1.0, 2.0, 3.0]  # no 4
+    assert dorefa_levels(2, "modified").tolist() == [-1.0, -0.5, 0.0, 0.5]
     assert minmax_levels(2.5, 2.5, 2).tolist() == [2.5] * 4  # a constant tensor
     assert dorefa_levels(2, "centered").tolist() == [-0.75, -0.25, 0.25, 0.75]
     torch.testing.assert_close(dorefa_levels(2), torch.tensor([-1.0, -1 / 3, 1 / 3, 1.0]))

@@ -25,8 +25,9 @@ U = torch.tensor([0.0, 0.2, 0.5, 0.9, 1.0])
     [
         # round(3u) = round(0, 0.6, 1.5, 2.7, 3): 1.5 -> 2 (even); c / 3
         (QkVariant.ORIGINAL, [0, 1, 2, 3, 3], [0.0, 1 / 3, 2 / 3, 1.0, 1.0]),
-        # min(floor(4u), 3) = floor(0, 0.8, 2, 3.6, 4 -> 3); c / 3
-        (QkVariant.MODIFIED, [0, 0, 2, 3, 3], [0.0, 0.0, 2 / 3, 1.0, 1.0]),
+        # AdaBits: floor(4u).clamp(max=3) = floor(0, 0.8, 2, 3.6, 4 -> 3); c / 4, so the
+        # levels stop at 1 - 2^-2 = 0.75 (dividing by 3 gave [0, 0, .667, 1, 1])
+        (QkVariant.MODIFIED, [0, 0, 2, 3, 3], [0.0, 0.0, 0.5, 0.75, 0.75]),
         # same codes, (c + 1/2) / 4
         (QkVariant.CENTERED, [0, 0, 2, 3, 3], [1 / 8, 1 / 8, 5 / 8, 7 / 8, 7 / 8]),
     ],
@@ -40,7 +41,8 @@ def test_q_k_by_hand(variant, codes, values):
 
 def test_q_k_levels():
     torch.testing.assert_close(q_k_levels(2), torch.tensor([0.0, 1 / 3, 2 / 3, 1.0]))
-    assert q_k_levels(2, "modified").tolist() == q_k_levels(2).tolist()
+    assert q_k_levels(2, "modified").tolist() == [0.0, 0.25, 0.5, 0.75]  # c / 2^k
+    assert q_k_levels(3, "modified").tolist() == [c / 8 for c in range(8)]
     assert q_k_levels(2, "centered").tolist() == [0.125, 0.375, 0.625, 0.875]
     assert q_k_levels(1, "centered").tolist() == [0.25, 0.75]
 
@@ -85,7 +87,9 @@ def test_dorefa_variants_by_hand():
     w = torch.tensor([0.0, 0.5, -1.0, 1.0])
     mod = dorefa_quantize_weights(w, 2, variant="modified")
     assert mod.codes.tolist() == [2, 3, 0, 3]  # floor(2, 3.21, 0, 4 -> 3)
-    torch.testing.assert_close(mod.dequantized, torch.tensor([1 / 3, 1.0, -1.0, 1.0]))
+    # q_k = c / 4 = 0.5, 0.75, 0, 0.75; w_q = 2 q_k - 1
+    assert mod.dequantized.tolist() == [0.0, 0.5, -1.0, 0.5]
+    assert mod.levels.tolist() == [-1.0, -0.5, 0.0, 0.5]  # a level at 0, none at 1
     cen = dorefa_quantize_weights(w, 2, variant=QkVariant.CENTERED)
     assert cen.codes.tolist() == [2, 3, 0, 3]
     assert cen.dequantized.tolist() == [0.25, 0.75, -0.75, 0.75]  # (2c + 1)/4 - 1
@@ -136,8 +140,8 @@ def test_tanh_makes_the_grid_finer_near_zero_than_clipping_would():
     ("variant", "codes", "levels"),
     [
         (QkVariant.ORIGINAL, [0, 1, 2, 3], [0.0, 1.0, 2.0, 3.0]),
-        # u = 0, 1/3, 2/3, 1: floor(4u) = 0, 1, 2, 4 -> 3
-        (QkVariant.MODIFIED, [0, 1, 2, 3], [0.0, 1.0, 2.0, 3.0]),
+        # u = 0, 1/3, 2/3, 1: floor(4u) = 0, 1, 2, 4 -> 3; levels 0 + c * 3/4
+        (QkVariant.MODIFIED, [0, 1, 2, 3], [0.0, 0.75, 1.5, 2.25]),
         # bin centres: 0 + (c + 1/2) * 3/4
         (QkVariant.CENTERED, [0, 1, 2, 3], [0.375, 1.125, 1.875, 2.625]),
     ],

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from markdown_text import plain
 from streamlit.testing.v1 import AppTest
 
 from dashboard.services.compare.frontier import ErrorAxis
@@ -27,7 +28,7 @@ def open_page(page: str, **query: str) -> AppTest:
 
 def no_errors(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
+    assert not at.error, [plain(e.value) for e in at.error]
 
 
 def set_address(at: AppTest, query: dict[str, str]) -> AppTest:
@@ -62,10 +63,10 @@ def test_sweep_algorithm_dimension_on_a_model_layer() -> None:
     frame = at.dataframe[0].value
     assert list(frame["algorithm"]) == ["RTN", "GPTQ (damp 0.1, act-order)", "HQQ"]
     assert (frame["output_mse"] > 0).all() and "on_output_frontier" in frame.columns
-    captions = " ".join(c.value for c in at.caption)
+    captions = " ".join(plain(c.value) for c in at.caption)
     assert "calibrate on its inputs over 36 sentences" in captions
     assert "Click a point" in captions  # the open panel, before a point is picked
-    assert "frontier" in at.info[0].value
+    assert "frontier" in plain(at.info[0].value)
     fig = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert fig["layout"]["yaxis"]["title"]["text"] == "output MSE (held-out)"
     assert [t["name"] for t in fig["data"]] == ["dominated", "frontier", "weight MSE frontier"]
@@ -76,11 +77,11 @@ def test_sweep_explains_calibrated_algorithms_on_a_synthetic_tensor() -> None:
     link = sweep_link(bits="4", modes="symmetric", gran="tensor", fmt="int", algo="rtn,gptq")
     at = open_page("sweep.py", src="synthetic", rows="16", cols="64", **link)
     no_errors(at)
-    warned = " ".join(w.value for w in at.warning)
-    assert "GPTQ chooses codes from the layer's inputs (calibration data)" in warned
-    assert "single tensor with no model has none" in warned and "left out" in warned
+    warned = " ".join(plain(w.value) for w in at.warning)
+    assert "GPTQ chooses codes from a linear layer's inputs (calibration data)" in warned
+    assert "this tensor has none" in warned and "left out" in warned
     assert at.multiselect(key="sw_algos").options == ["RTN", "HQQ"]
-    assert "GPTQ and AWQ cannot run here" in " ".join(c.value for c in at.caption)
+    assert "GPTQ and AWQ are not offered" in " ".join(plain(c.value) for c in at.caption)
     assert list(at.dataframe[0].value["algorithm"]) == ["RTN"]
     assert at.query_params["sw.algo"] == "rtn"  # the URL holds what the page ran
     assert at.radio(key="sw_axis").options == ["weight MSE", "weight SQNR (dB)"]
@@ -101,7 +102,7 @@ def test_sweep_url_seeds_the_grid_warns_and_follows_new_addresses() -> None:
     where = {"src": "synthetic", "rows": "16", "cols": "64"}
     at = open_page("sweep.py", **where, **link)
     no_errors(at)
-    assert [w.value for w in at.warning] == [
+    assert [plain(w.value) for w in at.warning] == [
         "Link: group size 100 does not divide the 64 columns; left out."
     ]
     assert at.multiselect(key="sw_bits").value == [4, 8]
@@ -118,14 +119,14 @@ def test_sweep_url_seeds_the_grid_warns_and_follows_new_addresses() -> None:
     # and that part takes the default.
     set_address(at, {**where, **sweep_link(bits="3,99", gran="tensor", fmt="int")})
     no_errors(at)
-    assert "sw.bits holds '99'" in at.warning[0].value
+    assert "sw.bits holds '99'" in plain(at.warning[0].value)
     assert at.multiselect(key="sw_kinds").value == [GranularityKind.TENSOR]
     assert len(at.dataframe[0].value) == 5 * 2  # default bits (2, 3, 4, 6, 8), both modes
 
     # An address without a grid (the page before any sweep): nothing shows as run.
     set_address(at, where)
     no_errors(at)
-    assert not at.dataframe and "Run sweep" in at.info[0].value
+    assert not at.dataframe and "Run sweep" in plain(at.info[0].value)
 
 
 @pytest.mark.slow
@@ -158,7 +159,8 @@ def test_ab_url_seeds_both_sides_and_warns_on_changed_values() -> None:
     no_errors(at)
     assert at.slider(key="a_q_bits").value == 8
     assert at.selectbox(key="b_a_algo").value is Algorithm.HQQ
-    assert [w.value for w in at.warning] == ["Link: group=100 does not fit 64 columns; using 64."]
+    warned = [plain(w.value) for w in at.warning]
+    assert warned == ["Link: group=100 does not fit 64 columns; using 64."]
     assert at.query_params["b.group"] == "64" and at.query_params["b.algo"] == "hqq"
     assert at.query_params["a.axis"] == "1" and at.query_params["b.sdtype"] == "fp16"
     assert list(at.dataframe[0].value["algorithm"]) == ["RTN", "HQQ"]
@@ -173,7 +175,7 @@ def test_ab_url_seeds_both_sides_and_warns_on_changed_values() -> None:
 
     bad = open_page("ab.py", src="synthetic", rows="32", cols="64", **{"b.mode": "sideways"})
     no_errors(bad)
-    assert bad.warning[0].value.startswith(
+    assert plain(bad.warning[0].value).startswith(
         "Ignored the link's scheme B config (b.* keys: query parameter mode="
     )
 
@@ -184,11 +186,11 @@ def test_ab_explains_why_gptq_cannot_run_on_a_synthetic_tensor() -> None:
     head = next(m.value for m in at.markdown if "bits/el" in m.value)
     assert "**A**: 4.5 bits/el" in head and " — A costs " in head
     assert at.selectbox(key="a_a_algo").options == ["RTN", "HQQ"]
-    assert "GPTQ and AWQ cannot run here" in " ".join(c.value for c in at.caption)
+    assert "GPTQ and AWQ are not offered" in " ".join(plain(c.value) for c in at.caption)
     # a link asking GPTQ for a tensor with no model: the reason, and RTN
     linked = open_page("ab.py", src="synthetic", rows="32", cols="64", **{"a.algo": "gptq"})
     no_errors(linked)
-    assert "a single tensor with no model has none" in linked.warning[0].value
+    assert "this tensor has none" in plain(linked.warning[0].value)
     assert list(linked.dataframe[0].value["algorithm"]) == ["RTN", "RTN"]
     assert "a.algo" not in linked.query_params
 

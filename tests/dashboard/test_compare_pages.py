@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from markdown_text import plain
 from streamlit.testing.v1 import AppTest
 
 from dashboard.services.compare.frontier import pareto_mask
@@ -30,7 +31,7 @@ def open_page(page: str, **query: str) -> AppTest:
 
 def no_errors(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
+    assert not at.error, [plain(e.value) for e in at.error]
 
 
 def figure(at: AppTest, index: int) -> dict:
@@ -49,7 +50,7 @@ def decode(arr) -> np.ndarray:
 def test_sweep_runs_and_frontier_is_non_dominated() -> None:
     at = open_page("sweep.py", src="synthetic", rows="64", cols="128")
     no_errors(at)
-    assert "[64, 128]" in at.caption[0].value
+    assert "[64, 128]" in plain(at.caption[0].value)
     at.button[0].click().run()  # "Run sweep" with the default grid
     no_errors(at)
     frame = at.dataframe[0].value
@@ -75,7 +76,7 @@ def test_sweep_grid_controls_act() -> None:
     at.button[0].click().run()
     no_errors(at)
     # an empty granularity list runs nothing and says what is missing
-    assert "granularities" in at.warning[0].value and not at.dataframe
+    assert "granularities" in plain(at.warning[0].value) and not at.dataframe
     at.multiselect(key="sw_kinds").set_value([GranularityKind.TENSOR])
     at.button[0].click().run()
     no_errors(at)
@@ -102,7 +103,7 @@ def test_sweep_link_carries_zero_point_conventions() -> None:
 def test_ab_runs_with_shared_scale_and_totals() -> None:
     at = open_page("ab.py", src="synthetic", rows="32", cols="64")
     no_errors(at)
-    assert "[32, 64]" in at.caption[0].value
+    assert "[32, 64]" in plain(at.caption[0].value)
     fig = figure(at, 0)
     heat = [t for t in fig["data"] if t["type"] == "heatmap"]
     assert len(heat) == 2

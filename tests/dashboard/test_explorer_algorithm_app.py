@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import streamlit as st
 from canvas import canvas_payloads, metric_value, metrics_shown
+from markdown_text import plain
 from streamlit.testing.v1 import AppTest
 
 from quant_core import Algorithm, Format
@@ -62,11 +63,11 @@ def original_map(at: AppTest) -> str:
 
 def no_errors(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
+    assert not at.error, [plain(e.value) for e in at.error]
 
 
 def captions(at: AppTest) -> str:
-    return " ".join(c.value for c in at.caption)
+    return " ".join(plain(c.value) for c in at.caption)
 
 
 @pytest.mark.slow
@@ -104,7 +105,7 @@ def test_awq_from_a_link_labels_the_scaled_weight() -> None:
     assert at.selectbox(key="a_algo").value is Algorithm.AWQ
     assert "W·diag(s)" in captions(at)
     assert query(at, "algo") == "awq"
-    assert any("W·diag(s)" in i.value for i in at.info)  # the teaching panel says it too
+    assert any("W·diag(s)" in plain(i.value) for i in at.info)  # the teaching panel says it too
     # The original map is W·diag(s) under AWQ, W under RTN: never the other's cached image.
     awq_original = original_map(at)
     at.selectbox(key="a_algo").set_value(Algorithm.RTN).run()
@@ -130,11 +131,36 @@ def test_other_tensors_offer_rtn_and_hqq_and_say_why() -> None:
 def test_a_link_asking_gptq_on_a_single_tensor_explains_and_shows_rtn() -> None:
     at = new_app(src="synthetic", rows="16", cols="64", algo="gptq").run()
     assert not at.exception and not at.error
-    texts = " ".join(w.value for w in at.warning)
-    assert "calibration data" in texts and "no model" in texts and "Showing RTN" in texts
+    texts = " ".join(plain(w.value) for w in at.warning)
+    assert "calibration data" in texts and "no model" in texts and "showing RTN" in texts
     assert "Bits per element" in [m["label"] for m in metrics_shown(at)]
     assert at.selectbox(key="a_algo").value is Algorithm.RTN
     assert query(at, "algo") is None
+
+
+@pytest.mark.slow
+def test_an_algorithm_the_format_rules_out_leaves_the_selector_and_says_so_on_top() -> None:
+    # MiniLM's word embeddings under HQQ, then NF4: HQQ cannot run on a codebook format.
+    at = new_app(src="model", tensor="embeddings.word_embeddings.weight", algo="hqq").run()
+    no_errors(at)
+    assert at.selectbox(key="a_algo").value is Algorithm.HQQ
+    at.selectbox(key="q_fmt").set_value(Format.NF4).run()
+    no_errors(at)
+    # the selector shows what the page computes, and no longer offers HQQ for NF4
+    algo = at.selectbox(key="a_algo")
+    assert algo.value is Algorithm.RTN and algo.options == ["RTN"]
+    assert query(at, "algo") is None
+    # said in the page, above the metrics, naming only what is offered here
+    (warning,) = [plain(w.value) for w in at.main.warning]
+    assert warning == "HQQ works on an integer grid; nf4 is a codebook format: showing RTN."
+    assert "AWQ" not in warning and not at.sidebar.warning
+    assert "Not offered for this scheme: HQQ works on an integer grid" in captions(at)
+    # the embeddings belong to the model: they are not a linear layer's weight
+    assert "is not the weight of a linear layer" in captions(at)
+    assert "no model" not in captions(at)
+    # back to integers: HQQ is offered again
+    at.selectbox(key="q_fmt").set_value(Format.INT).run()
+    assert at.selectbox(key="a_algo").options == ["RTN", "HQQ"]
 
 
 def test_an_older_address_without_algo_restores_rtn() -> None:
@@ -163,7 +189,7 @@ def test_an_older_address_without_algo_restores_rtn() -> None:
 def test_bad_algorithm_links_warn(params: dict[str, str], text: str) -> None:
     at = new_app(src="synthetic", rows="16", cols="64", **params).run()
     assert not at.exception
-    assert any(text in w.value for w in at.warning), [w.value for w in at.warning]
+    assert any(text in plain(w.value) for w in at.warning), [plain(w.value) for w in at.warning]
     assert at.selectbox(key="a_algo").value is Algorithm.RTN
 
 
@@ -172,5 +198,5 @@ def test_an_algorithm_the_format_cannot_run_falls_back_to_rtn() -> None:
     no_errors(at)
     at.selectbox(key="q_fmt").set_value(Format.NF4).run()
     assert not at.exception
-    assert any("integer grid" in w.value for w in at.warning)
+    assert any("integer grid" in plain(w.value) for w in at.warning)
     assert "Codes ≠ RTN" not in [m["label"] for m in metrics_shown(at)]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import streamlit as st
 from canvas import canvas_payload, formulas_shown, metric_value, metrics_shown
+from markdown_text import plain
 from streamlit.testing.v1 import AppTest
 
 from dashboard.services.sources.choice import SourceKind
@@ -34,7 +35,7 @@ def charts(at: AppTest) -> list[dict]:
 
 def no_errors(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
+    assert not at.error, [plain(e.value) for e in at.error]
 
 
 def test_default_runs_and_shows_four_heatmaps() -> None:
@@ -68,7 +69,7 @@ def test_bundled_model_source_runs() -> None:
     at.selectbox(key="src_kind").set_value(SourceKind.MODEL).run()
     no_errors(at)
     assert "query.weight" in at.selectbox(key="src_model").value
-    assert "[384, 384]" in " ".join(c.value for c in at.caption)
+    assert "[384, 384]" in " ".join(plain(c.value) for c in at.caption)
 
 
 def test_more_bits_lowers_mse() -> None:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import streamlit as st
 import torch
+from markdown_text import plain
 from streamlit.testing.v1 import AppTest
 from value_helpers import decode
 
@@ -54,7 +55,7 @@ def new_app(**query: str) -> AppTest:
 
 def no_errors(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
+    assert not at.error, [plain(e.value) for e in at.error]
 
 
 def test_not_offered_without_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -70,7 +71,7 @@ def test_a_link_to_a_folder_without_the_setting_warns_and_falls_back(
     monkeypatch.delenv(ROOTS_ENV, raising=False)
     at = new_app(src="folder", folder="/etc", tensor="x.weight").run()
     assert not at.exception
-    assert any("does not allow reading model folders" in w.value for w in at.warning)
+    assert any("does not allow reading model folders" in plain(w.value) for w in at.warning)
     assert at.selectbox(key="src_kind").value is SourceKind.SYNTHETIC
 
 
@@ -84,7 +85,7 @@ def test_a_folder_tensor_is_explored_exactly(folder: Path) -> None:
     assert len(tensors.options) == 4
     tensors.set_value("model.layers.0.mlp.up_proj.weight").run()
     no_errors(at)
-    captions = " ".join(c.value for c in at.caption)
+    captions = " ".join(plain(c.value) for c in at.caption)
     assert "tiny · model.layers.0.mlp.up_proj.weight" in captions and "[96, 64]" in captions
     # the shown matrix is the stored bf16 tensor widened exactly: its extremes are in the
     # original heatmap's hover data (a small tensor: every cell's value)
@@ -99,15 +100,15 @@ def test_a_folder_tensor_is_explored_exactly(folder: Path) -> None:
 def test_a_link_outside_the_roots_is_refused_and_the_page_keeps_working(folder: Path) -> None:
     at = new_app(src="folder", folder="/etc", tensor="passwd").run()
     assert not at.exception
-    assert any("outside" in e.value or "refused" in e.value for e in at.error), [
-        e.value for e in at.error
+    assert any("outside" in e.value or "refused" in plain(e.value) for e in at.error), [
+        plain(e.value) for e in at.error
     ]
 
 
 def test_an_unknown_tensor_in_a_link_warns_and_shows_the_first_weight(folder: Path) -> None:
     at = new_app(src="folder", folder=str(folder), tensor="no.such.weight").run()
-    assert not at.exception and not at.error, [e.value for e in at.error]
-    assert any("no.such.weight" in w.value for w in at.warning)
+    assert not at.exception and not at.error, [plain(e.value) for e in at.error]
+    assert any("no.such.weight" in plain(w.value) for w in at.warning)
     assert at.selectbox(key="src_folder_tensor").value == "lm_head.weight"
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 from canvas import canvas_payload, formulas_shown, metric_value, metrics_shown
+from markdown_text import plain
 from streamlit.testing.v1 import AppTest
 
 from dashboard.services.state.research import ResearchFormat
@@ -33,7 +34,7 @@ def query(at: AppTest, key: str) -> str | None:
 
 def no_errors(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
+    assert not at.error, [plain(e.value) for e in at.error]
 
 
 def chart_titles(at: AppTest) -> list[str]:
@@ -56,11 +57,12 @@ def test_dorefa_from_a_link_fills_the_teaching_panel() -> None:
     assert any(r"\tanh(w)" in line for line in latex)  # normalise
     assert any(r"\lfloor 8\,u \rfloor" in line and "c + 1/2" in line for line in latex)  # q_k
     assert any(r"\max|w|" in line for line in latex)  # rescale
-    infos = " ".join(i.value for i in at.info)
+    infos = " ".join(plain(i.value) for i in at.info)
     assert "tanh is not clipping" in infos and "Stored:" in infos
     assert "DoReFa" in " ".join(m.value for m in at.markdown)
     assert any("What each value becomes" in t for t in chart_titles(at))  # the transfer curve
-    assert "research format is its own rounding rule" in " ".join(c.value for c in at.caption)
+    captions = " ".join(plain(c.value) for c in at.caption)
+    assert "research format is its own rounding rule" in captions
     # the URL keeps the scheme as the link gave it
     assert [query(at, k) for k in ("fmt", "bits", "qk", "rescale")] == [
         "dorefa",
@@ -97,7 +99,7 @@ def test_plain_dorefa_stores_codes_only_and_downloads() -> None:
     at = new_app(**SMALL, fmt="dorefa", bits="4", rescale="0").run()
     no_errors(at)
     assert metric_value(at, "Bits per element") == "4"
-    assert any("[−1, 1]" in i.value for i in at.info)
+    assert any("[−1, 1]" in plain(i.value) for i in at.info)
     at.button(key="dl_prepare").click().run()
     no_errors(at)
     labels = [b.proto.label for b in at.get("download_button")]
@@ -109,6 +111,6 @@ def test_bad_research_links_warn_and_the_page_works() -> None:
     for bad in ({"fmt": "dorefa", "bits": "12"}, {"fmt": "int", "qk": "centered"}):
         at = new_app(**SMALL, **bad).run()
         assert not at.exception and not at.error
-        texts = " ".join(w.value for w in at.warning)
+        texts = " ".join(plain(w.value) for w in at.warning)
         assert "Ignored the link's scheme" in texts, texts
         assert "Bits per element" in [m["label"] for m in metrics_shown(at)]

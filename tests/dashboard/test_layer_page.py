@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import streamlit as st
 from canvas import metric_value, metrics_shown
+from markdown_text import plain
 from streamlit.testing.v1 import AppTest
 
 from dashboard import cache
@@ -34,7 +35,7 @@ def new_app(page: str, **query: str) -> AppTest:
 
 def no_errors(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
+    assert not at.error, [plain(e.value) for e in at.error]
 
 
 def chart_titles(at: AppTest) -> list[str]:
@@ -50,7 +51,7 @@ def test_activation_source_gives_the_layer_input_to_the_explorer() -> None:
     at.selectbox(key="src_kind").set_value(SourceKind.ACTIVATIONS).run()
     no_errors(at)
     assert at.selectbox(key="src_layer").value == QUERY
-    captions = " ".join(c.value for c in at.caption)
+    captions = " ".join(plain(c.value) for c in at.caption)
     assert f"input of {QUERY}" in captions
     # [tokens, 384]: the 36 calibration sentences give hundreds of real tokens
     shape = captions.split("shape [", 1)[1].split("]", 1)[0]
@@ -61,19 +62,29 @@ def test_activation_source_gives_the_layer_input_to_the_explorer() -> None:
     titles = chart_titles(at)
     assert titles[0].startswith("max |x| per feature")
     assert metric_value(at, "Bits per element")
-    # The scheme names the channels of [tokens, features] per token and per feature.
+    # The scheme names the channels of [tokens, features] per token and per feature, in
+    # the widgets' labels: the options keep a weight's labels (see the next test).
     gran = at.radio(key="q_gran")
-    assert gran.format_func("channel") == "Per token / per feature"
+    assert "a token or a feature" in gran.label
     gran.set_value("channel").run()
     axis = at.radio(key="q_axis")
-    assert [axis.format_func(a) for a in (0, 1)] == [
-        "Per token: one scale per row",
-        "Per feature: one scale per column",
-    ]
+    assert "per token (rows, 0)" in axis.label and "per feature (columns, 1)" in axis.label
     axis.set_value(0).run()
     no_errors(at)
     # The page runs with one scale per token.
     assert "Bits per element" in [m["label"] for m in metrics_shown(at)]
+
+
+def test_the_granularity_options_read_the_same_for_weights_and_activations() -> None:
+    # The browser keeps a radio's choice as its option's label: options renamed under the
+    # same key left Granularity with nothing selected on the Activations source, and then
+    # per tensor on the way back (tests/browser/test_picker_browser.py shows it).
+    at = new_app("explorer.py", gran="channel", axis="0").run()
+    weight = [at.radio(key=k).options for k in ("q_gran", "q_axis")]
+    at.selectbox(key="src_kind").set_value(SourceKind.ACTIVATIONS).run()
+    no_errors(at)
+    assert [at.radio(key=k).options for k in ("q_gran", "q_axis")] == weight
+    assert at.radio(key="q_gran").value == "channel" and at.radio(key="q_axis").value == 0
 
 
 def test_activation_source_from_a_link_and_own_sentences() -> None:
@@ -85,12 +96,12 @@ def test_activation_source_from_a_link_and_own_sentences() -> None:
     at.checkbox(key="src_own").check().run()
     at.text_area(key="src_text").input("A cat sat on the mat.\nQuantization clips outliers.").run()
     no_errors(at)
-    captions = " ".join(c.value for c in at.caption)
+    captions = " ".join(plain(c.value) for c in at.caption)
     assert "on 2 sentences of your own" in captions
     assert "not kept in links" in captions
     # an empty text is refused with a message; the previous tensor stays on the page
     at.text_area(key="src_text").input("   \n  ").run()
-    assert any("Sentences:" in e.value for e in at.error)
+    assert any("Sentences:" in plain(e.value) for e in at.error)
     assert not at.exception
     assert metric_value(at, "Bits per element")
 
@@ -98,7 +109,7 @@ def test_activation_source_from_a_link_and_own_sentences() -> None:
 def test_a_link_made_with_own_sentences_warns() -> None:
     at = new_app("explorer.py", src="act", layer=QUERY, sents="own").run()
     assert not at.exception
-    assert any("do not carry" in w.value for w in at.warning)
+    assert any("do not carry" in plain(w.value) for w in at.warning)
     assert at.checkbox(key="src_own").value is False
 
 
@@ -119,9 +130,9 @@ def test_static_ranges_report_the_clipping_of_held_out_values() -> None:
     n = cmp.static.clip.n_clipped
     assert n > 0
     assert metric_value(at, "Clipped") == f"{n:,}"
-    assert "18 held-out sentences" in " ".join(c.value for c in at.caption)
+    assert "18 held-out sentences" in " ".join(plain(c.value) for c in at.caption)
     # Once: the zoom/histogram/teaching and downloads parts look the run up again silently.
-    assert sum("calibration tokens" in c.value for c in at.caption) == 1
+    assert sum("calibration tokens" in plain(c.value) for c in at.caption) == 1
     # dynamic ranges on the same held-out rows clip nothing
     at.radio(key="src_ranges").set_value(RangeMode.DYNAMIC).run()
     assert metric_value(at, "Clipped") == "0"
@@ -131,7 +142,7 @@ def test_static_ranges_refuse_a_per_token_scheme_with_a_message() -> None:
     at = new_app("explorer.py", src="act", layer=QUERY, ranges="static", gran="channel", axis="0")
     at.run()
     assert not at.exception
-    assert any("per-tensor or per-feature" in e.value for e in at.error)
+    assert any("per-tensor or per-feature" in plain(e.value) for e in at.error)
 
 
 # --- the Layer outputs page ----------------------------------------------------------------
@@ -187,7 +198,25 @@ def test_held_out_static_per_feature_activations_clip() -> None:
     at.radio(key="l_split").set_value(EvalSplit.HELD_OUT).run()
     no_errors(at)
     assert int(metric_value(at, "Inputs clipped").replace(",", "")) > 0
-    # static per-token ranges do not exist: a message, no traceback
+    # static per-token ranges do not exist: a warning, and the page shows dynamic ranges
     at.radio(key="la_q_agran").set_value("token").run()
-    assert not at.exception
-    assert any("per-token" in e.value for e in at.error)
+    no_errors(at)
+    assert any("per-token" in plain(w.value) for w in at.warning)
+
+
+@pytest.mark.parametrize("preset", [SchemeChoice.W8A8, SchemeChoice.W4A8], ids=lambda c: c.value)
+@pytest.mark.parametrize("split", list(EvalSplit), ids=lambda s: s.value)
+def test_static_ranges_on_a_per_token_preset_fall_back_to_dynamic(
+    preset: SchemeChoice, split: EvalSplit
+) -> None:
+    at = new_app("layer.py").run()
+    at.selectbox(key="l_scheme").set_value(preset).run()
+    at.radio(key="l_split").set_value(split).run()
+    dynamic = [metric_value(at, name) for name in ("Output MSE", "Output SQNR")]
+    at.radio(key="l_ranges").set_value(RangeMode.STATIC).run()
+    no_errors(at)  # no red box naming PerChannel(axis=0); the page is drawn
+    (warning,) = [plain(w.value) for w in at.warning]
+    assert "per-token" in warning and "showing dynamic ranges" in warning
+    assert "PerChannel" not in warning and "held-out" not in warning
+    assert [metric_value(at, name) for name in ("Output MSE", "Output SQNR")] == dynamic
+    assert len(at.get("plotly_chart")) >= 3

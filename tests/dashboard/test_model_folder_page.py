@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import streamlit as st
 import torch
+from markdown_text import plain
 from streamlit.testing.v1 import AppTest
 
 from dashboard.services.model.roots import ROOTS_ENV
@@ -58,7 +59,7 @@ def frame(at: AppTest, column: str):
 
 def no_errors(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
+    assert not at.error, [plain(e.value) for e in at.error]
 
 
 def test_without_the_setting_the_folder_source_is_not_offered(
@@ -71,7 +72,7 @@ def test_without_the_setting_the_folder_source_is_not_offered(
         "all-MiniLM-L6-v2 (bundled)",
         "Upload a .safetensors model",
     ]
-    assert any(ROOTS_ENV in c.value and "off" in c.value for c in at.sidebar.caption)
+    assert any(ROOTS_ENV in c.value and "off" in plain(c.value) for c in at.sidebar.caption)
 
 
 def test_a_sharded_folder_is_listed_and_reported_layer_by_layer(root: Path) -> None:
@@ -87,8 +88,8 @@ def test_a_sharded_folder_is_listed_and_reported_layer_by_layer(root: Path) -> N
     table = frame(at, "ratio_vs_fp32")
     assert len(table) == N_LINEAR
     assert (table["sqnr_db"] > 0).all() and "out_mse" not in table.columns
-    assert any("GB/s" in c.value and "elements/s" in c.value for c in at.caption)
-    assert any("A model folder holds weights" in i.value for i in at.info)
+    assert any("GB/s" in c.value and "elements/s" in plain(c.value) for c in at.caption)
+    assert any("A model folder holds weights" in plain(i.value) for i in at.info)
     # The weights-only scheme picker: no activation presets for a folder.
     assert not [s for s in at.selectbox if s.key == "m_act"]
     # A scheme change reports again, under the new scheme.
@@ -106,7 +107,7 @@ def test_a_typed_path_outside_the_roots_is_refused(root: Path) -> None:
     at.text_input(key="m_folder_path").input(f"{root}/../..").run()
     assert not at.exception
     (error,) = at.error
-    assert "outside the allowed folders" in error.value and str(root) in error.value
+    assert "outside the allowed folders" in plain(error.value) and str(root) in plain(error.value)
     assert frame(at, "ratio_vs_fp32") is None
 
 
@@ -116,7 +117,7 @@ def test_a_broken_folder_says_what_is_wrong(root: Path) -> None:
     at.radio(key="m_source").set_value("folder").run()
     assert not at.exception
     (error,) = at.error
-    assert shard_name(2, 3) in error.value and "does not hold" in error.value
+    assert shard_name(2, 3) in plain(error.value) and "does not hold" in plain(error.value)
 
 
 def test_the_secret_turns_the_source_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

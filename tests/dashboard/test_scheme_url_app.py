@@ -6,6 +6,7 @@ from pathlib import Path
 
 import streamlit as st
 from canvas import metric_value
+from markdown_text import plain
 from streamlit.testing.v1 import AppTest
 
 from quant_core import Mode, ZeroPoint
@@ -29,7 +30,7 @@ def query(at: AppTest, key: str) -> str:
 
 def no_errors(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
+    assert not at.error, [plain(e.value) for e in at.error]
 
 
 def test_zero_point_shown_only_for_integer_asymmetric() -> None:
@@ -77,12 +78,12 @@ def test_group_that_does_not_fit_warns_with_the_value_used() -> None:
     at.run()
     assert not at.exception
     assert at.select_slider(key="q_group").value == 128
-    texts = [w.value for w in at.warning]
+    texts = [plain(w.value) for w in at.warning]
     assert any("group=100 does not fit 256 columns; using 128" in t for t in texts), texts
     assert query(at, "group") == "128"
     # once only: the next run does not repeat it
     at.run()
-    assert not any("group=100" in w.value for w in at.warning)
+    assert not any("group=100" in plain(w.value) for w in at.warning)
 
 
 def test_a_fitting_link_does_not_warn() -> None:

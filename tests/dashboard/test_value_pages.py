@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import streamlit as st
 from canvas import canvas_payloads, metrics_shown
+from markdown_text import plain
 from streamlit.testing.v1 import AppTest
 from value_helpers import (
     decode,
@@ -41,7 +42,7 @@ def new_app(**query: str) -> AppTest:
 
 def no_errors(at: AppTest, where: str = "") -> None:
     assert not at.exception, (where, [e.value for e in at.exception])
-    assert not at.error, (where, [e.value for e in at.error])
+    assert not at.error, (where, [plain(e.value) for e in at.error])
 
 
 def metric_texts(at: AppTest) -> list[str]:
@@ -56,7 +57,7 @@ def chart_specs(at: AppTest) -> list[dict]:
 def test_examples_under_every_format_and_granularity(example: Example) -> None:
     at = new_app(src="example", ex=example.value).run()
     no_errors(at, "first run")
-    for fmt in Format:
+    for fmt in (f for f in Format if f is not Format.TERNARY_PACKED):  # the picker's formats
         for gran, axis in (("tensor", None), ("channel", 0), ("channel", 1), ("group", None)):
             at.selectbox(key="q_fmt").set_value(fmt)
             at.radio(key="q_gran").set_value(gran)
@@ -85,7 +86,7 @@ def test_page_offers_to_quantize_finite_values_only() -> None:
     no_errors(at)
     (warning,) = at.warning
     assert "2 NaN and 2 Inf among 40 values, first at (0, 3), (1, 0), (2, 5), (4, 7)" in (
-        warning.value
+        plain(warning.value)
     )
     box = at.checkbox(key="v_finite_only")
     assert box.label == "Quantize the finite values only" and box.value is True

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -29,6 +30,7 @@ from dashboard.services.activations.layer import (
 from dashboard.services.activations.sentences import HELD_OUT, RangeMode, SentenceSet
 from dashboard.services.activations.source import activation_notes, capture_summary
 from dashboard.services.activations.static import static_exploration
+from dashboard.services.explorer.colour import robust_limit
 from dashboard.services.sources.choice import ActivationSource
 from quant_core import (
     LayerScheme,
@@ -264,16 +266,38 @@ def test_heatmap_is_reduced_to_its_cell_budget() -> None:
     z = fig.data[0].z
     assert z.shape[0] * z.shape[1] <= 128 * 384
     assert "downsampled 600×1536" in fig.layout.title.text
-    assert fig.data[0].zmax == -fig.data[0].zmin == pytest.approx(float(abs(z).max()))
+    z_abs = np.sort(np.abs(np.asarray(z)).reshape(-1))
+    # the 99.5th percentile of the shown |z| (numpy's "higher": an actual value)
+    expected = z_abs[math.ceil(0.995 * (z_abs.size - 1))]
+    assert fig.data[0].zmax == -fig.data[0].zmin == pytest.approx(float(expected))
+
+
+def test_one_extreme_value_does_not_wash_out_a_map() -> None:
+    # 1,000 cells of ±1 and one of 1,000: the old limit (max |value|) drew every cell but
+    # one at 0.1% of the scale. The 99.5th percentile of |value| is 1; one cell lies beyond.
+    m = torch.ones(10, 100)
+    m[::2] = -1.0
+    m[3, 7] = 1000.0
+    fig = matrix_heatmap(m, "one outlier", max_cells=10_000)
+    assert fig.data[0].zmax == 1.0 and fig.data[0].zmin == -1.0
+    assert "±1 (99.5th pct of |value|; 1 beyond, saturated)" in fig.layout.title.text
 
 
 def test_layer_figures_share_one_error_scale() -> None:
     ev = evaluate_layer(small_layer(), W8A8_TENSOR, RangeMode.DYNAMIC)
     figs = layer_figures(ev)
-    expected = max(ev.metrics.max_abs, ev.weight_only.max_abs, ev.activation_only.max_abs)
+    errors = [ev.y_hat - ev.y, ev.y_weight_only - ev.y, ev.y_activation_only - ev.y]
+    # small_layer is drawn cell by cell: the robust limit of every error cell shown
+    expected = robust_limit(torch.cat([e.reshape(-1) for e in errors]))
     for fig in (figs.error, figs.weight_only, figs.activation_only):
         assert fig.data[0].zmax == pytest.approx(expected)
+        assert fig.layout.title.text.split("<br>")[0] in (
+            "Output error Ŷ − Y",
+            "Weight only X Ŵᵀ + b − Y",
+            "Activation only X̂ Wᵀ + b − Y",
+        )
     assert figs.y.data[0].zmax == figs.y_hat.data[0].zmax
+    assert figs.y.data[0].zmax == pytest.approx(robust_limit(torch.cat([ev.y, ev.y_hat])))
     float_side = layer_figures(
         evaluate_layer(small_layer(), SchemePreset.W8A16.scheme, RangeMode.DYNAMIC)
     )

@@ -29,6 +29,7 @@ from quant_core import (
     RangeMethod,
     ScaleDtype,
     ZeroPoint,
+    preset_names,
 )
 
 
@@ -45,11 +46,12 @@ grids = st.builds(
     formats=_subset(list(Format)),
     base=st.builds(
         QuantConfig,
-        range_method=st.sampled_from(list(RangeMethod)),
+        range_method=st.sampled_from([r for r in RangeMethod if r is not RangeMethod.ABSMEAN]),
         scale_dtype=st.sampled_from(list(ScaleDtype)),
     ),
     algorithms=_subset(list(Algorithm)),
     zero_points=_subset(list(ZeroPoint)),
+    presets=st.lists(st.sampled_from(preset_names()), max_size=4, unique=True).map(tuple),
 )
 
 

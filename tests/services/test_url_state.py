@@ -23,16 +23,23 @@ from dashboard.services.state.scheme import (
     scheme_id,
 )
 from quant_core import (
+    DoubleQuantScales,
+    FloatScales,
     Format,
+    FP8Scales,
     Mode,
+    PerBlock,
     PerChannel,
     PerGroup,
     PerTensor,
+    PowerOfTwoScales,
     QuantConfig,
     RangeMethod,
     Rounding,
     ScaleDtype,
+    SuperBlockScales,
     ZeroPoint,
+    preset_names,
 )
 
 ENUM_KEYS = {
@@ -49,30 +56,55 @@ granularities = st.one_of(
     st.just(PerTensor()),
     st.builds(PerChannel, st.integers(*AXIS_RANGE)),
     st.builds(PerGroup, st.integers(*GROUP_RANGE)),
+    st.builds(PerBlock, st.integers(1, 512), st.integers(1, 512)),
 )
 
 
+SCALE_FORMATS = [
+    PowerOfTwoScales(),
+    FP8Scales(),
+    SuperBlockScales(6, 256),
+    SuperBlockScales(4, 512, signed=False),
+    SuperBlockScales(8, 256, signed=True),
+    DoubleQuantScales(256),
+    DoubleQuantScales(64),
+]
+
+
 @st.composite
-def configs(draw: st.DrawFn) -> QuantConfig:
+def parametric_configs(draw: st.DrawFn) -> QuantConfig:
     fmt = draw(st.sampled_from(Format))
     is_int = fmt is Format.INT
-    return QuantConfig(
-        bits=draw(st.integers(2, 16)) if is_int else 8,
-        mode=draw(st.sampled_from(Mode)) if is_int else Mode.SYMMETRIC,
-        granularity=draw(granularities),
-        format=fmt,
-        range_method=draw(st.sampled_from(RangeMethod)),
-        percentile=draw(
+    mode = draw(st.sampled_from(Mode)) if is_int else Mode.SYMMETRIC
+    ranges = [m for m in RangeMethod if m is not RangeMethod.ABSMEAN or mode is Mode.SYMMETRIC]
+    fields = {
+        "bits": draw(st.integers(2, 16)) if is_int else 8,
+        "mode": mode,
+        "granularity": draw(granularities),
+        "format": fmt,
+        "range_method": draw(st.sampled_from(ranges)),
+        "percentile": draw(
             st.one_of(
                 st.floats(*PERCENTILE_RANGE, allow_nan=False),
                 st.integers(int(PERCENTILE_RANGE[0]), int(PERCENTILE_RANGE[1])),
             )
         ),
-        rounding=draw(st.sampled_from(Rounding)),
-        seed=draw(st.integers(*SEED_RANGE)),
-        scale_dtype=draw(st.sampled_from(ScaleDtype)),
-        zero_point=draw(st.sampled_from(ZeroPoint)),
-    )
+        "rounding": draw(st.sampled_from(Rounding)),
+        "seed": draw(st.integers(*SEED_RANGE)),
+        "scale_dtype": draw(st.sampled_from(ScaleDtype)),
+        "zero_point": draw(st.sampled_from(ZeroPoint)),
+    }
+    scale_format = draw(st.one_of(st.just(FloatScales()), st.sampled_from(SCALE_FORMATS)))
+    try:  # a two-level scale format that does not fit the rest: the one-level config
+        return QuantConfig(**fields, scale_format=scale_format)
+    except ValueError:
+        return QuantConfig(**fields)
+
+
+def configs() -> st.SearchStrategy[QuantConfig]:
+    """Parametric configs, and now and then a shipped format by name."""
+    named = st.sampled_from(preset_names()).map(QuantConfig.from_name)
+    return st.one_of(parametric_configs(), parametric_configs(), named)
 
 
 @given(configs())
@@ -154,7 +186,20 @@ def test_missing_keys_take_defaults_and_unknown_keys_are_ignored() -> None:
         ({"bits": "+4"}, ["bits", "+4"]),
         ({"bits": "04"}, ["bits", "04"]),
         ({"bits": ""}, ["bits"]),
-        ({"gran": "block"}, ["gran", "block"]),
+        ({"gran": "tiles"}, ["gran", "tiles"]),
+        ({"gran": "block", "tile": "0x128"}, ["tile", "0x128"]),
+        ({"gran": "block", "tile": "128"}, ["tile", "128"]),
+        ({"tile": "128x128"}, ["tile", "gran"]),
+        ({"sfmt": "e9m0"}, ["sfmt", "e9m0"]),
+        ({"sfmt": "super", "sbits": "9"}, ["sbits", "9"]),
+        ({"sfmt": "super", "ssigned": "2"}, ["ssigned", "2"]),
+        ({"sbits": "6"}, ["sbits", "super"]),
+        ({"sfmt": "e8m0", "sblock": "256"}, ["sblock", "e8m0"]),
+        ({"sfmt": "e8m0", "mode": "asymmetric"}, ["E8M0", "asymmetric"]),
+        ({"recipe": "gptq"}, ["recipe", "gptq"]),
+        ({"recipe": "llama_cpp"}, ["llama.cpp", "GGUF"]),
+        ({"preset": "Q9_K"}, ["preset", "Q9_K"]),
+        ({"preset": "Q4_K", "bits": "4"}, ["preset", "bits"]),
         ({"gran": "group", "group": "0"}, ["group", "0"]),
         ({"gran": "group", "group": "-32"}, ["group", "-32"]),
         ({"gran": "group", "group": str(GROUP_RANGE[1] + 1)}, ["group"]),

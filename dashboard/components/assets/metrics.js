@@ -11,6 +11,36 @@ function metricCard(parent) {
   return card;
 }
 
+const MIN_VALUE_PX = 11;
+
+function fitValues(root) {
+  // A value wider than its card is drawn smaller (its width scales with the font size),
+  // down to MIN_VALUE_PX; only then would the ellipsis of the CSS cut it.
+  for (const v of root.querySelectorAll(".qlab-metric-value")) {
+    if (v.style.fontSize) v.style.fontSize = "";
+    const full = v.scrollWidth;
+    const room = v.clientWidth;
+    if (room > 0 && full > room) {
+      const size = parseFloat(getComputedStyle(v).fontSize);
+      v.style.fontSize = `${Math.max(MIN_VALUE_PX, Math.floor((size * room) / full))}px`;
+    }
+  }
+}
+
+function watchWidth(root) {
+  // Refit when the cards' width changes (window resized, zoomed, sidebar toggled).
+  if (root.qlabFit) return;
+  let width = root.clientWidth;
+  root.qlabFit = new ResizeObserver(() => {
+    if (root.clientWidth === width) return;
+    width = root.clientWidth;
+    fitValues(root);
+  });
+  root.qlabFit.observe(root);
+  // The page's font may arrive after the first fit and draw the digits wider.
+  document.fonts?.ready.then(() => fitValues(root));
+}
+
 function drawMetrics(root, data) {
   const rows = Array.from(root.children);
   data.rows.forEach((cards, i) => {
@@ -26,12 +56,16 @@ function drawMetrics(root, data) {
       const shown = c.help ? "" : "none";
       if (help.style.display !== shown) help.style.display = shown;
       help.setHelp(c.help);
-      setText(card.querySelector(".qlab-metric-value"), c.value);
+      const value = card.querySelector(".qlab-metric-value");
+      setText(value, c.value);
+      if (value.title !== c.value) value.title = c.value;
     });
     for (const extra of have.slice(cards.length)) extra.remove();
   });
   for (const extra of rows.slice(data.rows.length)) extra.remove();
   if (root.dataset.of !== data.of) root.dataset.of = data.of;
+  fitValues(root);
+  watchWidth(root);
 }
 
 export default function (component) {

@@ -14,7 +14,8 @@ import torch
 
 from quant_core import AlphaSweep, ErrorMetrics, LinearEval, feature_absmax, outlier_features
 
-from ..display.reduce import Reduction, reduce_2d
+from ..display.reduce import Reduced, Reduction, reduce_2d
+from ..explorer.colour import LIMIT_PERCENTILE, robust_limit
 
 __all__ = [
     "LAYER_MAX_CELLS",
@@ -78,24 +79,26 @@ def outlier_strip_figure(x: torch.Tensor, factor: float = OUTLIER_FACTOR) -> go.
     return fig
 
 
-def matrix_heatmap(
-    matrix: torch.Tensor,
-    title: str,
-    *,
-    how: Reduction = Reduction.MEAN,
-    limit: float | None = None,
-    max_cells: int = LAYER_MAX_CELLS,
-    x_title: str = "output feature",
-) -> go.Figure:
-    """A ``[tokens, features]`` matrix as a diverging heatmap around 0, reduced to at most
-    ``max_cells`` cells by ``how`` (the reduction is said in the title). ``limit``: the
-    colour scale's ``±limit`` (default: the matrix's largest ``|value|``), shared by figures
-    that should be compared."""
-    red = reduce_2d(matrix, max_cells, how)
-    if limit is None:
-        limit = float(np.abs(red.values).max()) if red.values.size else 1.0
+def _shared_limit(*shown: Reduced) -> float:
+    """``±`` limit for maps compared on one scale: the explorer's robust limit (the 99.5th
+    percentile of ``|value|`` over every shown cell), so one extreme value among thousands
+    does not wash the maps out."""
+    return robust_limit(np.concatenate([r.values.reshape(-1) for r in shown]))
+
+
+def _heatmap(red: Reduced, title: str, limit: float, x_title: str, detail: str = "") -> go.Figure:
+    """``red`` as a diverging heatmap at ``±limit``. The title's first line is ``title``
+    alone (a third of the page is narrow); ``detail``, the reduction and the colour limits
+    (with the count of cells beyond them, drawn saturated) follow in small print."""
     limit = limit if limit > 0 else 1.0
-    note = red.note()
+    beyond = int(np.count_nonzero(np.abs(red.values) > limit))
+    notes = [
+        detail,
+        red.note(),
+        f"±{limit:.3g} ({LIMIT_PERCENTILE:g}th pct of |value|; {beyond:,} beyond, saturated)",
+    ]
+    lines = [n for n in notes if n]
+    sub = "<br>".join(lines)
     fig = go.Figure(
         go.Heatmap(
             z=red.values,
@@ -108,14 +111,39 @@ def matrix_heatmap(
         )
     )
     fig.update_layout(
-        title=title + (f"<br><sup>{note}</sup>" if note else ""),
+        # Anchored at the top of the figure, growing down into a margin sized for its lines.
+        title={
+            "text": f"{title}<br><span style='font-size:11px'>{sub}</span>",
+            "font": {"size": 14},
+            "yref": "container",
+            "y": 1,
+            "yanchor": "top",
+            "pad": {"t": 14},
+        },
         xaxis_title=x_title,
         yaxis_title="token",
         yaxis_autorange="reversed",
-        height=330,
-        margin={"l": 50, "r": 10, "t": 60, "b": 40},
+        height=360,
+        margin={"l": 50, "r": 10, "t": 44 + 15 * len(lines), "b": 40},
     )
     return fig
+
+
+def matrix_heatmap(
+    matrix: torch.Tensor,
+    title: str,
+    *,
+    how: Reduction = Reduction.MEAN,
+    limit: float | None = None,
+    max_cells: int = LAYER_MAX_CELLS,
+    x_title: str = "output feature",
+) -> go.Figure:
+    """A ``[tokens, features]`` matrix as a diverging heatmap around 0, reduced to at most
+    ``max_cells`` cells by ``how`` (the reduction is said under the title). ``limit``: the
+    colour scale's ``±limit`` (default: ``robust_limit`` of the shown cells, the 99.5th
+    percentile of their ``|value|``; cells beyond are counted in the title and saturate)."""
+    red = reduce_2d(matrix, max_cells, how)
+    return _heatmap(red, title, _shared_limit(red) if limit is None else limit, x_title)
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,39 +165,44 @@ def _db(v: float) -> str:
 def layer_figures(ev: LinearEval, max_cells: int = LAYER_MAX_CELLS) -> LayerFigures:
     """The heatmaps of one layer evaluation: ``Y = X W^T + b``, ``Y_hat``, ``Y_hat - Y``
     and the weight-only ``X W_hat^T + b - Y`` and activation-only ``X_hat W^T + b - Y``
-    errors (tokens x output features)."""
-    value_limit = float(max(ev.y.abs().max(), ev.y_hat.abs().max()))
-    parts = [(ev.y_hat, ev.metrics)]
-    if ev.y_weight_only is not None:
-        parts.append((ev.y_weight_only, ev.weight_only))
-    if ev.y_activation_only is not None:
-        parts.append((ev.y_activation_only, ev.activation_only))
-    error_limit = max(m.max_abs for _, m in parts if m is not None)
+    errors (tokens x output features). ``Y`` and ``Y_hat`` share one colour scale, the
+    errors another; each at the robust limit of its maps' shown cells (``_shared_limit``)."""
+    y = reduce_2d(ev.y, max_cells, Reduction.MEAN)
+    y_hat = reduce_2d(ev.y_hat, max_cells, Reduction.MEAN)
+    value_limit = _shared_limit(y, y_hat)
+    errors = {
+        "error": (ev.y_hat, ev.metrics),
+        "weight_only": (ev.y_weight_only, ev.weight_only),
+        "activation_only": (ev.y_activation_only, ev.activation_only),
+    }
+    reduced = {
+        name: reduce_2d(y_q - ev.y, max_cells, Reduction.MAX_ABS)
+        for name, (y_q, m) in errors.items()
+        if y_q is not None and m is not None
+    }
+    error_limit = _shared_limit(*reduced.values())
+    titles = {
+        "error": "Output error Ŷ − Y",
+        "weight_only": "Weight only X Ŵᵀ + b − Y",
+        "activation_only": "Activation only X̂ Wᵀ + b − Y",
+    }
 
-    def error_map(y_q: torch.Tensor | None, label: str, m: ErrorMetrics | None) -> go.Figure | None:
-        if y_q is None or m is None:
+    def error_map(name: str) -> go.Figure | None:
+        m = errors[name][1]
+        if name not in reduced or m is None:
             return None
-        return matrix_heatmap(
-            y_q - ev.y,
-            f"{label}: SQNR {_db(m.sqnr_db)}, MSE {m.mse:.3g}",
-            how=Reduction.MAX_ABS,
-            limit=error_limit,
-            max_cells=max_cells,
-        )
+        detail = f"SQNR {_db(m.sqnr_db)}, MSE {m.mse:.3g}"
+        return _heatmap(reduced[name], titles[name], error_limit, "output feature", detail)
 
-    error = error_map(ev.y_hat, "Output error Ŷ − Y", ev.metrics)
+    error = error_map("error")
     if error is None:  # y_hat and metrics always exist; keeps the type checker honest
         raise ValueError("layer evaluation without an output")
     return LayerFigures(
-        y=matrix_heatmap(ev.y, "Y = X Wᵀ + b (float)", limit=value_limit, max_cells=max_cells),
-        y_hat=matrix_heatmap(
-            ev.y_hat, "Ŷ = X̂ Ŵᵀ + b (quantized)", limit=value_limit, max_cells=max_cells
-        ),
+        y=_heatmap(y, "Y = X Wᵀ + b (float)", value_limit, "output feature"),
+        y_hat=_heatmap(y_hat, "Ŷ = X̂ Ŵᵀ + b (quantized)", value_limit, "output feature"),
         error=error,
-        weight_only=error_map(ev.y_weight_only, "Weight only X Ŵᵀ + b − Y", ev.weight_only),
-        activation_only=error_map(
-            ev.y_activation_only, "Activation only X̂ Wᵀ + b − Y", ev.activation_only
-        ),
+        weight_only=error_map("weight_only"),
+        activation_only=error_map("activation_only"),
     )
 
 
@@ -237,32 +270,27 @@ def smoothing_figures(
     if smoothed.smoothing is None:
         raise ValueError("smoothed was evaluated without SmoothQuant factors")
     x_after = x / smoothed.smoothing
-    x_limit = float(max(x.abs().max(), x_after.abs().max()))
-    e_limit = max(base.metrics.max_abs, smoothed.metrics.max_abs)
+    xs = {
+        "before": reduce_2d(x, max_cells, Reduction.MAX_ABS),
+        "after": reduce_2d(x_after, max_cells, Reduction.MAX_ABS),
+    }
+    es = {
+        "before": reduce_2d(base.error, max_cells, Reduction.MAX_ABS),
+        "after": reduce_2d(smoothed.error, max_cells, Reduction.MAX_ABS),
+    }
+    x_limit, e_limit = _shared_limit(*xs.values()), _shared_limit(*es.values())
 
-    def x_map(m: torch.Tensor, title: str) -> go.Figure:
-        return matrix_heatmap(
-            m,
-            title,
-            how=Reduction.MAX_ABS,
-            limit=x_limit,
-            max_cells=max_cells,
-            x_title="input feature",
-        )
+    def x_map(which: str, title: str) -> go.Figure:
+        return _heatmap(xs[which], title, x_limit, "input feature")
 
-    def e_map(ev: LinearEval, title: str) -> go.Figure:
+    def e_map(which: str, ev: LinearEval, title: str) -> go.Figure:
         m = ev.metrics
-        return matrix_heatmap(
-            ev.error,
-            f"{title}: SQNR {_db(m.sqnr_db)}, MSE {m.mse:.3g}",
-            how=Reduction.MAX_ABS,
-            limit=e_limit,
-            max_cells=max_cells,
-        )
+        detail = f"SQNR {_db(m.sqnr_db)}, MSE {m.mse:.3g}"
+        return _heatmap(es[which], title, e_limit, "output feature", detail)
 
     return SmoothingFigures(
-        x_before=x_map(x, "Input X (before smoothing)"),
-        x_after=x_map(x_after, "Input X / s (after smoothing)"),
-        error_before=e_map(base, "Output error without SmoothQuant"),
-        error_after=e_map(smoothed, "Output error with SmoothQuant"),
+        x_before=x_map("before", "Input X (before smoothing)"),
+        x_after=x_map("after", "Input X / s (after smoothing)"),
+        error_before=e_map("before", base, "Output error without SmoothQuant"),
+        error_after=e_map("after", smoothed, "Output error with SmoothQuant"),
     )

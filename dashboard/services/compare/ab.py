@@ -236,7 +236,7 @@ def metrics_table(ab: ABResult) -> pd.DataFrame:
     ):
         row: dict[str, object] = {
             "": name,
-            "scheme": scheme.config.describe(),
+            "scheme": scheme.config.name,
             "algorithm": scheme.algorithm_label,
             "bits/element": s.bits_per_element,
             "MSE": m.mse,

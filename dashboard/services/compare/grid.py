@@ -20,12 +20,14 @@ from quant_core import (
     Format,
     Granularity,
     Mode,
+    PerBlock,
     PerChannel,
     PerGroup,
     PerTensor,
     QuantConfig,
+    RangeMethod,
     ZeroPoint,
-    layout_for,
+    storage_cost,
 )
 
 from ..state.scheme import GranularityKind
@@ -46,7 +48,8 @@ class SchemeGrid:
     ``zero_points``: the zero-point conventions of the asymmetric integer configs (each
     asymmetric config once per convention; symmetric and codebook configs have none).
     ``base`` supplies every other field (range method, percentile, rounding, seed,
-    scale dtype).
+    scale dtype). ``presets``: names of shipped formats (``QuantConfig.from_name``), each
+    one whole scheme added after the grid's.
 
     Example: ``bits=(4, 8)``, both modes, ``kinds=(TENSOR, GROUP)``, ``group_sizes=(32, 64)``,
     ``formats=(INT, NF4)`` gives ``2*2*(1+2) = 12`` INT schemes and ``1+2 = 3`` NF4 ones;
@@ -63,9 +66,19 @@ class SchemeGrid:
     base: QuantConfig = field(default_factory=QuantConfig)
     algorithms: tuple[Algorithm, ...] = (Algorithm.RTN,)
     zero_points: tuple[ZeroPoint, ...] = (ZeroPoint.INCLUDE_ZERO,)
+    presets: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        names = ("bits", "modes", "kinds", "group_sizes", "formats", "algorithms", "zero_points")
+        names = (
+            "bits",
+            "modes",
+            "kinds",
+            "group_sizes",
+            "formats",
+            "algorithms",
+            "zero_points",
+            "presets",
+        )
         for name in names:
             value = getattr(self, name)
             if not isinstance(value, tuple):
@@ -82,8 +95,12 @@ class SchemeGrid:
         for g in self.group_sizes:
             PerGroup(g)  # raises naming the bad size
         PerChannel(self.axis)
+        for name in self.presets:
+            QuantConfig.from_name(name)  # raises naming the known names
         if not isinstance(self.base, QuantConfig):
             raise TypeError(f"SchemeGrid.base must be a QuantConfig, got {self.base!r}")
+        if self.base.range_method is RangeMethod.ABSMEAN:
+            raise ValueError("the sweep's base range cannot be absmean (symmetric-only)")
 
 
 def _check_members(name: str, values: tuple[object, ...], kind: type[enum.Enum]) -> None:
@@ -128,6 +145,8 @@ def _granularities(grid: SchemeGrid) -> list[Granularity]:
             out.append(PerTensor())
         elif kind is GranularityKind.CHANNEL:
             out.append(PerChannel(grid.axis))
+        elif kind is GranularityKind.BLOCK:
+            out.append(PerBlock(128, 128))  # DeepSeek-V3's weight tiles
         else:
             out.extend(PerGroup(g) for g in grid.group_sizes)
     return out
@@ -156,6 +175,8 @@ def _distinct_configs(grid: SchemeGrid) -> list[QuantConfig]:
                     grid.base, format=fmt, granularity=gran, mode=Mode.SYMMETRIC, bits=fmt.bits
                 )
                 seen.setdefault(cfg, None)
+    for name in grid.presets:  # a shipped format is a whole scheme: not crossed with the grid
+        seen.setdefault(QuantConfig.from_name(name), None)
     return list(seen)
 
 
@@ -178,7 +199,7 @@ def expand_grid(
     skipped: list[SkippedScheme] = []
     for cfg in _distinct_configs(grid):
         try:
-            layout_for(shape, cfg.granularity)
+            storage_cost(shape, cfg)  # the layout and a format's super-blocks fit the shape
         except ValueError as exc:
             skipped.append(SkippedScheme(cfg, str(exc)))
             continue

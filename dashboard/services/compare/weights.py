@@ -43,6 +43,7 @@ from ..state.algorithm import (
 from ..state.scheme import MAX_VALUE_LENGTH, QUERY_KEYS, config_from_query, config_to_query
 
 __all__ = [
+    "BUNDLED_PATH",
     "DATA_FREE",
     "SCHEME_KEYS",
     "SWEEP_GPTQ",
@@ -87,14 +88,29 @@ def offered_algorithms(layer: str | None) -> tuple[Algorithm, ...]:
     return tuple(Algorithm) if layer is not None else DATA_FREE
 
 
-def calibration_note(layer: str | None, n_calibration: int, n_held_out: int) -> str:
-    """One sentence saying where calibration and output errors come from, or why GPTQ and
-    AWQ cannot run."""
+BUNDLED_PATH = "Source → Bundled model (all-MiniLM-L6-v2)"
+"""Where the tensor picker offers the bundled model's weights (its labels, as shown)."""
+
+
+def calibration_note(
+    layer: str | None, n_calibration: int, n_held_out: int, choice: SourceChoice | None = None
+) -> str:
+    """One sentence (Markdown) saying where calibration and output errors come from, or why
+    GPTQ and AWQ cannot run: ``choice``, the tensor's source, tells a bundled-model weight
+    that is not a linear layer's (the word embeddings: a table looked up, not multiplied)
+    from a tensor with no model at all."""
     if layer is None:
+        if isinstance(choice, ModelSource):
+            why = (
+                f"`{choice.tensor}` is not the weight of a linear layer (nothing multiplies "
+                "it by captured inputs)"
+            )
+        else:
+            why = "this tensor has no model to run on sentences"
         return (
-            "GPTQ and AWQ cannot run here: they choose codes from a layer's inputs "
-            "(calibration data), and a single tensor with no model has none (pick a linear "
-            "weight under Tensor → all-MiniLM-L6-v2). RTN and HQQ need no data."
+            "GPTQ and AWQ are not offered: they choose codes from a linear layer's inputs "
+            f"(calibration data), and {why}; pick a linear weight under {BUNDLED_PATH}. "
+            "RTN and HQQ need no data."
         )
     return (
         f"Layer `{layer}`: GPTQ and AWQ calibrate on its inputs over {n_calibration} "
@@ -168,7 +184,7 @@ class WeightScheme:
     def label(self) -> str:
         """``config.describe()``, followed by the algorithm unless it is RTN:
         ``"int4 asym g128 · GPTQ"``."""
-        head = self.config.describe()
+        head = self.config.name
         return head if self.algorithm is Algorithm.RTN else f"{head} · {self.algorithm.label}"
 
     def to_query(self) -> dict[str, str]:

@@ -67,7 +67,7 @@ class Exploration:
 
     def describe(self) -> str:
         """The scheme's name: ``scheme_label``, else ``config.describe()``."""
-        return self.scheme_label or self.config.describe()
+        return self.scheme_label or self.config.name
 
     @functools.cached_property
     def error(self) -> torch.Tensor:
@@ -191,6 +191,10 @@ def block_cells(exp: Exploration, block: int) -> tuple[int | slice, int | slice]
         return (block, slice(None)) if layout.axis == 0 else (slice(None), block)
     if layout.n_blocks == 1:
         return slice(None), slice(None)
+    if layout.tile is not None:
+        (r, c), per_row = layout.tile, layout.shape[1] // layout.tile[1]
+        tr, tc = divmod(block, per_row)
+        return slice(tr * r, (tr + 1) * r), slice(tc * c, (tc + 1) * c)
     groups_per_row = layout.shape[1] // layout.block_len
     row, g = divmod(block, groups_per_row)
     return row, slice(g * layout.block_len, (g + 1) * layout.block_len)
@@ -206,6 +210,11 @@ def block_label(exp: Exploration, block: int) -> str:
         return f"Row (channel) {block}"
     if isinstance(rows, int):
         return f"Group {block} (row {rows}, columns {cols.start}–{cols.stop - 1})"
+    if rows != slice(None):
+        return (
+            f"Block {block} (rows {rows.start}–{rows.stop - 1}, "
+            f"columns {cols.start}–{cols.stop - 1})"
+        )
     return "Whole tensor"
 
 
@@ -225,6 +234,9 @@ def block_ids(exp: Exploration, rows: slice, cols: slice) -> torch.Tensor:
         ids = r if layout.axis == 0 else c
     elif layout.n_blocks == 1:
         ids = torch.zeros_like(r)
+    elif layout.tile is not None:
+        (tr, tc), per_row = layout.tile, n_cols // layout.tile[1]
+        ids = (r // tr) * per_row + c // tc
     else:
         ids = r * (n_cols // layout.block_len) + c // layout.block_len
     return ids.expand(r.shape[0], c.shape[1])

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
-from quant_core import PerChannel, PerGroup, QuantConfig
+from quant_core import PerBlock, PerChannel, PerGroup, QuantConfig, SuperBlockScales
 
 from ..display.reduce import Reduced
 from .colour import ColourLimits, colorbar
@@ -55,16 +55,29 @@ class BoundaryLines:
     cols: tuple[float, ...]
 
 
+def _cuts(length: int, step: int) -> tuple[float, ...]:
+    return tuple(k * step - 0.5 for k in range(1, length // step))
+
+
 def boundary_lines(cfg: QuantConfig, shape: tuple[int, int]) -> BoundaryLines | None:
-    """The lines between channels or groups of a ``shape`` matrix, when few enough (at most
-    ``MAX_BOUNDARY_LINES``) to be readable; ``None`` otherwise or for one block."""
+    """The lines between channels, groups or tiles of a ``shape`` matrix, when few enough
+    (at most ``MAX_BOUNDARY_LINES``) to be readable; for a super-block format whose groups
+    are too many, the lines between its super-blocks; ``None`` otherwise or for one
+    block."""
     gran = cfg.granularity
     rows, cols = shape
+    if isinstance(gran, PerBlock):
+        lines = BoundaryLines(_cuts(rows, gran.rows), _cuts(cols, gran.cols))
+        n = len(lines.rows) + len(lines.cols)
+        return lines if 0 < n <= 2 * MAX_BOUNDARY_LINES else None
     if isinstance(gran, PerGroup) and gran.group_size < cols:
-        positions = [k * gran.group_size - 0.5 for k in range(1, cols // gran.group_size)]
+        positions = _cuts(cols, gran.group_size)
+        sf = cfg.scale_format
+        if len(positions) > MAX_BOUNDARY_LINES and isinstance(sf, SuperBlockScales):
+            positions = _cuts(cols, sf.super_block)
         if not positions or len(positions) > MAX_BOUNDARY_LINES:
             return None
-        return BoundaryLines((), tuple(positions))
+        return BoundaryLines((), positions)
     if isinstance(gran, PerChannel):
         along_rows = gran.axis % 2 == 0
         n = rows if along_rows else cols

@@ -92,16 +92,16 @@ def exploration_cards(exp: Exploration) -> tuple[tuple[MetricCard, ...], tuple[M
         MetricCard("Cosine similarity", f"{m.cosine:.5f}", f"{m.cosine!r}"),
         MetricCard("Mean abs error", compact(m.mean_abs), f"{m.mean_abs!r}"),
     )
-    stored = (
-        f"{s.code_bits}-bit codes + {s.n_scales:,} scales x {s.scale_bits} bits"
-        + (
+    if exp.storage_note:
+        stored = f"{s.code_bits}-bit codes + {exp.storage_note}"
+    elif exp.config.two_level:
+        stored = s.breakdown()  # every level of the format, with its bits per value
+    else:
+        stored = f"{s.code_bits}-bit codes + {s.n_scales:,} scales x {s.scale_bits} bits" + (
             f" + {s.n_zero_points:,} zero points x {s.zero_point_bits} bits"
             if s.n_zero_points
             else ""
         )
-        if not exp.storage_note
-        else f"{s.code_bits}-bit codes + {exp.storage_note}"
-    )
     storage = (
         MetricCard(
             "Bits per element",

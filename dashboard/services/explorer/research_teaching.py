@@ -45,7 +45,7 @@ def _qk_line(bits: int, variant: QkVariant, var: str) -> str:
         rf" = \min(\lfloor {n_codes}\,u \rfloor, {top})"
     )
     if variant is QkVariant.MODIFIED:
-        return floor + rf",\quad q_k(u) = \frac{{c}}{{{top}}}"
+        return floor + rf",\quad q_k(u) = \frac{{c}}{{{n_codes}}}"
     return floor + rf",\quad q_k(u) = \frac{{c + 1/2}}{{{n_codes}}}"
 
 
@@ -128,9 +128,10 @@ _VARIANT_NOTES = {
     QkVariant.ORIGINAL: "q_k original, round((2^k − 1)·u)/(2^k − 1): levels at both ends of "
     "[0, 1]; the two end codes get half-width bins, so they are used about half as often "
     "as the others (error at most half a step).",
-    QkVariant.MODIFIED: "q_k modified, floor(2^k·u)/(2^k − 1): [0, 1] is cut into 2^k equal "
-    "bins, one per code, but each bin maps to the same levels as original, so a value can "
-    "land a whole step from its level (error up to one step, not half).",
+    QkVariant.MODIFIED: "q_k modified (AdaBits), min(floor(2^k·u), 2^k − 1)/2^k: [0, 1] is "
+    "cut into 2^k equal bins, one per code, each mapped to its lower edge, so the levels "
+    "stop at 1 − 2^−k (u = 1 lands there too) and a value can land up to a whole bin "
+    "below itself (error up to 1/2^k, not half a step).",
     QkVariant.CENTERED: "q_k centered, (floor(2^k·u) + ½)/2^k: the same equal bins, each "
     "mapped to its own centre; error at most half a bin, and no level at either end (for "
     "DoReFa, none at 0 either).",

@@ -15,6 +15,15 @@ from quant_core import Format, Mode, PerChannel, RangeMethod, Rounding, ZeroPoin
 from .block_values import BlockValues, extreme_indices
 from .explore import Exploration, block_cells, block_label, block_values
 from .formulas import BlockNumbers, block_numbers, format_name, formulas
+from .stored import (
+    is_stored_format,
+    layout_text,
+    stored_formulas,
+    stored_heading,
+    stored_numbers,
+    stored_symbols,
+    stored_table,
+)
 
 __all__ = [
     "ALL_VALUES_MAX",
@@ -306,6 +315,18 @@ def teaching_panel(
     """``stats``: ``block_value_stats(exp, block)`` computed before (for another scheme of
     the same tensor), so the worked table finds the block's extremes without a pass."""
     nums = block_numbers(exp, block)
+    if is_stored_format(exp.config):
+        # a shipped format: explained by what it stores, level by level
+        stored = stored_numbers(exp, block)
+        return TeachingPanel(
+            nums,
+            stored_heading(exp, block) + "\n\n" + layout_text(exp),
+            stored_symbols(exp),
+            stored_formulas(exp, stored),
+            (),
+            stored_table(exp, block),
+            None,
+        )
     return TeachingPanel(
         nums,
         heading(exp, block),

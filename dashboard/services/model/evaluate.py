@@ -30,6 +30,7 @@ from quant_core import (
     HQQOptions,
     LayerReport,
     QuantConfig,
+    fallback_config,
     quantize_weight,
     report_tensor,
 )
@@ -133,7 +134,8 @@ def iter_layers(
         for done, info in enumerate(weights, start=1):
             w = working_copy(handle.get_tensor(info.name))
             try:
-                qt = quantize_weight(w, cfg, algorithm, options=options).quantized
+                layer_cfg = fallback_config(cfg, tuple(w.shape))  # llama-quantize's
+                qt = quantize_weight(w, layer_cfg, algorithm, options=options).quantized
             except ValueError as exc:
                 yield done, len(weights), SkippedLayer(info.name, info.shape, str(exc))
             else:

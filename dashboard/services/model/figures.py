@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ..display.text import html_literal
 from .embeddings import EmbeddingComparison
 from .evaluate import LayerMetric, order_by
 
@@ -22,7 +23,7 @@ def layer_figure(table: pd.DataFrame, metric: LayerMetric = LayerMetric.SQNR_DB)
     table has no column for ``metric``."""
     ordered = order_by(table, metric)
     values = ordered[metric.value].to_numpy(dtype=np.float64)
-    names = ordered["name"].tolist()
+    names = [html_literal(n) for n in ordered["name"]]  # a file's names: plotly reads HTML
     fig = go.Figure(
         go.Bar(
             x=values,
@@ -48,7 +49,7 @@ def sentence_cosine_figure(comparison: EmbeddingComparison) -> go.Figure:
     return cosine_figure(
         [s.sentence for s in comparison.sentences],
         [s.cosine for s in comparison.sentences],
-        comparison.config.describe(),
+        comparison.config.name,
     )
 
 
@@ -61,9 +62,10 @@ def cosine_figure(sentences: Sequence[str], cosines: Sequence[float], scheme: st
     fig = go.Figure(
         go.Bar(
             x=cos,
-            y=[s if len(s) <= 48 else s[:45] + "…" for s in sentences],
+            # Typed text: plotly reads HTML in labels and hovers.
+            y=[html_literal(s if len(s) <= 48 else s[:45] + "…") for s in sentences],
             orientation="h",
-            hovertext=list(sentences),
+            hovertext=[html_literal(s) for s in sentences],
             hovertemplate="%{hovertext}<br>cosine %{x:.6f}<extra></extra>",
         )
     )

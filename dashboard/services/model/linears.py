@@ -26,6 +26,7 @@ from quant_core import (
     WeightQuantResult,
     calibrate_layer_ranges,
     calibrate_ranges,
+    fallback_config,
     linear_layer,
     quantize_weight,
 )
@@ -95,7 +96,8 @@ def quantize_linears(
         w = linear_layer(inner, name).weight.detach()
         x = calibration[name] if algorithm.needs_calibration and calibration else None
         try:
-            res = quantize_weight(w, cfg, algorithm, calibration=x, options=options)
+            layer_cfg = fallback_config(cfg, tuple(w.shape))  # llama-quantize's fallback
+            res = quantize_weight(w, layer_cfg, algorithm, calibration=x, options=options)
         except ValueError as exc:
             skipped.append(SkippedLayer(name, tuple(w.shape), str(exc)))
         else:

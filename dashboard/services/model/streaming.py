@@ -46,6 +46,7 @@ from quant_core import (
     GPTQOptions,
     HQQOptions,
     QuantConfig,
+    fallback_config,
     quantize_weight,
     report_tensor,
 )
@@ -198,7 +199,8 @@ def _measure(
     del mapped
     read = time.perf_counter() - began
     try:
-        qt = quantize_weight(w, cfg, algorithm, options=options).quantized
+        layer_cfg = fallback_config(cfg, tuple(w.shape))  # llama-quantize's fallback
+        qt = quantize_weight(w, layer_cfg, algorithm, options=options).quantized
     except ValueError as exc:
         return SkippedLayer(info.name, info.shape, str(exc)), read
     return LayerResult(info, report_tensor(info.name, w, qt)), read

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ..activations.sentences import CALIBRATION, HELD_OUT, RangeMode, SentenceSet
 from .examples import Example
 from .synthetic import SyntheticSpec
+from .typed import TypedValues, format_values
 
 __all__ = [
     "DEFAULT_ACTIVATION_LAYER",
@@ -25,6 +26,7 @@ __all__ = [
     "SourceChoice",
     "SourceKind",
     "SyntheticSource",
+    "TypedSource",
     "UploadSource",
 ]
 
@@ -48,6 +50,24 @@ class SyntheticSource:
 @dataclass(frozen=True)
 class ExampleSource:
     example: Example
+
+
+@dataclass(frozen=True, repr=False)
+class TypedSource:
+    """Values typed or pasted into the teaching examples' box: ``text``, their canonical
+    form (``typed.format_values``: it reads back to the same float32 values and shape), and
+    ``key``, a digest of those values (``TypedValues.key``). Its ``repr`` is the key alone,
+    so cache keys stay short whatever the number of values. Build it with ``of``."""
+
+    text: str
+    key: str
+
+    def __repr__(self) -> str:
+        return f"TypedSource({self.key!r})"
+
+    @classmethod
+    def of(cls, values: TypedValues) -> TypedSource:
+        return cls(format_values(values.tensor), values.key)
 
 
 @dataclass(frozen=True)
@@ -117,5 +137,11 @@ class ActivationSource:
 
 
 SourceChoice = (
-    SyntheticSource | ExampleSource | ModelSource | UploadSource | ActivationSource | FolderSource
+    SyntheticSource
+    | ExampleSource
+    | TypedSource
+    | ModelSource
+    | UploadSource
+    | ActivationSource
+    | FolderSource
 )

@@ -34,7 +34,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import TypeVar
 
-from quant_core import Algorithm, Format, Mode, QuantConfig, RangeMethod, ScaleDtype, ZeroPoint
+from quant_core import (
+    Algorithm,
+    Format,
+    Mode,
+    QuantConfig,
+    RangeMethod,
+    ScaleDtype,
+    ZeroPoint,
+    preset_names,
+)
 
 from ..compare.frontier import ErrorAxis
 from ..compare.grid import SchemeGrid
@@ -61,6 +70,18 @@ _E = TypeVar("_E", bound=enum.Enum)
 _T = TypeVar("_T")
 
 
+_GRID_PARTS = (
+    "bits",
+    "modes",
+    "kinds",
+    "group_sizes",
+    "formats",
+    "algorithms",
+    "zero_points",
+    "presets",
+)
+
+
 @dataclass(frozen=True)
 class SweepQuery:
     """What a link said about the sweep, part by part: ``None`` where it said nothing or
@@ -73,6 +94,7 @@ class SweepQuery:
     formats: tuple[Format, ...] | None = None
     algorithms: tuple[Algorithm, ...] | None = None
     zero_points: tuple[ZeroPoint, ...] | None = None
+    presets: tuple[str, ...] | None = None
     range_method: RangeMethod | None = None
     scale_dtype: ScaleDtype | None = None
     custom_calibration: bool = False
@@ -83,8 +105,8 @@ class SweepQuery:
     def has_grid(self) -> bool:
         """Whether the link carries a grid: at least one grid part parsed (the others
         then take the page's defaults)."""
-        parts = ("bits", "modes", "kinds", "group_sizes", "formats", "algorithms", "zero_points")
-        return any(getattr(self, p) is not None for p in (*parts, "range_method", "scale_dtype"))
+        parts = (*_GRID_PARTS, "range_method", "scale_dtype")
+        return any(getattr(self, p) is not None for p in parts)
 
     def grid(self, defaults: SchemeGrid) -> SchemeGrid:
         """The link's grid, each part it lacks taken from ``defaults``."""
@@ -97,8 +119,7 @@ class SweepQuery:
             range_method=self.range_method or defaults.base.range_method,
             scale_dtype=self.scale_dtype or defaults.base.scale_dtype,
         )
-        parts = ("bits", "modes", "kinds", "group_sizes", "formats", "algorithms", "zero_points")
-        return SchemeGrid(**{p: pick(p) for p in parts}, base=base)  # type: ignore[arg-type]
+        return SchemeGrid(**{p: pick(p) for p in _GRID_PARTS}, base=base)  # type: ignore[arg-type]
 
 
 def _base_fields_carried(base: QuantConfig) -> None:
@@ -135,6 +156,8 @@ def sweep_to_query(
         p + "range": grid.base.range_method.value,
         p + "sdtype": grid.base.scale_dtype.value,
     }
+    if grid.presets:
+        out[p + "presets"] = ",".join(grid.presets)
     if custom_calibration:
         out[p + "calib"] = "custom"
     if axis is not None:
@@ -157,6 +180,24 @@ def _enum_item(kind: type[_E]) -> Callable[[str, str], _E]:
     return lambda key, raw: member(key, raw, kind)
 
 
+def _preset_item(key: str, raw: str) -> str:
+    try:
+        return QuantConfig.from_name(raw).name
+    except ValueError:
+        raise ValueError(
+            f"{key} holds {raw!r}, not a shipped format ({', '.join(preset_names())})"
+        ) from None
+
+
+class _SweepRange(enum.Enum):
+    """The range methods a sweep's base takes (absmean is symmetric-only: not in a grid of
+    both modes)."""
+
+    MINMAX = RangeMethod.MINMAX.value
+    PERCENTILE = RangeMethod.PERCENTILE.value
+    MSE = RangeMethod.MSE.value
+
+
 def _list(key: str, raw: str, item: Callable[[str, str], _T]) -> tuple[_T, ...]:
     if len(raw) > MAX_LIST_LENGTH:
         raise ValueError(f"{key} is too long ({len(raw)} characters)")
@@ -176,11 +217,12 @@ _LISTS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "fmt": ("formats", _enum_item(Format)),
     "algo": ("algorithms", _enum_item(Algorithm)),
     "zp": ("zero_points", _enum_item(ZeroPoint)),
+    "presets": ("presets", _preset_item),
 }
-_SINGLES: dict[str, tuple[str, type[enum.Enum]]] = {
-    "range": ("range_method", RangeMethod),
-    "sdtype": ("scale_dtype", ScaleDtype),
-    "y": ("axis", ErrorAxis),
+_SINGLES: dict[str, tuple[str, Callable[[str, str], object]]] = {
+    "range": ("range_method", lambda k, raw: RangeMethod(member(k, raw, _SweepRange).value)),
+    "sdtype": ("scale_dtype", _enum_item(ScaleDtype)),
+    "y": ("axis", _enum_item(ErrorAxis)),
 }
 
 
@@ -192,9 +234,7 @@ def sweep_from_query(params: Mapping[str, str]) -> SweepQuery:
     parsed: dict[str, object] = {}
     problems: list[str] = []
     items = [(k, name, lambda key, raw, f=f: _list(key, raw, f)) for k, (name, f) in _LISTS.items()]
-    items += [
-        (k, name, lambda key, raw, e=e: member(key, raw, e)) for k, (name, e) in _SINGLES.items()
-    ]
+    items += [(k, name, f) for k, (name, f) in _SINGLES.items()]
     for k, name, parse in items:
         key = SWEEP_PREFIX + k
         raw = params.get(key)

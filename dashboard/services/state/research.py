@@ -47,7 +47,7 @@ __all__ = [
 RESEARCH_BITS = (2, 8)
 RESEARCH_KEYS = ("qk", "rescale")
 # The integer scheme's keys besides fmt and bits: none applies to a research format.
-_INT_ONLY_KEYS = ("mode", "gran", "axis", "group", "range", "pct", "round", "seed", "sdtype", "zp")
+_INT_ONLY_KEYS = tuple(k for k in QUERY_KEYS if k not in ("fmt", "bits"))
 
 
 class ResearchFormat(enum.Enum):

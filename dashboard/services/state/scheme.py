@@ -22,7 +22,20 @@ seed       integer 0..2^31-1                                      ``seed``
 sdtype     ``fp32`` | ``fp16`` | ``bf16``                         ``scale_dtype``
 zp         ``include_zero`` | ``float_min`` | ``course_clamp``;   ``zero_point``
            only with ``fmt=int&mode=asymmetric``
+tile       ``RxC`` (e.g. ``128x128``); only with ``gran=block``   ``PerBlock(R, C)``
+sfmt       ``float`` | ``e8m0`` | ``fp8`` | ``super`` | ``dq``    ``scale_format`` kind
+sbits      integer 2..8; only with ``sfmt=super`` (default 6)     ``SuperBlockScales.bits``
+ssigned    ``0`` | ``1``; only with ``sfmt=super``                ``SuperBlockScales.signed``
+sblock     integer 2..65536; with ``sfmt=super`` (default 256)    ``super_block`` / ``block``
+           or ``sfmt=dq`` (default 256)
+recipe     ``lab`` | ``llama_cpp``                                ``recipe``
+preset     a shipped format's name (``Q4_K``, ``MXFP4``, ...):    the whole config
+           alone, no other scheme key
 =========  =====================================================  ==========================
+
+Keys from ``tile`` on are written only when they differ from the defaults (``sfmt=float``,
+``recipe=lab``), so the links of one-level schemes keep their old form; a named config
+(``QuantConfig.name`` in the registry of shipped formats) is written as ``preset`` alone.
 
 Example: ``int4 asym g32`` is
 ``bits=4&mode=asymmetric&gran=group&group=32&fmt=int&range=minmax&pct=99.9&round=nearest&seed=0&sdtype=fp32``.
@@ -45,17 +58,26 @@ from urllib.parse import urlencode
 from quant_core import (
     MAX_INT_BITS,
     MIN_INT_BITS,
+    DoubleQuantScales,
+    FloatScales,
     Format,
+    FP8Scales,
     Granularity,
     Mode,
+    PerBlock,
     PerChannel,
     PerGroup,
     PerTensor,
+    PowerOfTwoScales,
     QuantConfig,
     RangeMethod,
+    Recipe,
     Rounding,
     ScaleDtype,
+    ScaleFormat,
+    SuperBlockScales,
     ZeroPoint,
+    preset_names,
 )
 
 from .query import member
@@ -68,6 +90,7 @@ __all__ = [
     "QUERY_KEYS",
     "SEED_RANGE",
     "GranularityKind",
+    "ScaleFormatKind",
     "config_from_query",
     "config_from_scheme_id",
     "config_to_query",
@@ -87,6 +110,13 @@ QUERY_KEYS: tuple[str, ...] = (
     "seed",
     "sdtype",
     "zp",
+    "tile",
+    "sfmt",
+    "sbits",
+    "ssigned",
+    "sblock",
+    "recipe",
+    "preset",
 )
 MAX_VALUE_LENGTH = 32
 AXIS_RANGE = (-64, 63)
@@ -100,6 +130,32 @@ _E = TypeVar("_E", bound=enum.Enum)
 _T = TypeVar("_T")
 
 _INT_RE = re.compile(r"0|-?[1-9][0-9]{0,19}")
+_TILE_RE = re.compile(r"([1-9][0-9]{0,4})x([1-9][0-9]{0,4})")
+_SBLOCK_RANGE = (2, 1 << 16)
+_SBITS_RANGE = (2, 8)
+
+
+class ScaleFormatKind(enum.Enum):
+    """The URL's ``sfmt`` value: which family of ``ScaleFormat`` stores the block scales."""
+
+    FLOAT = "float"
+    E8M0 = "e8m0"
+    FP8 = "fp8"
+    SUPER = "super"
+    DQ = "dq"
+
+    @classmethod
+    def of(cls, sf: ScaleFormat) -> ScaleFormatKind:
+        return _SCALE_FORMAT_KINDS[type(sf)]
+
+
+_SCALE_FORMAT_KINDS: dict[type, ScaleFormatKind] = {
+    FloatScales: ScaleFormatKind.FLOAT,
+    PowerOfTwoScales: ScaleFormatKind.E8M0,
+    FP8Scales: ScaleFormatKind.FP8,
+    SuperBlockScales: ScaleFormatKind.SUPER,
+    DoubleQuantScales: ScaleFormatKind.DQ,
+}
 _PCT_RE = re.compile(r"[1-9][0-9]{0,2}(\.[0-9]{1,20})?")
 
 
@@ -109,6 +165,7 @@ class GranularityKind(enum.Enum):
     TENSOR = "tensor"
     CHANNEL = "channel"
     GROUP = "group"
+    BLOCK = "block"
 
     @classmethod
     def of(cls, granularity: Granularity) -> GranularityKind:
@@ -118,6 +175,8 @@ class GranularityKind(enum.Enum):
             return cls.CHANNEL
         if isinstance(granularity, PerGroup):
             return cls.GROUP
+        if isinstance(granularity, PerBlock):
+            return cls.BLOCK
         raise ValueError(f"unknown granularity {granularity!r}")
 
 
@@ -139,6 +198,8 @@ def config_to_query(cfg: QuantConfig) -> dict[str, str]:
     """
     if not isinstance(cfg, QuantConfig):
         raise TypeError(f"cfg must be a QuantConfig, got {type(cfg).__name__}")
+    if cfg.name in preset_names():
+        return {"preset": cfg.name}
     gran = cfg.granularity
     out = {
         "bits": str(cfg.bits),
@@ -160,6 +221,19 @@ def config_to_query(cfg: QuantConfig) -> dict[str, str]:
     out["sdtype"] = cfg.scale_dtype.value
     if cfg.has_zero_point:
         out["zp"] = cfg.zero_point.value
+    if isinstance(gran, PerBlock):
+        out["tile"] = f"{gran.rows}x{gran.cols}"
+    sf = cfg.scale_format
+    if not isinstance(sf, FloatScales):
+        out["sfmt"] = ScaleFormatKind.of(sf).value
+    if isinstance(sf, SuperBlockScales):
+        out["sbits"] = str(sf.bits)
+        out["ssigned"] = "1" if sf.signed else "0"
+        out["sblock"] = str(_check_in("sblock", sf.super_block, _SBLOCK_RANGE))
+    elif isinstance(sf, DoubleQuantScales):
+        out["sblock"] = str(_check_in("sblock", sf.block, _SBLOCK_RANGE))
+    if cfg.recipe is not Recipe.LAB:
+        out["recipe"] = cfg.recipe.value
     return out
 
 
@@ -176,7 +250,7 @@ def config_from_scheme_id(sid: str) -> QuantConfig:
     """The config whose ``scheme_id`` is ``sid``; ``ValueError`` for anything else."""
     if not isinstance(sid, str):
         raise ValueError(f"scheme id must be a str, got {type(sid).__name__}")
-    if len(sid) > 16 * MAX_VALUE_LENGTH:
+    if len(sid) > len(QUERY_KEYS) * MAX_VALUE_LENGTH:
         raise ValueError(f"scheme id is too long ({len(sid)} characters)")
     params: dict[str, str] = {}
     for part in sid.split("&"):
@@ -253,11 +327,41 @@ def _granularity(params: Mapping[str, str]) -> Granularity:
         raise ValueError(f"query parameter axis={axis} needs gran=channel, got gran={kind.value}")
     if group is not None and kind is not GranularityKind.GROUP:
         raise ValueError(f"query parameter group={group} needs gran=group, got gran={kind.value}")
+    tile = _raw(params, "tile")
+    if tile is not None and kind is not GranularityKind.BLOCK:
+        raise ValueError(f"query parameter tile={tile!r} needs gran=block, got gran={kind.value}")
+    if kind is GranularityKind.BLOCK:
+        match = _TILE_RE.fullmatch(tile or "128x128")
+        if match is None:
+            raise ValueError(f"query parameter tile={tile!r} is not rows x cols such as 128x128")
+        return PerBlock(int(match.group(1)), int(match.group(2)))
     if kind is GranularityKind.CHANNEL:
         return PerChannel(axis=_or(axis, 0))
     if kind is GranularityKind.GROUP:
         return PerGroup() if group is None else PerGroup(group_size=group)
     return PerTensor()
+
+
+def _scale_format(params: Mapping[str, str]) -> ScaleFormat:
+    kind = _or(_parse_enum(params, "sfmt", ScaleFormatKind), ScaleFormatKind.FLOAT)
+    sbits = _parse_int(params, "sbits", _SBITS_RANGE)
+    signed = _raw(params, "ssigned")
+    sblock = _parse_int(params, "sblock", _SBLOCK_RANGE)
+    if signed is not None and signed not in ("0", "1"):
+        raise ValueError(f"query parameter ssigned={signed!r} must be 0 or 1")
+    if kind is not ScaleFormatKind.SUPER and (sbits is not None or signed is not None):
+        raise ValueError(f"query parameters sbits and ssigned need sfmt=super, got {kind.value}")
+    if sblock is not None and kind not in (ScaleFormatKind.SUPER, ScaleFormatKind.DQ):
+        raise ValueError(f"query parameter sblock needs sfmt=super or sfmt=dq, got {kind.value}")
+    if kind is ScaleFormatKind.SUPER:
+        return SuperBlockScales(_or(sbits, 6), _or(sblock, 256), signed == "1")
+    if kind is ScaleFormatKind.DQ:
+        return DoubleQuantScales(_or(sblock, 256))
+    if kind is ScaleFormatKind.E8M0:
+        return PowerOfTwoScales()
+    if kind is ScaleFormatKind.FP8:
+        return FP8Scales()
+    return FloatScales()
 
 
 def config_from_query(params: Mapping[str, str]) -> QuantConfig:
@@ -269,6 +373,21 @@ def config_from_query(params: Mapping[str, str]) -> QuantConfig:
     """
     if not isinstance(params, Mapping):
         raise ValueError(f"query parameters must be a mapping, got {type(params).__name__}")
+    preset = _raw(params, "preset")
+    if preset is not None:
+        others = [k for k in QUERY_KEYS if k != "preset" and k in params]
+        if others:
+            raise ValueError(
+                f"query parameter preset names a whole scheme; it cannot be combined with "
+                f"{', '.join(others)}"
+            )
+        try:
+            return QuantConfig.from_name(preset)
+        except ValueError:
+            raise ValueError(
+                f"query parameter preset={preset!r} is not a known format; known: "
+                f"{', '.join(preset_names())}"
+            ) from None
     d = QuantConfig()
     fmt = _or(_parse_enum(params, "fmt", Format), d.format)
     bits = _parse_int(params, "bits", (MIN_INT_BITS, MAX_INT_BITS))
@@ -290,6 +409,8 @@ def config_from_query(params: Mapping[str, str]) -> QuantConfig:
             f"query parameter zp={zero_point.value} needs fmt=int&mode=asymmetric, "
             f"got fmt={fmt.value}&mode={mode.value}"
         )
+    scale_format = _scale_format(params)
+    recipe = _or(_parse_enum(params, "recipe", Recipe), d.recipe)
     try:
         return QuantConfig(
             bits=_or(bits, d.bits if fmt.bits is None else fmt.bits),
@@ -302,6 +423,8 @@ def config_from_query(params: Mapping[str, str]) -> QuantConfig:
             seed=seed,
             scale_dtype=scale_dtype,
             zero_point=_or(zero_point, d.zero_point),
+            scale_format=scale_format,
+            recipe=recipe,
         )
     except (TypeError, ValueError) as exc:
         raise ValueError(f"query parameters do not form a valid scheme: {exc}") from None

@@ -21,12 +21,15 @@ from ..sources.choice import (
     SourceChoice,
     SourceKind,
     SyntheticSource,
+    TypedSource,
 )
 from ..sources.examples import Example
 from ..sources.synthetic import SEED_RANGE, SIDE_RANGE, Distribution, SyntheticSpec
+from ..sources.typed import parse_typed_values
 from .query import member
 
 __all__ = [
+    "MAX_LINK_VALUES",
     "OWN_SENTENCES",
     "SOURCE_KEYS",
     "has_own_sentences",
@@ -52,10 +55,14 @@ SOURCE_KEYS = (
     "ranges",
     "sents",
     "folder",
+    "vals",
 )
 OWN_SENTENCES = "own"
 """``sents=own``: the link was made with the user's own sentences, which it cannot carry."""
 _MAX_LEN = 200
+MAX_LINK_VALUES = 2000
+"""The longest ``vals`` (typed values, in ``format_values``' form) a link carries; longer
+typed values are not kept in links."""
 _INT_RE = re.compile(r"0|[1-9][0-9]{0,9}")
 _FLOAT_RE = re.compile(r"[0-9]{1,6}(\.[0-9]{1,12})?")
 _TENSOR_RE = re.compile(r"[A-Za-z0-9_.\-]{1,200}")
@@ -84,6 +91,11 @@ def source_to_query(choice: SourceChoice) -> dict[str, str]:
         return out
     if isinstance(choice, ExampleSource):
         return {"src": SourceKind.EXAMPLE.value, "ex": choice.example.value}
+    if isinstance(choice, TypedSource):
+        out = {"src": SourceKind.EXAMPLE.value, "ex": Example.TYPED.value}
+        if len(choice.text) <= MAX_LINK_VALUES:
+            out["vals"] = choice.text
+        return out
     if isinstance(choice, ModelSource):
         return {"src": SourceKind.MODEL.value, "tensor": choice.tensor}
     if isinstance(choice, FolderSource):
@@ -140,7 +152,8 @@ def source_from_query(params: Mapping[str, str], default: SourceChoice) -> Sourc
 
     Raises ``ValueError`` naming the first bad key (unknown kind, a shape beyond
     ``SIDE_RANGE``, a malformed number, a tensor name with characters outside
-    ``[A-Za-z0-9_.-]``, a folder path with control characters). ``src=upload`` cannot be
+    ``[A-Za-z0-9_.-]``, a folder path with control characters, typed values ``vals`` that
+    do not parse or exceed ``MAX_LINK_VALUES`` characters). ``src=upload`` cannot be
     restored from a link: also a ValueError.
     """
     kind = _enum(params, "src", SourceKind, None)
@@ -162,7 +175,21 @@ def source_from_query(params: Mapping[str, str], default: SourceChoice) -> Sourc
         )
         return SyntheticSource(spec)
     if kind is SourceKind.EXAMPLE:
-        return ExampleSource(_enum(params, "ex", Example, Example.COURSE_3X3))
+        example = _enum(params, "ex", Example, Example.COURSE_3X3)
+        if example is not Example.TYPED:
+            return ExampleSource(example)
+        text = params.get("vals")
+        if not isinstance(text, str):
+            raise ValueError(
+                "ex=typed without vals: the typed values were too long for a link; type or "
+                "paste them again"
+            )
+        if len(text) > MAX_LINK_VALUES:
+            raise ValueError(f"vals is {len(text):,} characters long (at most {MAX_LINK_VALUES:,})")
+        try:
+            return TypedSource.of(parse_typed_values(text))
+        except ValueError as exc:
+            raise ValueError(f"vals: {exc}") from None
     if kind is SourceKind.MODEL:
         name = _get(params, "tensor")
         if name is None or not _TENSOR_RE.fullmatch(name):

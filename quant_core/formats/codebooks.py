@@ -1,8 +1,11 @@
-"""Value sets of the formats beyond linear: NF4, FP4 E2M1, FP8 E4M3 and E5M2.
+"""Value sets of the formats beyond linear: NF4, FP4 E2M1, FP6 E3M2 and E2M3, FP8 E4M3 and
+E5M2, llama.cpp's IQ4_NL levels and ternary.
 
 Each is a ``Codebook``: the sorted finite values the format can hold and, for each, the
-code stored for it (the index into the NF4 table, or the raw FP4/FP8 bit pattern).
-A value is scaled by ``s = absmax / max|value set|`` and mapped to the nearest entry.
+code stored for it (the index into the NF4 and IQ4_NL tables, the raw FP4/FP6/FP8 bit
+pattern, ``value + 1`` for ternary). A value is scaled by ``s = absmax / max|value set|``
+and mapped to the nearest entry; where it lies exactly between two entries the format's
+tie rule (``Codebook.tie_up``) decides.
 """
 
 from __future__ import annotations
@@ -12,9 +15,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import Format
+from ..config import Format
 
-__all__ = ["NF4_VALUES", "Codebook", "codebook_for"]
+__all__ = ["IQ4_NL_VALUES", "NF4_VALUES", "Codebook", "codebook_for"]
 
 # The 16 NF4 values of QLoRA (Dettmers et al., 2023), as in bitsandbytes: quantiles of
 # N(0, 1) normalised to [-1, 1], with an exact zero. Code i is value i.
@@ -40,6 +43,11 @@ NF4_VALUES: tuple[float, ...] = (
 # E2M1 bit patterns 0..7 (sign bit 3 clear); 8..15 are their negatives.
 _FP4_E2M1_MAGNITUDES: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 
+# llama.cpp's ``kvalues_iq4nl`` (ggml-common.h): code i is level i; no level is 0.
+IQ4_NL_VALUES: tuple[int, ...] = (
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+)  # fmt: skip
+
 
 @dataclass(frozen=True, eq=False)
 class Codebook:
@@ -47,8 +55,13 @@ class Codebook:
 
     ``decode_table[c]`` is the value of code ``c`` for every possible code (NaN for codes
     that are not finite numbers), so dequantization is one gather.
-    ``neg_zero_code``: the code of ``-0.0`` for formats with a sign bit (FP4, FP8), which a
-    negative input that rounds to zero gets, as IEEE casting gives it; ``None`` for NF4.
+    ``neg_zero_code``: the code of ``-0.0`` for formats with a sign bit (FP4, FP6, FP8),
+    which a negative input that rounds to zero gets, as IEEE casting gives it; ``None``
+    for NF4, IQ4_NL and ternary.
+    ``tie_up``: for each midpoint ``k`` between ``values[k]`` and ``values[k + 1]``, whether
+    an input exactly on it goes up: IEEE's even code for the floats, never for NF4 (as
+    bitsandbytes), always for IQ4_NL (as llama.cpp's ``best_index_int8``), towards 0 for
+    ternary (``torch.round``'s half to even).
     """
 
     format: Format
@@ -56,11 +69,13 @@ class Codebook:
     codes: torch.Tensor
     decode_table: torch.Tensor
     neg_zero_code: int | None = None
+    tie_up: tuple[bool, ...] = ()
 
     @property
-    def zero_index(self) -> int:
-        """Index of ``0.0`` in ``values`` (every format here holds an exact zero)."""
-        return int(torch.nonzero(self.values == 0)[0, 0])
+    def zero_index(self) -> int | None:
+        """Index of ``0.0`` in ``values``; ``None`` for IQ4_NL, which has no zero level."""
+        hits = torch.nonzero(self.values == 0)
+        return int(hits[0, 0]) if len(hits) else None
 
     @property
     def max_abs(self) -> float:
@@ -75,7 +90,19 @@ class Codebook:
             self.codes.to(device),
             self.decode_table.to(device),
             self.neg_zero_code,
+            self.tie_up,
         )
+
+
+def _tie_rule(fmt: Format, values: torch.Tensor, codes: torch.Tensor) -> tuple[bool, ...]:
+    n = len(values) - 1
+    if fmt is Format.NF4:
+        return (False,) * n
+    if fmt is Format.IQ4_NL:
+        return (True,) * n
+    if fmt in (Format.TERNARY, Format.TERNARY_PACKED):
+        return tuple(bool(values[k + 1] == 0) for k in range(n))
+    return tuple(int(codes[k]) % 2 == 1 for k in range(n))
 
 
 def _from_pairs(fmt: Format, values: torch.Tensor, codes: torch.Tensor, n_codes: int) -> Codebook:
@@ -90,14 +117,31 @@ def _from_pairs(fmt: Format, values: torch.Tensor, codes: torch.Tensor, n_codes:
     neg_zero_code = int(codes[neg_zero][0]) if bool(neg_zero.any()) else None
     values, codes = values[~neg_zero], codes[~neg_zero]
     order = torch.argsort(values, stable=True)
-    return Codebook(
-        fmt, values[order].contiguous(), codes[order].to(torch.uint8), table, neg_zero_code
-    )
+    values, codes = values[order].contiguous(), codes[order].to(torch.uint8)
+    return Codebook(fmt, values, codes, table, neg_zero_code, _tie_rule(fmt, values, codes))
 
 
 def _fp8_table(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     bits = torch.arange(256, dtype=torch.int32).to(torch.uint8)
     return bits.view(dtype).to(torch.float32), bits
+
+
+def _small_float_table(exp_bits: int, man_bits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every bit pattern of a sign-exponent-mantissa float without Inf/NaN (OCP FP6):
+    bias ``2^(E-1) - 1``; exponent 0 holds the subnormals ``m / 2^M * 2^(1 - bias)``."""
+    bias = (1 << (exp_bits - 1)) - 1
+    width = 1 + exp_bits + man_bits
+    values = []
+    for code in range(1 << width):
+        sign = -1.0 if code >> (width - 1) else 1.0
+        e = (code >> man_bits) & ((1 << exp_bits) - 1)
+        m = code & ((1 << man_bits) - 1)
+        if e == 0:
+            mag = m / (1 << man_bits) * 2.0 ** (1 - bias)
+        else:
+            mag = (1 + m / (1 << man_bits)) * 2.0 ** (e - bias)
+        values.append(sign * mag)
+    return torch.tensor(values, dtype=torch.float32), torch.arange(1 << width, dtype=torch.uint8)
 
 
 @functools.cache
@@ -109,6 +153,16 @@ def _codebook_cpu(fmt: Format) -> Codebook:
         mags = torch.tensor(_FP4_E2M1_MAGNITUDES, dtype=torch.float32)
         values = torch.cat([mags, -mags])
         return _from_pairs(fmt, values, torch.arange(16, dtype=torch.uint8), 16)
+    if fmt is Format.FP6_E3M2:
+        return _from_pairs(fmt, *_small_float_table(3, 2), 64)
+    if fmt is Format.FP6_E2M3:
+        return _from_pairs(fmt, *_small_float_table(2, 3), 64)
+    if fmt is Format.IQ4_NL:
+        values = torch.tensor(IQ4_NL_VALUES, dtype=torch.float32)
+        return _from_pairs(fmt, values, torch.arange(16, dtype=torch.uint8), 16)
+    if fmt in (Format.TERNARY, Format.TERNARY_PACKED):
+        values = torch.tensor([-1.0, 0.0, 1.0])
+        return _from_pairs(fmt, values, torch.arange(3, dtype=torch.uint8), 4)
     if fmt is Format.FP8_E4M3:
         values, codes = _fp8_table(torch.float8_e4m3fn)
     elif fmt is Format.FP8_E5M2:

@@ -1,18 +1,23 @@
 """``warm_up``: compile the common kernels on small probes and check each against the
-eager path bit for bit, in the foreground or in a daemon thread."""
+eager path bit for bit, in the foreground or in a daemon thread.
+
+It sits above what it warms (``quantize``, ``metrics``, ``analysis`` and the kernels they
+call), so the kernels package imports nothing of theirs."""
 
 from __future__ import annotations
 
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
-from ..config import Format
-from . import switch
-from .switch import Backend, _compiler_ok, active_backend, use_backend
+from .analysis import clip_stats, histogram
+from .config import Format, Mode, PerChannel, PerGroup, PerTensor, QuantConfig, Rounding, ZeroPoint
+from .kernels import switch
+from .kernels.switch import Backend, _compiler_ok, active_backend, use_backend
+from .metrics import error_metrics
+from .quantize import quantize
 
 __all__ = ["WarmUp", "warm_up", "warm_up_in_background"]
 
@@ -40,10 +45,8 @@ def _graphs_compiled() -> int:
     return int(counters["stats"]["unique_graphs"])
 
 
-def _probe_cases() -> list[tuple[tuple[int, ...], Any]]:
+def _probe_cases() -> list[tuple[tuple[int, ...], QuantConfig]]:
     """The configs a dashboard session meets first, over every layout class."""
-    from ..config import Mode, PerChannel, PerGroup, PerTensor, QuantConfig, Rounding, ZeroPoint
-
     grans = (PerTensor(), PerChannel(0), PerChannel(1), PerGroup(32))
     cases = []
     for bits in (4, 12):  # int8 codes, then int16
@@ -71,12 +74,8 @@ def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
     return torch.equal(a, b)
 
 
-def _check_probe(shape: tuple[int, ...], cfg: Any) -> str | None:
+def _check_probe(shape: tuple[int, ...], cfg: QuantConfig) -> str | None:
     """Quantize a probe on both paths; a description of the first difference, or None."""
-    from ..analysis import clip_stats, histogram
-    from ..metrics import error_metrics
-    from ..quantize import quantize
-
     x = torch.randn(shape, generator=torch.Generator().manual_seed(0)) * 3 + 0.5
     x[0, :8] = torch.tensor([0.5, -0.5, 1.5, 2.5, -0.0, 0.0, 1e-30, -1e-30])  # ties, zeros
     with use_backend(Backend.COMPILED, min_elements=1):

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import torch
 
-from .config import Mode, QuantConfig, ScaleDtype, ZeroPoint
-from .formats import Codebook
-from .ranges import BlockRange
+from ..config import Mode, QuantConfig, ScaleDtype, ZeroPoint
+from ..ranges import BlockRange
+from .codebooks import Codebook
 
 __all__ = ["codebook_scale", "int_qparams", "round_half_even_"]
 

@@ -1,0 +1,49 @@
+"""Which layers a whole-model report stores in llama-quantize's fallback type, in words."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from quant_core import QuantConfig, fallback_config
+
+__all__ = ["fallback_name", "fallback_note"]
+
+
+def fallback_name(scheme: object, shape: tuple[int, ...]) -> str | None:
+    """The shipped format llama-quantize stores a ``shape`` tensor in when ``scheme`` (a
+    GGUF type) does not fit it, else ``None``."""
+    if not isinstance(scheme, QuantConfig):
+        return None
+    try:
+        used = fallback_config(scheme, shape)
+    except ValueError:
+        return None
+    return None if used == scheme else used.name
+
+
+def fallback_note(cfg: QuantConfig, shapes: Iterable[tuple[str, tuple[int, ...]]]) -> str | None:
+    """One sentence per fallback type used for the named ``shapes`` under ``cfg`` (a GGUF
+    type whose blocks do not divide some layers' rows), or ``None`` when every layer takes
+    ``cfg`` itself. E.g. "36 layers (rows of 384 or 1536 values) are stored as Q5_0:
+    llama-quantize's fallback for Q4_K, whose super-blocks hold 256 values"."""
+    by_type: dict[str, list[tuple[str, int]]] = {}
+    for name, shape in shapes:
+        try:
+            used = fallback_config(cfg, tuple(shape))
+        except ValueError:
+            continue  # kept float: listed among the skipped layers with the reason
+        if used != cfg:
+            by_type.setdefault(used.name, []).append((name, int(shape[-1])))
+    if not by_type:
+        return None
+    block = cfg.granularity
+    size = getattr(cfg.scale_format, "super_block", getattr(block, "group_size", 0))
+    parts = []
+    for target, layers in by_type.items():
+        rows = sorted({r for _, r in layers})
+        widths = " or ".join(f"{r:,}" for r in rows)
+        parts.append(
+            f"{len(layers)} layer(s) (rows of {widths} values) are stored as {target}: "
+            f"llama-quantize's fallback for {cfg.name}, whose blocks hold {size} values"
+        )
+    return "; ".join(parts) + "."

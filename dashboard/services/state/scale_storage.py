@@ -1,0 +1,90 @@
+"""How block scales are stored, as the scheme picker offers it: one choice joins the scale
+format (one level or two) and the float dtype it stores."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from quant_core import (
+    DoubleQuantScales,
+    FloatScales,
+    FP8Scales,
+    PowerOfTwoScales,
+    QuantConfig,
+    ScaleDtype,
+    ScaleFormat,
+    SuperBlockScales,
+)
+
+__all__ = ["SCALE_STORAGES", "ScaleStorage", "scale_storage_of", "storage_by_key"]
+
+
+@dataclass(frozen=True)
+class ScaleStorage:
+    """One way to store block scales: ``key`` (the widget's value), ``label``, and the
+    config fields it sets."""
+
+    key: str
+    label: str
+    scale_format: ScaleFormat
+    scale_dtype: ScaleDtype
+
+
+SCALE_STORAGES: tuple[ScaleStorage, ...] = (
+    ScaleStorage("fp32", "fp32 per block", FloatScales(), ScaleDtype.FP32),
+    ScaleStorage("fp16", "fp16 per block", FloatScales(), ScaleDtype.FP16),
+    ScaleStorage("bf16", "bf16 per block", FloatScales(), ScaleDtype.BF16),
+    ScaleStorage("e8m0", "E8M0 power of two per block (MX)", PowerOfTwoScales(), ScaleDtype.FP32),
+    ScaleStorage(
+        "fp8", "FP8 E4M3 per block + fp32 per tensor (NVFP4)", FP8Scales(), ScaleDtype.FP32
+    ),
+    ScaleStorage(
+        "u6s256",
+        "6-bit ints x fp16 per 256 values (Q4_K)",
+        SuperBlockScales(6, 256, signed=False),
+        ScaleDtype.FP16,
+    ),
+    ScaleStorage(
+        "u4s256",
+        "4-bit ints x fp16 per 256 values (Q2_K)",
+        SuperBlockScales(4, 256, signed=False),
+        ScaleDtype.FP16,
+    ),
+    ScaleStorage(
+        "s6s256",
+        "signed 6-bit ints x fp16 per 256 values (Q3_K)",
+        SuperBlockScales(6, 256, signed=True),
+        ScaleDtype.FP16,
+    ),
+    ScaleStorage(
+        "s8s256",
+        "signed 8-bit ints x fp16 per 256 values (Q6_K)",
+        SuperBlockScales(8, 256, signed=True),
+        ScaleDtype.FP16,
+    ),
+    ScaleStorage(
+        "dq256",
+        "8-bit double quantized, fp32 per 256 scales (QLoRA)",
+        DoubleQuantScales(256),
+        ScaleDtype.FP32,
+    ),
+)
+
+_BY_KEY = {s.key: s for s in SCALE_STORAGES}
+
+
+def storage_by_key(key: str) -> ScaleStorage:
+    """The choice with ``key``; ``ValueError`` naming the known keys for any other."""
+    found = _BY_KEY.get(key)
+    if found is None:
+        raise ValueError(f"unknown scale storage {key!r}; known: {', '.join(_BY_KEY)}")
+    return found
+
+
+def scale_storage_of(cfg: QuantConfig) -> ScaleStorage | None:
+    """The choice that stores ``cfg``'s scales, or ``None`` when none does (a
+    ``SuperBlockScales`` of another size, ...)."""
+    for s in SCALE_STORAGES:
+        if s.scale_format == cfg.scale_format and s.scale_dtype == cfg.scale_dtype:
+            return s
+    return None

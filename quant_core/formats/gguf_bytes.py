@@ -1,0 +1,248 @@
+"""GGUF block bytes: a ``QuantizedTensor`` of a GGUF type to the bytes llama.cpp stores, and
+back, bit for bit.
+
+A tensor of shape ``[..., n]`` is stored row by row, each row as ``n / block_size`` blocks
+of ``type_size`` bytes (``gguf_types``), little-endian. The legacy and ternary layouts are
+drawn below; the K-quants' and IQ4's live in ``kquant_bytes``.
+
+Q4_0 (18 bytes): ``d`` fp16 | 16 bytes, byte ``j`` = ``u[j] | u[j + 16] << 4``.
+Q4_1 (20): ``d`` | ``min`` | the same 16 bytes.
+Q5_0 (22): ``d`` | ``qh`` (uint32, bit ``j`` = bit 4 of ``u[j]``) | 16 bytes of low nibbles.
+Q5_1 (24): ``d`` | ``min`` | ``qh`` | 16 bytes.
+Q8_0 (34): ``d`` | 32 int8 codes.
+MXFP4 (17): ``e`` (E8M0) | 16 bytes of FP4 codes, byte ``j`` = ``c[j] | c[j + 16] << 4``.
+TQ2_0 (66): 64 bytes | ``d``; value ``128 g + 32 r + k`` (``g < 2``, ``r < 4``, ``k < 32``)
+  is bits ``2r, 2r + 1`` of byte ``32 g + k``; trit ``t = q + 1``.
+TQ1_0 (54): 48 bytes of 5 trits | 4 bytes of 4 trits | ``d``. Trits ``t_0 .. t_4`` of a
+  byte are ``3^4 t_0 + ... + t_4`` scaled to ``ceil(v 256 / 243)``; byte ``k < 32`` holds
+  values ``k, 32 + k, ... 128 + k``; byte ``32 + k`` (``k < 16``) values ``160 + k, ...,
+  224 + k``; the 4 bytes ``k < 4`` values ``240 + k, 244 + k, 248 + k, 252 + k``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import torch
+
+from ..granularity import layout_for
+from .gguf_types import GGMLType, ggml_type, gguf_type_of
+from .scales import StoredScales
+
+if TYPE_CHECKING:
+    from ..quantized_tensor import QuantizedTensor
+
+__all__ = ["from_ggml_bytes", "ggml_byte_size", "to_ggml_bytes"]
+
+
+def ggml_byte_size(type_name: str, shape: tuple[int, ...]) -> int:
+    """Bytes a tensor of ``shape`` takes in ``type_name``; ``ValueError`` when its rows do
+    not divide into the type's blocks."""
+    record = ggml_type(type_name)
+    _check_rows(record, shape)
+    return math.prod(shape) // record.block_size * record.type_size
+
+
+def _check_rows(record: GGMLType, shape: tuple[int, ...]) -> None:
+    if not shape or min(shape) < 1:
+        raise ValueError(f"shape {shape} has no values")
+    if shape[-1] % record.block_size:
+        raise ValueError(
+            f"{record.name} stores rows in blocks of {record.block_size} values; rows of "
+            f"{shape[-1]} (shape {shape}) do not divide into them"
+        )
+
+
+def _f16_bytes(v: torch.Tensor) -> torch.Tensor:
+    """``[n]`` float32 (values of fp16) -> ``[n, 2]`` uint8, little-endian."""
+    return v.to(torch.float16).contiguous().view(torch.uint8).reshape(-1, 2)
+
+
+def _f16_values(b: torch.Tensor) -> torch.Tensor:
+    """``[n, 2]`` uint8 -> ``[n]`` float32 (fp16 values)."""
+    return b.contiguous().view(torch.float16).reshape(-1).to(torch.float32)
+
+
+def _nibbles(u: torch.Tensor) -> torch.Tensor:
+    """``[n, 32]`` values < 16 -> ``[n, 16]`` bytes ``u[j] | u[j + 16] << 4``."""
+    return (u[:, :16] | (u[:, 16:] << 4)).to(torch.uint8)
+
+
+def _unnibble(b: torch.Tensor) -> torch.Tensor:
+    return torch.cat([b & 0x0F, b >> 4], dim=1)
+
+
+def _high_bits(u: torch.Tensor) -> torch.Tensor:
+    """``[n, 32]`` 5-bit values -> ``[n, 4]`` bytes of the uint32 whose bit ``j`` is bit 4 of
+    ``u[j]``."""
+    bits = ((u >> 4) & 1).to(torch.int64).reshape(-1, 4, 8)
+    return (bits << torch.arange(8)).sum(dim=2).to(torch.uint8)
+
+
+def _unhigh_bits(b: torch.Tensor) -> torch.Tensor:
+    return ((b.to(torch.int64).unsqueeze(2) >> torch.arange(8)) & 1).reshape(-1, 32)
+
+
+_TRIT_POWERS = (81, 27, 9, 3, 1)
+
+
+def _pack_trits(t: torch.Tensor) -> torch.Tensor:
+    """TQ1_0's 256 trits per block -> 52 bytes (see the module docstring)."""
+    n = t.shape[0]
+    t = t.to(torch.int64)
+    pw5 = torch.tensor(_TRIT_POWERS)
+    a = (t[:, :160].reshape(n, 5, 32) * pw5.reshape(1, 5, 1)).sum(dim=1)
+    b = (t[:, 160:240].reshape(n, 5, 16) * pw5.reshape(1, 5, 1)).sum(dim=1)
+    c = (t[:, 240:].reshape(n, 4, 4) * pw5[:4].reshape(1, 4, 1)).sum(dim=1)
+    v = torch.cat([a, b, c], dim=1)
+    return ((v * 256 + 242) // 243).to(torch.uint8)
+
+
+def _unpack_trits(b: torch.Tensor) -> torch.Tensor:
+    n = b.shape[0]
+    pw = torch.tensor((1, 3, 9, 27, 81), dtype=torch.int64)
+    b = b.to(torch.int64)
+
+    def trits(part: torch.Tensor, powers: torch.Tensor) -> torch.Tensor:
+        # multiplying by 3^i modulo 256 brings trit i to the top; * 3 >> 8 reads it
+        shifted = (part.unsqueeze(1) * powers.reshape(1, -1, 1)) & 0xFF
+        return ((shifted * 3) >> 8).reshape(n, -1)
+
+    return torch.cat(
+        [trits(b[:, :32], pw), trits(b[:, 32:48], pw), trits(b[:, 48:52], pw[:4])], dim=1
+    )
+
+
+def to_ggml_bytes(qt: QuantizedTensor) -> bytes:
+    """The bytes llama.cpp stores for ``qt`` (a ``QuantizedTensor`` whose config is a GGUF
+    type, ``config.gguf_type``): ``ggml_byte_size`` of them, row-major blocks."""
+    from ..quantized_tensor import QuantizedTensor
+
+    if not isinstance(qt, QuantizedTensor):
+        raise TypeError(f"expected a QuantizedTensor, got {type(qt).__name__}")
+    name = gguf_type_of(qt.config)
+    if name is None:
+        raise ValueError(
+            f"{qt.config.describe()!r} is no GGUF type: GGUF bytes exist for the llama.cpp "
+            "recipe's configs (QuantConfig.from_name('Q4_K'), ...) and MXFP4"
+        )
+    record = ggml_type(name)
+    _check_rows(record, tuple(qt.shape))
+    codes = qt.codes.detach().cpu().reshape(-1, record.block_size)
+    n = codes.shape[0]
+    if record.block_size == qt.layout.block_len:
+        s = qt.scale.detach().cpu().reshape(n)
+        m = None if qt.offset is None else qt.offset.detach().cpu().reshape(n)
+    if name in ("Q4_0", "Q5_0"):
+        half = 8 if name == "Q4_0" else 16
+        u = (codes.to(torch.int16) + half).to(torch.uint8)
+        if name == "Q4_0":
+            blocks = torch.cat([_f16_bytes(s), _nibbles(u)], dim=1)
+        else:
+            blocks = torch.cat([_f16_bytes(s), _high_bits(u), _nibbles(u & 0x0F)], dim=1)
+    elif name in ("Q4_1", "Q5_1"):
+        u = (codes.to(torch.int16) - qt.config.qmin).to(torch.uint8)
+        head = [_f16_bytes(s), _f16_bytes(m)]
+        if name == "Q4_1":
+            blocks = torch.cat([*head, _nibbles(u)], dim=1)
+        else:
+            blocks = torch.cat([*head, _high_bits(u), _nibbles(u & 0x0F)], dim=1)
+    elif name == "Q8_0":
+        blocks = torch.cat([_f16_bytes(s), codes.contiguous().view(torch.uint8)], dim=1)
+    elif name == "MXFP4":
+        e = qt.stored.codes.detach().cpu().reshape(n, 1).to(torch.uint8)
+        blocks = torch.cat([e, _nibbles(codes.to(torch.uint8))], dim=1)
+    elif name == "TQ2_0":
+        t = codes.to(torch.int64).reshape(n, 2, 4, 32) << torch.tensor([0, 2, 4, 6]).reshape(
+            1, 1, 4, 1
+        )
+        blocks = torch.cat([t.sum(dim=2).reshape(n, 64).to(torch.uint8), _f16_bytes(s)], dim=1)
+    elif name == "TQ1_0":
+        blocks = torch.cat([_pack_trits(codes), _f16_bytes(s)], dim=1)
+    else:
+        from .kquant_bytes import to_blocks
+
+        blocks = to_blocks(name, qt)
+    return blocks.contiguous().numpy().tobytes()
+
+
+def from_ggml_bytes(
+    data: bytes | bytearray | memoryview, type_name: str, shape: tuple[int, ...]
+) -> QuantizedTensor:
+    """The ``QuantizedTensor`` (float32 on CPU, config ``ggml_type(type_name).config``) that
+    the GGUF bytes ``data`` of a tensor of ``shape`` store; ``ValueError`` naming the
+    type, shape and sizes when the bytes do not fit."""
+    from ..quantized_tensor import QuantizedTensor
+
+    record = ggml_type(type_name)
+    shape = tuple(int(d) for d in shape)
+    _check_rows(record, shape)
+    want = math.prod(shape) // record.block_size * record.type_size
+    if len(data) != want:
+        raise ValueError(
+            f"a {record.name} tensor of shape {shape} takes {want:,} bytes; got {len(data):,}"
+        )
+    raw = torch.frombuffer(bytearray(data), dtype=torch.uint8).reshape(-1, record.type_size)
+    n = raw.shape[0]
+    cfg = record.config
+    zeros = torch.zeros(n, dtype=torch.int32)
+    offset = None
+    stored = None
+    name = record.name
+    if name in ("Q4_0", "Q5_0"):
+        s = _f16_values(raw[:, :2])
+        if name == "Q4_0":
+            u = _unnibble(raw[:, 2:18])
+            codes = (u.to(torch.int16) - 8).to(torch.int8)
+        else:
+            u = _unnibble(raw[:, 6:22]) | (_unhigh_bits(raw[:, 2:6]).to(torch.uint8) << 4)
+            codes = (u.to(torch.int16) - 16).to(torch.int8)
+        z = zeros
+    elif name in ("Q4_1", "Q5_1"):
+        s, offset = _f16_values(raw[:, :2]), _f16_values(raw[:, 2:4])
+        if name == "Q4_1":
+            u = _unnibble(raw[:, 4:20])
+        else:
+            u = _unnibble(raw[:, 8:24]) | (_unhigh_bits(raw[:, 4:8]).to(torch.uint8) << 4)
+        codes = (u.to(torch.int16) + cfg.qmin).to(torch.int8)
+        z = torch.full((n,), cfg.qmin, dtype=torch.int32)
+    elif name == "Q8_0":
+        s = _f16_values(raw[:, :2])
+        codes = raw[:, 2:].contiguous().view(torch.int8)
+        z = zeros
+    elif name == "MXFP4":
+        e = raw[:, 0].to(torch.int32)
+        s = torch.ldexp(torch.ones(n), (e - 127).to(torch.float32))
+        codes = _unnibble(raw[:, 1:])
+        z = zeros
+        stored = StoredScales(codes=e)
+    elif name == "TQ2_0":
+        q = raw[:, :64].to(torch.int64).reshape(n, 2, 1, 32) >> torch.tensor(
+            [0, 2, 4, 6]
+        ).reshape(1, 1, 4, 1)
+        codes = (q & 3).reshape(n, 256).to(torch.uint8)
+        s = _f16_values(raw[:, 64:66])
+        z = zeros
+    elif name == "TQ1_0":
+        codes = _unpack_trits(raw[:, :52]).to(torch.uint8)
+        s = _f16_values(raw[:, 52:54])
+        z = zeros
+    else:
+        from .kquant_bytes import from_blocks
+
+        return from_blocks(name, raw, shape)
+    layout = layout_for(shape, cfg.granularity)
+    shaped = layout.scale_shape
+    if stored is not None:
+        stored = StoredScales(codes=stored.codes.reshape(shaped))
+    return QuantizedTensor(
+        codes=codes.reshape(shape),
+        scale=s.reshape(shaped),
+        zero_point=z.reshape(shaped),
+        config=cfg,
+        layout=layout,
+        input_dtype=torch.float32,
+        offset=None if offset is None else offset.reshape(shaped),
+        stored=stored,
+    )

@@ -1,0 +1,154 @@
+"""llama.cpp's reference quantizers (``quantize_row_*_ref`` in ggml-quants.c, as llama.cpp's
+``gguf`` package ports them to numpy), for ``Recipe.LLAMA_CPP`` configs: the same float32
+operations in the same order, so the codes and scales, and so the GGUF bytes, are
+llama.cpp's.
+
+Legacy types, per block of 32 (``d``, ``min`` stored as fp16, computed in float32):
+
+- Q4_0 / Q5_0: ``max`` = the value of largest magnitude (the first, on ties), signed;
+  ``d = max / -8`` (``/ -16``), ``id = 1/d`` (0 when ``d = 0``), stored code
+  ``u = min(15, trunc(x id + 8.5))`` (``31``, ``16.5``); ``x_hat = d (u - 8)``: the largest
+  magnitude lands exactly on level -8, the grid's one-sided end.
+- Q4_1 / Q5_1: ``d = (max - min) / 15`` (31), ``u = min(15, trunc((x - min) id + 0.5))``,
+  ``x_hat = d u + min``.
+- Q8_0: ``d = amax / 127``, ``q = roundf(x id)`` (half away from zero).
+- TQ1_0 / TQ2_0 (blocks of 256): ``d = amax``, ``q = roundf(x / d)`` in ``{-1, 0, 1}``.
+- MXFP4: ``e = floor(log2 amax) - 2 + 127``, each value the FP4 level nearest to it on
+  ``2^(e - 127)``, an exact tie going to the level listed first in llama.cpp's table
+  (``0, 0.5, 1, ... 6``, then ``-0, -0.5, ...``): towards zero, and ``+0`` for ``-0``.
+
+Here every code is the lab's: ``q = u - 8`` (``- 16``) for Q4_0/Q5_0, ``q = u + qmin`` with
+``z = qmin`` and ``m = min`` for Q4_1/Q5_1 (``x_hat = s (q - qmin) + m``), ternary and FP4
+codes as stored. The K-quants and IQ4 types live in ``kquants``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..config import QuantConfig
+from ..granularity import BlockLayout
+from .gguf_types import gguf_type_of
+from .scales import BlockParams, StoredScales
+
+__all__ = ["quantize_blocks", "roundf"]
+
+
+def roundf(v: torch.Tensor) -> torch.Tensor:
+    """C's ``roundf`` (half away from zero), as the ``gguf`` package computes it:
+    ``sign(v) (floor(a) + floor(2 (a - floor(a))))``, ``a = |v|``: every step exact."""
+    a = v.abs()
+    floored = a.floor()
+    return torch.sign(v) * (floored + (2 * (a - floored)).floor())
+
+
+def _fp16(v: torch.Tensor) -> torch.Tensor:
+    """``v`` rounded to float16 (as GGUF stores ``d``), back in float32."""
+    return v.to(torch.float16).to(torch.float32)
+
+
+def _inverse(d: torch.Tensor) -> torch.Tensor:
+    return torch.where(d == 0, torch.zeros_like(d), 1.0 / torch.where(d == 0, 1.0, d))
+
+
+def _signed_absmax(blocks: torch.Tensor) -> torch.Tensor:
+    """Per block, the value of largest magnitude with its sign (the first one on ties)."""
+    idx = blocks.abs().argmax(dim=1, keepdim=True)
+    return blocks.gather(1, idx)
+
+
+def _zeros(n: int, device: torch.device) -> torch.Tensor:
+    return torch.zeros((n, 1), dtype=torch.int32, device=device)
+
+
+def _legacy_symmetric(
+    blocks: torch.Tensor, cfg: QuantConfig
+) -> tuple[torch.Tensor, BlockParams]:
+    half = 1 << (cfg.bits - 1)  # 8 for Q4_0, 16 for Q5_0
+    d = _signed_absmax(blocks) / -half
+    u = torch.trunc(blocks * _inverse(d) + (half + 0.5)).clamp_(0, 2 * half - 1)
+    codes = (u - half).to(torch.int8)
+    s = _fp16(d)
+    return codes, BlockParams(s, _zeros(len(s), s.device), None, s)
+
+
+def _legacy_min(blocks: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, BlockParams]:
+    top = (1 << cfg.bits) - 1
+    hi = blocks.amax(dim=1, keepdim=True)
+    lo = blocks.amin(dim=1, keepdim=True)
+    d = (hi - lo) / top
+    u = torch.trunc((blocks - lo) * _inverse(d) + 0.5).clamp_(0, top)
+    codes = (u + cfg.qmin).to(torch.int8)
+    s, m = _fp16(d), _fp16(lo)
+    z = torch.full(s.shape, cfg.qmin, dtype=torch.int32, device=s.device)
+    return codes, BlockParams(s, z, m, s)
+
+
+def _q8_0(blocks: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, BlockParams]:
+    d = blocks.abs().amax(dim=1, keepdim=True) / 127
+    codes = roundf(blocks * _inverse(d)).to(torch.int8)
+    s = _fp16(d)
+    return codes, BlockParams(s, _zeros(len(s), s.device), None, s)
+
+
+def _ternary(blocks: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, BlockParams]:
+    d = blocks.abs().amax(dim=1, keepdim=True)
+    codes = (roundf(blocks * _inverse(d)) + 1).to(torch.uint8)
+    s = _fp16(d)
+    return codes, BlockParams(s, _zeros(len(s), s.device), None, s)
+
+
+# llama.cpp's kvalues_mxfp4 (doubled E2M1 levels) in its order; index = FP4 code.
+_MXFP4_KVALUES = (0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12)
+
+
+def _mxfp4(blocks: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, BlockParams]:
+    amax = blocks.abs().amax(dim=1, keepdim=True)
+    # numpy's float32 log2, as the gguf package computes the exponent (per block: small).
+    a = amax.cpu().numpy()
+    with np.errstate(divide="ignore"):
+        e_np = np.where(a > 0, np.floor(np.log2(a)) - 2 + 127, 0)
+    # below 2^-125 the package's uint8 cast wraps around; the smallest exponent is kept
+    e = torch.from_numpy(np.clip(e_np, 0, 254).astype(np.int32)).to(blocks.device)
+    d_half = torch.ldexp(torch.ones_like(amax), (e - 128).to(torch.float32))  # 2^(e - 128)
+    # llama.cpp compares |kv d - x| in float32 over its table, the first index winning a
+    # tie (argmin returns the first minimum).
+    kv = torch.tensor(_MXFP4_KVALUES, dtype=torch.float32, device=blocks.device)
+    codes = torch.empty(blocks.shape, dtype=torch.uint8, device=blocks.device)
+    step = max(1, (1 << 22) // (blocks.shape[1] * 16))  # rows per piece: ~16 MB of errors
+    for start in range(0, blocks.shape[0], step):
+        sl = slice(start, start + step)
+        errs = (kv * d_half[sl].unsqueeze(-1) - blocks[sl].unsqueeze(-1)).abs()
+        codes[sl] = errs.argmin(dim=-1).to(torch.uint8)
+    s = 2 * d_half  # the lab's FP4 levels are kv / 2: x_hat = 2^(e - 127) fp4[q]
+    stored = StoredScales(codes=e.reshape(-1))
+    return codes, BlockParams(s, _zeros(len(s), s.device), None, s, None, stored)
+
+
+_QUANTIZERS = {
+    "Q4_0": _legacy_symmetric,
+    "Q5_0": _legacy_symmetric,
+    "Q4_1": _legacy_min,
+    "Q5_1": _legacy_min,
+    "Q8_0": _q8_0,
+    "TQ1_0": _ternary,
+    "TQ2_0": _ternary,
+    "MXFP4": _mxfp4,
+}
+
+
+def quantize_blocks(
+    blocks: torch.Tensor, cfg: QuantConfig, layout: BlockLayout
+) -> tuple[torch.Tensor, BlockParams]:
+    """Codes (``[n_blocks, block_len]``) and block parameters of ``blocks`` (float32) under
+    llama.cpp's quantizer of ``cfg``'s GGUF type."""
+    name = gguf_type_of(cfg)
+    if name is None:
+        raise ValueError(f"{cfg.describe()!r} is no GGUF type")
+    fn = _QUANTIZERS.get(name)
+    if fn is None:
+        from . import kquants
+
+        return kquants.quantize_blocks(name, blocks, cfg, layout)
+    return fn(blocks, cfg)

@@ -1,0 +1,181 @@
+"""Named configs of the formats people ship: one record each, the name-to-config registry
+derived from the records (``QuantConfig.from_name``, ``QuantConfig.name``).
+
+Names are URL-safe tokens (``"Q4_K"``, ``"MXFP4"``, ``"NVFP4"``); ``Preset.label`` is how a
+page shows one, ``Preset.family`` groups them (GGUF, OCP microscaling, NVIDIA, DeepSeek,
+BitNet, bitsandbytes) and ``Preset.summary`` says what a value costs and holds.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from ..config import (
+    DoubleQuantScales,
+    Format,
+    FP8Scales,
+    PerBlock,
+    PerGroup,
+    PerTensor,
+    PowerOfTwoScales,
+    QuantConfig,
+    RangeMethod,
+)
+from .gguf_types import ggml_types
+
+__all__ = ["PRESET_FAMILIES", "Preset", "name_of", "preset", "preset_names", "presets"]
+
+PRESET_FAMILIES = ("GGUF", "OCP MX", "NVIDIA", "DeepSeek", "BitNet", "bitsandbytes")
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A shipped format: ``name`` (the registry key and URL token), ``label`` (for pages),
+    ``family`` (one of ``PRESET_FAMILIES``), ``summary`` (one line: layout and cost) and
+    its ``config``."""
+
+    name: str
+    label: str
+    family: str
+    summary: str
+    config: QuantConfig
+
+
+_GGUF_SUMMARIES = {
+    "Q4_0": "blocks of 32: 4-bit codes, fp16 scale (llama.cpp legacy)",
+    "Q4_1": "blocks of 32: 4-bit codes, fp16 scale and min",
+    "Q5_0": "blocks of 32: 5-bit codes, fp16 scale",
+    "Q5_1": "blocks of 32: 5-bit codes, fp16 scale and min",
+    "Q8_0": "blocks of 32: int8 codes, fp16 scale",
+    "Q2_K": "256-value super-blocks of 16 blocks of 16: 2-bit codes, 4-bit scales and mins",
+    "Q3_K": "256-value super-blocks of 16 blocks of 16: 3-bit codes, 6-bit scales",
+    "Q4_K": "256-value super-blocks of 8 blocks of 32: 4-bit codes, 6-bit scales and mins",
+    "Q5_K": "256-value super-blocks of 8 blocks of 32: 5-bit codes, 6-bit scales and mins",
+    "Q6_K": "256-value super-blocks of 16 blocks of 16: 6-bit codes, 8-bit scales",
+    "IQ4_NL": "blocks of 32: 16 non-linear levels, fp16 scale",
+    "IQ4_XS": "256-value super-blocks of 8 blocks of 32: non-linear levels, 6-bit scales",
+    "TQ1_0": "ternary -1/0/1, 5 per byte, fp16 scale per 256",
+    "TQ2_0": "ternary -1/0/1 in 2 bits, fp16 scale per 256",
+    "MXFP4": "OCP MXFP4: FP4 E2M1 in blocks of 32, E8M0 power-of-two scale (gpt-oss)",
+}
+
+
+def _mx(fmt: Format, bits: int = 8) -> QuantConfig:
+    return QuantConfig(
+        bits=bits, format=fmt, granularity=PerGroup(32), scale_format=PowerOfTwoScales()
+    )
+
+
+def _records() -> tuple[Preset, ...]:
+    gguf = [
+        Preset(t.name, t.name, "GGUF", _GGUF_SUMMARIES[t.name], t.config)
+        for t in ggml_types()
+        if t.name != "MXFP4"  # the OCP record below is the lab's MXFP4 (its GGUF type too)
+    ]
+    others = [
+        Preset("MXFP4", "MXFP4", "OCP MX", _GGUF_SUMMARIES["MXFP4"], _mx(Format.FP4_E2M1)),
+        Preset(
+            "MXFP6_E3M2",
+            "MXFP6 (E3M2)",
+            "OCP MX",
+            "FP6 E3M2 in blocks of 32, E8M0 scale",
+            _mx(Format.FP6_E3M2),
+        ),
+        Preset(
+            "MXFP6_E2M3",
+            "MXFP6 (E2M3)",
+            "OCP MX",
+            "FP6 E2M3 in blocks of 32, E8M0 scale",
+            _mx(Format.FP6_E2M3),
+        ),
+        Preset(
+            "MXFP8_E4M3",
+            "MXFP8 (E4M3)",
+            "OCP MX",
+            "FP8 E4M3 in blocks of 32, E8M0 scale",
+            _mx(Format.FP8_E4M3),
+        ),
+        Preset(
+            "MXFP8_E5M2",
+            "MXFP8 (E5M2)",
+            "OCP MX",
+            "FP8 E5M2 in blocks of 32, E8M0 scale",
+            _mx(Format.FP8_E5M2),
+        ),
+        Preset(
+            "MXINT8", "MXINT8", "OCP MX", "int8 in blocks of 32, E8M0 scale", _mx(Format.INT)
+        ),
+        Preset(
+            "NVFP4",
+            "NVFP4",
+            "NVIDIA",
+            "FP4 E2M1 in blocks of 16, FP8 E4M3 scale, one fp32 scale per tensor",
+            QuantConfig(
+                format=Format.FP4_E2M1, granularity=PerGroup(16), scale_format=FP8Scales()
+            ),
+        ),
+        Preset(
+            "FP8_BLOCK",
+            "FP8 128x128 blocks",
+            "DeepSeek",
+            "FP8 E4M3 with one fp32 scale per 128x128 weight tile (DeepSeek-V3)",
+            QuantConfig(format=Format.FP8_E4M3, granularity=PerBlock(128, 128)),
+        ),
+        Preset(
+            "BITNET",
+            "BitNet b1.58",
+            "BitNet",
+            "ternary -1/0/1, one absmean scale per tensor",
+            QuantConfig(
+                format=Format.TERNARY,
+                granularity=PerTensor(),
+                range_method=RangeMethod.ABSMEAN,
+            ),
+        ),
+        Preset(
+            "NF4_DQ",
+            "NF4 + double quant",
+            "bitsandbytes",
+            "NF4 in blocks of 64, absmax quantized to 8 bits in blocks of 256 (QLoRA)",
+            QuantConfig(
+                format=Format.NF4, granularity=PerGroup(64), scale_format=DoubleQuantScales(256)
+            ),
+        ),
+    ]
+    return tuple(gguf + others)
+
+
+@functools.cache
+def presets() -> tuple[Preset, ...]:
+    """Every named format, grouped by family (GGUF first)."""
+    return _records()
+
+
+@functools.cache
+def _by_name() -> dict[str, Preset]:
+    return {p.name: p for p in presets()}
+
+
+@functools.cache
+def _by_config() -> dict[QuantConfig, str]:
+    return {p.config: p.name for p in presets()}
+
+
+def preset_names() -> tuple[str, ...]:
+    return tuple(p.name for p in presets())
+
+
+def preset(name: str) -> QuantConfig:
+    """The config named ``name`` (case-insensitive); ``ValueError`` naming the known names."""
+    if not isinstance(name, str):
+        raise TypeError(f"a format name must be a str, got {type(name).__name__}")
+    found = _by_name().get(name.strip().upper())
+    if found is None:
+        raise ValueError(f"unknown format name {name!r}; known: {', '.join(preset_names())}")
+    return found.config
+
+
+def name_of(cfg: QuantConfig) -> str | None:
+    """The registry name of ``cfg``, or ``None`` when it is not a named config."""
+    return _by_config().get(cfg)

@@ -1,0 +1,278 @@
+"""Scales are quantized too: the second level of two-level formats, modelled once.
+
+A block's scale ``s`` (and, for float-min schemes, its min) is chosen from the block's range
+as on one level; then it is stored in the config's ``scale_format``:
+
+- ``FloatScales``: a float of ``scale_dtype`` (the one-level formats; nothing here).
+- ``PowerOfTwoScales`` (E8M0, OCP microscaling): ``e = clamp(floor(log2 a) - emax, -127,
+  128) + 127`` from the block's absmax ``a`` (its float32 exponent bits, as torchao's FLOOR
+  mode), scale ``2^(e - 127)``; codes are computed on ``max(2^(e - 127), 2^-126)``, as
+  torchao does, so that an all-zero block does not divide by a subnormal.
+- ``FP8Scales`` (NVFP4): a tensor scale ``t = amax / (448 * vmax)`` (float32; 1 for an
+  all-zero tensor), block scales ``sc = e4m3(clamp(a / vmax / t, 2^-6, 448))``, dequantized
+  as ``(t * sc) * v``; codes round ``x * ((1 / t) / sc)``, torchao's order of operations.
+- ``SuperBlockScales``: per super-block, ``d = max s_j / smax`` in ``scale_dtype`` (fp16),
+  block integers ``sc_j = clamp(round(s_j / d), 0, smax)``, scale ``d sc_j`` (exact in
+  float32); float-min schemes store the min ``-m_j >= 0`` of each block the same way
+  (``dmin``), with the block's range widened to contain 0 as llama.cpp's K-quants do, and
+  levels ``d sc_j (q - qmin) - dmin m_j``.
+- ``DoubleQuantScales`` (bitsandbytes): the float32 scales minus their mean, quantized in
+  runs of ``block`` to the 8-bit dynamic map with a float32 absmax per run; the codes use
+  the float32 scale (as ``bitsandbytes.functional.quantize_4bit`` does: it compresses the
+  statistics after encoding), the dequantized values the stored one.
+
+``fit_scales`` returns a ``BlockParams``: the scale, zero point and offset dequantization
+uses (``[n_blocks, 1]`` float32, int32, float32), the scale (or reciprocal) the codes are
+computed on, and ``StoredScales``: what the second level stores.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import torch
+
+from ..config import (
+    DoubleQuantScales,
+    FloatScales,
+    Format,
+    FP8Scales,
+    Mode,
+    PowerOfTwoScales,
+    QuantConfig,
+    ScaleDtype,
+    SuperBlockScales,
+)
+from ..granularity import BlockLayout
+from ..ranges import BlockRange
+from .codebooks import codebook_for
+from .integer import round_half_even_
+
+__all__ = ["BlockParams", "StoredScales", "dynamic_map", "fit_scales", "super_block_shape"]
+
+_F32_MIN_NORMAL = 2.0**-126
+_E4M3_MAX = 448.0
+_E4M3_TINY = 2.0**-6  # torch.finfo(torch.float8_e4m3fn).tiny, torchao's E4M3_EPS
+_HALF = {ScaleDtype.FP16: torch.float16, ScaleDtype.BF16: torch.bfloat16}
+
+
+@dataclass(frozen=True, eq=False)
+class StoredScales:
+    """What a two-level format stores for its block scales.
+
+    ``codes`` (int32, the layout's ``scale_shape``): per block, the stored integer: the
+    E8M0 biased exponent ``e`` (scale ``2^(e - 127)``), the E4M3 bit pattern of NVFP4's
+    block scale, the super-block integer ``sc`` (signed for signed formats) or the 8-bit
+    double-quantization code.
+    ``min_codes`` (int32, ``scale_shape``, or ``None``): the super-block integers ``m`` of
+    float-min schemes (``x = d sc (q - qmin) - dmin m``).
+    ``super_scale`` (float32, or ``None``): ``d`` per super-block
+    (``super_block_shape``); NVFP4's tensor scale ``t`` (shape ``[]``); the float32 absmax of
+    each run of double-quantized scales (``[ceil(n_blocks / block)]``).
+    ``super_min`` (float32, or ``None``): ``dmin`` per super-block; double quantization's
+    mean offset (shape ``[]``).
+    """
+
+    codes: torch.Tensor
+    min_codes: torch.Tensor | None = None
+    super_scale: torch.Tensor | None = None
+    super_min: torch.Tensor | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class BlockParams:
+    """Per-block parameters of one quantization (each ``[n_blocks, 1]``).
+
+    ``scale``, ``zero_point``, ``offset``: dequantization's ``x_hat = s (q - z) + m``
+    (or ``s v[q]`` for codebooks); ``offset`` is ``None`` where ``m = 0``.
+    ``encode_scale``: the scale codes are rounded on (``r / s_enc``), or
+    ``encode_inverse``: a reciprocal codes are rounded on (``r * inv``) where the format's
+    owner multiplies; at most one differs from ``scale``.
+    ``stored``: the second level, or ``None`` for one-level formats.
+    """
+
+    scale: torch.Tensor
+    zero_point: torch.Tensor
+    offset: torch.Tensor | None
+    encode_scale: torch.Tensor
+    encode_inverse: torch.Tensor | None = None
+    stored: StoredScales | None = None
+
+
+def super_block_shape(layout: BlockLayout, sf: SuperBlockScales) -> tuple[int, ...]:
+    """Shape of the per-super-block ``d`` of a ``PerGroup`` layout: ``shape[:-1] +
+    [shape[-1] / super_block]``."""
+    return (*layout.shape[:-1], layout.shape[-1] // sf.super_block)
+
+
+def check_super_blocks(layout: BlockLayout, cfg: QuantConfig) -> None:
+    """``ValueError`` naming the super-block when the rows do not divide into them."""
+    sf = cfg.scale_format
+    if isinstance(sf, SuperBlockScales) and layout.shape[-1] % sf.super_block:
+        raise ValueError(
+            f"{cfg.name} stores its scales per super-block of {sf.super_block} values: "
+            f"rows of {layout.shape[-1]} values (shape {layout.shape}) do not divide into "
+            f"super-blocks of {sf.super_block}"
+        )
+
+
+def fit_scales(rng: BlockRange, cfg: QuantConfig, layout: BlockLayout) -> BlockParams:
+    """The block parameters of a two-level (lab recipe) config from each block's range
+    ``rng`` (``[n_blocks, 1]``; ``[-a, a]`` when symmetric). The formulas are the module's."""
+    sf = cfg.scale_format
+    if isinstance(sf, PowerOfTwoScales):
+        return _power_of_two(rng, cfg)
+    if isinstance(sf, FP8Scales):
+        return _fp8(rng, cfg)
+    if isinstance(sf, SuperBlockScales):
+        return _super_blocks(rng, cfg, sf, layout)
+    if isinstance(sf, DoubleQuantScales):
+        return _double_quant(rng, cfg, sf)
+    if isinstance(sf, FloatScales):
+        raise ValueError("FloatScales is one level: quantize fits it directly")
+    raise TypeError(f"unknown scale format {sf!r}")
+
+
+def _absmax(rng: BlockRange) -> torch.Tensor:
+    return torch.maximum(rng.lo.abs(), rng.hi.abs())
+
+
+def _value_max(cfg: QuantConfig) -> float:
+    if cfg.format is Format.INT:
+        return float(cfg.qmax)
+    return codebook_for(cfg.format).max_abs
+
+
+def _zeros(like: torch.Tensor) -> torch.Tensor:
+    return torch.zeros(like.shape, dtype=torch.int32, device=like.device)
+
+
+def _power_of_two(rng: BlockRange, cfg: QuantConfig) -> BlockParams:
+    a = _absmax(rng).to(torch.float32).contiguous()
+    emax = cfg.format.max_exponent
+    extracted = ((a.view(torch.int32) >> 23) & 0xFF) - 127
+    biased = (extracted - emax).clamp(-127, 128) + 127
+    # 2^(e - 127) exactly (2^-127 is a float32 subnormal); an INT element is q 2^-(b-2)
+    shift = 0 if cfg.format is not Format.INT else cfg.bits - 2
+    s = torch.ldexp(torch.ones_like(a), (biased - 127 - shift).to(torch.float32))
+    s_enc = torch.ldexp(
+        torch.ones_like(a), (biased.clamp(min=1) - 127 - shift).to(torch.float32)
+    )
+    stored = StoredScales(codes=biased.to(torch.int32))
+    return BlockParams(s, _zeros(s), None, s_enc, None, stored)
+
+
+def _to_e4m3(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(value as float32, bit pattern as int32)`` of ``v`` cast to FP8 E4M3 (IEEE round
+    to nearest even; ``v`` already clamped to the format's range)."""
+    fp8 = v.to(torch.float8_e4m3fn)
+    return fp8.to(torch.float32), fp8.view(torch.uint8).to(torch.int32)
+
+
+def _fp8(rng: BlockRange, cfg: QuantConfig) -> BlockParams:
+    a = _absmax(rng).to(torch.float32)
+    vmax = _value_max(cfg)
+    amax = a.max() if a.numel() else torch.zeros((), dtype=torch.float32)
+    t = amax / (_E4M3_MAX * vmax)
+    t = torch.where(t > 0, t, torch.ones_like(t))  # an all-zero tensor: any scale will do
+    scaled = (a / vmax) / t
+    sc, codes = _to_e4m3(scaled.clamp(_E4M3_TINY, _E4M3_MAX))
+    s = t * sc
+    inverse = (1.0 / t) / sc
+    stored = StoredScales(codes=codes, super_scale=t.reshape(()))
+    return BlockParams(s, _zeros(s), None, s, inverse, stored)
+
+
+def _round_to(v: torch.Tensor, dtype: ScaleDtype) -> torch.Tensor:
+    if dtype is ScaleDtype.FP32:
+        return v
+    info = torch.finfo(_HALF[dtype])
+    return v.clamp(max=info.max).to(_HALF[dtype]).to(torch.float32)
+
+
+def _super_quantize(
+    values: torch.Tensor, per_super: int, smax: int, dtype: ScaleDtype
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Non-negative ``values`` ``[n, 1]`` in runs of ``per_super``: ``(d per run,
+    integers, d * integer per value)``; ``d = max / smax`` rounded to ``dtype``."""
+    runs = values.reshape(-1, per_super)
+    d = _round_to(runs.amax(dim=1, keepdim=True) / smax, dtype)
+    safe = torch.where(d > 0, d, torch.ones_like(d))
+    ints = round_half_even_((runs / safe).clamp_(0, smax))
+    ints = torch.where(d > 0, ints, torch.zeros_like(ints))
+    return d, ints.to(torch.int32), (d * ints).reshape(-1, 1)
+
+
+def _super_blocks(
+    rng: BlockRange, cfg: QuantConfig, sf: SuperBlockScales, layout: BlockLayout
+) -> BlockParams:
+    smax = (1 << (sf.bits - 1)) - 1 if sf.signed else (1 << sf.bits) - 1
+    per_super = sf.super_block // layout.block_len
+    sup_shape = super_block_shape(layout, sf)
+    if cfg.mode is Mode.SYMMETRIC:
+        s_float = _absmax(rng) / cfg.qmax
+        d, sc, s = _super_quantize(s_float, per_super, smax, cfg.scale_dtype)
+        stored = StoredScales(
+            codes=sc.reshape(layout.scale_shape), super_scale=d.reshape(sup_shape)
+        )
+        return BlockParams(s, _zeros(s), None, s, None, stored)
+    # float-min: the range widened to contain 0; levels d sc (q - qmin) - dmin m
+    lo, hi = rng.lo.clamp(max=0), rng.hi.clamp(min=0)
+    s_float = (hi - lo) / (cfg.qmax - cfg.qmin)
+    d, sc, s = _super_quantize(s_float, per_super, smax, cfg.scale_dtype)
+    dmin, mn, neg_m = _super_quantize(-lo, per_super, smax, cfg.scale_dtype)
+    z = torch.full(s.shape, cfg.qmin, dtype=torch.int32, device=s.device)
+    stored = StoredScales(
+        codes=sc.reshape(layout.scale_shape),
+        min_codes=mn.reshape(layout.scale_shape),
+        super_scale=d.reshape(sup_shape),
+        super_min=dmin.reshape(sup_shape),
+    )
+    # A block whose scale integer rounds to 0 keeps one level: encode it on scale 1 (all
+    # codes qmin then dequantize to -dmin m) instead of dividing by zero.
+    s_enc = torch.where(s > 0, s, torch.ones_like(s))
+    return BlockParams(s, z, -neg_m, s_enc, None, stored)
+
+
+@functools.cache
+def dynamic_map() -> torch.Tensor:
+    """bitsandbytes' signed 8-bit dynamic map (``create_dynamic_map(signed=True)``), the
+    256 values (ascending) its double quantization indexes."""
+    data: list[float] = []
+    max_exponent_bits, non_sign_bits = 7, 7
+    for i in range(max_exponent_bits):
+        items = 2 ** (i + non_sign_bits - max_exponent_bits) + 1
+        bounds = torch.linspace(0.1, 1, items, dtype=torch.float32)
+        means = (bounds[:-1] + bounds[1:]) / 2.0
+        data += ((10 ** (-(max_exponent_bits - 1) + i)) * means).tolist()
+        data += (-(10 ** (-(max_exponent_bits - 1) + i)) * means).tolist()
+    data += [0.0, 1.0]
+    data += [0.0] * (256 - len(data))
+    return torch.tensor(sorted(data), dtype=torch.float32)
+
+
+def _double_quant(rng: BlockRange, cfg: QuantConfig, sf: DoubleQuantScales) -> BlockParams:
+    s_float = _absmax(rng).to(torch.float32) / _value_max(cfg)
+    flat = s_float.reshape(-1)
+    offset = flat.mean()
+    centred = flat - offset
+    n = flat.numel()
+    runs = math.ceil(n / sf.block)
+    padded = torch.zeros(runs * sf.block, dtype=torch.float32, device=flat.device)
+    padded[:n] = centred
+    padded = padded.reshape(runs, sf.block)
+    absmax2 = padded.abs().amax(dim=1, keepdim=True)
+    normed = padded / torch.where(absmax2 > 0, absmax2, torch.ones_like(absmax2))
+    table = dynamic_map().to(flat.device)
+    mids = (table[1:] + table[:-1]) / 2
+    codes = torch.bucketize(normed.clamp(-1, 1).contiguous(), mids)
+    s = (table[codes] * absmax2).reshape(-1)[:n] + offset
+    stored = StoredScales(
+        codes=codes.reshape(-1)[:n].to(torch.int32).reshape(s_float.shape),
+        super_scale=absmax2.reshape(-1),
+        super_min=offset.reshape(()),
+    )
+    s = s.reshape(-1, 1)
+    return BlockParams(s, _zeros(s), None, s_float, None, stored)
