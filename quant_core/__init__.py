@@ -231,3 +231,15 @@ __all__ = [
     "warm_up",
     "warm_up_in_background",
 ]
+
+# The file readers (``quant_core.files``: GGUF, GPTQ, AWQ, compressed-tensors, bitsandbytes)
+# import llama.cpp's ``gguf`` package: loaded on first use, not with every import.
+_FILES = frozenset({"open_quantized", "open_quantized_bytes", "QuantizedFile", "AllowedRoots"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _FILES:
+        from . import files
+
+        return getattr(files, name)
+    raise AttributeError(f"module 'quant_core' has no attribute {name!r}")

@@ -153,6 +153,7 @@ def quantize(
     *,
     range_mask: torch.Tensor | None = None,
     ranges: BlockRange | None = None,
+    importance: torch.Tensor | None = None,
 ) -> QuantizedTensor:
     """Quantize ``x`` (float16/bfloat16/float32/float64, 1-D or more, finite) under ``cfg``.
 
@@ -183,6 +184,12 @@ def quantize(
     new data, or one group's grid to one column of it. Values outside the range are clamped
     to its end codes (``clip_stats`` counts them). With ``range_mask`` it is a
     ``ValueError``: a given range leaves nothing for the mask to choose.
+
+    ``importance`` (a float tensor of shape ``[x.shape[-1]]``, finite, ``>= 0``): llama.cpp's
+    importance matrix entry of this tensor (``llama-imatrix``: one weight per input column,
+    the mean square of the activations it multiplies), for ``Recipe.LLAMA_CPP`` configs of
+    the K-quants and IQ4, whose weighted quantizers (``quant_weights`` in ggml-quants.c)
+    then choose the scales and codes, as ``llama-quantize --imatrix`` does.
     """
     if not isinstance(cfg, QuantConfig):
         raise TypeError(f"cfg must be a QuantConfig, got {type(cfg).__name__}")
@@ -199,13 +206,20 @@ def quantize(
     if cfg.rounding is Rounding.STOCHASTIC and generator is None:
         generator = torch.Generator(device=x.device).manual_seed(cfg.seed)
 
+    if importance is not None and cfg.recipe is not Recipe.LLAMA_CPP:
+        raise ValueError(
+            "importance weights llama.cpp's quantizers (recipe=llama_cpp configs such as "
+            f"QuantConfig.from_name('Q4_K')), not {cfg.describe()!r}"
+        )
     if cfg.recipe is Recipe.LLAMA_CPP:
         if range_mask is not None or ranges is not None:
             raise ValueError(
                 "llama.cpp's recipe chooses every block's scale itself: range_mask and "
                 "ranges are for the lab's recipe"
             )
-        codes, params = llama_cpp.quantize_blocks(blocks, cfg, layout)
+        if importance is not None:
+            importance = llama_cpp.check_importance(importance, x.shape[-1])
+        codes, params = llama_cpp.quantize_blocks(blocks, cfg, layout, importance)
         return _result(x, cfg, layout, codes, params, None)
     cb = None if cfg.format is Format.INT else codebook_for(cfg.format, x.device)
     mask_blocks = None

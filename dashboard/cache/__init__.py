@@ -27,6 +27,15 @@ from .explorer import (
     ste_panel,
     teaching,
 )
+from .files import (
+    file_reports,
+    file_tensor,
+    quantized_exploration,
+    quantized_folder,
+    quantized_prepared,
+    quantized_upload,
+    upload_is_quantized,
+)
 from .layers import (
     ab_result,
     ab_schemes,
@@ -70,6 +79,8 @@ __all__ = [
     "compare_layer",
     "download_files",
     "exploration",
+    "file_reports",
+    "file_tensor",
     "folder_reports",
     "folder_tensor",
     "histogram",
@@ -93,6 +104,10 @@ __all__ = [
     "outlier_strip",
     "overview",
     "prepared",
+    "quantized_exploration",
+    "quantized_folder",
+    "quantized_prepared",
+    "quantized_upload",
     "research_exploration",
     "research_teaching",
     "scale_map_figures",
@@ -104,5 +119,6 @@ __all__ = [
     "teaching",
     "typed_values",
     "upload_infos",
+    "upload_is_quantized",
     "upload_tensor",
 ]

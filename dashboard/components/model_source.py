@@ -19,7 +19,7 @@ from streamlit.errors import StreamlitSecretNotFoundError
 from dashboard import cache
 from dashboard.components.persist import PERSIST
 from dashboard.services.display.text import literal
-from dashboard.services.io import LoadError
+from dashboard.services.files.open import QuantizedModel, path_key, quantized_path
 from dashboard.services.model.checkpoint import Checkpoint
 from dashboard.services.model.folder import snapshot_key
 from dashboard.services.model.roots import ROOTS_ENV, ROOTS_SECRET, ModelRoots, parse_roots
@@ -96,7 +96,7 @@ def _store_upload(name: str, data: bytes) -> Path:
     return path
 
 
-def model_picker() -> ModelFile | ModelFolder | None:
+def model_picker() -> ModelFile | ModelFolder | QuantizedModel | None:
     """Draw the model source in the sidebar; the chosen model, or ``None`` (with a line in
     the page saying what is missing or wrong)."""
     roots = model_roots()
@@ -123,8 +123,11 @@ def model_picker() -> ModelFile | ModelFolder | None:
             path = folder_path_input(roots, "m_folder")
             if path:
                 try:
+                    if quantized_path(path, roots):  # a .gguf, a GPTQ/AWQ/... folder
+                        qfile = cache.quantized_folder(path_key(path, roots), path, roots)
+                        return QuantizedModel(qfile, qfile.name)
                     checkpoint = cache.model_checkpoint(snapshot_key(path, roots), path, roots)
-                except LoadError as exc:  # PathRefused, CheckpointError, io's refusals
+                except ValueError as exc:  # PathRefused, CheckpointError, io's refusals
                     problem = str(exc)
                 else:
                     return ModelFolder(checkpoint, folder_label(checkpoint.folder))
@@ -142,10 +145,17 @@ def model_picker() -> ModelFile | ModelFolder | None:
     return None
 
 
-def _upload() -> ModelFile | None:
-    upload = st.file_uploader("Model (.safetensors)", type=["safetensors"], key="m_upload")
+def _upload() -> ModelFile | QuantizedModel | None:
+    upload = st.file_uploader(
+        "Model (.safetensors, .gguf)", type=["safetensors", "gguf"], key="m_upload"
+    )
     if upload is not None:
-        path = _store_upload(upload.name, upload.getvalue())
+        data = upload.getvalue()
+        if cache.upload_is_quantized(upload.file_id, upload.name, data):
+            return QuantizedModel(
+                cache.quantized_upload(upload.file_id, upload.name, data), upload.name
+            )
+        path = _store_upload(upload.name, data)
         return ModelFile(path, f"upload:{path}", upload.name, False)
     kept = st.session_state.get(_FILES)
     if kept is not None and Path(kept[1]).exists():
@@ -166,13 +176,13 @@ def folder_path_input(roots: ModelRoots, key: str) -> str:
             format_func=lambda p: "another path…" if p == OTHER_PATH else _short(p, roots),
             key=key,
             persist_state=PERSIST,
-            help="Folders under the allowed roots that hold model.safetensors or "
-            "model.safetensors.index.json.",
+            help="Folders under the allowed roots that hold model.safetensors, "
+            "model.safetensors.index.json or .gguf files.",
         )
     if chosen != OTHER_PATH:
         return chosen
     return st.text_input(
-        "Folder path (or a .safetensors file)",
+        "Folder path (or a .safetensors or .gguf file)",
         key=f"{key}_path",
         persist_state=PERSIST,
         placeholder=str(roots.roots[0]),

@@ -10,6 +10,7 @@ from dashboard import cache
 from dashboard.components import persist, url
 from dashboard.components.model_source import OTHER_PATH, folder_label, model_roots
 from dashboard.components.persist import PERSIST
+from dashboard.components.quantized_source import file_source
 from dashboard.components.source_inputs import (
     DEFAULTS,
     KIND_LABELS,
@@ -45,6 +46,7 @@ from dashboard.services.state.source import (
     source_from_query,
     source_to_query,
 )
+from quant_core.files import QuantizedFile
 
 _LAST_GOOD = "_last_good_source"
 DEFAULT_CHOICE: SourceChoice = SyntheticSource(SyntheticSpec())
@@ -112,10 +114,13 @@ def _seed_widgets_from_url() -> None:
 
 
 def _load(
-    choice: SourceChoice, data: bytes | None, checkpoint: Checkpoint | None = None
+    choice: SourceChoice,
+    data: bytes | None,
+    checkpoint: Checkpoint | QuantizedFile | None = None,
 ) -> PreparedSource:
     """The tensor ``choice`` names, prepared; ``data``: an upload's bytes; ``checkpoint``:
-    a model folder's headers, as ``folder_choice`` read them in this run."""
+    a model folder's headers (or a quantized file's), as ``folder_choice`` read them in
+    this run."""
     if isinstance(choice, SyntheticSource):
         tensor = cache.synthetic_tensor(repr(choice.spec), choice.spec)
         return cache.prepared(
@@ -135,6 +140,8 @@ def _load(
         loaded = cache.model_tensor(choice.tensor)
         label = f"all-MiniLM-L6-v2 · {choice.tensor}"
         return cache.prepared(repr(choice), choice, loaded.tensor, label, loaded.notes)
+    if isinstance(choice, FolderSource) and isinstance(checkpoint, QuantizedFile):
+        return file_source(choice, checkpoint, checkpoint.name)
     if isinstance(choice, FolderSource):
         if checkpoint is None:
             raise TypeError("a model folder's tensor needs the folder's checkpoint")
@@ -153,6 +160,9 @@ def _load(
         )
     if not isinstance(choice, UploadSource) or data is None:
         raise TypeError(f"unexpected source {choice!r}")
+    if cache.upload_is_quantized(choice.file_id, choice.filename, data):
+        qfile = cache.quantized_upload(choice.file_id, choice.filename, data)
+        return file_source(choice, qfile, choice.filename)
     loaded = cache.upload_tensor(choice.file_id, choice.filename, choice.tensor, data)
     label = choice.filename + (f" · {loaded.name}" if loaded.name else "")
     return cache.prepared(repr(choice), choice, loaded.tensor, label, loaded.notes)

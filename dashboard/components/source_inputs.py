@@ -15,9 +15,11 @@ from dashboard import cache
 from dashboard.components import persist
 from dashboard.components.model_source import folder_path_input, model_roots
 from dashboard.components.persist import PERSIST
+from dashboard.components.quantized_source import quantized_folder_choice, quantized_upload_choice
 from dashboard.services.activations.sentences import CALIBRATION, RangeMode, SentenceSet
 from dashboard.services.activations.source import capture_summary
 from dashboard.services.display.text import literal
+from dashboard.services.files.open import quantized_path
 from dashboard.services.io import LoadError
 from dashboard.services.model.checkpoint import Checkpoint
 from dashboard.services.model.folder import snapshot_key
@@ -46,6 +48,7 @@ from dashboard.services.sources.synthetic import (
 )
 from dashboard.services.sources.typed import MAX_TYPED_CHARS, MAX_TYPED_VALUES, TypedValuesError
 from dashboard.services.state.algorithm import parse_sentences
+from quant_core.files import QuantizedFile
 
 UPLOAD = "_uploaded_file"
 
@@ -201,9 +204,11 @@ def model_choice() -> SourceChoice:
 
 def upload_choice() -> tuple[SourceChoice, bytes]:
     upload = st.file_uploader(
-        "File (.safetensors, .pt/.pth, .npy, .csv)",
-        type=["safetensors", "pt", "pth", "npy", "csv"],
+        "File (.safetensors, .gguf, .pt/.pth, .npy, .csv)",
+        type=["safetensors", "gguf", "pt", "pth", "npy", "csv"],
         key="src_upload",
+        help="A quantized file (.gguf, a GPTQ/AWQ/compressed-tensors/bitsandbytes shard, "
+        "the explorer's export) shows what it stores.",
     )
     kept = st.session_state.get(UPLOAD)
     if upload is not None and not (
@@ -225,8 +230,10 @@ def upload_choice() -> tuple[SourceChoice, bytes]:
             del st.session_state[UPLOAD]
             st.rerun()
     try:
+        if cache.upload_is_quantized(file_id, filename, data):
+            return quantized_upload_choice(file_id, filename, data), data
         infos = cache.upload_infos(file_id, filename, data)
-    except LoadError as exc:
+    except ValueError as exc:  # LoadError, QuantizedFileError
         st.error(literal(exc))
         raise SourceUnavailable from None
     name = None
@@ -292,15 +299,22 @@ def activation_choice() -> SourceChoice:
     return choice
 
 
-def folder_choice() -> tuple[SourceChoice, Checkpoint]:
+def folder_choice() -> tuple[SourceChoice, Checkpoint | QuantizedFile]:
     """A model folder under the allowed roots (found, or typed) and one of its tensors,
     listed from the shards' headers (returned too, so the folder is listed once a run);
-    the tensor is read alone when shown."""
+    the tensor is read alone when shown. A quantized file or folder (a ``.gguf``, a
+    GPTQ/AWQ/... folder) is listed by ``quant_core.files`` instead."""
     roots = model_roots()
     path = folder_path_input(roots, "src_folder")
     if not path:
         st.info(f"Give the path of a model folder inside {literal(roots.describe())}.")
         raise SourceUnavailable
+    try:
+        if quantized_path(path, roots):
+            return quantized_folder_choice(path, roots)
+    except ValueError as exc:  # PathRefused, QuantizedFileError
+        st.error(f"Model folder refused: {literal(exc)}")
+        raise SourceUnavailable from None
     try:
         checkpoint = cache.model_checkpoint(snapshot_key(path, roots), path, roots)
     except LoadError as exc:  # PathRefused, CheckpointError, io's refusals

@@ -11,7 +11,9 @@ from dashboard.components import url
 from dashboard.components.config import divisors
 from dashboard.components.model_scheme import model_scheme_picker, seed_model_scheme_from_url
 from dashboard.components.model_source import ModelFolder, model_picker
+from dashboard.components.quantized_model import quantized_model_page
 from dashboard.services.display.text import literal
+from dashboard.services.files.open import QuantizedModel
 from dashboard.services.model.checkpoint import listing_table
 from dashboard.services.model.evaluate import COLUMN_LABELS, LayerMetric, layer_table, order_by
 from dashboard.services.model.fallbacks import fallback_note
@@ -35,6 +37,9 @@ st.title("Whole model")
 model = model_picker()
 url.show_warnings()
 if model is None:
+    st.stop()
+if isinstance(model, QuantizedModel):  # a .gguf, a GPTQ/AWQ/... folder: what it stores
+    quantized_model_page(model)
     st.stop()
 folder = model.checkpoint if isinstance(model, ModelFolder) else None
 try:

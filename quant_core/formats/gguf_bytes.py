@@ -22,6 +22,7 @@ TQ1_0 (54): 48 bytes of 5 trits | 4 bytes of 4 trits | ``d``. Trits ``t_0 .. t_4
 from __future__ import annotations
 
 import math
+import warnings
 from typing import TYPE_CHECKING
 
 import torch
@@ -69,8 +70,19 @@ def _nibbles(u: torch.Tensor) -> torch.Tensor:
     return (u[:, :16] | (u[:, 16:] << 4)).to(torch.uint8)
 
 
-def _unnibble(b: torch.Tensor) -> torch.Tensor:
-    return torch.cat([b & 0x0F, b >> 4], dim=1)
+def _unnibble(b: torch.Tensor, minus: int = 0) -> torch.Tensor:
+    """``[n, 16]`` bytes -> ``[n, 32]`` nibbles ``- minus`` (int8 when ``minus``, else
+    uint8), written in place into one tensor (no concatenation copy)."""
+    out = torch.empty((b.shape[0], 32), dtype=torch.int8 if minus else torch.uint8)
+    lo, hi = out[:, :16], out[:, 16:]
+    if minus:
+        torch.bitwise_and(b, 0x0F, out=lo.view(torch.uint8))
+        torch.bitwise_right_shift(b, 4, out=hi.view(torch.uint8))
+        out.sub_(minus)  # 0..15 - minus fits int8
+    else:
+        torch.bitwise_and(b, 0x0F, out=lo)
+        torch.bitwise_right_shift(b, 4, out=hi)
+    return out
 
 
 def _high_bits(u: torch.Tensor) -> torch.Tensor:
@@ -183,7 +195,10 @@ def from_ggml_bytes(
         raise ValueError(
             f"a {record.name} tensor of shape {shape} takes {want:,} bytes; got {len(data):,}"
         )
-    raw = torch.frombuffer(bytearray(data), dtype=torch.uint8).reshape(-1, record.type_size)
+    with warnings.catch_warnings():
+        # a read-only buffer (bytes): nothing here writes into it
+        warnings.simplefilter("ignore", UserWarning)
+        raw = torch.frombuffer(data, dtype=torch.uint8).reshape(-1, record.type_size)
     n = raw.shape[0]
     cfg = record.config
     zeros = torch.zeros(n, dtype=torch.int32)
@@ -193,8 +208,7 @@ def from_ggml_bytes(
     if name in ("Q4_0", "Q5_0"):
         s = _f16_values(raw[:, :2])
         if name == "Q4_0":
-            u = _unnibble(raw[:, 2:18])
-            codes = (u.to(torch.int16) - 8).to(torch.int8)
+            codes = _unnibble(raw[:, 2:18], minus=8)
         else:
             u = _unnibble(raw[:, 6:22]) | (_unhigh_bits(raw[:, 2:6]).to(torch.uint8) << 4)
             codes = (u.to(torch.int16) - 16).to(torch.int8)
@@ -202,10 +216,10 @@ def from_ggml_bytes(
     elif name in ("Q4_1", "Q5_1"):
         s, offset = _f16_values(raw[:, :2]), _f16_values(raw[:, 2:4])
         if name == "Q4_1":
-            u = _unnibble(raw[:, 4:20])
+            codes = _unnibble(raw[:, 4:20], minus=-cfg.qmin)
         else:
             u = _unnibble(raw[:, 8:24]) | (_unhigh_bits(raw[:, 4:8]).to(torch.uint8) << 4)
-        codes = (u.to(torch.int16) + cfg.qmin).to(torch.int8)
+            codes = (u.to(torch.int16) + cfg.qmin).to(torch.int8)
         z = torch.full((n,), cfg.qmin, dtype=torch.int32)
     elif name == "Q8_0":
         s = _f16_values(raw[:, :2])

@@ -32,7 +32,7 @@ from ..granularity import BlockLayout
 from .gguf_types import gguf_type_of
 from .scales import BlockParams, StoredScales
 
-__all__ = ["quantize_blocks", "roundf"]
+__all__ = ["check_importance", "quantize_blocks", "roundf"]
 
 
 def roundf(v: torch.Tensor) -> torch.Tensor:
@@ -138,11 +138,33 @@ _QUANTIZERS = {
 }
 
 
+def check_importance(importance: object, n_columns: int) -> torch.Tensor:
+    """``importance`` as float32 after checking it: a float tensor of shape
+    ``[n_columns]``, finite and non-negative (``TypeError``/``ValueError`` naming it)."""
+    if not isinstance(importance, torch.Tensor):
+        raise TypeError(f"importance must be a torch.Tensor, got {type(importance).__name__}")
+    if not importance.is_floating_point():
+        raise TypeError(f"importance has dtype {importance.dtype}; expected a float tensor")
+    if tuple(importance.shape) != (n_columns,):
+        raise ValueError(
+            f"importance has shape {tuple(importance.shape)}; expected [{n_columns}]: one "
+            "weight per column (the last dimension) of the tensor"
+        )
+    w = importance.detach().to(torch.float32)
+    if not bool(torch.isfinite(w).all()) or bool((w < 0).any()):
+        raise ValueError("importance must hold finite, non-negative weights")
+    return w
+
+
 def quantize_blocks(
-    blocks: torch.Tensor, cfg: QuantConfig, layout: BlockLayout
+    blocks: torch.Tensor,
+    cfg: QuantConfig,
+    layout: BlockLayout,
+    importance: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, BlockParams]:
     """Codes (``[n_blocks, block_len]``) and block parameters of ``blocks`` (float32) under
-    llama.cpp's quantizer of ``cfg``'s GGUF type."""
+    llama.cpp's quantizer of ``cfg``'s GGUF type; ``importance`` (``check_importance``d):
+    its weighted quantizer (the K-quants and IQ4)."""
     name = gguf_type_of(cfg)
     if name is None:
         raise ValueError(f"{cfg.describe()!r} is no GGUF type")
@@ -150,5 +172,10 @@ def quantize_blocks(
     if fn is None:
         from . import kquants
 
-        return kquants.quantize_blocks(name, blocks, cfg, layout)
+        return kquants.quantize_blocks(name, blocks, cfg, layout, importance)
+    if importance is not None:
+        raise ValueError(
+            f"importance weights llama.cpp's K-quants and IQ4 here; {name}'s weighted "
+            "quantizer is not modelled (quantize without importance)"
+        )
     return fn(blocks, cfg)

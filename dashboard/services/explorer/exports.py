@@ -8,8 +8,14 @@ in the lowest bits: ``quant_core.pack``), ``scale`` (one per block, in the scale
 ``zero_point`` (integer zero points of asymmetric integer schemes, packed at ``bits`` like
 the codes) or ``offset`` (the float ``m`` of ``ZeroPoint.FLOAT_MIN``, in the scale dtype).
 Its metadata names the shape, format, bits, mode, granularity, zero-point convention and
-the dequantization formula; ``read_quantized_safetensors`` turns the bytes back into the
-``QuantizedTensor``.
+the dequantization formula, and ``config`` the whole scheme (``QuantConfig``'s every
+field, so it reopens as the same config). A GGUF type's tensor is stored as the bytes a GGUF
+file holds (``ggml_blocks``, ``ggml_type``: exactly the bits the page counts), another
+two-level format's as the tensors above with float32 scales plus its second level as stored
+(``stored_codes``, ``stored_min_codes``, ``stored_super_scale``, ``stored_super_min``).
+``read_quantized_safetensors`` turns the bytes back into the ``QuantizedTensor`` (the
+reading lives in ``quant_core.files.lab_export``, so the library's ``open_quantized`` opens
+an export too).
 
 A research format (min-max levels, DoReFa) stores what ``research_storage`` counts instead:
 ``codes`` (unsigned ``c``, ``0 .. 2^k - 1``, packed at ``k`` bits) and its float32
@@ -31,17 +37,15 @@ from safetensors.torch import load, save
 from quant_core import (
     Format,
     Mode,
-    PerChannel,
-    PerGroup,
-    PerTensor,
     QuantConfig,
     QuantizedTensor,
+    Recipe,
     ScaleDtype,
-    ZeroPoint,
-    layout_for,
     pack,
     unpack,
 )
+from quant_core.files import read_lab_export_bytes
+from quant_core.files.lab_export import STORED_PARTS, config_to_json
 
 from ..state.research import research_from_query, research_to_query
 from .explore import Exploration
@@ -62,7 +66,6 @@ _SCALE_DTYPES = {
     ScaleDtype.FP16: torch.float16,
     ScaleDtype.BF16: torch.bfloat16,
 }
-_GRANULARITIES = {"PerTensor": PerTensor, "PerChannel": PerChannel, "PerGroup": PerGroup}
 
 
 def metrics_frame(exp: Exploration) -> pd.DataFrame:
@@ -122,13 +125,38 @@ def quantized_safetensors(exp: Exploration) -> bytes:
         "QuantizedTensor.scale.flatten() lists them",
         "dequantize": _formula(cfg),
     }
-    sdtype = _SCALE_DTYPES[cfg.scale_dtype]
+    meta["config"] = config_to_json(cfg)  # every field, range method and rounding too
+    if cfg.two_level or cfg.recipe is Recipe.LLAMA_CPP:
+        blocks = _ggml_blocks(qt)
+        if blocks is not None:  # llama.cpp's own bytes: the codes and both scale levels
+            meta["ggml_type"] = str(cfg.gguf_type)
+            meta["blocks"] = f"ggml_blocks: the tensor as a GGUF file stores it ({cfg.gguf_type})"
+            return save({"ggml_blocks": blocks}, metadata=meta)
+    # a two-level format's block scales are exact float32 (d * sc, 2^(e - 127), ...)
+    sdtype = torch.float32 if cfg.two_level else _SCALE_DTYPES[cfg.scale_dtype]
     tensors = {"codes": pack(qt.codes, cfg.bits), "scale": qt.scale.to(sdtype).contiguous()}
     if qt.offset is not None:  # exactly under ZeroPoint.FLOAT_MIN
         tensors["offset"] = qt.offset.to(sdtype).contiguous()
     elif cfg.has_zero_point:
         tensors["zero_point"] = pack(qt.zero_point, cfg.bits)
+    if qt.stored is not None:  # the second level as stored: integers, super-block scales
+        for name in STORED_PARTS:
+            part = getattr(qt.stored, name)
+            if part is not None:
+                tensors[f"stored_{name}"] = part.detach().cpu().contiguous()
     return save(tensors, metadata=meta)
+
+
+def _ggml_blocks(qt: QuantizedTensor) -> torch.Tensor | None:
+    """The GGUF block bytes of ``qt`` when its config is a GGUF type whose bytes the lab
+    writes (``None`` otherwise)."""
+    if qt.config.gguf_type is None:
+        return None
+    try:
+        raw = qt.to_ggml_bytes()
+    except (ImportError, NotImplementedError, ValueError):
+        return None
+    return torch.frombuffer(bytearray(raw), dtype=torch.uint8)
 
 
 # A safetensors name for each research parameter (``stored_parameters``' names).
@@ -171,55 +199,17 @@ def _read_research(tensors: dict[str, torch.Tensor], meta: dict[str, str]) -> Le
 
 
 def read_quantized_safetensors(data: bytes) -> QuantizedTensor:
-    """Inverse of ``quantized_safetensors``: the ``QuantizedTensor`` (range method and
-    rounding are not stored: they do not change how codes dequantize), a
-    ``LevelTableTensor`` for a research format. Raises ``ValueError`` for a file that does
-    not carry this format's metadata."""
-    tensors = load(data)  # validates the file; its metadata is in the JSON header
-    header_len = int.from_bytes(data[:8], "little")
-    meta = json.loads(data[8 : 8 + header_len]).get("__metadata__") or {}
-    if "research" in meta and "shape" in meta and "codes" in tensors:
-        return _read_research(tensors, meta)
-    missing = {"shape", "format", "bits", "mode", "granularity", "zero_point_convention"} - set(
-        meta
-    )
-    if missing or "codes" not in tensors or "scale" not in tensors:
-        raise ValueError(f"not a Quantization Lab export: missing {sorted(missing) or 'codes'}")
-    gran_spec = json.loads(meta["granularity"])
-    kind = gran_spec.pop("kind")
-    if kind not in _GRANULARITIES:
-        raise ValueError(f"unknown granularity {kind!r} in the file's metadata")
-    cfg = QuantConfig(
-        bits=int(meta["bits"]),
-        mode=Mode(meta["mode"]),
-        granularity=_GRANULARITIES[kind](**gran_spec),
-        format=Format(meta["format"]),
-        scale_dtype=ScaleDtype(meta.get("scale_dtype", "fp32")),
-        zero_point=ZeroPoint(meta["zero_point_convention"]),
-    )
-    shape = tuple(json.loads(meta["shape"]))
-    layout = layout_for(shape, cfg.granularity)
-    signed = cfg.format is Format.INT
-    codes = unpack(tensors["codes"], cfg.bits, math.prod(shape), signed=signed).reshape(shape)
-    if not signed:
-        codes = codes.to(torch.uint8)
-    scale = tensors["scale"].to(torch.float32).reshape(layout.scale_shape)
-    zero_point = torch.zeros(layout.scale_shape, dtype=torch.int32)
-    if "zero_point" in tensors:
-        zp = unpack(tensors["zero_point"], cfg.bits, layout.n_blocks, signed=True)
-        zero_point = zp.to(torch.int32).reshape(layout.scale_shape)
-    offset = None
-    if "offset" in tensors:
-        offset = tensors["offset"].to(torch.float32).reshape(layout.scale_shape)
-    return QuantizedTensor(
-        codes=codes,
-        scale=scale,
-        zero_point=zero_point,
-        config=cfg,
-        layout=layout,
-        input_dtype=torch.float32,
-        offset=offset,
-    )
+    """Inverse of ``quantized_safetensors``: the ``QuantizedTensor``
+    (``quant_core.files.read_lab_export_bytes``: range method and rounding are not stored,
+    they do not change how codes dequantize), a ``LevelTableTensor`` for a research
+    format. Raises ``ValueError`` for a file that does not carry this format's metadata."""
+    header_len = int.from_bytes(data[:8], "little") if len(data) >= 8 else 0
+    if 0 < header_len <= len(data) - 8 and b'"research"' in data[8 : 8 + header_len]:
+        tensors = load(data)  # validates the file; its metadata is in the JSON header
+        meta = json.loads(data[8 : 8 + header_len]).get("__metadata__") or {}
+        if "research" in meta and "shape" in meta and "codes" in tensors:
+            return _read_research(tensors, meta)
+    return read_lab_export_bytes(data)
 
 
 def packed_codes(exp: Exploration) -> bytes:

@@ -288,8 +288,8 @@ def find_checkpoints(
     roots: ModelRoots, max_depth: int = 4, max_folders: int = 2000, max_found: int = 50
 ) -> tuple[Path, ...]:
     """Folders under ``roots`` (at most ``max_depth`` levels down, visiting at most
-    ``max_folders`` folders and 10,000 entries of each) that hold ``model.safetensors``
-    or the index, breadth first, at most ``max_found``: the choices a picker offers.
+    ``max_folders`` folders and 10,000 entries of each) that hold ``model.safetensors``,
+    the index or ``.gguf`` files, breadth first, at most ``max_found``: the choices a picker offers.
     Hidden folders are skipped; links are followed only when they stay inside a root."""
     found: list[Path] = []
     visited = 0
@@ -312,7 +312,8 @@ def find_checkpoints(
         except OSError:
             continue
         names = {c.name for c in children}
-        if SINGLE_NAME in names or INDEX_NAME in names:
+        # a folder of .gguf files opens as its GGUF model (quant_core.files)
+        if SINGLE_NAME in names or INDEX_NAME in names or any(n.endswith(".gguf") for n in names):
             found.append(resolved)
         if depth < max_depth:
             queue += [(c, depth + 1) for c in children if not c.name.startswith(".") and _is_dir(c)]

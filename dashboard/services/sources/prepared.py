@@ -3,21 +3,26 @@ not finite."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import torch
 
 from .choice import SourceChoice
 from .values import NonFiniteSummary, nonfinite_summary, to_2d_view
 
-__all__ = ["PreparedSource", "prepare"]
+if TYPE_CHECKING:
+    from ..files.tensor import FileTensor
+
+__all__ = ["PreparedSource", "prepare", "prepare_file"]
 
 
 @dataclass(frozen=True, eq=False)
 class PreparedSource:
     """``matrix``: the ``[R, C]`` float32 view the pages quantize; ``nonfinite`` says where
     it holds NaN/Inf (``None`` when every value is finite). ``key`` names the source for
-    caches."""
+    caches. ``file_tensor``: the quantized file's tensor the values come from (what the file
+    stores, for the explorer), or ``None``."""
 
     choice: SourceChoice
     key: str
@@ -27,6 +32,7 @@ class PreparedSource:
     dtype_label: str
     notes: tuple[str, ...]
     nonfinite: NonFiniteSummary | None
+    file_tensor: FileTensor | None = None
 
 
 def prepare(
@@ -56,3 +62,10 @@ def prepare(
         notes=tuple(all_notes),
         nonfinite=None if summary.all_finite else summary,
     )
+
+
+def prepare_file(choice: SourceChoice, ft: FileTensor, label: str, key: str) -> PreparedSource:
+    """The values of a quantized file's tensor (``ft``: as stored, dequantized, in the
+    file's shape and column order) ready to show, carrying ``ft`` itself."""
+    prepared = prepare(choice, ft.stored.dequantize(), label, ft.notes())
+    return replace(prepared, key=key, file_tensor=ft)

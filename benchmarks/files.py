@@ -1,0 +1,291 @@
+"""Reading quantized files: listing a 1B-parameter GGUF and a sharded GPTQ folder from their
+headers, and decoding one 4096 x 4096 tensor, against references measured in the same run.
+
+Run: ``PYTHONPATH=. python benchmarks/files.py`` (under a minute; the files are sparse, in
+a temporary folder removed afterwards: they take almost no disk).
+
+1. A GGUF of Llama-3.2-1B's shapes (16 layers, 2048 wide, 8192 MLP, 128,256-token
+   vocabulary: 1.24B parameters, Q4_K with Q6_K ``attn_v``/``ffn_down``/``token_embd``,
+   F32 norms) with its tokenizer's metadata (128,256 tokens, their types, 280,147 merges).
+   ``gguf.GGUFWriter`` writes the header; the data section is a hole (``truncate``).
+   Listing: ``quant_core.files.open_quantized`` (the bounded header reader) against
+   ``gguf.GGUFReader`` on the same file. Target: under 1 s.
+2. A GPTQ folder of the same model (int4 g128, fp16 scales, ``g_idx``), 4 shards and the
+   index; headers written by hand, data a hole. Listing: ``open_quantized`` against a
+   ``safetensors.safe_open`` of every shard (its keys). Target: under 1 s.
+3. One 4096 x 4096 tensor in a GGUF (Q4_K: random valid blocks; Q4_0: quantized by the
+   ``gguf`` package): ``QuantizedFile.load`` (read and decode into the lab's tensor) and
+   load plus ``dequantize()``, against a plain ``os.pread`` of its bytes (median of 5),
+   from the page cache and from disk (its pages dropped first, ``posix_fadvise``).
+   Target for Q4_K: within 5x the read. Until the lab's K-quant byte decoder
+   (``formats.kquant_bytes``) is installed, Q4_K decodes through
+   ``gguf.quants.dequantize`` (numpy), which the line says.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+from quant_core.files import open_quantized
+from quant_core.files.gguf_file import lab_decodes
+
+GGML = gguf.GGMLQuantizationType
+HIDDEN, KV, FFN, LAYERS, VOCAB = 2048, 512, 8192, 16, 128_256
+N_MERGES = 280_147
+
+
+def _best(fn: Callable[[], object], repeat: int = 5) -> float:
+    times = []
+    for _ in range(repeat):
+        began = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - began)
+    return statistics.median(times)
+
+
+def _layer_shapes() -> list[tuple[str, tuple[int, int], GGML]]:
+    """(GGUF name, torch shape, type) of every 2-D weight of the model."""
+    rows = [("token_embd.weight", (VOCAB, HIDDEN), GGML.Q6_K)]
+    for i in range(LAYERS):
+        rows += [
+            (f"blk.{i}.attn_q.weight", (HIDDEN, HIDDEN), GGML.Q4_K),
+            (f"blk.{i}.attn_k.weight", (KV, HIDDEN), GGML.Q4_K),
+            (f"blk.{i}.attn_v.weight", (KV, HIDDEN), GGML.Q6_K),
+            (f"blk.{i}.attn_output.weight", (HIDDEN, HIDDEN), GGML.Q4_K),
+            (f"blk.{i}.ffn_gate.weight", (FFN, HIDDEN), GGML.Q4_K),
+            (f"blk.{i}.ffn_up.weight", (FFN, HIDDEN), GGML.Q4_K),
+            (f"blk.{i}.ffn_down.weight", (HIDDEN, FFN), GGML.Q6_K),
+        ]
+    return rows
+
+
+def write_sparse_gguf(path: Path) -> int:
+    """The 1B GGUF (module docstring); its parameter count."""
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.add_block_count(LAYERS)
+    writer.add_embedding_length(HIDDEN)
+    writer.add_head_count(32)
+    writer.add_head_count_kv(8)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list([f"tok{i}" for i in range(VOCAB)])
+    writer.add_token_types([1] * VOCAB)
+    writer.add_token_merges([f"t{i} m{i}" for i in range(N_MERGES)])
+    params = 0
+    infos: list[tuple[str, tuple[int, ...], GGML]] = []
+    for name, shape, qtype in _layer_shapes():
+        infos.append((name, shape, qtype))
+        if name.startswith("blk."):
+            i = name.split(".")[1]
+            if name.endswith("attn_q.weight"):
+                infos.append((f"blk.{i}.attn_norm.weight", (HIDDEN,), GGML.F32))
+                infos.append((f"blk.{i}.ffn_norm.weight", (HIDDEN,), GGML.F32))
+    infos.append(("output_norm.weight", (HIDDEN,), GGML.F32))
+    data = 0
+    for name, shape, qtype in infos:
+        block, size = gguf.GGML_QUANT_SIZES[qtype]
+        n = int(np.prod(shape))
+        nbytes = n // block * size
+        byte_shape = (*shape[:-1], shape[-1] // block * size)
+        dtype = np.float32 if qtype is GGML.F32 else np.uint8
+        writer.add_tensor_info(
+            name,
+            shape if qtype is GGML.F32 else byte_shape,
+            np.dtype(dtype),
+            nbytes,
+            None if qtype is GGML.F32 else qtype,
+        )
+        params += n
+        data += -(-nbytes // 32) * 32
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    writer.close()
+    header = path.stat().st_size
+    with path.open("r+b") as f:
+        f.truncate(-(-header // 32) * 32 + data)
+    return params
+
+
+def _st_header(entries: dict[str, tuple[str, tuple[int, ...]]]) -> tuple[bytes, int]:
+    sizes = {"I32": 4, "F16": 2}
+    header: dict[str, object] = {}
+    offset = 0
+    for name, (dtype, shape) in entries.items():
+        n = int(np.prod(shape)) * sizes[dtype]
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + n]}
+        offset += n
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text, offset
+
+
+def write_sparse_gptq(folder: Path, shards: int = 4) -> int:
+    """The GPTQ folder (module docstring); its parameter count."""
+    folder.mkdir()
+    (folder / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "quantization_config": {
+                    "quant_method": "gptq",
+                    "bits": 4,
+                    "group_size": 128,
+                    "desc_act": False,
+                    "sym": True,
+                    "checkpoint_format": "gptq",
+                },
+            }
+        )
+    )
+    hf = {
+        "attn_q": "self_attn.q_proj",
+        "attn_k": "self_attn.k_proj",
+        "attn_v": "self_attn.v_proj",
+        "attn_output": "self_attn.o_proj",
+        "ffn_gate": "mlp.gate_proj",
+        "ffn_up": "mlp.up_proj",
+        "ffn_down": "mlp.down_proj",
+    }
+    entries: list[dict[str, tuple[str, tuple[int, ...]]]] = [{} for _ in range(shards)]
+    entries[0]["model.embed_tokens.weight"] = ("F16", (VOCAB, HIDDEN))
+    params = VOCAB * HIDDEN
+    for name, (out_f, in_f), _ in _layer_shapes()[1:]:
+        i, kind = int(name.split(".")[1]), name.split(".")[2]
+        module = f"model.layers.{i}.{hf[kind]}"
+        part = entries[i * shards // LAYERS]
+        part[f"{module}.qweight"] = ("I32", (in_f // 8, out_f))
+        part[f"{module}.qzeros"] = ("I32", (in_f // 128, out_f // 8))
+        part[f"{module}.scales"] = ("F16", (in_f // 128, out_f))
+        part[f"{module}.g_idx"] = ("I32", (in_f,))
+        params += out_f * in_f
+    weight_map = {}
+    for k, part in enumerate(entries):
+        shard = f"model-{k + 1:05d}-of-{shards:05d}.safetensors"
+        head, data = _st_header(part)
+        with (folder / shard).open("wb") as f:
+            f.write(head)
+            f.truncate(len(head) + data)
+        weight_map.update(dict.fromkeys(part, shard))
+    index = {"metadata": {}, "weight_map": weight_map}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    return params
+
+
+def bench_listing(tmp: Path) -> None:
+    path = tmp / "llama-1b-Q4_K_M.gguf"
+    params = write_sparse_gguf(path)
+    ours = _best(lambda: open_quantized(path), 3)
+    f = open_quantized(path)
+    ref = _best(lambda: gguf.GGUFReader(path), 3)
+    print(
+        f"GGUF {params / 1e9:.2f}B parameters, {len(f.tensors)} tensors, "
+        f"{path.stat().st_size / 1e9:.2f} GB (sparse): open_quantized {ours * 1e3:.0f} ms, "
+        f"gguf.GGUFReader {ref * 1e3:.0f} ms (ratio {ours / ref:.2f}); target < 1 s: "
+        f"{'met' if ours < 1 else 'NOT met'}"
+    )
+    folder = tmp / "llama-1b-gptq"
+    params = write_sparse_gptq(folder)
+    ours = _best(lambda: open_quantized(folder), 3)
+    g = open_quantized(folder)
+
+    def keys() -> int:
+        from safetensors import safe_open
+
+        n = 0
+        for shard in sorted(folder.glob("*.safetensors")):
+            with safe_open(str(shard), "pt") as handle:
+                n += len(list(handle.keys()))
+        return n
+
+    ref = _best(keys, 3)
+    print(
+        f"GPTQ {params / 1e9:.2f}B parameters, {len(g.tensors)} tensors from "
+        f"{sum(len(t.parts) or 1 for t in g.tensors)} stored, 4 shards: open_quantized "
+        f"{ours * 1e3:.0f} ms, safe_open keys {ref * 1e3:.0f} ms (ratio {ours / ref:.2f}); "
+        f"target < 1 s: {'met' if ours < 1 else 'NOT met'}"
+    )
+
+
+def bench_decode(tmp: Path) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4096, 4096)).astype(np.float32)
+    block, size = gguf.GGML_QUANT_SIZES[GGML.Q4_K]
+    raw = rng.integers(0, 256, size=(4096, 4096 // block, size), dtype=np.uint8)
+    raw[..., :4] = (
+        (rng.uniform(0.5, 1.5, size=(4096, 4096 // block, 2)) * 0.01)
+        .astype(np.float16)
+        .view(np.uint8)
+        .reshape(4096, -1, 4)
+    )
+    path = tmp / "one.gguf"
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.add_tensor("k", raw.reshape(4096, -1), raw_dtype=GGML.Q4_K)
+    writer.add_tensor("l", gguf.quants.quantize(x, GGML.Q4_0), raw_dtype=GGML.Q4_0)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    f = open_quantized(path)
+    for name, type_name in (("k", "Q4_K"), ("l", "Q4_0")):
+        info = f._source._where[name][1]
+        fd = os.open(path, os.O_RDONLY)
+
+        def cold(fd: int = fd, info=info) -> bytes:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # this file's pages only
+            return os.pread(fd, info.nbytes, info.offset)
+
+        try:
+            read = _best(lambda info=info, fd=fd: os.pread(fd, info.nbytes, info.offset))
+            read_cold = _best(cold)
+        finally:
+            os.close(fd)
+        f.load(name)  # warm
+        load = _best(lambda name=name: f.load(name))
+        full = _best(lambda name=name: f.load(name).dequantize())
+        how = (
+            "the lab's decoder"
+            if lab_decodes(type_name)
+            else "gguf.quants.dequantize (the lab's K-quant byte decoder is not installed)"
+        )
+        print(
+            f"{type_name} 4096x4096 ({info.nbytes / 1e6:.1f} MB): read {read * 1e3:.1f} ms "
+            f"(from disk {read_cold * 1e3:.1f} ms), load {load * 1e3:.1f} ms ({load / read:.1f}x "
+            f"the read, {load / read_cold:.1f}x from disk), load + dequantize "
+            f"{full * 1e3:.1f} ms ({full / read:.1f}x), by {how}"
+            + (
+                f"; target load within 5x: {'met' if load < 5 * read else 'NOT met'}"
+                if type_name == "Q4_K"
+                else ""
+            )
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--keep", action="store_true", help="keep the generated files")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="qlab-files-"))
+    try:
+        bench_listing(tmp)
+        bench_decode(tmp)
+    finally:
+        if args.keep:
+            print(f"files kept in {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""The whole-model page for a quantized file: every tensor with its stored type, bytes and
+bits per weight from the headers, the mix (bytes per type), and, with the original, each
+tensor's error (and the lab's round-to-nearest's), streamed with a progress bar."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import cache
+from dashboard.components.persist import PERSIST
+from dashboard.components.quantized_view import original_picker
+from dashboard.services.display.text import literal
+from dashboard.services.files.open import QuantizedModel
+from dashboard.services.files.report import (
+    listing_table,
+    mix_figure,
+    mix_table,
+    rows_table,
+    run_file_report,
+)
+from dashboard.services.files.tensor import human_bytes
+
+__all__ = ["quantized_model_page"]
+
+
+def quantized_model_page(model: QuantizedModel) -> None:
+    """Draw the report of ``model`` (its listing, mix and, with the original, errors)."""
+    qfile = model.file
+    quantized = sum(t.quantized for t in qfile.tensors)
+    st.caption(
+        f"**{literal(model.label)}** · {qfile.kind.label} · {len(qfile.tensors):,} tensors "
+        f"({quantized:,} quantized) · {human_bytes(qfile.nbytes)} · "
+        f"{8 * qfile.nbytes / max(qfile.numel, 1):.3f} bits per weight overall"
+    )
+    for note in qfile.notes:
+        st.caption(literal(note))
+    st.subheader("The mix: bytes per stored type")
+    left, right = st.columns([2, 3])
+    left.dataframe(mix_table(qfile), hide_index=True, key="qm_mix")
+    right.plotly_chart(mix_figure(qfile), key="qm_mix_chart", config={"displaylogo": False})
+    with st.expander(f"Every tensor, from the headers ({len(qfile.tensors):,})"):
+        st.dataframe(listing_table(qfile), hide_index=True, key="qm_listing")
+
+    st.subheader("Error against the original")
+    original = original_picker("qm")
+    if original is None:
+        st.info("Give the original weights to measure each tensor's error.")
+        return
+    with_rtn = st.checkbox(
+        "Also the lab's round-to-nearest of the original, same format (slower)",
+        key="qm_rtn",
+        persist_state=PERSIST,
+    )
+    bar, live = st.progress(0.0), st.empty()
+
+    def show(rows, total):
+        bar.progress(len(rows) / max(total, 1), text=f"{len(rows)} of {total} tensors")
+        live.dataframe(rows_table(rows), hide_index=True)  # redrawn: no key
+
+    key = f"{qfile.key}|{original.key}|{with_rtn}"
+    try:  # a rerun stops it at the next redraw; the rows done so far are kept
+        rows = run_file_report(cache.file_reports(), key, qfile, original, with_rtn, on_rows=show)
+    except ValueError as exc:
+        st.error(f"{literal(model.label)}: {literal(exc)}")
+        return
+    bar.empty()
+    live.empty()
+    matched = [r for r in rows if r.mse is not None]
+    st.caption(
+        f"{len(matched):,} of {len(rows):,} tensors matched in {literal(original.name)}; "
+        "each read, decoded and compared one at a time."
+    )
+    st.dataframe(rows_table(rows), hide_index=True, key="qm_report")

@@ -1,0 +1,57 @@
+"""The tensor picker's branch for quantized files (a ``.gguf``, a GPTQ/AWQ/compressed-
+tensors/bitsandbytes folder, the explorer's export), reached through the existing sources:
+an upload, or a model folder (or file) on this machine. Every tensor is listed with its
+stored type, shape and bytes from the headers; the one picked is decoded alone."""
+
+from __future__ import annotations
+
+from dashboard import cache
+from dashboard.components import persist
+from dashboard.services.display.text import literal
+from dashboard.services.files.open import path_key
+from dashboard.services.files.tensor import entry_label
+from dashboard.services.model.roots import ModelRoots
+from dashboard.services.sources.choice import FolderSource, SourceChoice, UploadSource
+from dashboard.services.sources.prepared import PreparedSource
+from quant_core.files import QuantizedFile
+
+__all__ = ["file_source", "quantized_folder_choice", "quantized_upload_choice"]
+
+
+def _pick(qfile: QuantizedFile, key: str) -> str:
+    entries = {t.name: t for t in qfile.tensors}
+    first = next((t.name for t in qfile.tensors if t.quantized), qfile.tensors[0].name)
+    return persist.name_picker(
+        f"Tensor ({len(entries):,} in {qfile.kind.label}, {qfile.nbytes:,} bytes)",
+        list(entries),
+        key,
+        first,
+        lambda n: entry_label(entries[n]),
+        stale=lambda n: f"Tensor {literal(n)} is not in this file.",
+    )
+
+
+def quantized_folder_choice(path: str, roots: ModelRoots) -> tuple[SourceChoice, QuantizedFile]:
+    """The quantized file or folder at ``path`` listed, and the tensor picked (``LoadError``
+    / ``QuantizedFileError`` for a refused or unreadable one: the caller shows it)."""
+    qfile = cache.quantized_folder(path_key(path, roots), path, roots)
+    if not qfile.tensors:
+        raise ValueError(f"{qfile.name} lists no tensors")
+    return FolderSource(path, _pick(qfile, "src_folder_tensor")), qfile
+
+
+def quantized_upload_choice(file_id: str, filename: str, data: bytes) -> SourceChoice:
+    """An uploaded quantized file listed, and the tensor picked."""
+    qfile = cache.quantized_upload(file_id, filename, data)
+    if not qfile.tensors:
+        raise ValueError(f"{filename} lists no tensors")
+    return UploadSource(file_id, filename, _pick(qfile, "src_upload_tensor"))
+
+
+def file_source(choice: SourceChoice, qfile: QuantizedFile, label: str) -> PreparedSource:
+    """The picked tensor of ``qfile``, decoded and prepared for the pages."""
+    name = choice.tensor if isinstance(choice, FolderSource | UploadSource) else None
+    if name is None:
+        name = qfile.tensors[0].name
+    ft = cache.file_tensor(qfile.key, qfile, name)
+    return cache.quantized_prepared(f"{qfile.key}|{name}", choice, ft, f"{label} · {name}")

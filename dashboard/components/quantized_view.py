@@ -1,0 +1,208 @@
+"""The explorer's view of a quantized file's tensor: what the file stores (codes, scale
+and zero-point or min maps, dequantized values, the bits per weight it really spends, the
+format's teaching panel) and, given the original weights, the file's error beside the
+lab's own round-to-nearest of the original under the same format."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from dashboard import cache
+from dashboard.components import url
+from dashboard.components.charts import histogram_chart, image_maps, static_table
+from dashboard.components.metrics import metrics_row
+from dashboard.components.model_source import model_roots
+from dashboard.components.persist import PERSIST
+from dashboard.components.stored_maps import stored_maps
+from dashboard.components.view import block_chooser, overview_maps, view_options
+from dashboard.services.display.reduce import needs_reduction
+from dashboard.services.display.text import literal
+from dashboard.services.explorer.map_image import MapImage
+from dashboard.services.explorer.overview import MapView
+from dashboard.services.files.open import path_key
+from dashboard.services.files.tensor import FileExploration, human_bytes
+from dashboard.services.sources.prepared import PreparedSource
+from dashboard.services.state.source import source_to_query
+from quant_core.files import QuantizedFile, StoredTensor
+
+__all__ = ["original_picker", "quantized_file_view"]
+
+_NONE, _FOLDER, _UPLOAD = "none", "folder", "upload"
+_LABELS = {
+    _NONE: "No original",
+    _FOLDER: "A model folder or file on this machine",
+    _UPLOAD: "Upload the original (.safetensors, .gguf)",
+}
+
+
+def original_picker(prefix: str) -> QuantizedFile | None:
+    """The original weights to compare with (keys ``{prefix}_orig*``): a folder or file
+    under the model roots, or an upload (a plain ``.safetensors`` checkpoint, or an F16
+    ``.gguf``); ``None`` when none is given or it cannot be read (said on the page)."""
+    roots = model_roots()
+    kinds = [_NONE, _FOLDER, _UPLOAD] if roots.enabled else [_NONE, _UPLOAD]
+    kind = st.radio(
+        "Original weights",
+        kinds,
+        format_func=_LABELS.__getitem__,
+        key=f"{prefix}_orig",
+        horizontal=True,
+        persist_state=PERSIST,
+        help="The unquantized model the file was made from; its tensors are matched by name "
+        "(GGUF's names mapped back to Hugging Face's).",
+    )
+    try:
+        if kind == _FOLDER:
+            path = st.text_input(
+                "Path of the original (folder or file)",
+                key=f"{prefix}_orig_path",
+                persist_state=PERSIST,
+                placeholder=str(roots.roots[0]),
+            ).strip()
+            if not path:
+                return None
+            return cache.quantized_folder(path_key(path, roots), path, roots)
+        if kind == _UPLOAD:
+            upload = st.file_uploader(
+                "Original weights", type=["safetensors", "gguf"], key=f"{prefix}_orig_upload"
+            )
+            if upload is None:
+                return None
+            return cache.quantized_upload(upload.file_id, upload.name, upload.getvalue())
+    except ValueError as exc:  # PathRefused, QuantizedFileError
+        st.error(f"Original refused: {literal(exc)}")
+    return None
+
+
+def _original_of(
+    source: PreparedSource, original: QuantizedFile
+) -> tuple[str, StoredTensor] | None:
+    ft = source.file_tensor
+    if ft is None:
+        return None
+    match = ft.file.original_name(ft.entry.name, {t.name for t in original.tensors})
+    if match is None:
+        st.warning(
+            f"The original ({literal(original.name)}) holds no tensor named "
+            f"{literal(ft.entry.name)}"
+            + (" nor any Hugging Face name it maps back to." if ft.entry.original_names else ".")
+        )
+        return None
+    return match, cache.file_tensor(original.key, original, match).stored
+
+
+def _titled(view: MapView, title: str) -> MapView:
+    if isinstance(view, MapImage):
+        return replace(view, title=title)
+    fig = go.Figure(view)
+    fig.update_layout(title={"text": title})
+    return fig
+
+
+def _metrics_table(fexp: FileExploration, type_name: str) -> pd.DataFrame:
+    cmp = fexp.comparison
+    rows = []
+    if cmp is not None:
+        for label, m in (
+            (f"the file ({type_name})", cmp.file_metrics),
+            ("the lab's round-to-nearest, same format", cmp.rtn_metrics),
+        ):
+            if m is not None:
+                rows.append(
+                    {
+                        "quantization": label,
+                        "mse": m.mse,
+                        "rmse": m.rmse,
+                        "max |error|": m.max_abs,
+                        "sqnr (dB)": m.sqnr_db,
+                        "cosine": m.cosine,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def quantized_file_view(source: PreparedSource) -> None:
+    """The explorer page for a tensor of a quantized file (``source.file_tensor``)."""
+    ft = source.file_tensor
+    if ft is None:
+        raise TypeError("the quantized-file view needs a file tensor")
+    url.write(source_to_query(source.choice))
+    entry = ft.entry
+    st.caption(
+        f"**{literal(source.label)}** · shape {list(entry.shape)} · stored as "
+        f"**{literal(entry.type_name)}**"
+    )
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Stored type", entry.type_name)
+    c2.metric("Bytes in the file", human_bytes(entry.nbytes))
+    c3.metric("Bits per weight, as stored", f"{entry.bits_per_weight:.4g}")
+    for note in source.notes:
+        st.info(literal(note))
+
+    with st.expander("Compare with the original", expanded=False):
+        original = original_picker("qf")
+    match = None if original is None else _original_of(source, original)
+    original_name, original_values = (
+        (None, None) if match is None else (match[0], match[1].dequantize())
+    )
+    key = f"{source.key}|{None if original is None else original.key}|{original_name}"
+    try:
+        fexp = cache.quantized_exploration(key, ft, original_values, original_name)
+    except ValueError as exc:
+        st.error(f"Cannot compare: {literal(exc)}")
+        fexp = cache.quantized_exploration(f"{source.key}|none", ft, None, None)
+    for note in fexp.order_notes:
+        st.caption(literal(note))
+    if fexp.unmodelled is not None:
+        st.info(f"Only the values are shown: {literal(fexp.unmodelled)}.")
+        if fexp.comparison is not None:
+            st.dataframe(_metrics_table(fexp, entry.type_name), hide_index=True, key="qf_table")
+        return
+    exp = fexp.stored
+    if exp is None:
+        return
+    st.caption(f"As the lab models it: **{literal(exp.config.name)}** ({exp.config.describe()}).")
+    rows, cols = exp.original.shape
+    opts = view_options(reduced=needs_reduction((rows, cols)))
+    figs = cache.overview(f"{key}|{opts!r}", exp, opts)
+    if fexp.comparison is None:
+        st.caption(
+            "No original given: the 'original' map shows the stored values and the error is "
+            "zero. Give the original above to see what the file's quantization changed."
+        )
+    else:
+        metrics_row(exp)
+        st.subheader("The file against the lab's round-to-nearest of the original")
+        st.dataframe(_metrics_table(fexp, entry.type_name), hide_index=True, key="qf_table")
+        if fexp.comparison.rtn_unavailable:
+            st.caption(literal(fexp.comparison.rtn_unavailable))
+        if fexp.rtn is not None:
+            rtn_figs = cache.overview(f"{key}|rtn|{opts!r}", fexp.rtn, opts)
+            pair = {
+                "error": _titled(figs.error, f"Error of the file ({entry.type_name})"),
+                "rtn_error": _titled(rtn_figs.error, "Error of the lab's round-to-nearest"),
+            }
+            if all(isinstance(v, MapImage) for v in pair.values()):
+                image_maps(pair, key="qf_errors")  # type: ignore[arg-type]
+            else:
+                left, right = st.columns(2)
+                for col, (name, fig) in zip((left, right), pair.items(), strict=True):
+                    col.plotly_chart(fig, key=f"qf_{name}", config={"displaylogo": False})
+    st.subheader("What the file stores")
+    overview_maps(figs)
+    stored_maps(key, exp)
+
+    st.subheader("How a value becomes a code")
+    block = block_chooser(exp.config, exp.n_blocks, key="qf_block")
+    stats = cache.block_stats(f"{key}|{block}", exp, block)
+    histogram_chart(cache.histogram(key, exp, block, stats), key="qf_histogram")
+    panel = cache.teaching(key, exp, block, stats)
+    st.markdown(panel.markdown)
+    st.caption(panel.symbols)
+    for note in panel.notes:
+        st.info(note)
+    static_table(panel.table, key="qf_worked")

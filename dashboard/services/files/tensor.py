@@ -1,0 +1,179 @@
+"""One tensor of a quantized file as the pages use it: its values for every page, and for
+the explorer what the file stores, against the original when there is one.
+
+The explorer's maps work on a ``[R, C]`` matrix (``sources.values.to_2d_view``: a 1-D
+tensor is one row, an N-D one ``[shape[0], rest]``); a stored tensor is brought to the same
+matrix (``as_matrix``), which keeps its blocks for the per-group layouts every file format
+uses (groups run along the last dimension, which stays whole inside a row).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import torch
+
+from dashboard.services.explorer.explore import Exploration, explore
+from quant_core import PerGroup, PerTensor, QuantizedTensor, SuperBlockScales
+from quant_core.files import (
+    FileComparison,
+    QuantizedFile,
+    StoredTensor,
+    TensorEntry,
+    compare_with_original,
+)
+from quant_core.granularity import layout_for
+
+__all__ = [
+    "FileExploration",
+    "FileTensor",
+    "as_matrix",
+    "entry_label",
+    "file_exploration",
+    "human_bytes",
+]
+
+
+def human_bytes(n: int) -> str:
+    """``1536`` -> ``"1.5 kB"`` (powers of 1000, as file sizes are shown)."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def entry_label(entry: TensorEntry) -> str:
+    """A picker's line: ``"blk.0.attn_q.weight  Q4_K [4096, 4096] 9.4 MB"`` (selectbox
+    options show text as it is)."""
+    return f"{entry.name}  {entry.type_name} {list(entry.shape)} {human_bytes(entry.nbytes)}"
+
+
+@dataclass(frozen=True, eq=False)
+class FileTensor:
+    """Tensor ``stored`` of the quantized ``file``."""
+
+    file: QuantizedFile
+    stored: StoredTensor
+
+    @property
+    def entry(self) -> TensorEntry:
+        return self.stored.entry
+
+    def notes(self) -> tuple[str, ...]:
+        """What the page says about where the values come from."""
+        e = self.entry
+        lines = [
+            f"{self.file.kind.label}: {e.type_name}, {human_bytes(e.nbytes)} for "
+            f"{e.numel:,} values, {e.bits_per_weight:.3f} bits per weight as stored."
+        ]
+        if self.stored.quantized is None:
+            lines.append(
+                f"The lab does not model {e.type_name}: the values are shown, not codes and scales."
+            )
+        return (*lines, *self.stored.notes)
+
+
+def as_matrix(qt: QuantizedTensor, rows: int, cols: int) -> QuantizedTensor | None:
+    """``qt`` as a ``[rows, cols]`` tensor of the same blocks (the explorer's matrix of its
+    shape), or ``None`` when its granularity does not survive the reshape."""
+    shape = tuple(qt.shape)
+    if shape == (rows, cols):
+        return qt
+    gran = qt.config.granularity
+    if math.prod(shape) != rows * cols or not isinstance(gran, PerGroup | PerTensor):
+        return None
+    if isinstance(gran, PerGroup) and cols % gran.group_size:
+        return None
+    layout = layout_for((rows, cols), gran)
+    stored = qt.stored
+    if stored is not None:
+        sf = qt.config.scale_format
+        super_shape = None
+        if isinstance(sf, SuperBlockScales):
+            super_shape = (rows, cols // sf.super_block)
+
+        def shaped(t: torch.Tensor | None, to: tuple[int, ...] | None) -> torch.Tensor | None:
+            return t if t is None or to is None else t.reshape(to)
+
+        stored = replace(
+            stored,
+            codes=stored.codes.reshape(layout.scale_shape),
+            min_codes=shaped(stored.min_codes, layout.scale_shape),
+            super_scale=shaped(stored.super_scale, super_shape),
+            super_min=shaped(stored.super_min, super_shape),
+        )
+    return QuantizedTensor(
+        codes=qt.codes.reshape(rows, cols),
+        scale=qt.scale.reshape(layout.scale_shape),
+        zero_point=qt.zero_point.reshape(layout.scale_shape),
+        config=qt.config,
+        layout=layout,
+        input_dtype=qt.input_dtype,
+        offset=None if qt.offset is None else qt.offset.reshape(layout.scale_shape),
+        stored=stored,
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class FileExploration:
+    """The explorer's view of one stored tensor.
+
+    ``stored``: the file's quantization as an ``Exploration`` (codes, scales, dequantized
+    values; its original the original tensor when given, else the stored values
+    themselves, so its error is zero); ``rtn``: the lab's round-to-nearest of the
+    original under the same config; ``comparison``: both measured against the original
+    (``None`` without one). ``unmodelled``: why there are no codes to show (a type the
+    lab does not model, a shape its blocks do not survive), else ``None``."""
+
+    stored: Exploration | None
+    rtn: Exploration | None
+    comparison: FileComparison | None
+    unmodelled: str | None
+    order_notes: tuple[str, ...]
+
+
+def file_exploration(
+    ft: FileTensor, original: torch.Tensor | None = None, original_name: str | None = None
+) -> FileExploration:
+    """The exploration of ``ft``: in the stored order (act-order columns sorted by group,
+    llama.cpp's permuted query/key rows), against ``original`` (the original tensor named
+    ``original_name``, the file's shape) when given. ``ValueError`` when the original's
+    shape differs."""
+    stored = ft.stored
+    comparison = None
+    if original is not None:
+        comparison = compare_with_original(
+            stored, original, original_name or stored.name, ft.file.metadata
+        )
+    qt = stored.quantized
+    shape = tuple(stored.shape)
+    rows = 1 if len(shape) == 1 else shape[0]
+    cols = math.prod(shape) // rows
+    matrix_qt = None if qt is None else as_matrix(qt, rows, cols)
+    if qt is not None and matrix_qt is None:
+        return FileExploration(
+            None,
+            None,
+            comparison,
+            f"the blocks of {qt.config.name} do not fit a matrix view of shape {list(shape)}",
+            (),
+        )
+    if matrix_qt is None:
+        why = f"the lab does not model {stored.type_name}: no codes or scales to draw"
+        return FileExploration(None, None, comparison, why, ())
+    if comparison is not None:
+        original_m = comparison.original.reshape(rows, cols)
+        notes = comparison.order_note
+    else:
+        original_m = matrix_qt.dequantize()
+        notes = ()
+        if stored.column_order is not None:
+            notes = ("columns sorted by act-order group, as the codes are held",)
+    file_exp = explore(original_m, matrix_qt.config, quantized=matrix_qt)
+    rtn = None
+    if comparison is not None and comparison.rtn is not None:
+        rtn_qt = as_matrix(comparison.rtn, rows, cols)
+        if rtn_qt is not None:
+            rtn = explore(original_m, rtn_qt.config, quantized=rtn_qt)
+    return FileExploration(file_exp, rtn, comparison, None, notes)

@@ -1,0 +1,178 @@
+"""A ``.safetensors`` file's header read with its size bounded, and one tensor's bytes.
+
+Layout: an 8-byte little-endian header length ``n``, ``n`` bytes of JSON (``{name:
+{"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {text: text}}``), then
+the data; each tensor's bytes are ``[begin, end)`` of the data, and the tensors tile the
+data exactly (the ``safetensors`` library refuses anything else, and so does this reader).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import torch
+
+from .access import Blob, QuantizedFileError
+
+__all__ = ["DTYPES", "MAX_HEADER_BYTES", "STEntry", "STHeader", "read_header", "read_tensor"]
+
+MAX_HEADER_BYTES = 100_000_000  # the safetensors library's own limit
+MAX_TENSORS = 1_000_000
+MAX_DIMS = 8
+
+DTYPES: dict[str, torch.dtype] = {
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U64": torch.uint64,
+    "U32": torch.uint32,
+    "U16": torch.uint16,
+    "U8": torch.uint8,
+    "BOOL": torch.bool,
+    "F8_E4M3": torch.float8_e4m3fn,
+    "F8_E5M2": torch.float8_e5m2,
+    "F8_E8M0": torch.float8_e8m0fnu,
+}
+FLOAT_DTYPES = frozenset({"F64", "F32", "F16", "BF16"})
+
+
+@dataclass(frozen=True)
+class STEntry:
+    """One tensor of the header: ``dtype`` (the file's spelling), ``shape``, and its bytes
+    ``[start, start + nbytes)`` from the file's start."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    start: int
+    nbytes: int
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class STHeader:
+    entries: MappingProxyType[str, STEntry]
+    metadata: MappingProxyType[str, str]
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in pairs:
+        if key in out:
+            raise QuantizedFileError(f"the header names {key!r} twice")
+        out[key] = value
+    return out
+
+
+def _count(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def read_header(blob: Blob) -> STHeader:
+    """The checked header of the safetensors file in ``blob``; ``QuantizedFileError``
+    naming the file, the tensor and the problem."""
+    shown = blob.shown
+    if blob.size < 8:
+        raise QuantizedFileError(
+            f"{shown} is not a safetensors file: {blob.size} bytes, too short for the 8-byte "
+            "header length"
+        )
+    n = int.from_bytes(blob.read(0, 8), "little")
+    if n > MAX_HEADER_BYTES:
+        raise QuantizedFileError(
+            f"{shown}: a header of {n:,} bytes is over the {MAX_HEADER_BYTES:,}-byte limit"
+        )
+    if n > blob.size - 8:
+        raise QuantizedFileError(
+            f"{shown} is truncated or not a safetensors file: its header length says {n:,} "
+            f"bytes but {blob.size - 8:,} follow"
+        )
+    try:
+        parsed = json.loads(blob.read(8, n).decode("utf-8"), object_pairs_hook=_no_duplicates)
+    except QuantizedFileError as err:
+        raise QuantizedFileError(f"{shown}: corrupt safetensors header: {err}") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise QuantizedFileError(
+            f"{shown} is corrupt or not a safetensors file: its header is not JSON "
+            f"({str(err)[:120]})"
+        ) from None
+    if not isinstance(parsed, dict):
+        raise QuantizedFileError(f"{shown}: corrupt safetensors header (not a JSON object)")
+    metadata = parsed.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise QuantizedFileError(f"{shown}: __metadata__ must map text to text")
+    if len(parsed) > MAX_TENSORS:
+        raise QuantizedFileError(
+            f"{shown} lists {len(parsed):,} tensors; the limit is {MAX_TENSORS:,}"
+        )
+    data_start = 8 + n
+    data_len = blob.size - data_start
+    entries: dict[str, STEntry] = {}
+    for name, spec in parsed.items():
+        entries[name] = _entry(shown, name, spec, data_start)
+    position = 0
+    for e in sorted(entries.values(), key=lambda e: (e.start, e.nbytes)):
+        begin = e.start - data_start
+        if begin != position:
+            problem = (
+                "overlaps the tensor before it"
+                if begin < position
+                else (f"leaves {begin - position:,} unused bytes before it")
+            )
+            raise QuantizedFileError(f"{shown}: tensor {e.name!r} {problem}: a lying header")
+        position = begin + e.nbytes
+        if position > data_len:
+            raise QuantizedFileError(
+                f"{shown}: tensor {e.name!r} ends at data byte {position:,} but the file holds "
+                f"{data_len:,}: truncated or a lying header"
+            )
+    if position != data_len:
+        raise QuantizedFileError(
+            f"{shown}: the tensors cover {position:,} bytes but the file holds {data_len:,} "
+            "data bytes"
+        )
+    return STHeader(MappingProxyType(entries), MappingProxyType(dict(metadata)))
+
+
+def _entry(shown: str, name: str, spec: object, data_start: int) -> STEntry:
+    where = f"{shown}: tensor {name!r}"
+    if not isinstance(spec, dict) or not {"dtype", "shape", "data_offsets"} <= spec.keys():
+        raise QuantizedFileError(f"{where} needs 'dtype', 'shape' and 'data_offsets'")
+    dtype, shape, offsets = spec["dtype"], spec["shape"], spec["data_offsets"]
+    if dtype not in DTYPES:
+        raise QuantizedFileError(f"{where} has dtype {dtype!r}, which is not read here")
+    if not isinstance(shape, list) or len(shape) > MAX_DIMS or not all(map(_count, shape)):
+        raise QuantizedFileError(f"{where}: shape {str(shape)[:80]} is not a list of sizes")
+    if not (
+        isinstance(offsets, list)
+        and len(offsets) == 2
+        and all(map(_count, offsets))
+        and offsets[0] <= offsets[1]
+    ):
+        raise QuantizedFileError(f"{where}: data_offsets {str(offsets)[:80]} is not [begin, end]")
+    nbytes = math.prod(shape) * DTYPES[dtype].itemsize
+    if offsets[1] - offsets[0] != nbytes:
+        raise QuantizedFileError(
+            f"{where}: shape {shape} of {dtype} takes {nbytes:,} bytes but data_offsets span "
+            f"{offsets[1] - offsets[0]:,}"
+        )
+    return STEntry(name, dtype, tuple(shape), data_start + offsets[0], nbytes)
+
+
+def read_tensor(blob: Blob, entry: STEntry) -> torch.Tensor:
+    """The tensor ``entry`` of ``blob`` (its own memory, the stored dtype and shape)."""
+    raw = bytearray(blob.read(entry.start, entry.nbytes, f"tensor {entry.name!r}"))
+    if not raw:
+        return torch.empty(entry.shape, dtype=DTYPES[entry.dtype])
+    return torch.frombuffer(raw, dtype=DTYPES[entry.dtype]).reshape(entry.shape)

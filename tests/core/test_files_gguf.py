@@ -1,0 +1,238 @@
+"""GGUF files written by ``gguf.GGUFWriter`` open with every tensor listed from the header
+(as ``gguf.GGUFReader`` lists it) and decode bit for bit (against
+``gguf.quants.dequantize``), one file or a split series; names map back to Hugging Face's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+import torch
+from quantized_files import GGML, random_blocks, write_gguf
+
+from quant_core import quantize
+from quant_core.files import (
+    AllowedRoots,
+    FileKind,
+    QuantizedFileError,
+    compare_with_original,
+    open_quantized,
+    open_quantized_bytes,
+)
+from quant_core.files.gguf_file import lab_decodes
+from quant_core.formats.gguf_types import ggml_type
+
+PACKAGE_QUANTIZED = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0", "MXFP4")
+LAB_TABLE_BLOCKS = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS")
+LATTICE = ("IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M")
+
+
+def _reference(path: Path, name: str) -> np.ndarray:
+    reader = gguf.GGUFReader(path)
+    tensor = next(t for t in reader.tensors if t.name == name)
+    return gguf.quants.dequantize(tensor.data, tensor.tensor_type)
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(7)
+
+
+@pytest.mark.parametrize("type_name", PACKAGE_QUANTIZED)
+def test_types_quantized_by_the_gguf_package_decode_bit_for_bit(tmp_path, rng, type_name):
+    x = rng.standard_normal((8, 512)).astype(np.float32)
+    qtype = GGML[type_name]
+    blocks = gguf.quants.quantize(x, qtype)
+    path = tmp_path / "m.gguf"
+    write_gguf(path, {"blk.0.ffn_up.weight": (blocks, qtype)})
+    f = open_quantized(path)
+    entry = f.entry("blk.0.ffn_up.weight")
+    assert (entry.type_name, entry.shape, entry.nbytes) == (type_name, (8, 512), blocks.nbytes)
+    assert entry.bits_per_weight == pytest.approx(float(ggml_type(type_name).bits_per_weight))
+    st = f.load("blk.0.ffn_up.weight")
+    assert st.quantized is not None and st.quantized.config == ggml_type(type_name).config
+    ref = _reference(path, "blk.0.ffn_up.weight")
+    assert np.array_equal(st.dequantize().numpy().view(np.uint32), ref.view(np.uint32))
+    # what is stored, exactly: the bytes come back from the lab's tensor
+    assert st.quantized.to_ggml_bytes() == blocks.tobytes()
+
+
+@pytest.mark.parametrize("type_name", ["Q4_0", "Q5_1", "Q8_0", "TQ2_0", "MXFP4"])
+def test_types_quantized_by_the_lab_reopen_as_the_same_tensor(tmp_path, type_name):
+    x = torch.randn(4, 256, generator=torch.Generator().manual_seed(3))
+    qt = quantize(x, ggml_type(type_name).config)
+    raw = np.frombuffer(qt.to_ggml_bytes(), dtype=np.uint8).reshape(4, -1)
+    path = tmp_path / "lab.gguf"
+    write_gguf(path, {"t": (raw, GGML[type_name])})
+    back = open_quantized(path).load("t").quantized
+    assert back is not None
+    assert torch.equal(back.codes, qt.codes)
+    assert torch.equal(back.scale, qt.scale)
+    assert torch.equal(back.dequantize(), qt.dequantize())
+
+
+@pytest.mark.parametrize("type_name", LAB_TABLE_BLOCKS)
+def test_k_quants_decode_to_the_lab_tensor_once_its_decoder_is_installed(tmp_path, rng, type_name):
+    """Random valid blocks (neither the package nor, yet, the lab quantizes K-quants):
+    the lab's ``QuantizedTensor`` when ``formats.kquant_bytes`` is there, else the
+    package's values with the type named; both bit for bit."""
+    qtype = GGML[type_name]
+    path = tmp_path / "k.gguf"
+    write_gguf(path, {"w": (random_blocks(rng, qtype, 4, 512), qtype)})
+    st = open_quantized(path).load("w")
+    ref = _reference(path, "w")
+    assert np.array_equal(st.dequantize().numpy().view(np.uint32), ref.view(np.uint32))
+    assert (st.quantized is not None) == lab_decodes(type_name)
+    if st.quantized is None:
+        assert type_name in st.notes[0]
+
+
+@pytest.mark.parametrize("type_name", LATTICE)
+def test_lattice_types_open_as_values_with_their_type_named(tmp_path, rng, type_name):
+    qtype = GGML[type_name]
+    path = tmp_path / "iq.gguf"
+    write_gguf(path, {"w": (random_blocks(rng, qtype, 2, 512), qtype)})
+    f = open_quantized(path)
+    st = f.load("w")
+    assert st.quantized is None and st.type_name == type_name
+    assert "lattice" in st.notes[0]
+    ref = _reference(path, "w")
+    assert np.array_equal(st.dequantize().numpy().view(np.uint32), ref.view(np.uint32))
+
+
+def test_listing_matches_gguf_reader(tmp_path, rng):
+    x = rng.standard_normal((16, 256)).astype(np.float32)
+    tensors = {
+        "token_embd.weight": (x.astype(np.float16), None),
+        "blk.0.attn_q.weight": (gguf.quants.quantize(x, GGML.Q8_0), GGML.Q8_0),
+        "blk.0.attn_k.weight": (random_blocks(rng, GGML.Q4_K, 16, 256), GGML.Q4_K),
+        "output_norm.weight": (x[0], None),
+    }
+    meta = {
+        "llama.block_count": 1,
+        "general.name": "tiny",
+        "tokenizer.ggml.tokens": [f"t{i}" for i in range(300)],
+    }
+    path = tmp_path / "m.gguf"
+    write_gguf(path, tensors, metadata=meta)
+    f = open_quantized(path)
+    reader = gguf.GGUFReader(path)
+    assert f.kind is FileKind.GGUF
+    ours = {t.name: t for t in f.tensors}
+    assert set(ours) == {t.name for t in reader.tensors}
+    for t in reader.tensors:
+        mine = ours[t.name]
+        assert mine.type_name == t.tensor_type.name
+        assert mine.shape == tuple(reversed(t.shape.tolist()))
+        assert mine.nbytes == t.n_bytes
+        assert f._source._where[t.name][1].offset == t.data_offset
+    assert f.metadata["general.name"] == "tiny"
+    assert f.metadata["tokenizer.ggml.tokens"].count == 300  # long arrays: type and length
+    assert f.metadata["tokenizer.ggml.tokens"].values is None
+    assert f.mix()[0].nbytes == max(s.nbytes for s in f.mix())
+    assert sum(s.nbytes for s in f.mix()) == f.nbytes
+
+
+def test_split_series_opens_from_any_part(tmp_path, rng):
+    x = rng.standard_normal((4, 64)).astype(np.float32)
+    tensors = {
+        f"blk.{i}.ffn_up.weight": (gguf.quants.quantize(x + i, GGML.Q8_0), GGML.Q8_0)
+        for i in range(5)
+    }
+    write_gguf(tmp_path / "m.gguf", tensors, split_max_tensors=2)
+    parts = sorted(p.name for p in tmp_path.glob("*.gguf"))
+    assert parts == [f"m-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
+    first = open_quantized(tmp_path / parts[0])
+    second = open_quantized(tmp_path / parts[1])
+    folder = open_quantized(tmp_path)
+    assert (
+        [t.name for t in first.tensors]
+        == [t.name for t in second.tensors]
+        == [t.name for t in folder.tensors]
+    )
+    assert len(first.tensors) == 5 and {t.file for t in first.tensors} == set(parts)
+    st = first.load("blk.4.ffn_up.weight")
+    expect = gguf.quants.dequantize(gguf.quants.quantize(x + 4, GGML.Q8_0), GGML.Q8_0)
+    assert np.array_equal(st.dequantize().numpy(), expect)
+    (tmp_path / parts[2]).unlink()
+    with pytest.raises(QuantizedFileError, match=r"missing: m-00003-of-00003\.gguf"):
+        open_quantized(tmp_path / parts[0])
+
+
+def test_a_folder_of_two_models_asks_which(tmp_path, rng):
+    x = rng.standard_normal((4, 32)).astype(np.float32)
+    for name in ("a-Q8_0.gguf", "a-Q4_0.gguf"):
+        write_gguf(tmp_path / name, {"w": (x, None)})
+    with pytest.raises(QuantizedFileError, match="holds 2 GGUF models"):
+        open_quantized(tmp_path)
+
+
+def test_names_map_back_and_llama_query_rows_compare_after_the_converters_permutation(tmp_path):
+    """llama.cpp's converter permutes q_proj's rows (``LlamaModel.permute``); the
+    comparison applies it to the original, so a Q8_0 file's error is Q8_0's."""
+    gen = torch.Generator().manual_seed(0)
+    heads, head_dim, hidden = 4, 16, 64
+    original = torch.randn(heads * head_dim, hidden, generator=gen)
+    converted = (
+        original.reshape(heads, 2, head_dim // 2, hidden).swapaxes(1, 2).reshape(original.shape)
+    )
+    blocks = gguf.quants.quantize(converted.numpy(), GGML.Q8_0)
+    path = tmp_path / "m.gguf"
+    meta = {
+        "llama.block_count": 1,
+        "llama.attention.head_count": heads,
+        "llama.attention.head_count_kv": heads,
+    }
+    write_gguf(path, {"blk.0.attn_q.weight": (blocks, GGML.Q8_0)}, metadata=meta)
+    f = open_quantized(path)
+    hf = "model.layers.0.self_attn.q_proj.weight"
+    assert hf in f.entry("blk.0.attn_q.weight").original_names
+    assert f.original_name("blk.0.attn_q.weight", {hf, "lm_head.weight"}) == hf
+    st = f.load("blk.0.attn_q.weight")
+    cmp = compare_with_original(st, original, hf, f.metadata)
+    assert cmp.order_note and "permuted" in cmp.order_note[0]
+    assert torch.equal(cmp.original, converted)
+    # the file was made by llama.cpp's reference quantizer; the lab's LLAMA_CPP recipe
+    # rounds the original to the very same values
+    assert cmp.rtn is not None
+    assert torch.equal(cmp.rtn.dequantize(), cmp.stored)
+    assert cmp.file_metrics == cmp.rtn_metrics
+    unpermuted = compare_with_original(st, original, hf, None)
+    assert unpermuted.file_metrics.mse > 100 * cmp.file_metrics.mse
+
+
+def test_uploaded_bytes_open_like_the_file(tmp_path, rng):
+    x = rng.standard_normal((4, 64)).astype(np.float32)
+    path = tmp_path / "m.gguf"
+    write_gguf(path, {"w": (gguf.quants.quantize(x, GGML.Q4_0), GGML.Q4_0)})
+    f = open_quantized_bytes(path.read_bytes(), "m.gguf")
+    assert [(t.name, t.type_name) for t in f.tensors] == [("w", "Q4_0")]
+    assert torch.equal(f.load("w").dequantize(), open_quantized(path).load("w").dequantize())
+
+
+def test_reading_stays_inside_the_allowed_roots(tmp_path, rng):
+    inside, outside = tmp_path / "in", tmp_path / "out"
+    inside.mkdir()
+    outside.mkdir()
+    x = rng.standard_normal((4, 32)).astype(np.float32)
+    write_gguf(outside / "m.gguf", {"w": (x, None)})
+    guard = AllowedRoots((inside,))
+    with pytest.raises(QuantizedFileError, match="outside the allowed folders"):
+        open_quantized(outside / "m.gguf", guard=guard)
+    (inside / "link.gguf").symlink_to(outside / "m.gguf")
+    with pytest.raises(QuantizedFileError, match="outside the allowed folders"):
+        open_quantized(inside / "link.gguf", guard=guard)
+    with pytest.raises(QuantizedFileError, match="outside the allowed folders"):
+        open_quantized(inside / ".." / "out" / "m.gguf", guard=guard)
+    write_gguf(inside / "ok.gguf", {"w": (x, None)})
+    assert open_quantized(inside / "ok.gguf", guard=guard).load("w").values is not None
+
+
+def test_the_quantized_tensor_bound_is_checked_before_reading(tmp_path, rng):
+    x = rng.standard_normal((64, 64)).astype(np.float32)
+    path = tmp_path / "m.gguf"
+    write_gguf(path, {"w": (x, None)})
+    with pytest.raises(QuantizedFileError, match=r"4,096 values .* the limit is 1,000"):
+        open_quantized(path).load("w", max_elements=1000)

@@ -1,0 +1,375 @@
+"""Hostile quantized files: truncated, a lying header, offsets out of range, huge declared
+shapes or counts, unknown types, non-regular files. Each is a ``QuantizedFileError``
+naming the file (and the tensor) and the problem, raised before anything large is
+allocated; random corruptions give that error or a file that still reads, never another
+exception."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import threading
+
+import gguf
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from quantized_files import GGML, pack_gptq, prefixed, random_int_layer, write_folder, write_gguf
+from safetensors.torch import save
+
+from quant_core.files import QuantizedFileError, open_quantized, open_quantized_bytes
+
+MODULE = "model.layers.0.mlp.up_proj"
+
+
+def _s(text: str) -> bytes:
+    raw = text.encode()
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def raw_gguf(
+    tensors: list[tuple[str, tuple[int, ...], int, int]],
+    data: bytes,
+    kv: bytes = b"",
+    n_kv: int = 0,
+    n_tensors: int | None = None,
+    magic: bytes = b"GGUF",
+    version: int = 3,
+) -> bytes:
+    """A GGUF file written by hand: ``tensors`` as (name, dims innermost first, type id,
+    offset); ``kv`` the encoded metadata entries, ``n_kv`` of them."""
+    head = magic + struct.pack(
+        "<IQQ", version, len(tensors) if n_tensors is None else n_tensors, n_kv
+    )
+    head += kv
+    for name, dims, type_id, offset in tensors:
+        head += _s(name) + struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims)
+        head += struct.pack("<IQ", type_id, offset)
+    head += b"\0" * (-len(head) % 32)
+    return head + data
+
+
+F32 = int(GGML.F32)
+GOOD = [("w", (8, 2), F32, 0)]
+GOOD_DATA = np.arange(16, dtype=np.float32).tobytes()
+
+
+def _open(tmp_path, raw: bytes, name: str = "m.gguf"):
+    path = tmp_path / name
+    path.write_bytes(raw)
+    return open_quantized(path)
+
+
+def test_the_hand_written_file_is_valid(tmp_path):
+    f = _open(tmp_path, raw_gguf(GOOD, GOOD_DATA))
+    assert torch.equal(f.load("w").dequantize(), torch.arange(16.0).reshape(2, 8))
+    reader = gguf.GGUFReader(tmp_path / "m.gguf")
+    assert reader.tensors[0].name == "w"
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (
+            raw_gguf(GOOD, GOOD_DATA, magic=b"GGML"),
+            r"m\.gguf is not a GGUF file: it starts with b'GGML'",
+        ),
+        (b"GGUF\x03\x00", r"m\.gguf is not a GGUF file: 6 bytes"),
+        (raw_gguf(GOOD, GOOD_DATA, version=1), "GGUF version 1 is not read"),
+        (raw_gguf(GOOD, GOOD_DATA, version=3 << 24), "big-endian"),
+        (raw_gguf(GOOD, GOOD_DATA[:-4]), r"tensor 'w' .* ends past the end of the file"),
+        (raw_gguf([("w", (8, 2), F32, 4096)], GOOD_DATA), r"tensor 'w' .* ends past the end"),
+        (raw_gguf([("w", (2**40, 2**20), F32, 0)], GOOD_DATA), r"tensor 'w' .* ends past the end"),
+        (raw_gguf([("w", (8, 2), 99, 0)], GOOD_DATA), "tensor 'w' has unknown ggml type id 99"),
+        (raw_gguf([("w", (), F32, 0)], GOOD_DATA), "tensor 'w' has 0 dimensions"),
+        (raw_gguf([("w", (1,) * 5, F32, 0)], GOOD_DATA), "tensor 'w' has 5 dimensions"),
+        (raw_gguf([("w", (8, 0), F32, 0)], GOOD_DATA), "tensor 'w' has an empty dimension"),
+        (raw_gguf([("w", (8, 1), F32, 4)], GOOD_DATA), "not a multiple of the alignment"),
+        (
+            raw_gguf([("w", (30, 1), int(GGML.Q4_0), 0)], GOOD_DATA),
+            "blocks of 32 values, but its rows hold 30",
+        ),
+        (
+            raw_gguf([("w", (8, 1), F32, 0), ("w", (8, 1), F32, 32)], GOOD_DATA * 4),
+            "lists tensor 'w' twice",
+        ),
+        (
+            raw_gguf([("a", (8, 2), F32, 0), ("b", (8, 1), F32, 32)], GOOD_DATA * 4),
+            "tensors 'a' and 'b' share bytes",
+        ),
+        (raw_gguf(GOOD, GOOD_DATA, n_tensors=2**60), "claims 1,152,921,504,606,846,976 tensor"),
+        (raw_gguf(GOOD, GOOD_DATA, n_kv=2**40), "1,099,511,627,776 metadata entries"),
+        (
+            raw_gguf(GOOD, GOOD_DATA, kv=_s("k") + struct.pack("<IIQ", 9, 0, 2**40), n_kv=1),
+            r"metadata 'k' claims 1,099,511,627,776 items of 1 bytes",
+        ),
+        (
+            raw_gguf(GOOD, GOOD_DATA, kv=_s("k") + struct.pack("<IIQ", 9, 8, 2**40), n_kv=1),
+            r"metadata 'k' claims 1,099,511,627,776 items",
+        ),
+        (
+            raw_gguf(GOOD, GOOD_DATA, kv=_s("k") + struct.pack("<IQ", 8, 2**60), n_kv=1),
+            r"metadata 'k' claims a string of 1,152,921,504,606,846,976 bytes",
+        ),
+        (
+            raw_gguf(GOOD, GOOD_DATA, kv=struct.pack("<Q", 2**62) + b"k", n_kv=1),
+            "metadata entry 0's key claims a string",
+        ),
+        (
+            raw_gguf(GOOD, GOOD_DATA, kv=_s("k") + struct.pack("<I", 77), n_kv=1),
+            "metadata 'k' has unknown value type 77",
+        ),
+        (
+            raw_gguf(
+                GOOD, GOOD_DATA, kv=_s("general.alignment") + struct.pack("<II", 4, 24), n_kv=1
+            ),
+            "general.alignment 24 is not a positive power of two",
+        ),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_hostile_gguf_headers(tmp_path, raw, message):
+    with pytest.raises(QuantizedFileError, match=message):
+        _open(tmp_path, raw)
+
+
+def test_a_huge_array_claim_is_refused_where_gguf_reader_would_loop(tmp_path):
+    """``gguf.GGUFReader`` walks a claimed 2^40-item array past the file's end without
+    advancing (empty reads); the bounded reader refuses it at once."""
+    raw = raw_gguf(GOOD, GOOD_DATA, kv=_s("k") + struct.pack("<IIQ", 9, 0, 2**40), n_kv=1)
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            _open(tmp_path, raw)
+        except BaseException as err:
+            errors.append(err)
+        done.set()
+
+    threading.Thread(target=work, daemon=True).start()
+    assert done.wait(10)
+    assert isinstance(errors[0], QuantizedFileError)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_corrupted_gguf_reads_or_says_why(tmp_path, data):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 64)).astype(np.float32)
+    path = tmp_path / "base.gguf"
+    if not path.exists():
+        write_gguf(
+            path,
+            {
+                "a": (gguf.quants.quantize(x, GGML.Q4_0), GGML.Q4_0),
+                "b": (x[0], None),
+                "c": (gguf.quants.quantize(x, GGML.Q8_0), GGML.Q8_0),
+            },
+            metadata={"general.name": "x", "llama.block_count": 1, "arr": [1, 2, 3]},
+        )
+    raw = bytearray(path.read_bytes())
+    cut = data.draw(st.integers(0, len(raw)))
+    flips = data.draw(
+        st.lists(st.tuples(st.integers(0, len(raw) - 1), st.integers(0, 255)), max_size=4)
+    )
+    for pos, value in flips:
+        raw[pos] = value
+    raw = bytes(raw[:cut]) if data.draw(st.booleans()) else bytes(raw)
+    try:
+        f = open_quantized_bytes(raw, "fuzz.gguf")
+        for t in f.tensors:
+            f.load(t.name, max_elements=2**20)
+    except QuantizedFileError as err:
+        assert "fuzz.gguf" in str(err) or "tensor" in str(err)
+
+
+def test_truncation_is_named(tmp_path):
+    rng = np.random.default_rng(0)
+    path = tmp_path / "t.gguf"
+    write_gguf(
+        path,
+        {
+            "blk.0.w": (
+                gguf.quants.quantize(rng.standard_normal((8, 64)).astype(np.float32), GGML.Q8_0),
+                GGML.Q8_0,
+            )
+        },
+    )
+    raw = path.read_bytes()
+    for cut in (3, 30, len(raw) // 2, len(raw) - 1):
+        path.write_bytes(raw[:cut])
+        with pytest.raises(QuantizedFileError, match=r"t\.gguf") as err:
+            open_quantized(path)
+        assert any(w in str(err.value) for w in ("truncated", "past the end", "too short"))
+
+
+# -- safetensors folders ------------------------------------------------------------------
+
+
+def _gptq_folder(tmp_path, shards=1):
+    rng = np.random.default_rng(0)
+    layer = random_int_layer(rng, 32, 64, 4, 32)
+    config = {"quant_method": "gptq", "bits": 4, "group_size": 32, "desc_act": False, "sym": False}
+    write_folder(tmp_path, prefixed(MODULE, pack_gptq(layer, 4, v1=True)), config, shards=shards)
+    return layer
+
+
+def _header(raw: bytes) -> tuple[dict, bytes]:
+    n = int.from_bytes(raw[:8], "little")
+    return json.loads(raw[8 : 8 + n]), raw[8 + n :]
+
+
+def _with_header(header: dict, data: bytes) -> bytes:
+    text = json.dumps(header).encode()
+    return len(text).to_bytes(8, "little") + text + data
+
+
+def test_truncated_shard_names_the_shard(tmp_path):
+    _gptq_folder(tmp_path)
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(path.read_bytes()[:-10])
+    with pytest.raises(
+        QuantizedFileError, match=r"model\.safetensors: tensor '.*' ends at data byte"
+    ):
+        open_quantized(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda h, d: (None, (2**40).to_bytes(8, "little") + b"{}"),
+            "over the 100,000,000-byte limit",
+        ),
+        (
+            lambda h, d: (None, (5000).to_bytes(8, "little") + b"{}"),
+            "its header length says 5,000 bytes",
+        ),
+        (
+            lambda h, d: (
+                {**h, "x": {"dtype": "F32", "shape": [2], "data_offsets": [10**9, 10**9 + 8]}},
+                d,
+            ),
+            "'x' leaves .* unused bytes",
+        ),
+        (
+            lambda h, d: (
+                {**h, "x": {"dtype": "F32", "shape": [2**40, 2**40], "data_offsets": [0, 8]}},
+                d,
+            ),
+            r"'x': shape \[1099511627776, 1099511627776\] of F32 takes",
+        ),
+        (
+            lambda h, d: ({**h, "x": {"dtype": "F4", "shape": [2], "data_offsets": [0, 1]}}, d),
+            "dtype 'F4', which is not read here",
+        ),
+    ],
+    ids=[
+        "huge-header",
+        "lying-length",
+        "offsets-out",
+        "huge-shape",
+        "unknown-dtype",
+    ],
+)
+def test_hostile_safetensors_headers(tmp_path, edit, message):
+    _gptq_folder(tmp_path)
+    path = tmp_path / "model.safetensors"
+    header, data = _header(path.read_bytes())
+    new_header, new_data = edit(header, data)
+    path.write_bytes(new_data if new_header is None else _with_header(new_header, new_data))
+    with pytest.raises(QuantizedFileError, match=message) as err:
+        open_quantized(tmp_path)
+    assert "model.safetensors" in str(err.value)
+
+
+def test_parts_that_disagree_name_the_weight(tmp_path):
+    rng = np.random.default_rng(0)
+    parts = pack_gptq(random_int_layer(rng, 32, 64, 4, 32), 4, v1=True)
+    parts["qzeros"] = parts["qzeros"][:1]  # one group of zero points for two of scales
+    config = {"quant_method": "gptq", "bits": 4, "group_size": 32}
+    write_folder(tmp_path, prefixed(MODULE, parts), config)
+    with pytest.raises(QuantizedFileError, match=rf"weight '{MODULE}.weight': .*qzeros.* \[2, 4\]"):
+        open_quantized(tmp_path)
+
+
+def test_a_g_idx_out_of_range_is_named_at_load(tmp_path):
+    rng = np.random.default_rng(0)
+    parts = pack_gptq(random_int_layer(rng, 32, 64, 4, 32), 4, v1=True)
+    parts["g_idx"] = parts["g_idx"] + 5
+    write_folder(
+        tmp_path, prefixed(MODULE, parts), {"quant_method": "gptq", "bits": 4, "group_size": 32}
+    )
+    f = open_quantized(tmp_path)
+    with pytest.raises(
+        QuantizedFileError, match=r"g_idx names groups 5\.\.6, outside the 2 groups"
+    ):
+        f.load(MODULE + ".weight")
+
+
+def test_bitsandbytes_quant_state_that_lies(tmp_path):
+    from quantized_files import bnb_state_dict
+
+    sd = bnb_state_dict(torch.randn(16, 128), MODULE)
+    key = f"{MODULE}.weight.quant_state.bitsandbytes__nf4"
+    state = json.loads(bytes(sd[key].tolist()))
+    state["shape"] = [2**20, 2**20]
+    sd[key] = torch.tensor(list(json.dumps(state).encode()), dtype=torch.uint8)
+    write_folder(tmp_path / "a", sd, None)
+    with pytest.raises(QuantizedFileError, match=r"1,099,511,627,776 4-bit codes take"):
+        open_quantized(tmp_path / "a")
+    sd[key] = torch.tensor(list(b"{not json"), dtype=torch.uint8)
+    write_folder(tmp_path / "b", sd, None)
+    with pytest.raises(QuantizedFileError, match="its quant state is not JSON"):
+        open_quantized(tmp_path / "b")
+
+
+def test_index_that_lies(tmp_path):
+    _gptq_folder(tmp_path, shards=2)
+    index = json.loads((tmp_path / "model.safetensors.index.json").read_text())
+    first = next(iter(index["weight_map"]))
+    index["weight_map"][first] = "model-00002-of-00002.safetensors"
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(
+        QuantizedFileError, match=r"maps to model-00002-of-00002\.safetensors|does not hold it"
+    ):
+        open_quantized(tmp_path)
+    index["weight_map"][first] = "../elsewhere.safetensors"
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(QuantizedFileError, match=r"not a \.safetensors file beside the index"):
+        open_quantized(tmp_path)
+
+
+def test_a_named_pipe_is_refused_without_blocking(tmp_path):
+    os.mkfifo(tmp_path / "model.safetensors")
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(QuantizedFileError, match=r"model\.safetensors is a named pipe \(FIFO\)"):
+        open_quantized(tmp_path / "model.safetensors")
+    os.mkfifo(tmp_path / "x.gguf")
+    with pytest.raises(QuantizedFileError, match=r"x\.gguf is a named pipe"):
+        open_quantized(tmp_path / "x.gguf")
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data())
+def test_corrupted_safetensors_uploads_read_or_say_why(data):
+    rng = np.random.default_rng(1)
+    base = save(prefixed(MODULE, pack_gptq(random_int_layer(rng, 16, 64, 4, 32), 4, v1=True)))
+    raw = bytearray(base)
+    for pos, value in data.draw(
+        st.lists(st.tuples(st.integers(0, len(raw) - 1), st.integers(0, 255)), max_size=4)
+    ):
+        raw[pos] = value
+    cut = data.draw(st.integers(0, len(raw)))
+    try:
+        f = open_quantized_bytes(bytes(raw[:cut]), "fuzz.safetensors")
+        for t in f.tensors:
+            f.load(t.name, max_elements=2**20)
+    except QuantizedFileError:
+        pass

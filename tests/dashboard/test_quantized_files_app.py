@@ -1,0 +1,194 @@
+"""AppTest: quantized files through the existing sources. A ``.gguf`` (or a GPTQ folder)
+inside the allowed roots lists every tensor with its stored type, shape and bytes; the
+explorer shows what the file stores and, given the original, the file's error beside the
+lab's round-to-nearest; the whole-model page reports every tensor and the mix; hostile
+files give a message and the page keeps working."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+import streamlit as st
+import torch
+from markdown_text import plain
+from safetensors.torch import save_file
+from streamlit.testing.v1 import AppTest
+
+from dashboard.services.model.roots import ROOTS_ENV
+from dashboard.services.sources.choice import SourceKind
+from tests.core.quantized_files import (
+    GGML,
+    pack_gptq,
+    prefixed,
+    random_int_layer,
+    write_folder,
+    write_gguf,
+)
+
+VIEWS = Path(__file__).resolve().parents[2] / "dashboard" / "views"
+EXPLORER, MODEL = str(VIEWS / "explorer.py"), str(VIEWS / "model.py")
+
+pytestmark = pytest.mark.slow
+
+GEN = torch.Generator().manual_seed(0)
+UP = torch.randn(64, 256, generator=GEN)
+DOWN = torch.randn(256, 64, generator=GEN)
+
+
+@pytest.fixture
+def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A GGUF made from an original folder (llama names), both inside the roots."""
+    monkeypatch.setenv(ROOTS_ENV, str(tmp_path))
+    original = tmp_path / "orig"
+    original.mkdir()
+    save_file(
+        {"model.layers.0.mlp.up_proj.weight": UP, "model.layers.0.mlp.down_proj.weight": DOWN},
+        str(original / "model.safetensors"),
+    )
+    write_gguf(
+        tmp_path / "tiny-Q8_0.gguf",
+        {
+            "blk.0.ffn_up.weight": (gguf.quants.quantize(UP.numpy(), GGML.Q8_0), GGML.Q8_0),
+            "blk.0.ffn_down.weight": (gguf.quants.quantize(DOWN.numpy(), GGML.Q4_0), GGML.Q4_0),
+        },
+        metadata={"llama.block_count": 1},
+    )
+    return tmp_path
+
+
+def new_app(path: str, **query: str) -> AppTest:
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(path, default_timeout=120)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at
+
+
+def no_errors(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [plain(e.value) for e in at.error]
+
+
+def frame(at: AppTest, column: str):
+    """The first dataframe on the page with ``column``."""
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def _open(at: AppTest, path: Path) -> AppTest:
+    at.run()
+    at.selectbox(key="src_kind").set_value(SourceKind.FOLDER).run()
+    if at.selectbox(key="src_folder").options:
+        at.selectbox(key="src_folder").set_value("").run()
+    at.text_input(key="src_folder_path").set_value(str(path)).run()
+    return at
+
+
+def test_a_gguf_in_a_root_lists_its_tensors_and_shows_what_is_stored(root: Path) -> None:
+    at = _open(new_app(EXPLORER), root / "tiny-Q8_0.gguf")
+    no_errors(at)
+    picker = at.selectbox(key="src_folder_tensor")
+    assert picker.options == [  # header order, as llama.cpp lists them
+        "blk.0.ffn_up.weight  Q8_0 [64, 256] 17.4 kB",
+        "blk.0.ffn_down.weight  Q4_0 [256, 64] 9.2 kB",
+    ]
+    picker.set_value("blk.0.ffn_up.weight").run()
+    no_errors(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Stored type"] == "Q8_0" and metrics["Bits per weight, as stored"] == "8.5"
+    assert any("No original given" in plain(c.value) for c in at.caption)
+    assert at.query_params["src"] == "folder"
+    assert at.query_params["tensor"] == "blk.0.ffn_up.weight"
+
+
+def test_the_original_gives_the_files_error_beside_the_labs_rtn(root: Path) -> None:
+    at = _open(new_app(EXPLORER), root / "tiny-Q8_0.gguf")
+    at.selectbox(key="src_folder_tensor").set_value("blk.0.ffn_up.weight").run()
+    at.radio(key="qf_orig").set_value("folder").run()
+    at.text_input(key="qf_orig_path").set_value(str(root / "orig")).run()
+    no_errors(at)
+    table = frame(at, "quantization")
+    assert list(table["quantization"]) == [
+        "the file (Q8_0)",
+        "the lab's round-to-nearest, same format",
+    ]
+    # made by the gguf package's reference Q8_0: the lab's llama.cpp recipe rounds the same
+    assert table["mse"].iloc[0] == table["mse"].iloc[1] > 0
+
+
+def test_a_link_reopens_the_files_tensor(root: Path) -> None:
+    at = new_app(
+        EXPLORER, src="folder", folder=str(root / "tiny-Q8_0.gguf"), tensor="blk.0.ffn_down.weight"
+    ).run()
+    no_errors(at)
+    assert {m.label: m.value for m in at.metric}["Stored type"] == "Q4_0"
+
+
+def test_a_gptq_folder_is_a_source_too(root: Path) -> None:
+    rng = np.random.default_rng(0)
+    layer = random_int_layer(rng, 32, 64, 4, 32, act_order=True)
+    config = {"quant_method": "gptq", "bits": 4, "group_size": 32, "desc_act": True}
+    parts = prefixed("model.layers.0.mlp.up_proj", pack_gptq(layer, 4, v1=True))
+    write_folder(root / "gptq", parts, config)
+    at = _open(new_app(EXPLORER), root / "gptq")
+    no_errors(at)
+    assert {m.label: m.value for m in at.metric}["Stored type"] == "GPTQ int4 g32 act-order"
+    assert any("act-order" in plain(c.value) for c in [*at.caption, *at.info])
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"GGML" + b"\0" * 40, "is not a GGUF file"),
+        (b"GGUF\x03\0\0\0" + (2**60).to_bytes(8, "little") + b"\0" * 16, "claims"),
+    ],
+    ids=["bad-magic", "huge-count"],
+)
+def test_hostile_files_say_why_and_the_page_keeps_working(
+    root: Path, content: bytes, message: str
+) -> None:
+    bad = root / "bad.gguf"
+    bad.write_bytes(content)
+    at = _open(new_app(EXPLORER), root / "tiny-Q8_0.gguf")
+    no_errors(at)
+    at.text_input(key="src_folder_path").set_value(str(bad)).run()
+    assert not at.exception
+    assert any(message in plain(e.value) and "bad.gguf" in plain(e.value) for e in at.error)
+    # the previous tensor is still shown
+    assert {m.label: m.value for m in at.metric}["Stored type"] in ("Q4_0", "Q8_0")
+
+
+def test_whole_model_page_reports_every_tensor_and_the_mix(root: Path) -> None:
+    at = new_app(MODEL).run()
+    at.radio(key="m_source").set_value("folder").run()
+    if at.selectbox(key="m_folder").options:
+        at.selectbox(key="m_folder").set_value("").run()
+    at.text_input(key="m_folder_path").set_value(str(root / "tiny-Q8_0.gguf")).run()
+    no_errors(at)
+    mix = frame(at, "share of bytes")
+    assert list(mix["type"]) == ["Q8_0", "Q4_0"] and list(mix["tensors"]) == [1, 1]
+    at.radio(key="qm_orig").set_value("folder").run()
+    at.text_input(key="qm_orig_path").set_value(str(root / "orig")).run()
+    no_errors(at)
+    report = frame(at, "original")
+    assert set(report["original"]) == {
+        "model.layers.0.mlp.up_proj.weight",
+        "model.layers.0.mlp.down_proj.weight",
+    }
+    assert (report["mse"] > 0).all()
+
+
+def test_a_folder_with_an_unknown_quantization_config_says_which(root: Path) -> None:
+    rng = np.random.default_rng(0)
+    parts = prefixed(
+        "model.layers.0.mlp.up_proj", pack_gptq(random_int_layer(rng, 8, 32, 4, 32), 4, True)
+    )
+    write_folder(root / "hqq", parts, {"quant_method": "hqq", "nbits": 4})
+    at = _open(new_app(EXPLORER), root / "tiny-Q8_0.gguf")
+    at.text_input(key="src_folder_path").set_value(str(root / "hqq")).run()
+    assert not at.exception
+    assert any("quant_method 'hqq'" in plain(e.value) for e in at.error)
+    assert {m.label: m.value for m in at.metric}["Stored type"] in ("Q4_0", "Q8_0")
