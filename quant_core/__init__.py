@@ -65,7 +65,7 @@ from .formats import NF4_VALUES, Codebook, codebook_for
 from .formats.gguf_types import GGMLType, fallback_config, fallback_type, ggml_type, ggml_types
 from .formats.registry import Preset, preset_names, presets
 from .formats.scales import StoredScales
-from .gptq import GPTQOptions, GPTQResult
+from .gptq import GPTQOptions, GPTQResult, GroupGrid
 from .granularity import BlockLayout, layout_for
 from .hqq import HQQOptions, HQQResult, HQQVariable
 from .kernels import (
@@ -136,6 +136,7 @@ __all__ = [
     "GPTQOptions",
     "GPTQResult",
     "Granularity",
+    "GroupGrid",
     "HQQOptions",
     "HQQResult",
     "HQQVariable",

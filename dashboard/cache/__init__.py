@@ -53,6 +53,7 @@ from .model import (
     model_outputs,
     model_report,
 )
+from .session import session_files
 from .sources import (
     bundled_model,
     folder_tensor,
@@ -110,6 +111,7 @@ __all__ = [
     "research_exploration",
     "research_teaching",
     "scale_map_figures",
+    "session_files",
     "smoothing_plots",
     "static_exploration",
     "ste_panel",

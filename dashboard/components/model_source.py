@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,17 +80,17 @@ def model_roots() -> ModelRoots:
 
 
 def _store_upload(name: str, data: bytes) -> Path:
-    """Write an upload to a private temporary file once, so it is read lazily (memory-mapped,
-    one tensor at a time) like any model on disk."""
+    """Write an upload to a file in the session's private folder once, so it is read lazily
+    (memory-mapped, one tensor at a time) like any model on disk. The folder goes when the
+    session ends (``cache.session_files``)."""
     digest = hashlib.sha256(data).hexdigest()
     kept = st.session_state.get(_FILES)
     if kept is not None and kept[0] == digest and Path(kept[1]).exists():
         return Path(kept[1])
     if kept is not None:
-        # One file per session: the previous upload's folder goes when a new one arrives.
-        shutil.rmtree(Path(kept[1]).parent, ignore_errors=True)
-    folder = Path(tempfile.mkdtemp(prefix="qlab-model-"))
-    path = folder / "upload.safetensors"
+        # One file per session: the previous upload goes when a new one arrives.
+        Path(kept[1]).unlink(missing_ok=True)
+    path = cache.session_files().folder() / f"model-{digest[:16]}.safetensors"
     path.write_bytes(data)
     st.session_state[_FILES] = (digest, str(path), name)
     return path

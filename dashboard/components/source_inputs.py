@@ -23,6 +23,7 @@ from dashboard.services.files.open import quantized_path
 from dashboard.services.io import LoadError
 from dashboard.services.model.checkpoint import Checkpoint
 from dashboard.services.model.folder import snapshot_key
+from dashboard.services.session_files import KeptUpload
 from dashboard.services.sources.choice import (
     DEFAULT_ACTIVATION_LAYER,
     ActivationSource,
@@ -209,17 +210,23 @@ def upload_choice() -> tuple[SourceChoice, bytes]:
         help="A quantized file (.gguf, a GPTQ/AWQ/compressed-tensors/bitsandbytes shard, "
         "the explorer's export) shows what it stores.",
     )
-    if upload is not None:
-        # Kept for the session, so the file is still there after visiting another page.
-        st.session_state[UPLOAD] = (upload.file_id, upload.name, upload.getvalue())
     kept = st.session_state.get(UPLOAD)
-    if kept is None:
+    if upload is not None and not (
+        isinstance(kept, KeptUpload) and kept.file_id == upload.file_id and kept.data is not None
+    ):
+        # Kept for the session, so the file is still there after visiting another page;
+        # its bytes go when the session ends (cache.session_files).
+        kept = KeptUpload(upload.file_id, upload.name, upload.getvalue())
+        st.session_state[UPLOAD] = kept
+    data = cache.session_files().keep(kept).data if isinstance(kept, KeptUpload) else None
+    if data is None:
         st.info("Upload a file to see its tensors.")
         raise SourceUnavailable
-    file_id, filename, data = kept
+    file_id, filename = kept.file_id, kept.name
     if upload is None:
         st.caption(f"Using **{literal(filename)}**, uploaded earlier.")
         if st.button("Forget this file", key="src_upload_forget"):
+            kept.release()
             del st.session_state[UPLOAD]
             st.rerun()
     try:

@@ -10,6 +10,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -50,18 +51,23 @@ def _wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 90.0) -> N
     raise RuntimeError(f"streamlit did not become healthy within {timeout:.0f} s")
 
 
-@pytest.fixture(scope="session")
-def app_url() -> Iterator[str]:
+@contextmanager
+def launched_app(
+    log: Path, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """The app as the README starts it, ``python -m dashboard``, on a free local port with
+    its output in ``log`` and ``env`` added to the environment: ``(base URL, process)``
+    once healthy; stopped (SIGTERM, then SIGKILL after 15 s) when the block ends, unless
+    the block has ended it."""
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    log = APP_LOG
-    ARTIFACTS.mkdir(exist_ok=True)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
+    log.parent.mkdir(exist_ok=True)
     with log.open("w") as out:
         proc = subprocess.Popen(
             [
-                # The README's way: the launcher (dashboard.launch), which runs
-                # `streamlit run dashboard/app.py` with the process prepared first.
+                # The launcher (dashboard.launch), which runs `streamlit run
+                # dashboard/app.py` with the process prepared first.
                 sys.executable,
                 "-m",
                 "dashboard",
@@ -81,13 +87,21 @@ def app_url() -> Iterator[str]:
         )
         try:
             _wait_healthy(base, proc)
-            yield base
+            yield base, proc
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+@pytest.fixture(scope="session")
+def app_url() -> Iterator[str]:
+    with launched_app(APP_LOG) as (base, _):
+        yield base
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from .conftest import ARTIFACTS
+from .locators import choose_radio, widget
 from .test_explorer_browser import wait_for_charts, wait_idle
 
 pytestmark = pytest.mark.browser
@@ -25,7 +26,7 @@ def in_viewport(locator) -> bool:
 
 def run_default_sweep(page, app_url: str) -> None:
     page.goto(f"{app_url}/{SWEEP}")
-    page.get_by_role("button", name="Run sweep").click()
+    page.get_by_role("button", name="Run sweep", exact=True).click()
     page.wait_for_url("**sw.bits=**", timeout=90_000)
     wait_for_charts(page, 1)
     wait_idle(page)
@@ -39,7 +40,7 @@ def test_sweep_point_opens_in_explorer_without_scrolling(page, app_url: str) -> 
     page.screenshot(path=str(ARTIFACTS / "sweep.png"), full_page=True)
     # The frontier trace is drawn after the dominated one: click its first point.
     points.last.click(force=True)
-    button = page.get_by_role("button", name="Open in the explorer")
+    button = page.get_by_role("button", name="Open in the explorer", exact=True)
     button.wait_for(timeout=60_000)
     wait_idle(page)
     # The open action sits beside the plot: on screen where the click left the page,
@@ -53,7 +54,7 @@ def test_sweep_point_opens_in_explorer_without_scrolling(page, app_url: str) -> 
     wait_for_charts(page, 4)
     page.wait_for_url("**bits=**", timeout=90_000)
     wait_idle(page)
-    assert "Quantization explorer" in page.locator("h1").first.inner_text()
+    page.get_by_role("heading", name="Quantization explorer", exact=True).wait_for()
     # the explorer shows the same tensor the sweep ran on, under the picked scheme
     assert "[64, 128]" in page.get_by_text("shape [64, 128]").first.inner_text()
     head = scheme.split()[0]  # "int4" or "nf4": its bits or its format are in the URL
@@ -74,7 +75,7 @@ def test_ab_headline_weighs_bits_per_element(page, app_url: str) -> None:
     assert "a.bits=4" in page.url and "b.group=32" in page.url
 
     # B at 5 bits: the headline and the URL follow.
-    slider = page.get_by_role("slider", name="Bit width").nth(1)
+    slider = widget(page, "b_q_bits", "slider")  # scheme B's
     slider.focus()
     slider.press("ArrowRight")
     page.wait_for_url(re.compile(r"[?&]b\.bits=5(&|$)"), timeout=90_000)
@@ -91,7 +92,7 @@ def test_sweep_link_restores_the_grid_in_a_new_page_and_back_restores_the_axis(
 ) -> None:
     run_default_sweep(page, app_url)
     heading = page.get_by_role("heading", name=re.compile(r"\d+ schemes")).inner_text()
-    page.get_by_text("weight SQNR (dB)").click()
+    choose_radio(page, "sw_axis", "weight SQNR (dB)")
     page.wait_for_url("**sw.y=sqnr_db**", timeout=90_000)
     wait_idle(page)
     shared = page.url
@@ -104,8 +105,9 @@ def test_sweep_link_restores_the_grid_in_a_new_page_and_back_restores_the_axis(
         fresh.goto(shared)
         wait_for_charts(fresh, 1)
         wait_idle(fresh)
-        assert fresh.get_by_role("heading", name=heading).count() == 1
-        assert fresh.get_by_role("radio", name="weight SQNR (dB)").is_checked()
+        assert fresh.get_by_role("heading", name=heading, exact=True).count() == 1
+        axis = fresh.locator(".st-key-sw_axis")
+        assert axis.get_by_role("radio", name="weight SQNR (dB)", exact=True).is_checked()
         assert "weight SQNR (dB)" in fresh.locator(".g-ytitle").first.text_content()
         assert fresh.url == shared
     finally:
@@ -120,7 +122,8 @@ def test_sweep_link_restores_the_grid_in_a_new_page_and_back_restores_the_axis(
         timeout=90_000,
     )
     wait_idle(page)
-    assert page.get_by_role("radio", name="weight MSE", exact=True).is_checked()
+    axis = page.locator(".st-key-sw_axis")
+    assert axis.get_by_role("radio", name="weight MSE", exact=True).is_checked()
 
 
 HEADINGS = {
@@ -135,6 +138,7 @@ def test_pages_keep_the_tensor_across_navigation(page, app_url: str) -> None:
     wait_for_charts(page, 4)
     for name in ("Sweep & frontier", "A/B", "Explorer"):
         page.get_by_role("link", name=name, exact=True).click()
-        page.get_by_role("heading", name=HEADINGS[name]).first.wait_for()
+        page.get_by_role("heading", name=HEADINGS[name], exact=True).first.wait_for()
         page.get_by_text("shape [48, 96]").first.wait_for()
-        assert page.get_by_label("Rows").input_value() == "48"
+        # By key and role: a label ("Rows") also matched the zoom canvases ("… rows 0–31 …")
+        assert widget(page, "src_rows", "spinbutton").input_value() == "48"

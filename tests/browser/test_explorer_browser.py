@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
+from playwright.sync_api import expect
 
 from .conftest import ARTIFACTS
+from .locators import widget
 
 pytestmark = pytest.mark.browser
 
@@ -56,7 +59,7 @@ def test_slider_changes_metrics(page, app_url: str) -> None:
     before = metric_values(page)
     assert before and before[0] != ""
 
-    slider = page.get_by_role("slider", name="Bit width")
+    slider = widget(page, "q_bits", "slider")
     # One step at a time: a key pressed while the page reruns can be dropped. The URL is
     # written at the end of a run, after the metrics, so once it names the new width the
     # metrics on the page are that width's.
@@ -96,7 +99,7 @@ def test_bit_width_change_redraws_codes_dequantized_and_error(page, app_url: str
     wait_idle(page)
     before = heatmap_images(page)
     assert all(before), "every overview map is drawn"
-    slider = page.get_by_role("slider", name="Bit width")
+    slider = widget(page, "q_bits", "slider")
     slider.focus()
     slider.press("ArrowRight")
     page.wait_for_url("**bits=5&**", timeout=90_000)
@@ -129,7 +132,7 @@ def test_bit_width_change_leaves_a_large_tensors_original_map_alone(page, app_ur
             new MutationObserver(() => window.__originalMutations++)
               .observe(img, {attributes: true}); }"""
     )
-    slider = page.get_by_role("slider", name="Bit width")
+    slider = widget(page, "q_bits", "slider")
     slider.focus()
     slider.press("ArrowRight")
     page.wait_for_url("**bits=5&**", timeout=90_000)
@@ -236,7 +239,7 @@ def test_zoom_hover_names_every_value_of_a_large_tensors_cell(page, app_url: str
         assert rgba[:3] == palette(panel.limits.colorscale)[level].tolist(), panel.title
     # A new bit width: the same window, redrawn; its hover reads the new scheme's cells.
     drawn = page.evaluate("document.querySelector('.qlab-zoom').dataset.drawn")
-    slider = page.get_by_role("slider", name="Bit width")
+    slider = widget(page, "q_bits", "slider")
     slider.focus()
     slider.press("ArrowRight")
     metric_values(page, "int5 ")
@@ -283,7 +286,8 @@ def test_block_change_leaves_the_heatmaps_alone(page, app_url: str) -> None:
           .forEach((c, i) => new MutationObserver(() => window.__mutated.add(i))
             .observe(c, {subtree: true, childList: true, attributes: true})); }"""
     )
-    chooser = page.get_by_label("Show channel (0–63)")
+    chooser = widget(page, "v_block", "spinbutton")
+    expect(chooser).to_have_accessible_name("Show channel (0–63)")
     chooser.fill("5")
     chooser.press("Enter")
     page.wait_for_url("**blk=5**", timeout=90_000)
@@ -332,8 +336,9 @@ def test_quick_second_download_still_gives_a_file(page, app_url: str) -> None:
     page.goto(f"{app_url}/?src=example&ex=course_3x3&bits=4&mode=asymmetric&gran=channel")
     wait_for_charts(page, 4)
     wait_idle(page)
-    page.get_by_role("button", name="Prepare downloads").click()
-    button = page.get_by_role("button", name="Quantized tensor (.safetensors")
+    page.get_by_role("button", name="Prepare downloads", exact=True).click()
+    name = re.compile(r"^Quantized tensor \(\.safetensors, [\d,]+ bytes\)$")
+    button = page.get_by_role("button", name=name)
     button.wait_for()
     with page.expect_download() as first:
         button.click()

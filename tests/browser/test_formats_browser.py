@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from .locators import choose_option
 from .test_explorer_browser import metric_values, wait_for_charts, wait_idle
 
 pytestmark = pytest.mark.browser
@@ -14,8 +15,8 @@ SYNTHETIC = "src=synthetic&rows=128&cols=256"
 
 def pick_format(page, label: str) -> None:
     """Choose ``label`` in the scheme's "Shipped format" box."""
-    page.get_by_role("combobox", name="Shipped format").click()
-    page.get_by_role("option", name=label, exact=True).click()
+    # by key: "Shipped format" is a substring of the sweep's "Shipped formats (…)" box
+    choose_option(page, "q_preset", label)
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from safetensors.torch import save_file
 from dashboard.services.display.text import WORD_JOINER
 
 from .conftest import ARTIFACTS
+from .locators import choose_option, choose_radio
 from .test_explorer_browser import wait_idle
 
 pytestmark = pytest.mark.browser
@@ -114,10 +115,9 @@ def test_hostile_text_makes_no_request_outside_the_app(
     names = [f"{_hostile(host, 'w1')}.weight", f"{_hostile(host, 'w2')}.weight"]
     save_file({n: torch.randn(32, 64, generator=g) for n in names}, str(path))
     page.goto(f"{app_url}/?{synth}")
-    page.get_by_role("heading", name="Quantization explorer").wait_for()
+    page.get_by_role("heading", name="Quantization explorer", exact=True).wait_for()
     wait_idle(page)
-    page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first.click()
-    page.get_by_role("option", name="Upload a file").click()
+    choose_option(page, "src_kind", "Upload a file")
     wait_idle(page)
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
     page.get_by_text("shape [32, 64]").first.wait_for()
@@ -133,12 +133,10 @@ def test_hostile_text_makes_no_request_outside_the_app(
     _settle_and_check(page, host)
 
     _goto_page(page, "Whole model")
-    page.get_by_text("Upload a .safetensors model", exact=True).click()
+    choose_radio(page, "m_source", "Upload a .safetensors model")
     wait_idle(page)
-    uploader = page.locator('[data-testid="stFileUploader"]').filter(
-        has=page.get_by_text("Model (.safetensors)", exact=True)
-    )
-    uploader.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
+    uploader = page.locator('.st-key-m_upload [data-testid="stFileUploaderDropzoneInput"]')
+    uploader.set_input_files(str(path))
     page.locator('[data-testid="stPlotlyChart"]').first.wait_for()
     _settle_and_check(page, host)
     ARTIFACTS.mkdir(exist_ok=True)

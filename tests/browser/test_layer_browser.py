@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from .conftest import ARTIFACTS
+from .locators import click_checkbox, widget
 
 pytestmark = pytest.mark.browser
 
@@ -19,8 +20,10 @@ def wait_idle(page) -> None:
 
 
 def metric_value(page, label: str):
+    """The value of the metric labelled exactly ``label``."""
     return (
-        page.locator('[data-testid="stMetric"]', has_text=label)
+        page.locator('[data-testid="stMetric"]')
+        .filter(has=page.get_by_text(label, exact=True))
         .locator('[data-testid="stMetricValue"]')
         .first
     )
@@ -30,8 +33,8 @@ def test_alpha_slider_changes_the_output_error(page, app_url: str) -> None:
     page.goto(f"{app_url}/layer")
     page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=180_000)
     wait_idle(page)
-    page.get_by_text("Smooth (X ← X / s, W ← W · s)").click()
-    slider = page.get_by_role("slider", name="α (migration strength)")
+    click_checkbox(page, "l_sq")  # Smooth (X ← X / s, W ← W · s)
+    slider = widget(page, "l_alpha", "slider")
     slider.wait_for(timeout=120_000)
     value = metric_value(page, SMOOTHED_MSE)
     value.wait_for(timeout=120_000)
@@ -47,7 +50,8 @@ def test_alpha_slider_changes_the_output_error(page, app_url: str) -> None:
     page.wait_for_function(
         """([label, before]) => {
             const m = [...document.querySelectorAll('[data-testid="stMetric"]')]
-                .find(e => e.innerText.includes(label));
+                .find(e => e.querySelector('[data-testid="stMetricLabel"]')
+                    ?.innerText.trim() === label);
             const v = m && m.querySelector('[data-testid="stMetricValue"]');
             return v && v.innerText !== before;
         }""",

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from .conftest import ARTIFACTS
+from .locators import choose_radio
 
 pytestmark = pytest.mark.browser
 
@@ -60,11 +61,11 @@ def wait_for_cards(page, n: int, of: str | None = None) -> None:
 def test_lesson_link_at_150_percent_zoom_cuts_no_metric(zoomed, app_url: str) -> None:
     page = zoomed
     page.goto(f"{app_url}/lessons?lesson=symmetric-asymmetric")
-    page.get_by_role("heading", name="3. Symmetric vs asymmetric mode").wait_for()
+    page.get_by_role("heading", name="3. Symmetric vs asymmetric mode", exact=True).wait_for()
     sidebar_open(page)
     assert page.get_by_test_id("stSidebarNavLink").first.inner_text().split()[-1] == "Lessons"
 
-    page.get_by_test_id("stRadioGroup").get_by_text("Asymmetric", exact=True).click()
+    choose_radio(page, "lesson_q_symmetric-asymmetric", "Asymmetric")
     wait_for_cards(page, 2, "int8 sym per-tensor")
     values = page.locator(".qlab-metric-value").all_inner_texts()
     assert "2.5092" in values and "1.5730" in values  # the course's numbers, whole
@@ -74,7 +75,7 @@ def test_lesson_link_at_150_percent_zoom_cuts_no_metric(zoomed, app_url: str) ->
     target = href.get_attribute("href")
     assert target is not None and target.startswith("./?")
     page.goto(f"{app_url}/{target[2:]}")
-    page.get_by_role("heading", name="Quantization explorer").wait_for()
+    page.get_by_role("heading", name="Quantization explorer", exact=True).wait_for()
     wait_for_cards(page, 1, "int8 sym per-tensor")
     sidebar_open(page)
 
@@ -82,11 +83,11 @@ def test_lesson_link_at_150_percent_zoom_cuts_no_metric(zoomed, app_url: str) ->
 def test_next_and_previous_move_the_address(zoomed, app_url: str) -> None:
     page = zoomed
     page.goto(f"{app_url}/lessons?lesson=packing")
-    page.get_by_role("heading", name="9. Pack and unpack 2-bit weights").wait_for()
+    page.get_by_role("heading", name="9. Pack and unpack 2-bit weights", exact=True).wait_for()
     page.get_by_role("button", name="Next →", exact=True).click()
     page.wait_for_url(re.compile(r"[?&]lesson=beyond-linear(&|$)"))
-    page.get_by_role("heading", name="10. Beyond linear quantization").wait_for()
+    page.get_by_role("heading", name="10. Beyond linear quantization", exact=True).wait_for()
     page.get_by_role("button", name="← Previous", exact=True).click()
     page.wait_for_url(re.compile(r"[?&]lesson=packing(&|$)"))
-    page.get_by_test_id("stRadioGroup").get_by_text("177", exact=True).click()
+    choose_radio(page, "lesson_q_packing", "177")
     wait_for_cards(page, 2, "2-bit packing")

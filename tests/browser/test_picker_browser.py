@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from .locators import choose_option
 from .test_explorer_browser import wait_for_charts, wait_idle
 
 pytestmark = pytest.mark.browser
@@ -26,8 +27,7 @@ def _checked(page, label: str) -> list[str] | None:
 
 
 def _pick_source(page, name: str) -> None:
-    page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first.click()
-    page.get_by_role("option", name=name, exact=True).click()
+    choose_option(page, "src_kind", name)
     wait_idle(page)
 
 

@@ -24,6 +24,7 @@ from quant_core.files.gguf_file import lab_decodes
 from quant_core.formats.gguf_types import ggml_type
 
 from .conftest import ARTIFACTS, ROOT, _free_port, _wait_healthy
+from .locators import choose_option
 from .test_explorer_browser import wait_idle
 
 pytestmark = pytest.mark.browser
@@ -95,7 +96,9 @@ def test_a_gguf_in_a_model_folder_shows_its_stored_scale_map(page, served_root) 
     )
     wait_idle(page)
     sidebar = page.locator('[data-testid="stSidebar"]')
-    metric = page.locator('[data-testid="stMetric"]').filter(has_text="Stored type")
+    metric = page.locator('[data-testid="stMetric"]').filter(
+        has=page.get_by_text("Stored type", exact=True)
+    )
     assert metric.locator('[data-testid="stMetricValue"]').inner_text() == TYPE
     assert page.get_by_text("Stored scales: what each level holds", exact=True).is_visible()
     # the picker lists every tensor of the file with its stored type
@@ -124,12 +127,13 @@ def test_an_uploaded_gguf_shows_what_it_stores_and_a_hostile_one_is_refused(
 
     page.goto(app_url)
     wait_idle(page)
-    page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first.click()
-    page.get_by_role("option", name="Upload a file", exact=True).click()
+    choose_option(page, "src_kind", "Upload a file")
     wait_idle(page)
     uploader = page.locator('[data-testid="stFileUploaderDropzoneInput"]')
     uploader.set_input_files(str(good))
-    value = page.locator('[data-testid="stMetric"]').filter(has_text="Stored type")
+    value = page.locator('[data-testid="stMetric"]').filter(
+        has=page.get_by_text("Stored type", exact=True)
+    )
     value.locator('[data-testid="stMetricValue"]').get_by_text("Q4_0", exact=True).wait_for()
     wait_idle(page)
 

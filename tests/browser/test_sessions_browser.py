@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from .conftest import ARTIFACTS
+from .locators import widget
 from .test_explorer_browser import metric_values, wait_for_charts, wait_idle
 
 pytestmark = pytest.mark.browser
@@ -26,7 +27,7 @@ def test_two_sessions_are_independent(browser, app_url: str) -> None:
         a_before = metric_values(a)
         assert a_before[0] != b_before[0]
 
-        slider = a.get_by_role("slider", name="Bit width")
+        slider = widget(a, "q_bits", "slider")
         slider.focus()
         slider.press("ArrowRight")
         a.wait_for_function(
@@ -40,8 +41,8 @@ def test_two_sessions_are_independent(browser, app_url: str) -> None:
         wait_for_charts(b, 4)
         wait_idle(b)
         assert metric_values(b, "int8 ")[0] == b_before[0]
-        thumb = b.locator('[data-testid="stSliderThumbValue"]').first
-        assert thumb.inner_text() == "8"
+        assert widget(b, "q_bits", "slider").input_value() == "8"
+        assert b.locator('.st-key-q_bits [data-testid="stSliderThumbValue"]').inner_text() == "8"
         assert "shape [64, 64]" in b.get_by_text("shape [64, 64]").first.inner_text()
         assert "shape [3, 3]" in a.get_by_text("shape [3, 3]").first.inner_text()
         ARTIFACTS.mkdir(exist_ok=True)

@@ -13,6 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from .conftest import ARTIFACTS
+from .locators import choose_option
 from .test_explorer_browser import wait_for_charts, wait_idle
 
 pytestmark = pytest.mark.browser
@@ -29,8 +30,7 @@ class _Payload:
 
 
 def choose_upload_source(page) -> None:
-    page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first.click()
-    page.get_by_role("option", name="Upload a file").click()
+    choose_option(page, "src_kind", "Upload a file")
     wait_idle(page)
 
 

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from .conftest import ARTIFACTS
+from .locators import widget
 from .test_explorer_browser import metric_values, wait_for_charts, wait_idle
 
 pytestmark = pytest.mark.browser
@@ -20,14 +21,14 @@ def _bits_in_url(page) -> str:
 
 
 def _bits_on_page(page) -> str:
-    return page.get_by_role("slider", name="Bit width").input_value()
+    return widget(page, "q_bits", "slider").input_value()
 
 
 def _wait_bits_on_page(page, want: str) -> None:
     """Until the Back/Forward rerun has drawn the slider at ``want`` and finished."""
     page.wait_for_function(
         "(want) => { const s = document.querySelector("
-        "'input[type=range][aria-label=\"Bit width\"]');"
+        "'.st-key-q_bits input[type=range]');"
         " return s !== null && s.value === want; }",
         arg=want,
         timeout=90_000,
@@ -38,7 +39,7 @@ def _wait_bits_on_page(page, want: str) -> None:
 
 def _step(page, bits: int) -> None:
     """One ArrowRight on the bit-width slider, then wait until the run has finished."""
-    slider = page.get_by_role("slider", name="Bit width")
+    slider = widget(page, "q_bits", "slider")
     slider.focus()
     slider.press("ArrowRight")
     page.wait_for_url(re.compile(rf"[?&]bits={bits}(&|$)"), timeout=90_000)

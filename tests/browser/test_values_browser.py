@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 from safetensors.torch import save_file
 
 from .conftest import ARTIFACTS
+from .locators import choose_option, widget
 from .test_explorer_browser import metric_values, wait_for_charts, wait_idle
 from .test_upload_browser import choose_upload_source
 
@@ -62,7 +63,7 @@ def test_nonfinite_upload_then_float16_pick(page, app_url: str, tmp_path: Path) 
     text = warning.first.inner_text()
     assert "3 NaN and 2 Inf among 192 values" in text
     assert "first at (0, 2), (3, 12), (5, 9), (8, 4), (11, 15)" in text
-    box = page.get_by_role("checkbox", name="Quantize the finite values only")
+    box = page.get_by_role("checkbox", name="Quantize the finite values only", exact=True)
     assert box.is_checked()
 
     charts = page.locator('[data-testid="stPlotlyChart"]')
@@ -80,13 +81,11 @@ def test_nonfinite_upload_then_float16_pick(page, app_url: str, tmp_path: Path) 
     page.screenshot(path=str(ARTIFACTS / "nonfinite.png"), full_page=True)
 
     upload(page, half)
-    picker = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(
-        has_text="Tensor (2 in file)"
-    )
+    picker = widget(page, "src_upload_tensor", "combobox")
     picker.wait_for()
+    expect(picker).to_have_accessible_name("Tensor (2 in file)")
     wait_idle(page)
-    picker.click()
-    page.get_by_role("option", name="second  [5, 7] float16").click()
+    choose_option(page, "src_upload_tensor", "second  [5, 7] float16")
     page.get_by_text("shape [5, 7]").first.wait_for()
     wait_for_charts(page, 4)
     wait_idle(page)

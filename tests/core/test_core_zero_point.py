@@ -1,5 +1,5 @@
 """Zero-point conventions and NF4 against independent references: torchao's affine
-primitives (pinned in requirements.txt), bitsandbytes' NF4 (CPU path), GGUF's block sizes,
+primitives (pinned in requirements-dev.txt), bitsandbytes' NF4 (CPU path), GGUF's block sizes,
 and the representation's own invariants.
 
 Tie windows. torchao computes integer-domain codes as ``clamp(round(r * fl(1/s)) + z)``,

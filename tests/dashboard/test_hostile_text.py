@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 from dashboard.services.display.text import WORD_JOINER, html_literal, literal
 from dashboard.services.model.roots import ROOTS_ENV
 from dashboard.services.model.shards import write_sharded
+from dashboard.services.session_files import KeptUpload
 from dashboard.services.sources.choice import SourceKind
 
 VIEWS = Path(__file__).resolve().parents[2] / "dashboard" / "views"
@@ -159,7 +160,7 @@ def test_tensor_and_folder_names_from_a_model_folder(page: str, hostile_folder: 
 def test_upload_and_tensor_names_from_an_uploaded_file(page: str) -> None:
     data = st_save(_weights(WEIGHT, "b.weight"))
     at = new_app(page)
-    at.session_state["_uploaded_file"] = ("id-hostile", f"{HOSTILE}.safetensors", data)
+    at.session_state["_uploaded_file"] = KeptUpload("id-hostile", f"{HOSTILE}.safetensors", data)
     at.run()
     at.selectbox(key="src_kind").set_value(SourceKind.UPLOAD).run()
     at.selectbox(key="src_upload_tensor").set_value(WEIGHT).run()
@@ -170,7 +171,8 @@ def test_upload_and_tensor_names_from_an_uploaded_file(page: str) -> None:
 
 def test_a_bad_upload_names_the_file_literally() -> None:
     at = new_app("explorer")
-    at.session_state["_uploaded_file"] = ("id-bad", f"{HOSTILE}.npy", b"not a numpy file")
+    bad = KeptUpload("id-bad", f"{HOSTILE}.npy", b"not a numpy file")
+    at.session_state["_uploaded_file"] = bad
     at.run()
     at.selectbox(key="src_kind").set_value(SourceKind.UPLOAD).run()
     literal_on_page(at)

@@ -73,3 +73,10 @@ def test_prepare_imports_what_it_can_and_names_the_rest(
         line = launch.prepare()
     assert line.startswith("Quantization Lab: 2 of the pages' 3 modules imported in ")
     assert "importing qlab_no_such_module failed" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("code", "status"), [(None, 0), (0, 0), (3, 3), ("a message", 1), (True, 1)]
+)
+def test_exit_status_is_the_one_python_would_give(code: object, status: int) -> None:
+    assert launch.exit_status(code) == status

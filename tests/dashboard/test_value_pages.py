@@ -19,6 +19,7 @@ from value_helpers import (
     npy_bytes,
 )
 
+from dashboard.services.session_files import KeptUpload
 from dashboard.services.sources.choice import SourceKind
 from dashboard.services.sources.examples import Example
 from quant_core import (
@@ -75,7 +76,7 @@ def upload_in_app(array: np.ndarray, name: str) -> AppTest:
     """The explorer with ``array`` as an upload (AppTest cannot drive the file widget: the
     upload is placed where the picker keeps it for the session)."""
     at = new_app().run()
-    at.session_state["_uploaded_file"] = (f"id-{name}", name, npy_bytes(array))
+    at.session_state["_uploaded_file"] = KeptUpload(f"id-{name}", name, npy_bytes(array))
     at.selectbox(key="src_kind").set_value(SourceKind.UPLOAD).run()
     return at
 

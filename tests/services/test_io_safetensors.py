@@ -154,7 +154,7 @@ def _st_header_case(header: object, data: bytes = b"") -> bytes:
 
 
 ST_CORRUPT = {
-    "too short": (b"\x01\x02\x03", "too short for the 8-byte header length"),
+    "too short": (b"\x01\x02\x03", "3 bytes, too short for the 8-byte header length"),
     "header past end": (struct.pack("<Q", 1000) + b"{}", "header length says 1,000 bytes"),
     "not json": (_st_header_case(b"{not json"), "not valid JSON"),
     "not utf8": (_st_header_case(b'{"\xff": 1}'), "not valid JSON"),
@@ -361,3 +361,13 @@ def test_safetensors_file_errors(tmp_path: Path) -> None:
     st_save_file({"w": torch.ones(2)}, good)
     with pytest.raises(LoadError, match="no tensor named 'x'"):
         load_safetensors_file_tensor(good, "x")
+
+
+@pytest.mark.parametrize("size", [0, 7])
+def test_a_file_on_disk_shorter_than_the_header_length_says_so(tmp_path: Path, size: int) -> None:
+    path = tmp_path / "short.safetensors"
+    path.write_bytes(bytes(size))
+    with pytest.raises(LoadError) as info:
+        list_safetensors_file(path)
+    text = str(info.value)
+    assert f"short.safetensors is not a safetensors file: {size} bytes, too short" in text

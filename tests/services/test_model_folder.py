@@ -6,18 +6,21 @@ from __future__ import annotations
 import json
 import os
 import struct
+import threading
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import save_file
 
-from dashboard.services.io import LoadError
+from dashboard.services.io import LoadError, load_safetensors_file_tensor
+from dashboard.services.io.regular import open_regular, read_at_most
 from dashboard.services.model.checkpoint import (
     INDEX_NAME,
     LISTING_COLUMNS,
     CheckpointError,
     listing_table,
+    read_tensor,
 )
 from dashboard.services.model.folder import find_checkpoints, open_checkpoint, snapshot_key
 from dashboard.services.model.roots import (
@@ -156,9 +159,11 @@ def test_a_link_inside_a_root_that_leads_outside_is_refused(
     outside = tmp_path / "outside"
     outside.mkdir()
     (root / "escape").symlink_to(outside)
-    with pytest.raises(PathRefused, match="is a link to") as info:
-        resolve_in_roots(root / "escape", roots)
-    assert str(outside) in str(info.value)
+    with pytest.raises(PathRefused, match="is a link that leads out") as info:
+        resolve_in_roots(root / "escape" / "x", roots)
+    # The link inside the root is named; where it leads is not (the server's files).
+    assert f"{root / 'escape'} is a link" in str(info.value)
+    assert str(outside) not in str(info.value)
     # A link from outside into a root is read where it leads: inside.
     (tmp_path / "door").symlink_to(model)
     assert resolve_in_roots(tmp_path / "door", roots) == model.resolve()
@@ -174,10 +179,122 @@ def test_a_shard_linked_outside_the_roots_is_refused(
     (model / name).rename(blobs / "abc123")
     (model / name).symlink_to(blobs / "abc123")
     text = refusal(model, roots)
-    assert f"{name} links to {blobs / 'abc123'}" in text and ROOTS_ENV in text
+    assert f"{name} is a link that leads outside the allowed folders" in text
+    assert ROOTS_ENV in text and str(blobs) not in text and "abc123" not in text
     # With the blobs folder allowed too, the same folder opens.
     both = parse_roots(f"{roots.roots[0]}{os.pathsep}{blobs}")
     assert len(open_checkpoint(model, both).shards) == 3
+
+
+def test_a_chain_of_links_that_leaves_the_roots_reveals_no_target_outside(
+    root: Path, roots: ModelRoots, tmp_path: Path
+) -> None:
+    # root/a -> root/b -> a file outside: the message names the first link inside the
+    # root that leads out, never the file it ends at nor the link's text.
+    secret = tmp_path / "secret-host-name"
+    secret.write_text("x")
+    (root / "b").symlink_to(secret)
+    (root / "a").symlink_to(root / "b")
+    for path in (root / "a", root / "b"):
+        with pytest.raises(PathRefused) as info:
+            resolve_in_roots(path, roots)
+        text = str(info.value)
+        assert "secret-host-name" not in text and str(tmp_path / "secret") not in text
+        assert f"{path} is a link that leads out" in text, text
+    # Through the folder source: a shard linked to it the same way.
+    folder = root / "m"
+    folder.mkdir()
+    (folder / "model.safetensors").symlink_to(root / "a")
+    text = refusal(folder, roots)
+    assert "model.safetensors is a link that leads outside" in text
+    assert "secret-host-name" not in text
+
+
+def _within(seconds: float, fn, fifo: Path) -> object:
+    """``fn()`` run in a thread, which must finish within ``seconds``; returns its result
+    or raised exception. A reader stuck on ``fifo`` is released (opened for writing and
+    closed) so that the thread ends before the test does."""
+    out: list[object] = []
+
+    def run() -> None:
+        try:
+            out.append(fn())
+        except BaseException as exc:  # the result under test
+            out.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    stuck = thread.is_alive()
+    if stuck:
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # a blocked reader lets this open
+        os.close(fd)
+        thread.join(5)
+    assert not stuck, f"reading {fifo.name} did not finish within {seconds} s"
+    return out[0]
+
+
+@pytest.mark.parametrize("which", ["shard", "index", "single", "linked", "explorer"])
+def test_a_named_pipe_named_like_a_model_file_is_refused_at_once(
+    which: str, model: Path, root: Path, roots: ModelRoots
+) -> None:
+    """A FIFO where a shard, the index or the one file should be (or a link to one) is
+    refused by type before anything opens it: no writer ever comes, so an open or a read
+    would block the page's thread forever."""
+    single = root / "single"
+    single.mkdir()
+    if which == "shard":
+        target = model / shard_name(2, 3)
+        target.unlink()
+    elif which == "index":
+        target = model / INDEX_NAME
+        target.unlink()
+    elif which == "single":
+        target = single / "model.safetensors"
+    elif which == "linked":
+        target = root / "pipe"
+        (single / "model.safetensors").symlink_to(target)
+    else:
+        # The explorer reads one tensor of a shard by its path.
+        target = model / shard_name(3, 3)
+        target.unlink()
+    os.mkfifo(target)
+    if which == "explorer":
+        result = _within(10, lambda: load_safetensors_file_tensor(target, "lm_head.weight"), target)
+    else:
+        path = single if which in ("single", "linked") else model
+        result = _within(10, lambda: open_checkpoint(path, roots), target)
+    assert isinstance(result, LoadError), result
+    assert "is a named pipe (FIFO), not a regular file" in str(result), str(result)
+
+
+def test_a_listed_shard_swapped_for_a_pipe_is_refused_when_read(
+    model: Path, roots: ModelRoots
+) -> None:
+    ck = open_checkpoint(model, roots)
+    target = ck.shard_path(shard_name(3, 3))
+    target.unlink()
+    os.mkfifo(target)
+    result = _within(10, lambda: read_tensor(ck, "lm_head.weight"), target)
+    assert isinstance(result, LoadError) and "named pipe" in str(result), result
+
+
+def test_a_device_is_refused_by_its_type_and_reads_are_bounded(tmp_path: Path) -> None:
+    refused = pytest.raises(LoadError, match="zero is a character device, not a regular file")
+    with refused, open_regular("/dev/zero", "zero"):
+        pass
+    path = tmp_path / "f.bin"
+    path.write_bytes(bytes(range(10)))
+    with open_regular(path, "f.bin") as file:
+        assert file.size == 10
+        assert read_at_most(file.fd, 4, 3) == bytes([3, 4, 5, 6])
+        assert read_at_most(file.fd, 100) == bytes(range(10))  # fewer only at the end
+
+
+def test_a_folder_given_as_a_pipe_says_what_it_is(root: Path, roots: ModelRoots) -> None:
+    os.mkfifo(root / "fifo")
+    text = _within(10, lambda: refusal(root / "fifo", roots), root / "fifo")
+    assert "is a named pipe (FIFO), not a folder or a file" in str(text)
 
 
 # --- Listing -------------------------------------------------------------------------------

@@ -8,6 +8,8 @@ header before ``get_tensor`` allocates it.
 
 Steps, for a file of ``size`` bytes:
 
+0. only a regular file is opened (``regular.open_regular``: a named pipe or a device
+   named ``.safetensors`` would block or never end), and every read is bounded;
 1. the 8-byte little-endian header length ``n``: ``8 + n <= size`` and ``n`` at most
    100 MB (the library's own limit);
 2. the header is JSON (checked here: duplicate names, ``__metadata__`` of text, at most
@@ -44,6 +46,7 @@ from .common import (
     result_itemsize,
     short,
 )
+from .regular import RegularFile, open_regular
 from .safetensors_header import DTYPES, explain, read_header
 
 __all__ = [
@@ -78,44 +81,54 @@ class _Entry:
 
 def list_bytes(raw: bytes, filename: str, limits: Limits) -> tuple[TensorInfo, ...]:
     """The tensors of an uploaded file, from its header alone, in natural name order."""
-    with _spooled(raw) as path:
-        return tuple(e.info for e in _entries(path, display_name(filename)))
+    shown = display_name(filename)
+    with _spooled(raw) as path, open_regular(path, shown) as file:
+        return tuple(e.info for e in _entries(file, shown))
 
 
 def load_bytes(raw: bytes, filename: str, name: str | None, limits: Limits) -> LoadedTensor:
     """Tensor ``name`` of an uploaded file (``None``: the first listed)."""
-    with _spooled(raw) as path:
-        return _load(path, display_name(filename), name, limits)
+    shown = display_name(filename)
+    with _spooled(raw) as path, open_regular(path, shown) as file:
+        return _load(file, shown, name, limits)
 
 
 def list_file(path: str | Path) -> tuple[TensorInfo, ...]:
-    """The tensors in a ``.safetensors`` file on disk, reading only its header."""
+    """The tensors in a ``.safetensors`` file on disk, reading only its header; a path
+    that leads to anything but a regular file is refused (``regular.open_regular``)."""
     path = _checked_path(path)
-    return tuple(e.info for e in _entries(path, display_name(path.name)))
+    shown = display_name(path.name)
+    with open_regular(path, shown) as file:
+        return tuple(e.info for e in _entries(file, shown))
 
 
 def load_file_tensor(
     path: str | Path, name: str | None = None, limits: Limits = DEFAULT_LIMITS
 ) -> LoadedTensor:
-    """Load one tensor of a file on disk; a huge model costs only that tensor's memory."""
+    """Load one tensor of a file on disk; a huge model costs only that tensor's memory. A
+    path that leads to anything but a regular file is refused (``regular.open_regular``)."""
     path = _checked_path(path)
-    return _load(path, display_name(path.name), name, limits)
+    shown = display_name(path.name)
+    with open_regular(path, shown) as file:
+        return _load(file, shown, name, limits)
 
 
 @contextmanager
 def open_file(path: str | Path) -> Iterator[tuple[tuple[TensorInfo, ...], Any]]:
     """``(infos, handle)`` for reading many tensors of one validated file: ``infos`` as
     ``list_file`` gives them, ``handle.get_tensor(name)`` the library's tensor as stored
-    (no limit or conversion: the caller picked the tensors from ``infos``)."""
+    (no limit or conversion: the caller picked the tensors from ``infos``). A path that
+    leads to anything but a regular file is refused (``regular.open_regular``)."""
     path = _checked_path(path)
     shown = display_name(path.name)
-    infos = tuple(e.info for e in _entries(path, shown))
-    try:
-        opened = safetensors.safe_open(str(path), framework="pt", device="cpu")
-    except (OSError, safetensors.SafetensorError) as err:  # changed since it was listed
-        raise LoadError(f"cannot read {shown}: {short(err)}") from err
-    with opened as handle:
-        yield infos, handle
+    with open_regular(path, shown) as file:
+        infos = tuple(e.info for e in _entries(file, shown))
+        try:
+            opened = safetensors.safe_open(str(file.path), framework="pt", device="cpu")
+        except (OSError, safetensors.SafetensorError) as err:  # changed since it was listed
+            raise LoadError(f"cannot read {shown}: {short(err)}") from err
+        with opened as handle:
+            yield infos, handle
 
 
 # ---------------------------------------------------------------------------------------
@@ -138,8 +151,8 @@ def _checked_path(path: str | Path) -> Path:
     return path
 
 
-def _load(path: Path, shown: str, name: str | None, limits: Limits) -> LoadedTensor:
-    entry = pick(_entries(path, shown), name, shown, key=lambda e: e.info.name)
+def _load(file: RegularFile, shown: str, name: str | None, limits: Limits) -> LoadedTensor:
+    entry = pick(_entries(file, shown), name, shown, key=lambda e: e.info.name)
     info = entry.info
     dtype = DTYPES[entry.st_dtype][1]
     if dtype is None:
@@ -150,18 +163,18 @@ def _load(path: Path, shown: str, name: str | None, limits: Limits) -> LoadedTen
         )
     check_size(info.name, info.shape, result_itemsize(dtype), limits)
     try:
-        with safetensors.safe_open(str(path), framework="pt", device="cpu") as handle:
+        with safetensors.safe_open(str(file.path), framework="pt", device="cpu") as handle:
             tensor = handle.get_tensor(info.name)
     except Exception as err:  # the library's errors are not one type
         raise LoadError(f"{shown}: could not read tensor '{info.name}': {short(err)}") from err
     return finish(tensor, info.name, info.dtype, limits)
 
 
-def _entries(path: Path, shown: str) -> tuple[_Entry, ...]:
+def _entries(file: RegularFile, shown: str) -> tuple[_Entry, ...]:
     """Validate the file (steps 1-4 of the module docstring) and list its tensors."""
-    header, data_len = read_header(path, shown)
+    header, data_len = read_header(file, shown)
     try:
-        with safetensors.safe_open(str(path), framework="pt", device="cpu") as handle:
+        with safetensors.safe_open(str(file.path), framework="pt", device="cpu") as handle:
             specs = {n: handle.get_slice(n) for n in handle.keys()}  # noqa: SIM118
             listed = [(n, tuple(s.get_shape()), s.get_dtype()) for n, s in specs.items()]
     except safetensors.SafetensorError as err:

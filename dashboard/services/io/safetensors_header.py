@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import torch
 
 from .common import MAX_DIMS, MAX_TENSORS, LoadError, brief, fmt_shape, is_count, short
+from .regular import RegularFile, read_at_most
 
 __all__ = ["DTYPES", "explain", "read_header"]
 
@@ -44,26 +44,32 @@ DTYPES: dict[str, tuple[int, torch.dtype | None]] = {
 _MAX_HEADER = 100_000_000  # the library refuses larger headers; so do we, before reading
 
 
-def read_header(path: Path, shown: str) -> tuple[dict[str, object], int]:
-    """The header's tensor entries (JSON checked) and the data section's length."""
+def read_header(file: RegularFile, shown: str) -> tuple[dict[str, object], int]:
+    """The header's tensor entries (JSON checked) and the data section's length, from the
+    opened ``file`` (``regular.open_regular``: its size is the opened file's), reading at
+    most 8 bytes and then the header's length, itself at most ``_MAX_HEADER`` bytes."""
+    size = file.size
+    if size < 8:
+        raise LoadError(
+            f"{shown} is not a safetensors file: {size} bytes, too short for the "
+            "8-byte header length"
+        )
     try:
-        with path.open("rb") as handle:
-            size = path.stat().st_size
-            prefix = handle.read(8)
-            if len(prefix) < 8:
-                raise LoadError(
-                    f"{shown} is not a safetensors file: {size} bytes, too short for the "
-                    "8-byte header length"
-                )
-            n = int.from_bytes(prefix, "little")
-            if n > size - 8:
-                raise LoadError(
-                    f"{shown} is truncated or not a safetensors file: its header length says "
-                    f"{n:,} bytes but only {size - 8:,} bytes follow"
-                )
-            if n > _MAX_HEADER:
-                raise LoadError(f"{shown}: header of {n:,} bytes is over the {_MAX_HEADER:,} limit")
-            text = handle.read(n)
+        prefix = read_at_most(file.fd, 8)
+        if len(prefix) < 8:  # shrunk since it was opened
+            raise LoadError(
+                f"{shown} is not a safetensors file: {len(prefix)} bytes, too short for the "
+                "8-byte header length"
+            )
+        n = int.from_bytes(prefix, "little")
+        if n > size - 8:
+            raise LoadError(
+                f"{shown} is truncated or not a safetensors file: its header length says "
+                f"{n:,} bytes but only {size - 8:,} bytes follow"
+            )
+        if n > _MAX_HEADER:
+            raise LoadError(f"{shown}: header of {n:,} bytes is over the {_MAX_HEADER:,} limit")
+        text = read_at_most(file.fd, n, 8)
     except OSError as err:
         raise LoadError(f"cannot read {shown}: {err.strerror or short(err)}") from err
     try:

@@ -13,7 +13,9 @@ index works too):
    a note: a snapshot may hold ``consolidated.safetensors`` beside the shards);
 3. a folder with exactly one ``.safetensors`` file, whatever its name.
 
-Every file passes ``roots.check_inside`` and ``io``'s ``.safetensors`` header checks
+Every file passes ``roots.check_inside``, is opened only if it is a regular file (a named
+pipe or a device named like a shard would block the reader: ``io.regular``) and passes
+``io``'s ``.safetensors`` header checks
 (JSON, dtypes, byte ranges tiling the data, at most ``MAX_TENSORS`` entries) before its
 tensors are listed. Sizes are not limited here: ``streaming`` decides per tensor.
 """
@@ -28,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..io import LoadError, TensorInfo, list_safetensors_file
+from ..io.regular import file_kind, open_regular, read_at_most
 from ..io.safetensors_format import natural_key
 from .checkpoint import (
     INDEX_NAME,
@@ -96,9 +99,13 @@ def open_checkpoint(path: str | os.PathLike[str], roots: ModelRoots) -> Checkpoi
             )
         return _single(target.parent, target.name, roots, ())
     if not target.is_dir():
-        raise CheckpointError(f"{target} is not a folder or a file")
+        try:
+            kind = file_kind(target.stat().st_mode)
+        except OSError:
+            kind = "gone"
+        raise CheckpointError(f"{target} is {kind}, not a folder or a file")
     names = _safetensors_names(target)
-    has_index = (target / INDEX_NAME).is_file()
+    has_index = (target / INDEX_NAME).exists()  # not a regular file: refused when read
     if SINGLE_NAME in names:
         notes = (f"{INDEX_NAME} is ignored: {SINGLE_NAME} is used",) if has_index else ()
         return _single(target, SINGLE_NAME, roots, notes)
@@ -135,7 +142,8 @@ def _from_index(folder: Path, roots: ModelRoots) -> Checkpoint:
         raise CheckpointError(
             f"{INDEX_NAME} names {len(by_shard):,} shards; the limit is {MAX_SHARDS:,}"
         )
-    missing = [s for s in sorted(by_shard, key=natural_key) if not (folder / s).is_file()]
+    # A shard that is there but not a regular file (a named pipe) is refused when read.
+    missing = [s for s in sorted(by_shard, key=natural_key) if not (folder / s).exists()]
     if missing:
         raise CheckpointError(
             f"{INDEX_NAME} names {len(missing)} shard file(s) that {folder} does not hold: "
@@ -186,8 +194,12 @@ def _read_index(path: Path, roots: ModelRoots) -> dict[str, str]:
     """The index's ``weight_map``, checked: text names mapped to plain file names."""
     check_inside(path, roots)
     try:
-        size = path.stat().st_size
-        raw = b"" if size > MAX_INDEX_BYTES else path.read_bytes()
+        with open_regular(path, INDEX_NAME) as file:
+            # One byte more than the limit: a file that grew since its size was read.
+            raw = b"" if file.size > MAX_INDEX_BYTES else read_at_most(file.fd, MAX_INDEX_BYTES + 1)
+            size = max(file.size, len(raw))
+    except LoadError as err:
+        raise CheckpointError(str(err)) from err
     except OSError as err:
         raise CheckpointError(f"cannot read {INDEX_NAME}: {err.strerror or err}") from err
     if size > MAX_INDEX_BYTES:

@@ -139,14 +139,10 @@ def resolve_in_roots(path: str | os.PathLike[str], roots: ModelRoots) -> Path:
         )
     resolved = _resolve(given)
     if resolved is None or not roots.contains(resolved):
-        # Where a link leads is said only for a link inside a root (whose target the
-        # user could learn anyway); outside, it would reveal the server's files.
-        written = Path(os.path.normpath(given))
-        via = (
-            f" (it is a link to {resolved})"
-            if resolved is not None and roots.contains(written) and written != resolved
-            else ""
-        )
+        # Where a link leads outside is never said (it would reveal the server's files):
+        # only which link inside a root leads out, a path the user could see anyway.
+        link = _link_out(Path(os.path.normpath(given)), roots)
+        via = f" ({link} is a link that leads out of them)" if link is not None else ""
         raise PathRefused(
             f"{text} is outside the allowed folders{via}; allowed: {roots.describe()}"
         )
@@ -155,16 +151,32 @@ def resolve_in_roots(path: str | os.PathLike[str], roots: ModelRoots) -> Path:
 
 def check_inside(path: Path, roots: ModelRoots) -> Path:
     """``path`` (a file of a model folder already inside a root) resolved, if where it
-    leads is inside a root too; ``PathRefused`` naming the link and its target otherwise."""
+    leads is inside a root too; otherwise ``PathRefused`` naming the link, not where it
+    leads (which would reveal the server's files)."""
     resolved = _resolve(path)
     if resolved is None:
         raise PathRefused(f"{path.name} is a broken or looping link")
     if not roots.contains(resolved):
         raise PathRefused(
-            f"{path.name} links to {resolved}, outside the allowed folders "
+            f"{path.name} is a link that leads outside the allowed folders "
             f"({roots.describe()}); add the folder it links into to {ROOTS_ENV}"
         )
     return resolved
+
+
+def _link_out(written: Path, roots: ModelRoots) -> Path | None:
+    """The first link along ``written`` (an absolute path, ``..`` already removed) that
+    lies inside a root but leads out of every root, once resolved (possibly through
+    further links); ``None`` when ``written`` does not start inside a root."""
+    parts = written.parts
+    for i in range(1, len(parts) + 1):
+        prefix = Path(*parts[:i])
+        if not roots.contains(prefix):
+            continue  # above the roots, as written
+        resolved = _resolve(prefix)
+        if resolved is None or not roots.contains(resolved):
+            return prefix
+    return None
 
 
 def _resolve(path: Path) -> Path | None:
