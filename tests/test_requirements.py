@@ -30,6 +30,13 @@ made ``transformers`` load it, and print "Failed to load … _C_mxfp8", when the
 page opened."""
 
 
+OPTIONAL_IMPORTS = {"ray"}
+"""Imported by the app only when asked for, inside a function: Ray is the Mixed precision
+page's optional cluster backend (``QLAB_RAY_ADDRESS``), and the page says how to install it
+when it is missing (``tests/services/test_mixed_runner.py`` checks it is not loaded
+otherwise)."""
+
+
 def requirement_lines(path: Path) -> list[str]:
     """The lines of a requirements file, comments and blank lines left out."""
     lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
@@ -95,7 +102,7 @@ def test_every_module_the_app_imports_comes_with_the_apps_requirements() -> None
     installed = _closure(set(pinned(APP)))
     providers = metadata.packages_distributions()
     missing = {}
-    for module in sorted(_imported_top_modules()):
+    for module in sorted(_imported_top_modules() - OPTIONAL_IMPORTS):
         dists = {canonicalize_name(d) for d in providers.get(module, [])}
         assert dists, f"{module} is imported but no installed distribution provides it"
         if not dists & installed:
