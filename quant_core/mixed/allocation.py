@@ -16,7 +16,8 @@ choose ``s_t`` to minimise ``Σ_t e[t, s_t]`` subject to ``Σ_t b[t, s_t] <= B``
 2. Exact fix-up. The bits left, ``B - B_λ``, are spent by single-tensor moves to any
    allowed option (hull or not) that fits in what is left, the largest error drop first,
    until none fits; then any uniform assignment (one scheme everywhere it is allowed,
-   the relaxation's choice elsewhere) that fits ``B`` and has less error replaces it, so
+   the relaxation's choice or the cheapest option elsewhere) that fits ``B`` and has
+   less error replaces it, so
    the result is never worse than a uniform scheme of at most the budget's size.
 
 Rules (``AllocationRules``): ``pins`` (regex → scheme, first match wins) leave a tensor one
@@ -499,11 +500,14 @@ def allocate(problem: AllocationProblem, budget: Budget | int) -> Allocation:
     uniform, best = None, cur
     budget_left = total_bits - problem.kept_bits
     for s in range(bits.shape[1]):
-        trial = np.where(allowed[:, s], s, cur)
-        if int(bits[rows, trial].sum()) <= budget_left:
-            err = float(errors[rows, trial].sum())
-            if err < best_err:
-                best_err, uniform, best = err, problem.schemes[s], trial
+        # where the scheme is not allowed: the allocation's own choice, or (as
+        # uniform_allocation does) the cheapest option, which fits budgets the first misses
+        for rest in (cur, problem.start):
+            trial = np.where(allowed[:, s], s, rest)
+            if int(bits[rows, trial].sum()) <= budget_left:
+                err = float(errors[rows, trial].sum())
+                if err < best_err:
+                    best_err, uniform, best = err, problem.schemes[s], trial
     if uniform is not None:
         cur = best
     names = problem.tensors + problem.kept

@@ -76,6 +76,28 @@ def test_the_docstring_example() -> None:
     assert allocate(problem, Budget(8.0)).recipe() == {"a": "8", "b": "8"}
 
 
+def test_a_uniform_scheme_with_the_cheapest_option_elsewhere_wins_when_it_fits() -> None:
+    # Hypothesis' counterexample, by hand: the relaxation buys t0's 6-bit step (slope 1/6)
+    # and then t2's 12-bit step no longer fits (error 2); s3 on t2 with the cheapest option
+    # elsewhere is 1 + 1 + 13 = 15 bits at error 1, as uniform_allocation counts it.
+    rows = [
+        row("t0", "s0", 1, 7, 0.0),
+        row("t0", "s2", 1, 1, 1.0),
+        row("t0", "s3", 1, 0, NAN, ok=False),
+        row("t1", "s0", 1, 1, 0.0),
+        row("t1", "s2", 1, 0, NAN, ok=False),
+        row("t1", "s3", 1, 0, NAN, ok=False),
+        row("t2", "s0", 1, 1, 2.0),
+        row("t2", "s2", 1, 0, NAN, ok=False),
+        row("t2", "s3", 1, 13, 0.0),
+    ]
+    problem = build_problem(rows, objective=Objective.ABSOLUTE)
+    alloc = allocate(problem, 15)
+    assert uniform_allocation(problem, "s3").total_error == 1.0
+    assert alloc.total_bits <= 15 and alloc.total_error == 1.0
+    assert alloc.uniform == "s3"
+
+
 def test_budget_units() -> None:
     assert Budget(4.5).total_bits(1000) == 4500
     assert Budget(350, BudgetUnit.MEGABYTES).total_bits(1) == 350 * 8_000_000
