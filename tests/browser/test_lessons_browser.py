@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from playwright.sync_api import expect
 
 from .conftest import ARTIFACTS
 from .locators import choose_radio
@@ -19,6 +20,11 @@ VIEWPORT = {"width": round(1280 / ZOOM), "height": round(720 / ZOOM)}
 CUT_METRICS = """() => Array.from(document.querySelectorAll(
         '.qlab-metric-value, [data-testid="stMetricValue"]'))
     .filter(e => e.scrollWidth > e.clientWidth)
+    .map(e => `${e.textContent}: ${e.scrollWidth} > ${e.clientWidth}`)"""
+
+# A formula wider than its column scrolls: part of it is out of sight.
+CUT_FORMULAS = """() => Array.from(document.querySelectorAll('.katex-display'))
+    .filter(e => e.scrollWidth > e.clientWidth + 1)
     .map(e => `${e.textContent}: ${e.scrollWidth} > ${e.clientWidth}`)"""
 
 
@@ -78,6 +84,17 @@ def test_lesson_link_at_150_percent_zoom_cuts_no_metric(zoomed, app_url: str) ->
     page.get_by_role("heading", name="Quantization explorer", exact=True).wait_for()
     wait_for_cards(page, 1, "int8 sym per-tensor")
     sidebar_open(page)
+
+
+def test_the_zero_point_lesson_shows_its_formulas_whole(zoomed, app_url: str) -> None:
+    page = zoomed
+    page.goto(f"{app_url}/lessons?lesson=scale-zero-point")
+    page.get_by_role("heading", name="2. Get the scale and zero point", exact=True).wait_for()
+    page.get_by_role("button", name="Show the result without answering", exact=True).click()
+    wait_for_cards(page, 1, "int8 asym per-tensor")
+    # the z line, with the lesson's numbers, is the widest of the page
+    expect(page.locator(".katex-display").filter(has_text="−76.586")).to_have_count(1)
+    assert page.evaluate(CUT_FORMULAS) == []
 
 
 def test_next_and_previous_move_the_address(zoomed, app_url: str) -> None:

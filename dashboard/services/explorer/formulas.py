@@ -166,9 +166,10 @@ def formulas(exp: Exploration, nums: BlockNumbers) -> tuple[str, ...]:
         code_range,
         rf"s = \frac{{{hi_name} - {lo_name}}}{{q_{{\max}} - q_{{\min}}}}"
         rf" = \frac{{{_f(hi)} - {_p(lo)}}}{{{qmax} - ({qmin})}} = {_f(s)}",
-        rf"z = \operatorname{{clamp}}\left(\operatorname{{round}}\left(q_{{\min}} -"
-        rf" \frac{{{lo_name}}}{{s}}\right)\right) = \operatorname{{clamp}}"
-        rf"(\operatorname{{round}}({_f(z_raw)})) = {z}",
+        # two lines: on one, it is ~45 px wider than a lesson's column at 150% zoom
+        rf"\begin{{aligned}} z &= \operatorname{{clamp}}\left(\operatorname{{round}}\left("
+        rf"q_{{\min}} - \frac{{{lo_name}}}{{s}}\right)\right) \\ &= \operatorname{{clamp}}"
+        rf"(\operatorname{{round}}({_f(z_raw)})) = {z} \end{{aligned}}",
         quantize_line,
         dequantize_line,
     )
