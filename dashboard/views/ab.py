@@ -10,7 +10,7 @@ from dashboard import cache
 from dashboard.components import url
 from dashboard.components.ab_schemes import ab_side, seed_ab_from_url
 from dashboard.components.compare_source import compare_source_or_stop
-from dashboard.services.compare.ab import metrics_table
+from dashboard.services.compare.ab import METRICS_TABLE_HELP, metrics_table
 from dashboard.services.compare.ab_figures import (
     ab_difference_figure,
     ab_error_figure,
@@ -66,7 +66,12 @@ with headline:
         f"**Blocks won** (lower MSE per block): A **{t.a}**, B **{t.b}**, ties {t.ties} "
         f"of {t.total}."
     )
-st.dataframe(metrics_table(ab), hide_index=True, key="ab_metrics")
+st.dataframe(
+    metrics_table(ab),
+    hide_index=True,
+    key="ab_metrics",
+    column_config={c: st.column_config.Column(help=h) for c, h in METRICS_TABLE_HELP.items()},
+)
 st.plotly_chart(ab_error_figure(ab), key="ab_errors")
 c1, c2 = st.columns(2)
 c1.plotly_chart(ab_difference_figure(ab), key="ab_diff")

@@ -16,6 +16,7 @@ import torch
 from PIL import Image
 
 from dashboard.services.display.image import palette
+from dashboard.services.display.metric_help import Metric, metric_help
 from dashboard.services.display.table import cell_text, table_payload
 from dashboard.services.explorer.cells import hover_fields, rich_customdata, rich_hover
 from dashboard.services.explorer.colour import colourbar_payload
@@ -229,13 +230,16 @@ def test_metric_cards_read_the_exploration() -> None:
     cards = {c.label: c for c in (*errors, *storage)}
     assert len(cards) == 12
     m = exp.metrics
-    assert cards["MSE"].value == compact(m.mse) and cards["MSE"].help == repr(m.mse)
+    assert cards["MSE"].value == compact(m.mse)
+    assert cards["MSE"].help == metric_help(Metric.MSE, repr(m.mse))
     assert cards["SQNR"].value == f"{m.sqnr_db:.1f} dB"
     assert cards["Bits per element"].value == "4.281"
-    assert cards["Bits per element"].help == (
-        "4-bit codes + 4 scales x 32 bits + 4 zero points x 4 bits, over 512 elements"
+    assert cards["Bits per element"].help == metric_help(
+        Metric.BITS_PER_ELEMENT,
+        "4-bit codes + 4 scales x 32 bits + 4 zero points x 4 bits, over 512 elements",
     )
-    assert cards["Smaller than fp32"].value == "7.47×" and cards["Smaller than fp32"].help == ""
+    assert cards["Smaller than fp32"].value == "7.47×"
+    assert cards["Smaller than fp32"].help == Metric.SIZE_RATIO.definition
     # min/max ranges: nothing clipped, and each row's extremes land on codes 0 and 15
     assert cards["Clipped"].value == "0"
     assert int(cards["Saturated codes"].value) >= 8
