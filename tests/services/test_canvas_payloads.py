@@ -141,7 +141,7 @@ def test_histogram_payload_bins_levels_and_clipped_ranges() -> None:
     # clipped from where rounding stops reaching the top level: half a step above it
     step = payload["levels"][1] - payload["levels"][0]
     assert top == pytest.approx(max(payload["levels"]) + step / 2, rel=1e-6)
-    assert payload["title"] == "Whole tensor: 1,000 values, 15 of 16 levels used; shaded = clipped"
+    assert payload["title"] == "Whole tensor: 1,000 values, 15 of 16 codes used; shaded = clipped"
 
 
 def test_histogram_leaves_out_levels_too_dense_to_draw() -> None:

@@ -345,7 +345,7 @@ def test_histogram_levels_and_counts() -> None:
     view = histogram_view(exp, 0)
     assert int(np.sum(view.counts)) == 100
     assert view.levels_label == "8 quantization levels" and len(view.levels) == 8
-    assert "of 8 levels used" in view.title
+    assert "of 8 codes used" in view.title
 
 
 def test_histogram_shades_clipped_region() -> None:
