@@ -92,7 +92,8 @@ def test_zoom_panels_share_the_value_range_and_carry_their_palettes() -> None:
     assert (codes["lo"], codes["hi"]) == (-4.0, 3.0)
     for panel, p in zip(payload["panels"], view.panels, strict=True):
         assert panel["palette"] == palette(p.limits.colorscale).reshape(-1).tolist()
-        assert len(panel["ticks"]) == 4
+        assert len(panel["ticks"]) == (8 if panel is codes else 4)
+    assert codes["ticks"] == ["-4", "-3", "-2", "-1", "0", "1", "2", "3"]  # every 3-bit code
     assert codes["note"] == ["code"]
     # the note, three short lines: convention, limit, values beyond
     lim = original["hi"]

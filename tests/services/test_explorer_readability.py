@@ -17,6 +17,7 @@ from dashboard.services.explorer.colour import (
 from dashboard.services.explorer.explore import explore
 from dashboard.services.explorer.heatmaps import ViewOptions, overview_figures
 from dashboard.services.explorer.histogram import histogram_payload, histogram_view
+from dashboard.services.explorer.map_image import marked_note, spread_out
 from dashboard.services.explorer.maps import LABEL_CHARS_PER_ROW, cell_labels
 from quant_core import Format, Mode, PerChannel, PerTensor, QuantConfig
 
@@ -37,6 +38,7 @@ def codes(lo: int, hi: int) -> ColourLimits:
         (-128, 127, 5, [-128, -77, -26, 25, 76, 127]),
         (0, 3, 5, [0, 1, 2, 3]),
         (-4, 3, 5, [-4, -3, -2, -1, 0, 1, 2, 3]),
+        (-4, 3, 4, [-4, -3, -2, -1, 0, 1, 2, 3]),  # the zoom's bars: every 3-bit code
         (0, 15, 6, [0, 3, 6, 9, 12, 15]),
     ],
 )
@@ -109,3 +111,30 @@ def test_fp8_histogram_counts_codes_and_levels_in_their_own_units() -> None:
     # an integer format's levels are its codes: nothing to explain
     int4 = histogram_view(explore(x, QuantConfig(4)), 0)
     assert int4.levels_label == "16 quantization levels" and "of 16 codes used" in int4.title
+
+
+def test_rings_are_spread_out_one_a_neighbourhood() -> None:
+    # three points piled within 2 px and one far away; gap 6 px: the most extreme of the
+    # pile and the far one
+    ys = np.array([10.0, 11.0, 12.0, 100.0])
+    xs = np.array([10.0, 10.0, 11.0, 100.0])
+    far = np.array([1.0, 3.0, 2.0, 0.5])
+    assert spread_out(ys, xs, far, 6.0).tolist() == [1, 3]
+    # apart by exactly the gap: both kept (rings touch, never overlap)
+    assert spread_out(np.array([0.0, 6.0]), np.zeros(2), np.ones(2), 6.0).tolist() == [0, 1]
+    assert spread_out(np.zeros(0), np.zeros(0), np.zeros(0), 6.0).tolist() == []
+
+
+def test_an_outlier_channel_gets_a_few_rings_not_a_blob() -> None:
+    # 600 x 600 (drawn as images, 2x2 cells a pixel) of 0.01 but for one column's first 60
+    # rows at -0.5: the 30 overview cells holding them are the only ones beyond the colour
+    # range (0.01), side by side
+    x = torch.full((600, 600), 0.01)
+    x[:60, 17] = -0.5
+    exp = explore(x, QuantConfig(8, Mode.SYMMETRIC, PerChannel(axis=0)))
+    original = overview_figures(exp, ViewOptions()).original
+    assert original.n_candidates == 30
+    assert 1 <= original.n_marked <= 30 // 4
+    assert marked_note(original.n_marked, original.n_candidates).endswith(
+        f"({original.n_marked} rings for {original.n_candidates} cells, one a neighbourhood)"
+    )

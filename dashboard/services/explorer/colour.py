@@ -129,7 +129,7 @@ def code_limits(exp: Exploration, note: str | None = None) -> ColourLimits:
 def tick_values(limits: ColourLimits, n_ticks: int) -> list[float]:
     """About ``n_ticks`` evenly spaced values from ``lo`` to ``hi`` (both included), for a
     colour bar whose ticks sit evenly along it. For ``integer`` limits (codes) every tick
-    is a whole number: every code when there are at most ``n_ticks + 2`` of them, else the
+    is a whole number: every code when there are at most ``2 * n_ticks`` of them, else the
     count nearest ``n_ticks`` (the larger on a tie) whose step is a whole number of codes
     (``-8 .. 7``, 5 asked: ``-8, -5, -2, 1, 4, 7``; ``0 .. 255``: ``0, 51, ..., 255``);
     two (the ends) at worst. Never ``-4.25, 3.25`` for a code."""
@@ -138,7 +138,7 @@ def tick_values(limits: ColourLimits, n_ticks: int) -> list[float]:
     if not limits.integer:
         return np.linspace(limits.lo, limits.hi, n_ticks).tolist()
     lo, span = round(limits.lo), round(limits.hi - limits.lo)
-    if span + 1 <= n_ticks + 2:
+    if span + 1 <= 2 * n_ticks:
         return [float(lo + k) for k in range(span + 1)]
     fits = [n for n in range(2, 2 * n_ticks + 1) if span % (n - 1) == 0]
     n = min(fits, key=lambda n: (abs(n - n_ticks), -n))
