@@ -37,13 +37,11 @@ from quant_core import (
 )
 
 from ..activations.layer import LayerInputs
-from ..display.metric_help import Metric
 from ..sources.values import to_2d_view
 from .measure import quantize_and_measure
 from .weights import WeightScheme
 
 __all__ = [
-    "METRICS_TABLE_HELP",
     "ABResult",
     "WinTotals",
     "Winner",
@@ -226,19 +224,6 @@ def compare_ab(
         output_a=output_a,
         output_b=output_b,
     )
-
-
-METRICS_TABLE_HELP: dict[str, str] = {
-    "bits/element": Metric.BITS_PER_ELEMENT.definition,
-    "MSE": Metric.MSE.definition,
-    "max abs error": Metric.MAX_ABS.definition,
-    "SQNR (dB)": Metric.SQNR.definition,
-    "cosine": Metric.COSINE.definition,
-    "output MSE (held-out)": Metric.OUTPUT_MSE.definition,
-    "output SQNR (dB)": Metric.OUTPUT_SQNR.definition,
-    "bytes": Metric.BYTES.definition,
-}
-"""Each metric column of ``metrics_table`` with its definition (the column's help)."""
 
 
 def metrics_table(ab: ABResult) -> pd.DataFrame:

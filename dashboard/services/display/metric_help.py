@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Iterable, Mapping
 
-__all__ = ["Metric", "metric_help", "size_ratio"]
+__all__ = ["TABLE_COLUMNS", "Metric", "metric_help", "size_ratio", "with_help"]
 
 
 class Metric(enum.Enum):
@@ -55,17 +56,18 @@ class Metric(enum.Enum):
     OUTPUT_SQNR = "Output SQNR: 10·log10(Σy² / Σ(y − ŷ)²) in dB of the layer's outputs y."
     OUTPUT_COSINE = "Output cosine similarity: Σ y·ŷ / (‖y‖·‖ŷ‖) of the layer's outputs."
     OUTPUT_RATIO = (
-        "Output MSE of the algorithm ÷ output MSE of round-to-nearest on the same scheme; "
-        "below 1 the algorithm's layer output is closer to the float layer's."
+        "Output MSE ratio: the algorithm's output MSE ÷ round-to-nearest's on the same "
+        "scheme; below 1 the algorithm's layer output is closer to the float layer's."
     )
-    CODES_CHANGED = "Share of the stored codes that differ from round-to-nearest's codes."
-    TIME = "Wall-clock time on the server that computed it (depends on its machine and load)."
+    CODES_CHANGED = "Codes changed: the share of stored codes that differ from round-to-nearest's."
+    TIME = "Time: wall-clock seconds on the server that computed it (its machine and load)."
     EMBEDDING_COSINE = (
-        "Cosine similarity of each sentence's embedding, fp32 against quantized model: "
+        "Embedding cosine: each sentence's embedding, fp32 against quantized model, as "
         "Σ e·ê / (‖e‖·‖ê‖); 1 is the same direction."
     )
     INPUTS_CLIPPED = (
-        "Activation values beyond their static (calibrated) range, cut to its end when quantized."
+        "Inputs clipped: activation values beyond their static (calibrated) range, cut to "
+        "its end when quantized."
     )
 
     @property
@@ -81,6 +83,43 @@ def metric_help(metric: Metric, exact: object = None) -> str:
     if exact is None or exact == "":
         return metric.definition
     return f"{metric.definition} This tensor: {exact}."
+
+
+TABLE_COLUMNS: dict[str, Metric] = {
+    "bits/element": Metric.BITS_PER_ELEMENT,
+    "MSE": Metric.MSE,
+    "max abs error": Metric.MAX_ABS,
+    "SQNR (dB)": Metric.SQNR,
+    "cosine": Metric.COSINE,
+    "output MSE (held-out)": Metric.OUTPUT_MSE,
+    "output SQNR (dB)": Metric.OUTPUT_SQNR,
+    "bytes": Metric.BYTES,
+}
+"""The metric columns of the comparison tables (A/B's ``metrics_table``) by name."""
+
+
+def with_help(
+    config: Mapping[str, object],
+    columns: Iterable[str],
+    known: Mapping[str, Metric] = TABLE_COLUMNS,
+) -> dict[str, object]:
+    """``st.dataframe``'s ``column_config`` with each of ``columns`` that ``known`` names
+    given its metric's definition as help (the "?" by its heading). ``config``'s entries
+    are kept: a column setting (a dict, as ``st.column_config.*`` makes) gets ``help``
+    added, a plain label becomes ``{"label": label, "help": ...}``."""
+    out: dict[str, object] = dict(config)
+    for name in columns:
+        metric = known.get(name)
+        if metric is None:
+            continue
+        entry = out.get(name)
+        if isinstance(entry, Mapping):
+            out[name] = {**entry, "help": metric.definition}
+        elif isinstance(entry, str):
+            out[name] = {"label": entry, "help": metric.definition}
+        else:
+            out[name] = {"help": metric.definition}
+    return out
 
 
 def size_ratio(reference: str, ratio: float) -> tuple[str, str]:
