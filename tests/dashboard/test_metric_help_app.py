@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
-from canvas import metrics_shown
+from canvas import canvas_payload, metrics_shown
 from markdown_text import plain
 from streamlit.testing.v1 import AppTest
 
@@ -91,3 +91,13 @@ def test_whole_model_metrics_are_defined() -> None:
     for card in cards:
         assert card["help"] and not NUMBER.match(card["help"]), card
     assert_defined([c for c in cards if c["label"] != "Linear weights, fp32"])
+
+
+@pytest.mark.slow
+def test_the_layer_lessons_lab_cards_are_defined() -> None:
+    at = run_page("lessons.py", 180, lesson="weights-activations")
+    at.radio(key="lesson_q_weights-activations").set_value(0).run()
+    lab = canvas_payload(at, "lesson_metrics")
+    helps = {c["label"]: c["help"] for row in lab["rows"] for c in row}
+    assert helps["Output MSE"].startswith(Metric.OUTPUT_MSE.definition)
+    assert helps["Output SQNR"].startswith(Metric.OUTPUT_SQNR.definition)
