@@ -138,3 +138,20 @@ def test_an_outlier_channel_gets_a_few_rings_not_a_blob() -> None:
     assert marked_note(original.n_marked, original.n_candidates).endswith(
         f"({original.n_marked} rings for {original.n_candidates} cells, one a neighbourhood)"
     )
+
+
+def test_rings_on_a_labelled_map_sit_off_the_labels() -> None:
+    exp = explore(TEN, QuantConfig(4, Mode.ASYMMETRIC, PerTensor()))
+    figs = overview_figures(exp, ViewOptions()).named()
+    ringed = 0
+    for fig in figs.values():
+        heat, *rest = fig.data
+        for trace in rest:
+            if trace.mode != "markers":
+                continue
+            ringed += 1
+            assert heat.text is not None
+            # the top right corner of the cell (row 0 on top), not its centre
+            assert np.allclose(np.asarray(trace.x) % 1, 0.35)
+            assert np.allclose(np.asarray(trace.y) % 1, 0.65)
+    assert ringed >= 1  # 3.14 comes back as 3.1413, beyond the shared limit ±3.14: ringed

@@ -138,8 +138,12 @@ def outlier_cells(reduced: Reduced, limits: ColourLimits) -> tuple[np.ndarray, n
     return r, c
 
 
-def _outlier_trace(reduced: Reduced, limits: ColourLimits, name: str) -> dict | None:
-    """Rings on ``outlier_cells``; hover gives their value."""
+def _outlier_trace(
+    reduced: Reduced, limits: ColourLimits, name: str, labelled: bool = False
+) -> dict | None:
+    """Rings on ``outlier_cells``; hover gives their value. ``labelled``: the cells print
+    their values (``cell_labels``), so each ring sits in its cell's top right corner, off
+    the label, instead of on its centre."""
     r, c = outlier_cells(reduced, limits)
     if r.size == 0:
         return None
@@ -149,8 +153,8 @@ def _outlier_trace(reduced: Reduced, limits: ColourLimits, name: str) -> dict | 
     shown = "" if n_beyond <= MAX_MARKED else f", the {MAX_MARKED} largest"
     return {
         "type": "scatter",
-        "x": reduced.col_centres()[c],
-        "y": reduced.row_centres()[r],
+        "x": reduced.col_centres()[c] + (0.35 * reduced.col_step if labelled else 0.0),
+        "y": reduced.row_centres()[r] - (0.35 * reduced.row_step if labelled else 0.0),
         "customdata": v[r, c].astype(np.float32),
         "mode": "markers",
         "marker": {"symbol": "circle-open", "color": "black", "size": 7, "line": {"width": 1.5}},
@@ -247,7 +251,11 @@ def map_figure(
     ]
     if boundary is not None:
         data.append(boundary)
-    outliers = _outlier_trace(reduced, limits, spec.value_label) if spec.mark_outliers else None
+    outliers = (
+        _outlier_trace(reduced, limits, spec.value_label, labelled=labels is not None)
+        if spec.mark_outliers
+        else None
+    )
     if outliers is not None:
         data.append(outliers)
     # One constructor call with the whole layout: every update_* call re-validates.
