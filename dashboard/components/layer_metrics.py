@@ -6,6 +6,7 @@ import math
 
 import streamlit as st
 
+from dashboard.services.display.metric_help import Metric, metric_help
 from quant_core import ErrorMetrics, LinearEval
 
 
@@ -18,24 +19,38 @@ def output_metrics(ev: LinearEval, suffix: str = "") -> None:
     with ``suffix`` (e.g. ``" (SmoothQuant)"``) so two rows stay apart."""
     m = ev.metrics
     cols = st.columns(4)
-    cols[0].metric(f"Output MSE{suffix}", f"{m.mse:.4g}")
-    cols[1].metric(f"Output SQNR{suffix}", _db(m.sqnr_db))
-    cols[2].metric(f"Output cosine{suffix}", f"{m.cosine:.6f}")
+    cols[0].metric(
+        f"Output MSE{suffix}", f"{m.mse:.4g}", help=metric_help(Metric.OUTPUT_MSE, repr(m.mse))
+    )
+    cols[1].metric(
+        f"Output SQNR{suffix}",
+        _db(m.sqnr_db),
+        help=metric_help(Metric.OUTPUT_SQNR, f"{m.sqnr_db!r} dB"),
+    )
+    cols[2].metric(
+        f"Output cosine{suffix}",
+        f"{m.cosine:.6f}",
+        help=metric_help(Metric.OUTPUT_COSINE, repr(m.cosine)),
+    )
     clip = ev.activation_clip
     cols[3].metric(
         f"Inputs clipped{suffix}",
         "—" if clip is None else f"{clip.n_clipped:,}",
-        help="Activation values beyond their (static) range"
+        help=metric_help(Metric.INPUTS_CLIPPED)
         if clip is not None
-        else "Activations stay in float",
+        else "Activations stay in float: nothing is clipped.",
     )
 
 
 def _side(col: st.delta_generator.DeltaGenerator, label: str, m: ErrorMetrics | None) -> None:
     if m is None:
-        col.metric(f"{label} SQNR", "float (no error)")
+        col.metric(f"{label} SQNR", "float (no error)", help="This side stays in float.")
     else:
-        col.metric(f"{label} SQNR", _db(m.sqnr_db), help=f"MSE {m.mse:.4g}, cosine {m.cosine:.6f}")
+        col.metric(
+            f"{label} SQNR",
+            _db(m.sqnr_db),
+            help=metric_help(Metric.OUTPUT_SQNR, f"MSE {m.mse:.4g}, cosine {m.cosine:.6f}"),
+        )
 
 
 def contribution_metrics(ev: LinearEval) -> None:

@@ -17,6 +17,7 @@ from dashboard.components.source import load_choice
 from dashboard.components.ste import ste_section
 from dashboard.services.activations.layer import EvalSplit
 from dashboard.services.activations.sentences import RangeMode
+from dashboard.services.display.metric_help import Metric, metric_help
 from dashboard.services.display.text import literal
 from dashboard.services.explorer.explore import Exploration
 from dashboard.services.explorer.metric_cards import MetricCard, exploration_cards
@@ -336,8 +337,16 @@ def _layer_lab(lab: LayerLab) -> None:
         f"· {preset.scheme.describe()}"
     )
     cards = (
-        MetricCard("Output MSE", f"{ev.metrics.mse:.3g}", f"{ev.metrics.mse!r}"),
-        MetricCard("Output SQNR", f"{ev.metrics.sqnr_db:.1f} dB", f"{ev.metrics.sqnr_db!r}"),
+        MetricCard(
+            "Output MSE",
+            f"{ev.metrics.mse:.3g}",
+            metric_help(Metric.OUTPUT_MSE, repr(ev.metrics.mse)),
+        ),
+        MetricCard(
+            "Output SQNR",
+            f"{ev.metrics.sqnr_db:.1f} dB",
+            metric_help(Metric.OUTPUT_SQNR, f"{ev.metrics.sqnr_db!r} dB"),
+        ),
         MetricCard(
             "From the weights",
             "—" if ev.weight_only is None else f"{ev.weight_only.mse:.3g}",

@@ -58,26 +58,25 @@ def current_view() -> ViewState:
 def view_options(reduced: bool = True) -> ViewOptions:
     """Beside the maps (not in a collapsed panel): what each overview cell shows, and the
     channel/group boundaries. ``reduced``: whether the tensor is drawn as an overview of
-    blocks; when not, the choice is shown with a note that it changes nothing."""
+    blocks; when not (every cell drawn as it is), the reduction choice would change nothing
+    and is not shown: its kept value (a link's, another tensor's) is returned unchanged."""
     persist.defaults({"v_red": Reduction.MEAN, "v_bounds": True})
-    c1, c2 = st.columns([3, 1])
-    label = (
-        "Overview: each cell is the"
-        if reduced
-        else "Overview (this tensor is drawn cell by cell, so nothing is reduced): each cell "
-        "would be the"
-    )
-    reduction = c1.radio(
-        label,
-        list(Reduction),
-        format_func=lambda r: r.label + " of its block",
-        key="v_red",
-        horizontal=True,
-        persist_state=PERSIST,
-        help="Large tensors are drawn as blocks of cells: the mean shows the typical value, "
-        "max |value| keeps the extremes (outliers, the largest errors) visible.",
-    )
-    bounds = c2.checkbox("Channel/group boundaries", key="v_bounds", persist_state=PERSIST)
+    if reduced:
+        c1, c2 = st.columns([3, 1])
+        reduction = c1.radio(
+            "Overview: each cell is the",
+            list(Reduction),
+            format_func=lambda r: r.label + " of its block",
+            key="v_red",
+            horizontal=True,
+            persist_state=PERSIST,
+            help="Large tensors are drawn as blocks of cells: the mean shows the typical "
+            "value, max |value| keeps the extremes (outliers, the largest errors) visible.",
+        )
+        bounds = c2.checkbox("Channel/group boundaries", key="v_bounds", persist_state=PERSIST)
+    else:
+        reduction = st.session_state["v_red"]
+        bounds = st.checkbox("Channel/group boundaries", key="v_bounds", persist_state=PERSIST)
     return ViewOptions(reduction=reduction, show_boundaries=bool(bounds))
 
 

@@ -18,6 +18,7 @@ from dashboard.services.compare.ab_figures import (
 )
 from dashboard.services.compare.ab_summary import cost_headline, output_headline
 from dashboard.services.compare.weights import WeightScheme, calibration_note, linear_layer_of
+from dashboard.services.display.metric_help import with_help
 from dashboard.services.display.text import literal
 from dashboard.services.state.compare import ab_to_query
 from dashboard.services.state.source import source_to_query
@@ -66,7 +67,8 @@ with headline:
         f"**Blocks won** (lower MSE per block): A **{t.a}**, B **{t.b}**, ties {t.ties} "
         f"of {t.total}."
     )
-st.dataframe(metrics_table(ab), hide_index=True, key="ab_metrics")
+table = metrics_table(ab)
+st.dataframe(table, hide_index=True, key="ab_metrics", column_config=with_help({}, table.columns))
 st.plotly_chart(ab_error_figure(ab), key="ab_errors")
 c1, c2 = st.columns(2)
 c1.plotly_chart(ab_difference_figure(ab), key="ab_diff")

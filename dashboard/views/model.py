@@ -12,6 +12,7 @@ from dashboard.components.config import divisors
 from dashboard.components.model_scheme import model_scheme_picker, seed_model_scheme_from_url
 from dashboard.components.model_source import ModelFolder, model_picker
 from dashboard.components.quantized_model import quantized_model_page
+from dashboard.services.display.metric_help import Metric, metric_help, size_ratio
 from dashboard.services.display.text import literal
 from dashboard.services.files.open import QuantizedModel
 from dashboard.services.model.checkpoint import listing_table
@@ -148,9 +149,14 @@ else:
     table = output_table(outputs)
     fp32, quantized, skipped = outputs.fp32_bytes, outputs.quantized_bytes, outputs.skipped
     e1, e2, e3 = st.columns(3)
-    e1.metric("Mean embedding cosine", f"{outputs.mean_cosine:.5f}")
-    e2.metric("Worst sentence", f"{outputs.min_cosine:.5f}")
-    e3.metric("Report time", f"{outputs.seconds:.2f} s")
+    cosine = metric_help(Metric.EMBEDDING_COSINE)
+    e1.metric("Mean embedding cosine", f"{outputs.mean_cosine:.5f}", help=f"{cosine} The mean.")
+    e2.metric("Worst sentence", f"{outputs.min_cosine:.5f}", help=f"{cosine} The lowest.")
+    e3.metric(
+        "Report time",
+        f"{outputs.seconds:.2f} s",
+        help=metric_help(Metric.TIME, "the model run on the sentences"),
+    )
     linears = cache.model_linears(scheme.weights_key(), scheme)
     st.caption(
         f"Weights quantized by {linears.algorithm.label} in {linears.seconds:.2f} s (cached "
@@ -162,9 +168,9 @@ else:
                 st.caption(literal(text))
 
 c1, c2, c3 = st.columns(3)
-c1.metric("Linear weights, fp32", f"{fp32 / 1e6:.2f} MB")
-c2.metric("Quantized", f"{quantized / 1e6:.2f} MB")
-c3.metric("Smaller by", f"{fp32 / max(quantized, 1):.2f}×")
+c1.metric("Linear weights, fp32", f"{fp32 / 1e6:.2f} MB", help="4 bytes per weight.")
+c2.metric("Quantized", f"{quantized / 1e6:.2f} MB", help=metric_help(Metric.BYTES))
+c3.metric(*size_ratio("fp32", fp32 / max(quantized, 1)), help=metric_help(Metric.SIZE_RATIO))
 for skip in skipped:
     st.caption(
         f"Skipped (kept float) {literal(skip.name)} {list(skip.shape)}: {literal(skip.reason)}"

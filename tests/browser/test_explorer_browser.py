@@ -458,7 +458,7 @@ def test_histogram_hover_names_a_bin_and_drag_zooms_into_values(page, app_url: s
     hist = page.locator(".st-key-histogram .qlab-histogram")
     hist.scroll_into_view_if_needed()
     text = hist.inner_text()
-    assert "9 values, 4 of 4 levels used" in text and "4 quantization levels" in text
+    assert "9 values, 4 of 4 codes used" in text and "4 quantization levels" in text
     canvas = hist.locator("canvas")
     box = canvas.bounding_box()
     full = canvas.screenshot()

@@ -16,6 +16,7 @@ import torch
 from PIL import Image
 
 from dashboard.services.display.image import palette
+from dashboard.services.display.metric_help import Metric, metric_help
 from dashboard.services.display.table import cell_text, table_payload
 from dashboard.services.explorer.cells import hover_fields, rich_customdata, rich_hover
 from dashboard.services.explorer.colour import colourbar_payload
@@ -91,7 +92,8 @@ def test_zoom_panels_share_the_value_range_and_carry_their_palettes() -> None:
     assert (codes["lo"], codes["hi"]) == (-4.0, 3.0)
     for panel, p in zip(payload["panels"], view.panels, strict=True):
         assert panel["palette"] == palette(p.limits.colorscale).reshape(-1).tolist()
-        assert len(panel["ticks"]) == 4
+        assert len(panel["ticks"]) == (8 if panel is codes else 4)
+    assert codes["ticks"] == ["-4", "-3", "-2", "-1", "0", "1", "2", "3"]  # every 3-bit code
     assert codes["note"] == ["code"]
     # the note, three short lines: convention, limit, values beyond
     lim = original["hi"]
@@ -140,7 +142,7 @@ def test_histogram_payload_bins_levels_and_clipped_ranges() -> None:
     # clipped from where rounding stops reaching the top level: half a step above it
     step = payload["levels"][1] - payload["levels"][0]
     assert top == pytest.approx(max(payload["levels"]) + step / 2, rel=1e-6)
-    assert payload["title"] == "Whole tensor: 1,000 values, 15 of 16 levels used; shaded = clipped"
+    assert payload["title"] == "Whole tensor: 1,000 values, 15 of 16 codes used; shaded = clipped"
 
 
 def test_histogram_leaves_out_levels_too_dense_to_draw() -> None:
@@ -229,13 +231,16 @@ def test_metric_cards_read_the_exploration() -> None:
     cards = {c.label: c for c in (*errors, *storage)}
     assert len(cards) == 12
     m = exp.metrics
-    assert cards["MSE"].value == compact(m.mse) and cards["MSE"].help == repr(m.mse)
+    assert cards["MSE"].value == compact(m.mse)
+    assert cards["MSE"].help == metric_help(Metric.MSE, repr(m.mse))
     assert cards["SQNR"].value == f"{m.sqnr_db:.1f} dB"
     assert cards["Bits per element"].value == "4.281"
-    assert cards["Bits per element"].help == (
-        "4-bit codes + 4 scales x 32 bits + 4 zero points x 4 bits, over 512 elements"
+    assert cards["Bits per element"].help == metric_help(
+        Metric.BITS_PER_ELEMENT,
+        "4-bit codes + 4 scales x 32 bits + 4 zero points x 4 bits, over 512 elements",
     )
-    assert cards["Smaller than fp32"].value == "7.47×" and cards["Smaller than fp32"].help == ""
+    assert cards["Smaller than fp32"].value == "7.47×"
+    assert cards["Smaller than fp32"].help == Metric.SIZE_RATIO.definition
     # min/max ranges: nothing clipped, and each row's extremes land on codes 0 and 15
     assert cards["Clipped"].value == "0"
     assert int(cards["Saturated codes"].value) >= 8

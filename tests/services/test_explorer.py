@@ -325,7 +325,8 @@ def test_colour_limit_is_the_percentile_not_one_outlier() -> None:
         f"±{want:.3g} (99.5th pct of |x|)",
         f"({beyond:,} values beyond, saturated)",
     ]
-    assert m.n_marked == beyond  # every saturated cell ringed (fewer than MAX_MARKED)
+    # every saturated cell a candidate (fewer than MAX_MARKED), one ring a neighbourhood
+    assert m.n_candidates == beyond and 0 < m.n_marked <= beyond
     img = np.asarray(Image.open(io.BytesIO(m.png)).convert("RGB"))
     fy, fx = m.scale
     around = img[7 * fy - 4 : 7 * fy + 6, 9 * fx - 4 : 9 * fx + 6]
@@ -345,7 +346,7 @@ def test_histogram_levels_and_counts() -> None:
     view = histogram_view(exp, 0)
     assert int(np.sum(view.counts)) == 100
     assert view.levels_label == "8 quantization levels" and len(view.levels) == 8
-    assert "of 8 levels used" in view.title
+    assert "of 8 codes used" in view.title
 
 
 def test_histogram_shades_clipped_region() -> None:

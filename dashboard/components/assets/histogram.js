@@ -17,6 +17,22 @@ function valueTicks(lo, hi, count) {
   return { ticks: out, step };
 }
 
+function countTicks(top, count) {
+  // Ticks for counts, which are whole numbers: a step of 1, 2 or 5 x 10^k and at least 1,
+  // from 0 up to `top`. (valueTicks over [0, 2.1] steps by 0.5, written "0, 1, 1, 2, 2".)
+  const step = Math.max(1, niceStep(top / count));
+  const out = [];
+  for (let c = 0; c <= top; c += step) out.push(c);
+  return { ticks: out, step };
+}
+
+function countText(c) {
+  // A whole count: 0, 40, 9000, 50k, 1.5M.
+  if (c >= 1e6) return `${+(c / 1e6).toPrecision(3)}M`;
+  if (c >= 1e4) return `${+(c / 1e3).toPrecision(3)}k`;
+  return String(c);
+}
+
 function tickText(v, step) {
   const decimals = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
   return Math.abs(v) >= 1e5 || (v !== 0 && Math.abs(v) < 1e-4) ? v.toPrecision(3) : v.toFixed(decimals);
@@ -97,8 +113,8 @@ function paint(state) {
   for (const v of xt.ticks) ctx.fillText(tickText(v, xt.step), X(v), M.top + ph + 5);
   ctx.textAlign = "right";
   ctx.textBaseline = "middle";
-  const yt = valueTicks(0, top, 5);
-  for (const c of yt.ticks) ctx.fillText(tickText(c, Math.max(1, yt.step)), M.left - 6, Y(c));
+  const yt = countTicks(top, 5);
+  for (const c of yt.ticks) ctx.fillText(countText(c), M.left - 6, Y(c));
   ctx.globalAlpha = 1;
 }
 

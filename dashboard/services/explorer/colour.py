@@ -29,6 +29,7 @@ __all__ = [
     "colourbar_payload",
     "error_limits",
     "robust_limit",
+    "tick_values",
     "value_limits",
     "with_count",
 ]
@@ -43,12 +44,14 @@ LIMIT_PERCENTILE = 99.5
 class ColourLimits:
     """A map's colour range ``[lo, hi]`` and how it was chosen (``note``, for the colour
     bar). ``colorscale``: ``DIVERGING`` (``lo = -hi``), ``"Viridis"`` (one-signed data) or
-    ``"Cividis"`` (codes)."""
+    ``"Cividis"`` (codes). ``integer``: the values are whole numbers (codes), so the colour
+    bar's ticks are too (``tick_values``)."""
 
     colorscale: str
     lo: float
     hi: float
     note: str
+    integer: bool = False
 
 
 def robust_limit(shown: np.ndarray | torch.Tensor) -> float:
@@ -108,7 +111,7 @@ def with_count(limits: ColourLimits, shown: np.ndarray | torch.Tensor) -> Colour
     """The same range, with the count of ``shown`` values beyond it (another map)."""
     n = _beyond(shown, limits.lo, limits.hi)
     note = re.sub(r"[0-9,]+ values beyond", f"{n:,} values beyond", limits.note)
-    return ColourLimits(limits.colorscale, limits.lo, limits.hi, note)
+    return ColourLimits(limits.colorscale, limits.lo, limits.hi, note, limits.integer)
 
 
 def code_limits(exp: Exploration, note: str | None = None) -> ColourLimits:
@@ -119,7 +122,28 @@ def code_limits(exp: Exploration, note: str | None = None) -> ColourLimits:
         lo, hi = float(cfg.qmin), float(cfg.qmax)
     else:
         lo, hi = 0.0, float((1 << cfg.bits) - 1)
-    return ColourLimits("Cividis", lo, hi, f"code {lo:.0f} to {hi:.0f}" if note is None else note)
+    note = f"code {lo:.0f} to {hi:.0f}" if note is None else note
+    return ColourLimits("Cividis", lo, hi, note, integer=True)
+
+
+def tick_values(limits: ColourLimits, n_ticks: int) -> list[float]:
+    """About ``n_ticks`` evenly spaced values from ``lo`` to ``hi`` (both included), for a
+    colour bar whose ticks sit evenly along it. For ``integer`` limits (codes) every tick
+    is a whole number: every code when there are at most ``2 * n_ticks`` of them, else the
+    count nearest ``n_ticks`` (the larger on a tie) whose step is a whole number of codes
+    (``-8 .. 7``, 5 asked: ``-8, -5, -2, 1, 4, 7``; ``0 .. 255``: ``0, 51, ..., 255``);
+    two (the ends) at worst. Never ``-4.25, 3.25`` for a code."""
+    if n_ticks < 2:
+        raise ValueError(f"n_ticks must be at least 2, got {n_ticks}")
+    if not limits.integer:
+        return np.linspace(limits.lo, limits.hi, n_ticks).tolist()
+    lo, span = round(limits.lo), round(limits.hi - limits.lo)
+    if span + 1 <= 2 * n_ticks:
+        return [float(lo + k) for k in range(span + 1)]
+    fits = [n for n in range(2, 2 * n_ticks + 1) if span % (n - 1) == 0]
+    n = min(fits, key=lambda n: (abs(n - n_ticks), -n))
+    step = span // (n - 1)
+    return [float(lo + k * step) for k in range(n)]
 
 
 def colourbar_payload(limits: ColourLimits, n_ticks: int) -> dict:
@@ -132,14 +156,20 @@ def colourbar_payload(limits: ColourLimits, n_ticks: int) -> dict:
     ``(3 values beyond, saturated)``."""
     return {
         "palette": palette(limits.colorscale).reshape(-1).tolist(),
-        "ticks": [f"{v:.3g}" for v in np.linspace(limits.lo, limits.hi, n_ticks).tolist()],
+        "ticks": [f"{v:.3g}" for v in tick_values(limits, n_ticks)],
         "note": limits.note.replace("; ", ")<br>(", 1).split("<br>"),
     }
 
 
-def colorbar(title: str) -> dict:
-    """A horizontal colour bar under the map, its title (convention and limits) on top."""
+def colorbar(title: str, limits: ColourLimits | None = None) -> dict:
+    """A horizontal colour bar under the map, its title (convention and limits) on top;
+    for ``integer`` ``limits`` (codes) its ticks are whole numbers (``tick_values``)."""
+    ticks: dict = {}
+    if limits is not None and limits.integer:
+        values = tick_values(limits, 6)
+        ticks = {"tickmode": "array", "tickvals": values, "ticktext": [f"{v:.0f}" for v in values]}
     return {
+        **ticks,
         "orientation": "h",
         "thickness": 10,
         "y": -0.1,

@@ -25,9 +25,10 @@ MAX_DRAWN_LEVELS = 256
 class HistogramView:
     """A block's original values in ``len(counts)`` equal bins from ``lo``, ``bin_width``
     wide, with its quantization ``levels`` (``None``: more than ``MAX_DRAWN_LEVELS``,
-    too dense to draw; ``n_levels`` says how many) and the ``clipped`` ranges of values
-    (``(a, b)`` pairs, outside the representable range). ``counts`` is ``None`` when the
-    block has no finite value. ``title`` names the block and the levels used."""
+    too dense to draw; ``n_levels`` says how many: the distinct finite values the format's
+    ``n_codes`` codes decode to) and the ``clipped`` ranges of values (``(a, b)`` pairs,
+    outside the representable range). ``counts`` is ``None`` when the block has no finite
+    value. ``title`` names the block and how many of the ``n_codes`` codes it uses."""
 
     title: str
     lo: float
@@ -36,9 +37,18 @@ class HistogramView:
     levels: np.ndarray | None
     n_levels: int
     clipped: tuple[tuple[float, float], ...]
+    n_codes: int = 0
 
     @property
     def levels_label(self) -> str:
+        """The legend of the level lines, in the title's units where they differ: FP8
+        E4M3's 256 codes decode to 253 distinct finite values (+0 and -0 are one value,
+        two codes are NaN), so its "253 levels" are said to be values of 256 codes."""
+        if self.n_codes and self.n_levels != self.n_codes:
+            return (
+                f"{self.n_levels} quantization levels (the distinct finite values of the "
+                f"{self.n_codes} codes)"
+            )
         return f"{self.n_levels} quantization levels"
 
 
@@ -60,7 +70,7 @@ def histogram_view(exp: Exploration, block: int, stats: BlockValues | None = Non
     total = 1 << exp.config.bits
     drawn = len(levels) <= MAX_DRAWN_LEVELS
     note = "" if drawn else f" ({len(levels)} levels: too dense to draw)"
-    title = f"{label}: {stats.n:,} values, {used} of {total} levels used{note}; shaded = clipped"
+    title = f"{label}: {stats.n:,} values, {used} of {total} codes used{note}; shaded = clipped"
     return HistogramView(
         title,
         stats.lo,
@@ -69,6 +79,7 @@ def histogram_view(exp: Exploration, block: int, stats: BlockValues | None = Non
         levels if drawn else None,
         len(levels),
         clipped,
+        total,
     )
 
 

@@ -43,6 +43,7 @@ __all__ = [
     "map_image",
     "maps_payload",
     "marked_note",
+    "spread_out",
 ]
 
 MIN_SIDE_PX = 256
@@ -66,7 +67,8 @@ class MapImage:
     ``title``: what the map shows (``"Quantized codes"``); ``subtitle``: how it was reduced
     (empty when every cell is a pixel); ``png``: palette PNG, row 0 on top, ``scale``
     pixels per reduced cell along (rows, columns); ``limits``: its colour range and how it
-    was chosen; ``n_marked``: saturated cells ringed (at most ``MAX_MARKED``)."""
+    was chosen; ``n_marked``: saturated cells ringed, of the ``n_candidates`` (at most
+    ``MAX_MARKED``) most extreme: one ring a neighbourhood (``spread_out``)."""
 
     title: str
     subtitle: str
@@ -74,6 +76,7 @@ class MapImage:
     scale: tuple[int, int]
     limits: ColourLimits
     n_marked: int
+    n_candidates: int = 0
 
     @property
     def colourbar(self) -> dict:
@@ -119,13 +122,17 @@ def map_image(spec: MapSpec, lines: BoundaryLines | None, has_nonfinite: bool) -
     if lines is not None:
         _draw_lines(pixels, reduced, lines, fy, fx)
     image = Image.frombytes("P", (pixels.shape[1], pixels.shape[0]), pixels.tobytes())
-    n_marked = 0
+    n_marked = n_candidates = 0
     if spec.mark_outliers:
         r, c = outlier_cells(reduced, limits)
-        n_marked = int(r.size)
-        draw = ImageDraw.Draw(image)
+        n_candidates = int(r.size)
         radius = max(3.0, 0.75 * max(fy, fx))
-        for y, x in zip((r + 0.5) * fy, (c + 0.5) * fx, strict=True):
+        ys, xs = (r + 0.5) * fy, (c + 0.5) * fx
+        far = np.abs(reduced.values[r, c] - (limits.hi + limits.lo) / 2)
+        kept = spread_out(ys, xs, far, 2 * radius)
+        n_marked = int(kept.size)
+        draw = ImageDraw.Draw(image)
+        for y, x in zip(ys[kept], xs[kept], strict=True):
             box = (x - radius, y - radius, x + radius, y + radius)
             draw.ellipse(box, outline=_RING_INDEX, width=1)
     table = np.zeros((256, 3), dtype=np.uint8)
@@ -135,7 +142,22 @@ def map_image(spec: MapSpec, lines: BoundaryLines | None, has_nonfinite: bool) -
     table[NAN_INDEX] = _MAGENTA if has_nonfinite else (255, 255, 255)
     image.putpalette(table.tobytes())
     title, subtitle = _plain(spec.title)
-    return MapImage(title, subtitle, png_bytes(image), (fy, fx), limits, n_marked)
+    return MapImage(title, subtitle, png_bytes(image), (fy, fx), limits, n_marked, n_candidates)
+
+
+def spread_out(ys: np.ndarray, xs: np.ndarray, far: np.ndarray, gap: float) -> np.ndarray:
+    """Indices (ascending) of the points ``(ys, xs)`` (pixels) to ring so that no two rings
+    overlap: the most extreme first (largest ``far``; ties in the given order), then each
+    next one at least ``gap`` (a ring's diameter) from every ring kept. Outliers come in
+    clusters (an outlier channel's extreme rows): 200 rings piled on a few cells drew
+    black blobs; one ring per neighbourhood still points at each of them."""
+    order = np.argsort(-far, kind="stable")
+    kept: list[int] = []
+    for i in order:
+        d2 = (ys[kept] - ys[i]) ** 2 + (xs[kept] - xs[i]) ** 2
+        if not kept or d2.min() >= gap * gap:
+            kept.append(int(i))
+    return np.sort(np.array(kept, dtype=np.intp))
 
 
 def _draw_lines(
@@ -152,12 +174,20 @@ def _draw_lines(
         pixels[:, x] = _LINE_INDEX
 
 
-def marked_note(n_marked: int) -> str:
-    """What the rings mean, for the caption under a map with rings."""
+def marked_note(n_marked: int, n_candidates: int = 0) -> str:
+    """What the rings mean, for the caption under a map with rings: ``n_marked`` rings
+    for ``n_candidates`` cells (``MAX_MARKED`` at most: the most extreme) beyond the
+    colour range, one ring a neighbourhood."""
     if n_marked == 0:
         return ""
-    most = f" (the {MAX_MARKED} most extreme)" if n_marked >= MAX_MARKED else ""
-    return f"rings: cells beyond the colour range{most}"
+    n_candidates = max(n_candidates, n_marked)
+    which = f"the {MAX_MARKED} most extreme" if n_candidates >= MAX_MARKED else ""
+    if n_marked == n_candidates:
+        return f"rings: cells beyond the colour range{f' ({which})' if which else ''}"
+    return (
+        f"rings: cells beyond the colour range ({n_marked} rings for "
+        f"{which or n_candidates} cells, one a neighbourhood)"
+    )
 
 
 def maps_payload(maps: Mapping[str, MapImage], srcs: Mapping[str, str]) -> dict:
@@ -181,7 +211,7 @@ def maps_payload(maps: Mapping[str, MapImage], srcs: Mapping[str, str]) -> dict:
                 "width": width,
                 "height": height,
                 "bar": m.colourbar,
-                "marked": marked_note(m.n_marked),
+                "marked": marked_note(m.n_marked, m.n_candidates),
             }
         )
     return {"maps": out}

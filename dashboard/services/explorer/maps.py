@@ -5,6 +5,7 @@ Larger tensors are drawn as images (``map_image``), from the same boundaries and
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,12 +23,18 @@ __all__ = [
     "MapSpec",
     "boundary_lines",
     "boundary_trace",
+    "cell_labels",
     "map_figure",
     "outlier_cells",
 ]
 
 MAX_BOUNDARY_LINES = 32
 MAX_LABELLED_CELLS = 256
+LABEL_CHARS_PER_ROW = 60
+"""How many characters of cell labels (each label's own, plus one of space) a row of a map
+holds: a map is about 420 px wide in its half of a 1280 px page, and the labels' 11 px
+digits about 7 px apiece."""
+LABEL_FONT = {"size": 11}
 MAX_MARKED = 200
 """Saturated cells beyond the colour limit marked with a ring: the most extreme ones."""
 MAGENTA = "#ff00ff"
@@ -131,8 +138,12 @@ def outlier_cells(reduced: Reduced, limits: ColourLimits) -> tuple[np.ndarray, n
     return r, c
 
 
-def _outlier_trace(reduced: Reduced, limits: ColourLimits, name: str) -> dict | None:
-    """Rings on ``outlier_cells``; hover gives their value."""
+def _outlier_trace(
+    reduced: Reduced, limits: ColourLimits, name: str, labelled: bool = False
+) -> dict | None:
+    """Rings on ``outlier_cells``; hover gives their value. ``labelled``: the cells print
+    their values (``cell_labels``), so each ring sits in its cell's top right corner, off
+    the label, instead of on its centre."""
     r, c = outlier_cells(reduced, limits)
     if r.size == 0:
         return None
@@ -142,8 +153,8 @@ def _outlier_trace(reduced: Reduced, limits: ColourLimits, name: str) -> dict | 
     shown = "" if n_beyond <= MAX_MARKED else f", the {MAX_MARKED} largest"
     return {
         "type": "scatter",
-        "x": reduced.col_centres()[c],
-        "y": reduced.row_centres()[r],
+        "x": reduced.col_centres()[c] + (0.35 * reduced.col_step if labelled else 0.0),
+        "y": reduced.row_centres()[r] - (0.35 * reduced.row_step if labelled else 0.0),
         "customdata": v[r, c].astype(np.float32),
         "mode": "markers",
         "marker": {"symbol": "circle-open", "color": "black", "size": 7, "line": {"width": 1.5}},
@@ -151,6 +162,26 @@ def _outlier_trace(reduced: Reduced, limits: ColourLimits, name: str) -> dict | 
         "hovertemplate": f"{name} %{{customdata:.4g}} (beyond the colour range)<extra></extra>",
         "showlegend": False,
     }
+
+
+def cell_labels(values: np.ndarray, value_label: str) -> np.ndarray | None:
+    """The text printed in each cell of a small map (at most ``MAX_LABELLED_CELLS``), or
+    ``None`` where labels would overlap their neighbours: codes as integers, other values
+    with 3 significant digits (``0.1``, ``-2.75``, ``0.00213``), else 2, whichever first
+    fits ``LABEL_CHARS_PER_ROW`` over a row. Non-finite cells get ``""`` (the background
+    marks them)."""
+    if values.size == 0 or values.size > MAX_LABELLED_CELLS:
+        return None
+    cols = values.shape[-1]
+    spec = (".0f",) if value_label == "code" else (".3g", ".2g")
+    for fmt in spec:
+        # + 0.0: -0.0 (an exact cell's error) is written "0"
+        words = [format(v + 0.0, fmt) if math.isfinite(v) else "" for v in values.flat]
+        text = np.array(words, dtype=object).reshape(values.shape)
+        widest = max(len(t) for t in words)
+        if cols * (widest + 1) <= LABEL_CHARS_PER_ROW:
+            return text
+    return None
 
 
 def _value_hover(reduced: Reduced, value_label: str) -> str:
@@ -198,7 +229,7 @@ def map_figure(
     given (a small tensor: every cell's original, code, dequantized value and error)."""
     reduced, limits = spec.reduced, spec.limits
     small = reduced.values.size <= MAX_LABELLED_CELLS
-    text_format = "%{z:.0f}" if spec.value_label == "code" else "%{z:.4g}"
+    labels = cell_labels(reduced.values, spec.value_label)
     data: list[dict] = [
         {
             "type": "heatmap",
@@ -208,9 +239,11 @@ def map_figure(
             "customdata": customdata,
             "hovertemplate": (rich_hover if customdata is not None else "")
             or _value_hover(reduced, spec.value_label),
-            "colorbar": colorbar(limits.note),
-            # Small teaching-sized matrices print every value in its cell.
-            "texttemplate": text_format if small else None,
+            "colorbar": colorbar(limits.note, limits),
+            # Small teaching-sized matrices print every value in its cell, where it fits.
+            "text": labels,
+            "texttemplate": "%{text}" if labels is not None else None,
+            "textfont": LABEL_FONT,
             "colorscale": limits.colorscale,
             "zmin": limits.lo,
             "zmax": limits.hi,
@@ -218,7 +251,11 @@ def map_figure(
     ]
     if boundary is not None:
         data.append(boundary)
-    outliers = _outlier_trace(reduced, limits, spec.value_label) if spec.mark_outliers else None
+    outliers = (
+        _outlier_trace(reduced, limits, spec.value_label, labelled=labels is not None)
+        if spec.mark_outliers
+        else None
+    )
     if outliers is not None:
         data.append(outliers)
     # One constructor call with the whole layout: every update_* call re-validates.

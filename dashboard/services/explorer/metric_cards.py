@@ -3,8 +3,9 @@
 exploration, and an algorithm's run beside round-to-nearest.
 
 Values are written compactly (at most about 7 characters: ``5.39e-5``, ``1.31 MB``,
-``12.3k``) so six cards fit a row at laptop widths (1280 px with the sidebar open); the
-exact number is in each card's help.
+``12.3k``) so six cards fit a row at laptop widths (1280 px with the sidebar open). Each
+card's help defines the metric with its formula (``display.metric_help``), then gives the
+exact number.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from ..display.metric_help import Metric, metric_help, size_ratio
 from .algorithm import AlgorithmExploration
 from .explore import Exploration
 
@@ -77,20 +79,22 @@ def _db(v: float) -> str:
     return "∞ (exact)" if math.isinf(v) and v > 0 else f"{v:.1f} dB"
 
 
-def _db(v: float) -> str:
-    return "∞ (exact)" if math.isinf(v) and v > 0 else f"{v:.1f} dB"
-
-
 def exploration_cards(exp: Exploration) -> tuple[tuple[MetricCard, ...], tuple[MetricCard, ...]]:
     """Two rows of six: the errors, then storage and clipping."""
     m, s, c = exp.metrics, exp.storage, exp.clip
     errors = (
-        MetricCard("MSE", compact(m.mse), f"{m.mse!r}"),
-        MetricCard("RMSE", compact(m.rmse), f"{m.rmse!r}"),
-        MetricCard("Max abs error", compact(m.max_abs), f"{m.max_abs!r}"),
-        MetricCard("SQNR", _db(m.sqnr_db), f"{m.sqnr_db!r} dB"),
-        MetricCard("Cosine similarity", f"{m.cosine:.5f}", f"{m.cosine!r}"),
-        MetricCard("Mean abs error", compact(m.mean_abs), f"{m.mean_abs!r}"),
+        MetricCard("MSE", compact(m.mse), metric_help(Metric.MSE, repr(m.mse))),
+        MetricCard("RMSE", compact(m.rmse), metric_help(Metric.RMSE, repr(m.rmse))),
+        MetricCard(
+            "Max abs error", compact(m.max_abs), metric_help(Metric.MAX_ABS, repr(m.max_abs))
+        ),
+        MetricCard("SQNR", _db(m.sqnr_db), metric_help(Metric.SQNR, f"{m.sqnr_db!r} dB")),
+        MetricCard(
+            "Cosine similarity", f"{m.cosine:.5f}", metric_help(Metric.COSINE, repr(m.cosine))
+        ),
+        MetricCard(
+            "Mean abs error", compact(m.mean_abs), metric_help(Metric.MEAN_ABS, repr(m.mean_abs))
+        ),
     )
     if exp.storage_note:
         stored = f"{s.code_bits}-bit codes + {exp.storage_note}"
@@ -106,26 +110,31 @@ def exploration_cards(exp: Exploration) -> tuple[tuple[MetricCard, ...], tuple[M
         MetricCard(
             "Bits per element",
             f"{s.bits_per_element:.4g}",
-            f"{stored}, over {s.n_elements:,} elements",
+            metric_help(Metric.BITS_PER_ELEMENT, f"{stored}, over {s.n_elements:,} elements"),
         ),
         MetricCard(
             "Bytes",
             compact_bytes(s.total_bytes),
-            f"{s.total_bytes:,} bytes (fp32: {s.fp32_bytes:,} bytes)",
+            metric_help(Metric.BYTES, f"{s.total_bytes:,} bytes (fp32: {s.fp32_bytes:,} bytes)"),
         ),
-        MetricCard("Smaller than fp32", f"{s.ratio_vs_fp32:.2f}×"),
-        MetricCard("Smaller than fp16", f"{s.ratio_vs_fp16:.2f}×"),
+        MetricCard(*size_ratio("fp32", s.ratio_vs_fp32), metric_help(Metric.SIZE_RATIO)),
+        MetricCard(*size_ratio("fp16", s.ratio_vs_fp16), metric_help(Metric.SIZE_RATIO)),
         MetricCard(
             "Clipped",
             compact_count(c.n_clipped),
-            f"{c.n_clipped:,} values: {c.n_clipped_low:,} below and {c.n_clipped_high:,} "
-            "above the representable range by more than half a step",
+            metric_help(
+                Metric.CLIPPED,
+                f"{c.n_clipped:,} values, {c.n_clipped_low:,} below and {c.n_clipped_high:,} above",
+            ),
         ),
         MetricCard(
             "Saturated codes",
             compact_count(c.n_saturated),
-            f"{c.n_saturated:,} codes at either end of the range; {exp.levels_used} of "
-            f"{1 << exp.config.bits} levels used",
+            metric_help(
+                Metric.SATURATED,
+                f"{c.n_saturated:,} elements; {exp.levels_used} of the format's "
+                f"{1 << exp.config.bits} codes used",
+            ),
         ),
     )
     return errors, storage
@@ -139,25 +148,42 @@ def algorithm_cards(run: AlgorithmExploration) -> tuple[MetricCard, ...]:
     if out is not None:
         errors = (
             MetricCard(
-                f"Output MSE, {label}", compact(out.mse), f"{out.describe()}. Exact: {out.mse!r}"
+                f"Output MSE, {label}",
+                compact(out.mse),
+                metric_help(Metric.OUTPUT_MSE, f"{out.describe()}; exact {out.mse!r}"),
             ),
-            MetricCard("Output MSE, RTN", compact(out.rtn_mse), f"{out.rtn_mse!r}"),
+            MetricCard(
+                "Output MSE, RTN",
+                compact(out.rtn_mse),
+                metric_help(Metric.OUTPUT_MSE, repr(out.rtn_mse)),
+            ),
             MetricCard(
                 "Output vs RTN",
                 f"{out.ratio:.2f}×",
-                "below 1: the algorithm's layer output is closer to the float layer's on "
-                "the held-out sentences",
+                metric_help(Metric.OUTPUT_RATIO, "on the held-out sentences"),
             ),
         )
     else:
         errors = (
             MetricCard(
-                f"Weight MSE, {label}", compact(run.effective.mse), f"{run.effective.mse!r}"
+                f"Weight MSE, {label}",
+                compact(run.effective.mse),
+                metric_help(Metric.MSE, repr(run.effective.mse)),
             ),
             MetricCard(
-                "Weight MSE, RTN", compact(run.rtn_effective.mse), f"{run.rtn_effective.mse!r}"
+                "Weight MSE, RTN",
+                compact(run.rtn_effective.mse),
+                metric_help(Metric.MSE, repr(run.rtn_effective.mse)),
             ),
-            MetricCard("Output vs RTN", "n/a", "no model inputs for this tensor"),
+            MetricCard(
+                "Output vs RTN",
+                "n/a",
+                metric_help(
+                    Metric.OUTPUT_RATIO,
+                    "not measured: it needs a linear layer of the bundled model, whose "
+                    "inputs the page can capture",
+                ),
+            ),
         )
     n = run.exploration.original.numel()
     return (
@@ -165,9 +191,11 @@ def algorithm_cards(run: AlgorithmExploration) -> tuple[MetricCard, ...]:
         MetricCard(
             "Codes ≠ RTN",
             f"{run.codes_changed / n:.1%}",
-            f"{run.codes_changed:,} of {n:,} stored codes differ from round-to-nearest's",
+            metric_help(Metric.CODES_CHANGED, f"{run.codes_changed:,} of {n:,} codes"),
         ),
-        MetricCard("Time", f"{run.result.seconds:.2f} s", "wall time of the algorithm"),
+        MetricCard(
+            "Time", f"{run.result.seconds:.2f} s", metric_help(Metric.TIME, "the algorithm's run")
+        ),
     )
 
 
