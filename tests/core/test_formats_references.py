@@ -13,23 +13,20 @@ from __future__ import annotations
 
 import math
 
+import bitsandbytes.functional as bnbf
 import pytest
 import torch
+from torchao.prototype.mx_formats.config import ScaleCalculationMode
+from torchao.prototype.mx_formats.constants import DTYPE_FP6_E2M3, DTYPE_FP6_E3M2
+from torchao.prototype.mx_formats.kernels import unpack_uint4
+from torchao.prototype.mx_formats.mx_tensor import MXTensor
+from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, per_tensor_amax_to_scale
 
-from quant_core import QuantConfig, quantize, storage_cost
+from quant_core import QuantConfig, clip_stats, code_counts, quantize, storage_cost
 from quant_core.formats import codebook_for
 
-torchao_mx = pytest.importorskip("torchao.prototype.mx_formats.mx_tensor")
-from torchao.prototype.mx_formats.config import ScaleCalculationMode  # noqa: E402
-from torchao.prototype.mx_formats.constants import (  # noqa: E402
-    DTYPE_FP6_E2M3,
-    DTYPE_FP6_E3M2,
-)
-from torchao.prototype.mx_formats.kernels import unpack_uint4  # noqa: E402
-from torchao.prototype.mx_formats.nvfp4_tensor import (  # noqa: E402
-    NVFP4Tensor,
-    per_tensor_amax_to_scale,
-)
+# both paths: eager, and the compiled kernels (which must give the same bits)
+pytestmark = pytest.mark.usefixtures("backend")
 
 # preset -> torchao's element dtype
 MX_ELEMENTS = {
@@ -39,8 +36,6 @@ MX_ELEMENTS = {
     "MXFP8_E4M3": torch.float8_e4m3fn,
     "MXFP8_E5M2": torch.float8_e5m2,
 }
-# the largest element magnitude of each (FP4 6, FP6 E3M2 28, E2M3 7.5, FP8 448, 57344)
-_F32_TINY = torch.finfo(torch.float32).tiny
 
 
 def _random(gen: torch.Generator, rows: int = 16, cols: int = 256) -> torch.Tensor:
@@ -81,8 +76,8 @@ def _mx_adversarial(vmax: float, levels: torch.Tensor) -> torch.Tensor:
 
 def _torchao_mx(x: torch.Tensor, elem) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(E8M0 codes as int32, element bit patterns as int32, dequantized)`` from torchao."""
-    scale, data = torchao_mx.to_mx(x, elem, 32, ScaleCalculationMode.FLOOR)
-    mx = torchao_mx.MXTensor.to_mx(x, elem, 32, scaling_mode=ScaleCalculationMode.FLOOR)
+    mx = MXTensor.to_mx(x, elem, 32, scaling_mode=ScaleCalculationMode.FLOOR)
+    scale, data = mx.scale, mx.qdata
     if elem == torch.float4_e2m1fn_x2:
         bits = unpack_uint4(data.view(torch.uint8).contiguous()).reshape(x.shape)
     elif elem in (torch.float8_e4m3fn, torch.float8_e5m2):
@@ -143,6 +138,11 @@ def test_mxint8_is_the_ocp_specs_symmetric_int8(data: str) -> None:
     assert (cfg.qmin, cfg.qmax) == (-127, 127)
     rng = qt.representable_range()
     assert torch.equal(rng.lo, -rng.hi)
+    # 255 codes, counted from -127; the end codes are -127 and 127
+    counts = code_counts(qt)
+    assert len(counts) == 255 and int(counts.sum()) == x.numel()
+    assert int(counts[0]) == int((q == -127).sum()) and int(counts[-1]) == int((q == 127).sum())
+    assert clip_stats(x, qt).n_saturated == int((q.abs() == 127).sum())
 
 
 def _nvfp4_reference(x: torch.Tensor) -> NVFP4Tensor:
@@ -187,10 +187,9 @@ def test_nvfp4_all_zero_tensor_keeps_a_finite_tensor_scale() -> None:
 # --- bitsandbytes: NF4 with double quantization -------------------------------------------
 
 
-def _bnb_nf4_dq(x: torch.Tensor):
-    bnbf = pytest.importorskip("bitsandbytes.functional")
+def _bnb_nf4_dq(x: torch.Tensor) -> tuple[torch.Tensor, bnbf.QuantState]:
     packed, state = bnbf.quantize_4bit(x, blocksize=64, compress_statistics=True, quant_type="nf4")
-    return bnbf, packed, state
+    return packed, state
 
 
 def _nf4_adversarial() -> torch.Tensor:
@@ -220,7 +219,7 @@ def test_nf4_double_quant_is_bitsandbytes_cpu(data: str) -> None:
     else:  # every block's absmax is 2: centred scales all 0, the run's absmax 0
         x = torch.randn(4, 128, generator=torch.Generator().manual_seed(14)).clamp(-1.5, 1.5)
         x[:, ::64] = 2.0
-    bnbf, packed, state = _bnb_nf4_dq(x)
+    packed, state = _bnb_nf4_dq(x)
     cfg = QuantConfig.from_name("NF4_DQ")
     qt = quantize(x, cfg)
     raw = packed.view(torch.uint8).reshape(-1)
@@ -255,7 +254,7 @@ def test_double_quant_codes_come_from_bitsandbytes_lookup_table_not_the_nearest(
     c[:4] = torch.tensor([1.0, -1.0, v, -v])
     x = torch.zeros(256, 64)
     x[:, 0] = 2 + c
-    _, _, state = _bnb_nf4_dq(x)
+    _, state = _bnb_nf4_dq(x)
     qt = quantize(x, QuantConfig.from_name("NF4_DQ"))
     assert int(state.absmax[2]) == 176
     assert torch.equal(qt.stored.codes.reshape(-1), state.absmax.to(torch.int32))
