@@ -16,6 +16,7 @@ import math
 import bitsandbytes.functional as bnbf
 import pytest
 import torch
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 from torchao.prototype.mx_formats.config import ScaleCalculationMode
 from torchao.prototype.mx_formats.constants import DTYPE_FP6_E2M3, DTYPE_FP6_E3M2
 from torchao.prototype.mx_formats.kernels import unpack_uint4
@@ -258,3 +259,102 @@ def test_double_quant_codes_come_from_bitsandbytes_lookup_table_not_the_nearest(
     qt = quantize(x, QuantConfig.from_name("NF4_DQ"))
     assert int(state.absmax[2]) == 176
     assert torch.equal(qt.stored.codes.reshape(-1), state.absmax.to(torch.int32))
+
+
+# --- DeepSeek-V3 FP8 128x128 blocks and BitNet b1.58: the published formulas --------------
+
+
+def _deepseek_fp8_blocks(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """DeepSeek-V3's block FP8 (its ``act_quant`` / ``weight_dequant`` kernels on 128x128
+    weight tiles): ``s = amax / 448`` per tile (float32), ``y = (w / s).to(float8_e4m3fn)``,
+    ``w_hat = y.float() * s``. ``(E4M3 bit patterns, s [R/128, C/128], w_hat)``."""
+    r, c = w.shape
+    tiles = w.reshape(r // 128, 128, c // 128, 128).permute(0, 2, 1, 3)
+    s = tiles.abs().amax(dim=(2, 3), keepdim=True) / 448.0
+    y = (tiles / s).to(torch.float8_e4m3fn)
+    w_hat = (y.float() * s).permute(0, 2, 1, 3).reshape(r, c)
+    bits = y.view(torch.uint8).permute(0, 2, 1, 3).reshape(r, c)
+    return bits, s.reshape(r // 128, c // 128), w_hat
+
+
+def test_fp8_block_is_deepseek_v3s_128x128_e4m3() -> None:
+    g = torch.Generator().manual_seed(15)
+    w = torch.randn(256, 384, generator=g) * 0.02
+    w[:128, :128] *= 1e-6  # tiles of very different magnitudes
+    w[128:, 256:] *= 1e6
+    w[0, 0] = 448 * w[:128, :128].abs().amax() * (1 + 2**-10)  # the tile's amax: code 448
+    # E4M3 ties on tile (0, 1): its amax 448 gives s = 1, and 0.53125 lies midway between
+    # 0.5 and 0.5625 (round to even: 0.5), 8.5 between 8 and 9 (even: 8)
+    w[1, 128:130] = torch.tensor([0.53125, 8.5])
+    w[2, 128] = 448.0
+    cfg = QuantConfig.from_name("FP8_BLOCK")
+    qt = quantize(w, cfg)
+    bits, s, w_hat = _deepseek_fp8_blocks(w)
+    assert torch.equal(qt.scale, s)
+    assert torch.equal(qt.codes, bits)
+    assert torch.equal(qt.dequantize(), w_hat)
+    assert qt.dequantize()[1, 128:130].tolist() == [0.5, 8.0]
+
+
+def test_fp8_block_all_zero_tile_dequantizes_to_zero() -> None:
+    # DeepSeek's s = 0 / 448 would give 0 / 0 = NaN codes; the lab keeps s = 1
+    w = torch.randn(128, 256, generator=torch.Generator().manual_seed(16))
+    w[:, :128] = 0
+    qt = quantize(w, QuantConfig.from_name("FP8_BLOCK"))
+    assert qt.scale.tolist()[0][0] == 1.0
+    assert torch.equal(qt.dequantize()[:, :128], torch.zeros(128, 128))
+
+
+@pytest.mark.parametrize("shape", [(256, 384), (3, 7), (1, 1000)])
+def test_bitnet_is_b158s_absmean_ternary(shape: tuple[int, int]) -> None:
+    """BitNet b1.58: ``gamma = mean|W|`` over the whole tensor, ``W_q = clamp(round(W /
+    gamma), -1, 1)`` (round half to even), ``W_hat = gamma W_q``. The mean is the exact one
+    rounded to float32 (summed in float64; a float32 sum's order can move it by an ulp).
+    BitNet's code adds ``eps = 1e-5`` to ``gamma``; the lab's scale is ``gamma`` itself."""
+    w = torch.randn(shape, generator=torch.Generator().manual_seed(17)) * 0.02
+    w.reshape(-1)[:4] = torch.tensor([0.5, -0.5, 1.5, -1.5]) * w.abs().double().mean().float()
+    gamma = w.abs().double().mean().float()
+    q = torch.clamp(torch.round(w / gamma), -1, 1)
+    qt = quantize(w, QuantConfig.from_name("BITNET"))
+    assert float(qt.scale) == float(gamma)
+    assert torch.equal(qt.codes.to(torch.int64) - 1, q.to(torch.int64))  # stored as q + 1
+    assert torch.equal(qt.dequantize(), q * gamma)
+
+
+# --- bits per weight -----------------------------------------------------------------------
+
+_N = 256 * 1024  # a [256, 1024] tensor: whole runs of 256 NF4 scales, whole 128x128 tiles
+
+
+@pytest.mark.parametrize(
+    ("name", "bits"),
+    [
+        ("MXFP4", 4 + 8 / 32),  # 4.25
+        ("MXFP6_E3M2", 6 + 8 / 32),  # 6.25
+        ("MXFP6_E2M3", 6 + 8 / 32),
+        ("MXFP8_E4M3", 8 + 8 / 32),  # 8.25
+        ("MXFP8_E5M2", 8 + 8 / 32),
+        ("MXINT8", 8 + 8 / 32),
+        ("NVFP4", 4 + 8 / 16 + 32 / _N),  # 4.5, + one fp32 per tensor
+        ("NF4_DQ", 4 + 8 / 64 + 32 / (64 * 256) + 32 / _N),  # 4.127, + the fp32 offset
+        ("FP8_BLOCK", 8 + 32 / (128 * 128)),  # 8.00195
+        ("BITNET", 2 + 32 / _N),  # ternary in 2 bits, one fp32 scale
+    ],
+)
+def test_bits_per_weight_of_the_shipped_formats(name: str, bits: float) -> None:
+    cost = storage_cost((256, 1024), QuantConfig.from_name(name))
+    assert cost.bits_per_element == bits  # exact: sums of powers of two over _N
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        *("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"),
+        *("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"),
+        *("IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0", "MXFP4"),
+    ],
+)
+def test_gguf_bits_per_weight_are_llama_cpps_block_sizes(name: str) -> None:
+    block, size = GGML_QUANT_SIZES[GGMLQuantizationType[name]]
+    cost = storage_cost((256, 1024), QuantConfig.from_name(name))
+    assert cost.bits_per_element == 8 * size / block
