@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -62,7 +61,9 @@ def code_counts(
         if not 0 <= block < qt.n_blocks:
             raise ValueError(f"block {block} out of range: this tensor has {qt.n_blocks} blocks")
         codes = qt.layout.to_blocks(codes)[block]
-    n_codes = 1 << qt.config.bits
+    cfg = qt.config
+    # 2^bits codes, but 2^bits - 1 for MXINT8's symmetric -127..127
+    n_codes = cfg.qmax - cfg.qmin + 1 if cfg.format is Format.INT else 1 << cfg.bits
     flat = codes.reshape(-1)
     if flat.dtype == torch.uint8:
         return torch.bincount(flat, minlength=n_codes)
@@ -81,23 +82,30 @@ def code_counts(
 def _end_codes(qt: QuantizedTensor) -> tuple[int, int]:
     """Indices into ``code_counts`` of the lowest and highest representable value."""
     if qt.config.format is Format.INT:
-        return 0, (1 << qt.config.bits) - 1
+        return 0, qt.config.qmax - qt.config.qmin
     cb = codebook_for(qt.config.format)
     return int(cb.codes[0]), int(cb.codes[-1])
 
 
 def clip_bounds(qt: QuantizedTensor) -> BlockRange:
     """Per block, the inputs beyond which clamping adds error: the representable range
-    widened by half a step at each end (``s/2`` for linear codes), ``[n_blocks, 1]`` each.
-    An input inside these bounds is off by at most half a step."""
+    widened by half a step at each end (``|s|/2`` for linear codes), ``[n_blocks, 1]``
+    each. An input inside these bounds is off by at most half a step.
+
+    A scale may be negative (GGUF Q4_0's ``d = max / -8``, IQ4_NL's, Q3_K's and Q6_K's
+    signed block scales): its levels then descend with the code, so the range's low end is
+    the top code's level and a codebook's half gap there is that of its top two values."""
     rng = qt.representable_range()
     s = qt.scale.reshape(-1, 1)
+    step = s.abs()
     if qt.config.format is Format.INT:
-        return BlockRange(rng.lo - s / 2, rng.hi + s / 2)
+        return BlockRange(rng.lo - step / 2, rng.hi + step / 2)
     values = codebook_for(qt.config.format, s.device).values
-    return BlockRange(
-        rng.lo - s * (values[1] - values[0]) / 2, rng.hi + s * (values[-1] - values[-2]) / 2
-    )
+    bottom_gap, top_gap = (values[1] - values[0]) / 2, (values[-1] - values[-2]) / 2
+    negative = s < 0
+    lo_gap = torch.where(negative, top_gap, bottom_gap)
+    hi_gap = torch.where(negative, bottom_gap, top_gap)
+    return BlockRange(rng.lo - step * lo_gap, rng.hi + step * hi_gap)
 
 
 def clip_stats(
@@ -121,8 +129,9 @@ def clip_stats(
     if beyond is not None:
         n_clipped_low, n_clipped_high = beyond
     else:
-        n_clipped_low = _clipped(x, qt, lo_index, n_low, bounds.lo, torch.lt)
-        n_clipped_high = _clipped(x, qt, hi_index, n_high, bounds.hi, torch.gt)
+        n_clipped_low, n_clipped_high = _clipped(
+            x, qt, (lo_index, hi_index), n_low + n_high, bounds
+        )
     return ClipStats(
         n_elements=x.numel(),
         n_clipped_low=n_clipped_low,
@@ -134,25 +143,32 @@ def clip_stats(
 def _clipped(
     x: torch.Tensor,
     qt: QuantizedTensor,
-    index: int,
-    n_at_end: int,
-    bound: torch.Tensor,
-    beyond: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-) -> int:
-    """How many inputs lie ``beyond`` their block's ``bound`` at one end of the range.
+    end_indices: tuple[int, int],
+    n_at_ends: int,
+    bounds: BlockRange,
+) -> tuple[int, int]:
+    """How many inputs lie below their block's ``bounds.lo`` and above its ``bounds.hi``.
 
-    Such an input rounds past the end and is clamped onto the end code, so only cells
-    holding that code are compared: none when the end code is unused (the usual min-max
-    case), else a gather of those cells instead of a pass over the whole tensor.
+    Such an input rounds past an end of the code range and is clamped onto an end code, so
+    only cells holding an end code are compared: none when neither is used (the usual
+    min-max case), else a gather of those cells instead of a pass over the whole tensor.
+    Which end code holds the low values depends on the block's scale's sign (a negative
+    scale's lowest level is its highest code), so both ends' cells are compared to both
+    bounds.
     """
-    if n_at_end == 0:
-        return 0
-    code = index + qt.config.qmin if qt.config.format is Format.INT else index
+    if n_at_ends == 0:
+        return 0, 0
+    is_int = qt.config.format is Format.INT
     codes = qt.layout.to_blocks(qt.codes).reshape(-1)
-    cells = (codes == code).nonzero().reshape(-1)
+    at_end = torch.zeros(codes.shape, dtype=torch.bool, device=codes.device)
+    for index in end_indices:
+        at_end |= codes == (index + qt.config.qmin if is_int else index)
+    cells = at_end.nonzero().reshape(-1)
     values = qt.layout.to_blocks(x).reshape(-1)[cells].to(torch.float32)
-    limits = bound.reshape(-1)[cells // qt.layout.block_len]
-    return int(beyond(values, limits).sum())
+    rows = cells // qt.layout.block_len
+    low = int((values < bounds.lo.reshape(-1)[rows]).sum())
+    high = int((values > bounds.hi.reshape(-1)[rows]).sum())
+    return low, high
 
 
 def levels_used(qt: QuantizedTensor, block: int | None = None) -> int:

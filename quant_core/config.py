@@ -559,6 +559,11 @@ class QuantConfig:
 
     @property
     def qmin(self) -> int:
+        """The lowest code: ``-2^(b-1)``, but ``-qmax`` for an integer element under E8M0
+        scales: the OCP MX spec's INT8 element is symmetric (codes -127..127, values at
+        most ``1 63/64`` either way, as Microsoft's reference emulation clamps them)."""
+        if self.format is Format.INT and isinstance(self.scale_format, PowerOfTwoScales):
+            return -int_range(self.bits)[1]
         return int_range(self.bits)[0]
 
     @property

@@ -6,8 +6,11 @@ as on one level; then it is stored in the config's ``scale_format``:
 - ``FloatScales``: a float of ``scale_dtype`` (the one-level formats; nothing here).
 - ``PowerOfTwoScales`` (E8M0, OCP microscaling): ``e = clamp(floor(log2 a) - emax, -127,
   128) + 127`` from the block's absmax ``a`` (its float32 exponent bits, as torchao's FLOOR
-  mode), scale ``2^(e - 127)``; codes are computed on ``max(2^(e - 127), 2^-126)``, as
-  torchao does, so that an all-zero block does not divide by a subnormal.
+  mode), scale ``2^(e - 127)``; float codes are computed on ``max(2^(e - 127), 2^-126)``,
+  as torchao does, so that an all-zero block does not divide by a subnormal. An INT
+  element (MXINT8, which torchao lacks) is ``q 2^(e - 127 - 6)`` with ``q`` in -127..127
+  (the OCP spec's symmetric INT8, ``QuantConfig.qmin``) rounded half to even on that
+  very scale.
 - ``FP8Scales`` (NVFP4): a tensor scale ``t = amax / (448 * vmax)`` (float32; 1 for an
   all-zero tensor), block scales ``sc = e4m3(clamp(a / vmax / t, 2^-6, 448))``, dequantized
   as ``(t * sc) * v``; codes round ``x * ((1 / t) / sc)``, torchao's order of operations.
@@ -16,10 +19,16 @@ as on one level; then it is stored in the config's ``scale_format``:
   float32); float-min schemes store the min ``-m_j >= 0`` of each block the same way
   (``dmin``), with the block's range widened to contain 0 as llama.cpp's K-quants do, and
   levels ``d sc_j (q - qmin) - dmin m_j``.
-- ``DoubleQuantScales`` (bitsandbytes): the float32 scales minus their mean, quantized in
-  runs of ``block`` to the 8-bit dynamic map with a float32 absmax per run; the codes use
-  the float32 scale (as ``bitsandbytes.functional.quantize_4bit`` does: it compresses the
-  statistics after encoding), the dequantized values the stored one.
+- ``DoubleQuantScales`` (bitsandbytes): the float32 scales minus their mean ``c``, in runs
+  of ``block`` with a float32 absmax ``A`` per run, each ``c`` stored as an index into the
+  8-bit dynamic map the way bitsandbytes' CPU ``quantize_blockwise`` finds it (a lookup
+  table, not the nearest entry): ``v = clamp(c * fl(1 / A), -1, 1)``,
+  ``k = trunc((v + 1) / 2 * 65535 + 0.5)`` (float32),
+  and the code is that of the map entry nearest the grid point ``-1 + 2k / 65535`` (the
+  lower one on a tie); a run with ``A = 0`` stores code 0. The NF4 codes round
+  ``x * (1 / max(s, 1e-38))`` on the float32 scale ``s`` (as
+  ``bitsandbytes.functional.quantize_4bit`` does: it compresses the statistics after
+  encoding), the dequantized values use the stored one, ``map[code] A + mean``.
 
 ``fit_scales`` returns a ``BlockParams``: the scale, zero point and offset dequantization
 uses (``[n_blocks, 1]`` float32, int32, float32), the scale (or reciprocal) the codes are
@@ -157,9 +166,12 @@ def _power_of_two(rng: BlockRange, cfg: QuantConfig) -> BlockParams:
     # 2^(e - 127) exactly (2^-127 is a float32 subnormal); an INT element is q 2^-(b-2)
     shift = 0 if cfg.format is not Format.INT else cfg.bits - 2
     s = torch.ldexp(torch.ones_like(a), (biased - 127 - shift).to(torch.float32))
-    s_enc = torch.ldexp(
-        torch.ones_like(a), (biased.clamp(min=1) - 127 - shift).to(torch.float32)
-    )
+    if cfg.format is Format.INT:
+        s_enc = s  # the spec's codes: division by a subnormal 2^-133 is exact
+    else:
+        s_enc = torch.ldexp(
+            torch.ones_like(a), (biased.clamp(min=1) - 127 - shift).to(torch.float32)
+        )
     stored = StoredScales(codes=biased.to(torch.int32))
     return BlockParams(s, _zeros(s), None, s_enc, None, stored)
 
@@ -253,6 +265,26 @@ def dynamic_map() -> torch.Tensor:
     return torch.tensor(sorted(data), dtype=torch.float32)
 
 
+_LUT_SIZE = 65536
+_BNB_MIN_ABSMAX = 1e-38  # quantize_4bit's absmax.clamp(min=1e-38) before its reciprocal
+
+
+@functools.cache
+def _dynamic_lut_cpu() -> torch.Tensor:
+    """bitsandbytes' CPU lookup table (``build_quantize_lut`` in csrc/cpu_ops.cpp): for each
+    of 65536 grid points ``g_k = -1 + 2k / 65535`` (float32), the index of the dynamic-map
+    entry nearest to it, the number of midpoints ``(m_i + m_{i+1}) / 2 < g_k``."""
+    table = dynamic_map()
+    mids = 0.5 * (table[:-1] + table[1:])
+    k = torch.arange(_LUT_SIZE, dtype=torch.float32)
+    grid = -1.0 + (2.0 * k) / (_LUT_SIZE - 1)
+    return torch.bucketize(grid, mids, right=False)
+
+
+def _dynamic_lut(device: torch.device) -> torch.Tensor:
+    return _dynamic_lut_cpu().to(device)
+
+
 def _double_quant(rng: BlockRange, cfg: QuantConfig, sf: DoubleQuantScales) -> BlockParams:
     s_float = _absmax(rng).to(torch.float32) / _value_max(cfg)
     flat = s_float.reshape(-1)
@@ -264,10 +296,14 @@ def _double_quant(rng: BlockRange, cfg: QuantConfig, sf: DoubleQuantScales) -> B
     padded[:n] = centred
     padded = padded.reshape(runs, sf.block)
     absmax2 = padded.abs().amax(dim=1, keepdim=True)
-    normed = padded / torch.where(absmax2 > 0, absmax2, torch.ones_like(absmax2))
+    inverse = 1.0 / torch.where(absmax2 > 0, absmax2, torch.ones_like(absmax2))
+    normed = (padded * inverse).clamp_(-1, 1)
+    # float32 as in C; whether the compiler fuses the multiply-add or not gives the same
+    # index (adding 0.5 is exact on these magnitudes), and the cast truncates.
+    grid = ((normed + 1) * 0.5 * (_LUT_SIZE - 1) + 0.5).to(torch.int64)
+    codes = _dynamic_lut(flat.device)[grid]
+    codes = torch.where(absmax2 > 0, codes, torch.zeros_like(codes))
     table = dynamic_map().to(flat.device)
-    mids = (table[1:] + table[:-1]) / 2
-    codes = torch.bucketize(normed.clamp(-1, 1).contiguous(), mids)
     s = (table[codes] * absmax2).reshape(-1)[:n] + offset
     stored = StoredScales(
         codes=codes.reshape(-1)[:n].to(torch.int32).reshape(s_float.shape),
@@ -275,4 +311,6 @@ def _double_quant(rng: BlockRange, cfg: QuantConfig, sf: DoubleQuantScales) -> B
         super_min=offset.reshape(()),
     )
     s = s.reshape(-1, 1)
-    return BlockParams(s, _zeros(s), None, s_float, None, stored)
+    # bitsandbytes' codes: r * (1 / max(absmax, 1e-38)) (an all-zero block codes 0 as 0)
+    inverse = 1.0 / s_float.clamp(min=_BNB_MIN_ABSMAX)
+    return BlockParams(s, _zeros(s), None, s_float, inverse, stored)

@@ -17,6 +17,7 @@ from quant_core import (
     ErrorMetrics,
     QuantConfig,
     QuantizedTensor,
+    Recipe,
     StorageReport,
     clip_stats,
     code_counts,
@@ -130,7 +131,11 @@ def explore(
         lo, hi = torch.aminmax(work)  # the fills lie inside the finite range
     if quantized is None:
         # Only real values choose the ranges; the stand-ins are quantized but set no scale.
-        qt = quantize(work, cfg, range_mask=finite, ranges=ranges)
+        # llama.cpp's recipe takes no mask (its quantizers see every value, as llama.cpp
+        # does): the stand-ins, inside each block's finite range, leave the legacy types'
+        # extremes as they were, and enter the K-quants' weighted scale search as values.
+        mask = finite if cfg.recipe is Recipe.LAB else None
+        qt = quantize(work, cfg, range_mask=mask, ranges=ranges)
     else:
         _check_precomputed(quantized, matrix, cfg, ranges)
         qt = quantized
