@@ -2,7 +2,8 @@
 measured in the same run.
 
 Run: ``PYTHONPATH=. python benchmarks/formats_speed.py [--size N] [--repeats K]
-[--threads T] [--types Q4_0,Q4_K,...]`` (a few minutes at 4096 on a loaded 2-core machine).
+[--threads T] [--types Q4_0,Q4_K,...] [--parts quantize,decode]`` (a few minutes at
+4096 on a loaded 2-core machine).
 
 For an ``N x N`` float32 random-normal matrix (default 4096; seed 0) and each format
 (default Q4_0, Q8_0, Q4_K, Q6_K, IQ4_NL, MXFP4, NVFP4):
@@ -128,6 +129,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 1) - 1))
     parser.add_argument("--types", default=",".join(DEFAULT_TYPES))
+    parser.add_argument("--parts", default="quantize,decode", help="quantize, decode or both")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     gen = torch.Generator().manual_seed(0)
@@ -138,10 +140,13 @@ def main() -> None:
         f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; {args.size}x{args.size} "
         f"float32, median of {args.repeats}"
     )
-    for name in names:
-        bench_quantize(x, name, args.repeats)
-    for name in names:
-        bench_decode(x, name, args.repeats)
+    parts = {p.strip() for p in args.parts.split(",")}
+    if "quantize" in parts:
+        for name in names:
+            bench_quantize(x, name, args.repeats)
+    if "decode" in parts:
+        for name in names:
+            bench_decode(x, name, args.repeats)
 
 
 if __name__ == "__main__":
