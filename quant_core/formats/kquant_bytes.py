@@ -77,9 +77,18 @@ def _pack(fields: torch.Tensor, width: int) -> torch.Tensor:
 
 
 def _unpack(b: torch.Tensor, k: int, width: int) -> torch.Tensor:
-    """Inverse of ``_pack``: ``[..., m]`` bytes -> ``[..., k, m]`` int32 fields."""
+    """Inverse of ``_pack``: ``[..., m]`` bytes (uint8, any strides) -> ``[..., k, m]`` uint8
+    fields. Byte-wide passes, each writing a contiguous field, and one stack: no int32
+    temporaries, no strided writes (decoding a 4096 x 4096 Q4_K tensor took 250x a copy of
+    its bytes with int32 fields)."""
     mask = (1 << width) - 1
-    return (b.to(torch.int32).unsqueeze(-2) >> _shifts(k, width).reshape(k, 1)) & mask
+    fields = []
+    for i in range(k):
+        f = b & mask if i == 0 else b >> (width * i)
+        if i and width * (i + 1) < 8:  # the top field needs no mask
+            f.bitwise_and_(mask)
+        fields.append(f)
+    return torch.stack(fields, dim=-2)
 
 
 def _bits_of_k(bit: torch.Tensor) -> torch.Tensor:
@@ -223,7 +232,7 @@ def from_blocks(name: str, raw: torch.Tensor, shape: tuple[int, ...]) -> Quantiz
     z = zeros
     if name == "IQ4_NL":
         d = _f16_values(raw[:, :2])
-        codes = _unnibbles(raw[:, 2:], 16).to(torch.uint8)
+        codes = _unnibbles(raw[:, 2:], 16)
         scale = d
     else:
         if name in ("Q2_K", "Q4_K", "Q5_K"):
@@ -239,14 +248,14 @@ def from_blocks(name: str, raw: torch.Tensor, shape: tuple[int, ...]) -> Quantiz
                     u = _unnibbles(raw[:, 16:], 32)
                 else:
                     u = _unnibbles(raw[:, 48:], 32) | (_unbits_of_k(raw[:, 16:48]) << 4)
-            codes = (u + cfg.qmin).to(torch.int8)
+            codes = u.view(torch.int8).add_(cfg.qmin)  # u < 32: the same bits as int8
             offset = -(dmin.unsqueeze(1) * m.to(torch.float32)).reshape(-1)
             z = torch.full((n * per,), cfg.qmin, dtype=torch.int32)
             signed = sc
         elif name == "Q3_K":
             hi = _unbits_of_k(raw[:, :32])
             u = _uncrumbs(raw[:, 32:96]) | (hi << 2)
-            codes = (u - 4).to(torch.int8)
+            codes = u.view(torch.int8).sub_(4)
             signed = _unq3_scales(raw[:, 96:108]) - 32
             d = _f16_values(raw[:, 108:110])
             m = dmin = None
@@ -255,7 +264,7 @@ def from_blocks(name: str, raw: torch.Tensor, shape: tuple[int, ...]) -> Quantiz
             lo = torch.stack([ql[:, :, 0, 0], ql[:, :, 1, 0], ql[:, :, 0, 1], ql[:, :, 1, 1]],
                              dim=2)
             hi = _unpack(raw[:, 128:192].reshape(n, 2, 32), 4, 2)
-            codes = ((lo | (hi << 4)).reshape(n, QK_K) - 32).to(torch.int8)
+            codes = (lo | (hi << 4)).reshape(n, QK_K).view(torch.int8).sub_(32)
             signed = raw[:, 192:208].contiguous().view(torch.int8).to(torch.int32)
             d = _f16_values(raw[:, 208:210])
             m = dmin = None
@@ -266,7 +275,7 @@ def from_blocks(name: str, raw: torch.Tensor, shape: tuple[int, ...]) -> Quantiz
             lows = raw[:, 4:8].to(torch.int32)
             low = torch.stack([lows & 0xF, lows >> 4], dim=2).reshape(n, 8)
             signed = (low | (high << 4)) - 32
-            codes = _unnibbles(raw[:, 8:], 16).to(torch.uint8)
+            codes = _unnibbles(raw[:, 8:], 16)
             m = dmin = None
         else:
             raise ValueError(f"{name!r} is not a K-quant or IQ4 type: {', '.join(KQUANT_TYPES)}")
