@@ -12,6 +12,11 @@ Per weight ``W`` ``[out, in]`` (float32 copy) and candidate config ``c``:
 - with held-out inputs ``X`` ``[tokens, in]``: ``output_mse = mean((X Dᵀ)²)``, the layer
   output's error on text no importance was computed on.
 
+Cost: ``W`` is converted to float32 once for every scheme; each scheme quantizes it,
+dequantizes into one reused buffer (integer codes) and takes both error sums in one pass
+over ``W`` and ``Ŵ`` (``sums``: a compiled kernel summing float32 rows, within
+``(in + 2) 2^-24`` of float64's column sums); ``D`` itself is made only for held-out inputs.
+
 A GGUF type whose blocks do not divide the rows is measured in llama-quantize's fallback
 type (``stored_as``). A scheme that cannot take the weight's shape (a group size that does
 not divide ``in``), or whose quantizer the lab does not have yet, gives a row with
@@ -27,9 +32,11 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from ..config import Format
 from ..quantize import quantize
 from ..storage import storage_cost
 from .candidates import Candidate, check_candidates, config_for
+from .sums import energy_sums, error_sums
 
 __all__ = ["ROW_FIELDS", "SensitivityRow", "measure_tensor"]
 
@@ -123,10 +130,8 @@ def measure_tensor(
     n_in = shape[1]
     if stored_bits is None:
         stored_bits = w.numel() * w.element_size() * 8
-    w32 = w.detach().to(torch.float32)
-    col_energy = w32.square().sum(dim=0, dtype=torch.float64)
-    if not torch.isfinite(col_energy).all():
-        raise ValueError(f"{name}: the weight holds NaN or Inf values")
+    # one float32 copy, shared by every scheme (a no-op for a contiguous float32 weight)
+    w32 = w.detach().to(torch.float32).contiguous()
     a = None
     if importance is not None:
         if importance.shape != (n_in,):
@@ -138,15 +143,24 @@ def measure_tensor(
         raise ValueError(
             f"{name}: held-out inputs must be [tokens, {n_in}], got {tuple(held_out.shape)}"
         )
-    plain_energy = float(col_energy.sum())
-    energy = plain_energy if a is None else float(col_energy @ a)
+    plain_energy, energy = energy_sums(w32, a)
+    if not math.isfinite(plain_energy):
+        raise ValueError(f"{name}: the weight holds NaN or Inf values")
+    if a is None:
+        energy = plain_energy
+    buffer: torch.Tensor | None = None  # one dequantized copy, reused by every scheme
     rows = []
     for cand in cands:
         start = time.perf_counter()
         try:
             cfg = config_for(cand, shape)
             cost = storage_cost(shape, cfg)
-            w_hat = quantize(w32, cfg).dequantize()
+            qt = quantize(w32, cfg)
+            if buffer is None:
+                buffer = torch.empty_like(w32)
+            # Integer codes dequantize in place into ``buffer`` (no fresh full-size tensor
+            # to fault in); a codebook's kernel makes its own tensor, which ``out`` would copy.
+            w_hat = qt.dequantize(out=buffer if cfg.format is Format.INT else None)
         except (ValueError, NotImplementedError) as exc:
             rows.append(
                 SensitivityRow(
@@ -155,13 +169,14 @@ def measure_tensor(
                 )
             )  # fmt: skip
             continue
-        d = w_hat.sub_(w32).neg_()  # D = W - Ŵ, in Ŵ's buffer
+        del qt
         out_mse = None
         if held_out is not None:
+            d = w32 - w_hat
             out_mse = float((held_out.to(torch.float32) @ d.T).square().mean(dtype=torch.float64))
-        col = d.square_().sum(dim=0, dtype=torch.float64)
-        sse = float(col.sum())
-        weighted = sse if a is None else float(col @ a)
+            del d
+        sse, weighted = error_sums(w32, w_hat, a)
+        del w_hat
         if sse == 0:
             sqnr = math.inf
         else:
@@ -186,5 +201,4 @@ def measure_tensor(
                 gguf_type=cfg.gguf_type,
             )
         )
-        del d, w_hat
     return tuple(rows)

@@ -1,0 +1,127 @@
+"""quant_core.mixed.sums: the table's one-pass sums of squares against the formula they
+replace (float32 squares, float64 column sums), and ``measure_tensor`` compiled against eager.
+
+Tolerance (``sums``' docstring): ``n`` non-negative float32 terms summed in any order are
+within ``(n - 1) 2^-24`` of their exact sum; rounding ``a`` to float32 and the one more
+product of the weighted sum add ``2 * 2^-24``; the reference's float64 sums and the float64
+total of the row sums add under ``numel * 2^-53``. So ``rel = (in + 2) 2^-24 + numel 2^-53``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from quant_core import Backend, QuantConfig, kernels, quantize, use_backend
+from quant_core.mixed import LAB_CANDIDATES, candidate_named, measure_tensor
+from quant_core.mixed import sums as sums_module
+from quant_core.mixed.sums import energy_sums, error_sums
+
+FORCED_EAGER = kernels.backend_from_env() is Backend.EAGER
+needs_compiled = pytest.mark.skipif(FORCED_EAGER, reason="QLAB_COMPILE=0 forces the eager path")
+
+SHAPES = [(96, 1024), (33, 1536)]  # above MIN_ELEMENTS; an odd number of rows
+
+
+def rel_tolerance(shape: tuple[int, int]) -> float:
+    return (shape[1] + 2) * 2.0**-24 + shape[0] * shape[1] * 2.0**-53
+
+
+def slow_sums(
+    w: torch.Tensor, w_hat: torch.Tensor | None, a: torch.Tensor | None
+) -> tuple[float, float]:
+    """The table's formula before ``sums``: float32 squares, float64 column sums."""
+    d = w if w_hat is None else w - w_hat
+    col = d.square().sum(dim=0, dtype=torch.float64)
+    total = float(col.sum())
+    return total, total if a is None else float(col @ a.to(torch.float64))
+
+
+@pytest.fixture
+def compiled_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail if the reference runs: these tensors must take the compiled path."""
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("the reference ran where the compiled path should")
+
+    monkeypatch.setattr(sums_module, "_reference", refuse)
+
+
+@needs_compiled
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("weighted", [False, True], ids=["plain", "weighted"])
+def test_compiled_sums_match_the_float64_column_sums(
+    gen: torch.Generator, compiled_only: None, shape: tuple[int, int], weighted: bool
+) -> None:
+    w = torch.randn(shape, generator=gen) * 0.02
+    w_hat = quantize(w, QuantConfig(bits=3)).dequantize()
+    a = torch.rand(shape[1], generator=gen, dtype=torch.float64) if weighted else None
+    rel = rel_tolerance(shape)
+    with use_backend(Backend.COMPILED):
+        got_error = error_sums(w, w_hat, a)
+        got_energy = energy_sums(w, a)
+    for got, want in ((got_error, slow_sums(w, w_hat, a)), (got_energy, slow_sums(w, None, a))):
+        assert got[0] == pytest.approx(want[0], rel=rel)
+        assert got[1] == pytest.approx(want[1], rel=rel)
+        if not weighted:
+            assert got[0] == got[1]
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["plain", "weighted"])
+def test_the_eager_path_is_the_float64_formula(gen: torch.Generator, weighted: bool) -> None:
+    # 200 rows: more than one piece of the reference's 64 rows, and a partial last piece
+    w = torch.randn(200, 96, generator=gen)
+    w_hat = w + 0.01 * torch.randn(200, 96, generator=gen)
+    a = torch.rand(96, generator=gen, dtype=torch.float64) if weighted else None
+    with use_backend(Backend.EAGER):
+        got = error_sums(w, w_hat, a), energy_sums(w, a)
+    # column sums of 64-row pieces in float64: only the float64 order differs
+    want = slow_sums(w, w_hat, a), slow_sums(w, None, a)
+    for g, e in zip(got, want, strict=True):
+        assert g == pytest.approx(e, rel=200 * 96 * 2.0**-53)
+
+
+@needs_compiled
+def test_a_float32_row_sum_that_overflows_is_recomputed_in_float64() -> None:
+    # 1e19² = 1e38 is a finite float32, but 1024 of them are not: float64 sums them
+    w = torch.full((64, 1024), 1e19)
+    with use_backend(Backend.COMPILED):
+        plain, _ = energy_sums(w)
+    assert math.isfinite(plain) and plain == pytest.approx(64 * 1024 * float(w[0, 0]) ** 2)
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        w[3, 5] = math.inf
+        measure_tensor("t", w, [candidate_named("int8_pc")])
+
+
+def test_bad_shapes_are_named() -> None:
+    with pytest.raises(ValueError, match=r"w_hat must be float32 of w's shape \(2, 4\)"):
+        error_sums(torch.ones(2, 4), torch.ones(4, 2))
+    with pytest.raises(ValueError, match=r"importance must have shape \[4\]"):
+        energy_sums(torch.ones(2, 4), torch.ones(3))
+    with pytest.raises(TypeError, match="2-D float32"):
+        energy_sums(torch.ones(2, 4, dtype=torch.float64))
+
+
+@needs_compiled
+def test_measure_tensor_compiled_matches_the_eager_table(gen: torch.Generator) -> None:
+    """The whole row, compiled kernels against the eager path (the slow path the table had):
+    quantize is bit for bit, so only the sums' order differs."""
+    shape = (96, 1024)
+    w = (torch.randn(shape, generator=gen) * 0.02).to(torch.bfloat16)
+    a = torch.rand(shape[1], generator=gen, dtype=torch.float64)
+    cands = (*LAB_CANDIDATES, candidate_named("Q4_K"))
+    with use_backend(Backend.COMPILED):
+        fast = measure_tensor("t", w, cands, importance=a)
+    with use_backend(Backend.EAGER):
+        slow = measure_tensor("t", w, cands, importance=a)
+    rel = rel_tolerance(shape)
+    for f, s in zip(fast, slow, strict=True):
+        assert f.ok and s.ok and f.scheme == s.scheme
+        assert f.total_bits == s.total_bits and f.stored_bits == s.stored_bits == 16 * w.numel()
+        assert f.mse == pytest.approx(s.mse, rel=rel)
+        assert f.weighted_error == pytest.approx(s.weighted_error, rel=rel)
+        assert f.energy == pytest.approx(s.energy, rel=rel)
+        # sqnr_db = 10 log10(E / sse): each relative error moves it by 10/ln(10) * rel
+        assert f.sqnr_db == pytest.approx(s.sqnr_db, abs=2 * 10 / math.log(10) * rel)
