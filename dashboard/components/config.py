@@ -55,6 +55,7 @@ __all__ = [
     "DEFAULT_CONFIG",
     "apply_config",
     "config_picker",
+    "remember_link_config",
     "divisors",
     "seed_from_url",
     "use_preset",
@@ -183,8 +184,13 @@ def seed_from_url(prefix: str = "", research: bool = False) -> None:
     if isinstance(scheme, ResearchScheme):
         apply_research(scheme, prefix)
         return
-    cfg = scheme
-    apply_config(cfg, prefix)
+    apply_config(scheme, prefix)
+    remember_link_config(scheme, prefix)
+
+
+def remember_link_config(cfg: QuantConfig, prefix: str = "") -> None:
+    """Remember ``cfg`` as what a link asked of the picker with ``prefix``: its next draw
+    warns about each value it had to change (a group size that does not fit, ...)."""
     st.session_state[_LINK_SCHEME + prefix] = cfg
 
 
