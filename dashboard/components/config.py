@@ -55,8 +55,8 @@ __all__ = [
     "DEFAULT_CONFIG",
     "apply_config",
     "config_picker",
-    "remember_link_config",
     "divisors",
+    "remember_link_config",
     "seed_from_url",
     "use_preset",
 ]
@@ -282,7 +282,11 @@ def config_picker(
     if fmt is Format.INT:
         wide = st.checkbox("Allow 9 to 16 bits", key=f"{p}q_wide", persist_state=PERSIST)
         top = 16 if wide else 8
-        ss[f"{p}q_bits"] = min(int(ss[f"{p}q_bits"]), top)
+        if int(ss[f"{p}q_bits"]) > top:
+            # Only when it must change: a value set through session state is sent back to
+            # the browser as the slider's value, overwriting an arrow press made meanwhile
+            # (quick presses lost steps, and the slider then disagreed with the URL).
+            ss[f"{p}q_bits"] = top
         bits = st.slider("Bit width", 2, top, key=f"{p}q_bits", persist_state=PERSIST)
         mode = st.radio(
             "Mode",
