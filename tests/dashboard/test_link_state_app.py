@@ -163,3 +163,55 @@ def test_a_big_explorer_link_runs_after_the_click(monkeypatch) -> None:
     at.slider(key="q_bits").set_value(5).run()
     no_errors(at)
     assert _explored(at) and _button(at, "cost_run_explorer") is None
+
+
+# --- the Layer outputs page: its choices in its URL, link warnings, an export ---------------
+
+LAYER = "encoder.layer.0.intermediate.dense"
+
+
+def test_layer_page_shows_the_links_warnings() -> None:
+    at = open_page("layer.py", **{"l.layer": "encoder.nope", "l.scheme": "w3a3"})
+    no_errors(at)
+    text = warnings(at)
+    assert "encoder.nope" in text and "w3a3" in text, text
+    # the page runs on the defaults, and the URL says what it shows
+    assert query(at, "l.layer") == LAYER and query(at, "l.scheme") == "w8a8"
+
+
+def test_layer_page_choices_round_trip_through_the_link() -> None:
+    link = {
+        "l.layer": "encoder.layer.1.attention.self.key",
+        "l.scheme": "custom",
+        "l.w.bits": "4",
+        "l.w.mode": "symmetric",
+        "l.w.gran": "group",
+        "l.w.group": "64",
+        "l.a": "none",
+        "l.ranges": "dynamic",
+        "l.split": "held_out",
+        "l.alpha": "0.35",
+    }
+    at = open_page("layer.py", **link)
+    no_errors(at)
+    assert not at.warning, warnings(at)
+    assert at.selectbox(key="l_layer").value == link["l.layer"]
+    assert at.select_slider(key="lw_q_group").value == 64
+    assert at.checkbox(key="la_on").value is False
+    assert at.slider(key="l_alpha").value == pytest.approx(0.35)
+    for key, value in link.items():
+        assert query(at, key) == value, key
+    button = at.get("download_button")
+    assert button and "CSV" in button[0].proto.label
+
+
+def test_layer_page_warns_when_it_changes_the_links_group_size() -> None:
+    at = open_page(
+        "layer.py",
+        **{"l.scheme": "custom", "l.w.gran": "group", "l.w.group": "7", "l.alpha": "0.33"},
+    )
+    no_errors(at)
+    text = warnings(at)
+    assert "group=7" in text and "using 6" in text, text
+    assert "0.33" in text  # not a step of the α slider: ignored, said so
+    assert query(at, "l.w.group") == "6"
