@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard.components import source
+from dashboard.components import source, url
 from dashboard.served import (
     apply_served_huge_pages,
     apply_served_nodelay,
@@ -62,4 +62,5 @@ try:
     page.run()
 finally:
     source.end_of_run()
+    url.end_of_run()
     freeze_after_warm_up(warm_up)

@@ -56,6 +56,7 @@ __all__ = [
     "apply_config",
     "config_picker",
     "divisors",
+    "remember_link_config",
     "seed_from_url",
     "use_preset",
 ]
@@ -183,8 +184,13 @@ def seed_from_url(prefix: str = "", research: bool = False) -> None:
     if isinstance(scheme, ResearchScheme):
         apply_research(scheme, prefix)
         return
-    cfg = scheme
-    apply_config(cfg, prefix)
+    apply_config(scheme, prefix)
+    remember_link_config(scheme, prefix)
+
+
+def remember_link_config(cfg: QuantConfig, prefix: str = "") -> None:
+    """Remember ``cfg`` as what a link asked of the picker with ``prefix``: its next draw
+    warns about each value it had to change (a group size that does not fit, ...)."""
     st.session_state[_LINK_SCHEME + prefix] = cfg
 
 
@@ -276,7 +282,11 @@ def config_picker(
     if fmt is Format.INT:
         wide = st.checkbox("Allow 9 to 16 bits", key=f"{p}q_wide", persist_state=PERSIST)
         top = 16 if wide else 8
-        ss[f"{p}q_bits"] = min(int(ss[f"{p}q_bits"]), top)
+        if int(ss[f"{p}q_bits"]) > top:
+            # Only when it must change: a value set through session state is sent back to
+            # the browser as the slider's value, overwriting an arrow press made meanwhile
+            # (quick presses lost steps, and the slider then disagreed with the URL).
+            ss[f"{p}q_bits"] = top
         bits = st.slider("Bit width", 2, top, key=f"{p}q_bits", persist_state=PERSIST)
         mode = st.radio(
             "Mode",

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard.components import persist
-from dashboard.components.config import config_picker
+from dashboard.components import persist, url
+from dashboard.components.config import apply_config, config_picker, remember_link_config
 from dashboard.components.persist import PERSIST
 from dashboard.services.activations.layer import EvalSplit, LayerSettings, SchemeChoice
 from dashboard.services.activations.sentences import RangeMode
+from dashboard.services.state.layer import PREFIX, layer_from_query, layer_to_query
 from quant_core import ActivationGranularity, LayerScheme, SchemePreset
 
 DEFAULT_LAYER = "encoder.layer.0.intermediate.dense"
@@ -24,6 +25,46 @@ DEFAULTS: dict[str, object] = {
     "lw_on": True,
     "la_on": True,
 }
+
+
+def seed_layer_from_url() -> None:
+    """Put the link's ``l.`` choices into the widgets (each bad part warns and keeps its
+    default; a layer the model lacks warns when the picker draws)."""
+    params = url.query_snapshot()
+    parsed = layer_from_query(params)
+    if parsed.empty:
+        return
+    for problem in parsed.problems:
+        url.add_warning(f"Ignored the link's {problem}.")
+    values: dict[str, object] = {}
+    for key, value in (
+        ("l_layer", parsed.layer),
+        ("l_scheme", parsed.choice),
+        ("l_ranges", parsed.ranges),
+        ("l_split", parsed.split),
+    ):
+        if value is not None:
+            values[key] = value
+    if parsed.alpha is not None:
+        values |= {"l_sq": True, "l_alpha": parsed.alpha}
+    elif f"{PREFIX}alpha" not in params:  # the page's link without α: no smoothing
+        values["l_sq"] = False
+    for on, prefix, cfg, float_ in (
+        ("lw_on", "lw_", parsed.weight, parsed.weight_float),
+        ("la_on", "la_", parsed.activation, parsed.activation_float),
+    ):
+        if float_:
+            values[on] = False
+        elif cfg is not None:
+            values[on] = True
+            apply_config(cfg, prefix)
+            remember_link_config(cfg, prefix)  # the picker warns about what it changes
+    persist.set_values(values)
+
+
+def layer_query(settings: LayerSettings) -> dict[str, str]:
+    """The URL keys of what the controls drew (``settings``, the scheme menu's choice)."""
+    return layer_to_query(settings, st.session_state["l_scheme"])
 
 
 def _custom_scheme(in_features: int) -> LayerScheme:

@@ -10,7 +10,7 @@ import streamlit as st
 
 from dashboard.components import persist, url
 from dashboard.components.algorithm import algorithm_picker
-from dashboard.components.config import apply_config, config_picker
+from dashboard.components.config import apply_config, config_picker, remember_link_config
 from dashboard.components.persist import PERSIST
 from dashboard.services.display.text import literal
 from dashboard.services.state.algorithm import AlgorithmChoice
@@ -53,8 +53,10 @@ def seed_model_scheme_from_url() -> None:
         persist.set_values({"m_act": parsed.choice})
     if parsed.weight is not None:
         apply_config(parsed.weight, "m_")
+        remember_link_config(parsed.weight, "m_")  # the picker warns about what it changes
     if parsed.activation is not None:
         apply_config(parsed.activation, "ma_")
+        remember_link_config(parsed.activation, "ma_")
     if parsed.ranges is not None:
         persist.set_values({"m_ranges": parsed.ranges})
     if parsed.algorithm is not None:

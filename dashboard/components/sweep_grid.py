@@ -16,7 +16,7 @@ import streamlit as st
 import torch
 
 from dashboard import cache
-from dashboard.components import persist, url
+from dashboard.components import cost_gate, persist, url
 from dashboard.components.config import divisors
 from dashboard.components.persist import PERSIST
 from dashboard.services.compare.frontier import ErrorAxis
@@ -42,7 +42,13 @@ from quant_core import (
 from quant_core.calibration import CALIBRATION_SENTENCES, HELD_OUT_SENTENCES
 from quant_core.formats.registry import SHIPPED_SET
 
-__all__ = ["SweepRequest", "run_with_progress", "seed_sweep_from_url", "sweep_grid_form"]
+__all__ = [
+    "SweepRequest",
+    "has_result",
+    "run_with_progress",
+    "seed_sweep_from_url",
+    "sweep_grid_form",
+]
 
 _GRID = "_sweep_grid"
 _RESULT = "_sweep_result"
@@ -165,6 +171,7 @@ def seed_sweep_from_url(cols: int, layer: str | None) -> None:
         url.add_warning(_OWN_TEXT)
     persist.set_values({**_state_from_grid(fitted.grid), "sw_custom": False})
     st.session_state[_GRID] = _Submitted(fitted.grid)
+    cost_gate.link_restored("sweep")  # a heavy grid waits for a click (issue 29)
 
 
 def _calibration_key(sentences: tuple[str, ...]) -> str:
@@ -325,6 +332,12 @@ def sweep_grid_form(
     key = f"{source_key}|{sub.grid!r}|{layer}|{_calibration_key(sub.calibration)}"
     expansion = expand_grid(sub.grid, shape, has_calibration=layer is not None)
     return SweepRequest(key, sub.grid, expansion, layer, sub.calibration, sub.custom)
+
+
+def has_result(request: SweepRequest) -> bool:
+    """Whether this session already holds ``request``'s results (shown without running)."""
+    stored = st.session_state.get(_RESULT)
+    return stored is not None and stored[0] == request.key
 
 
 def run_with_progress(request: SweepRequest, matrix: torch.Tensor) -> SweepResult:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import cache
-from dashboard.components import url
+from dashboard.components import cost_gate, url
 from dashboard.components.algorithm import seed_from_url as seed_algorithm_from_url
 from dashboard.components.config import config_picker, seed_from_url, use_preset
 from dashboard.components.explorer_details import ExplorerInputs, details, downloads
@@ -17,6 +17,7 @@ from dashboard.components.source import current_source, source_caption
 from dashboard.components.stored_maps import stored_maps
 from dashboard.components.view import current_view, overview_maps, view_options
 from dashboard.components.view import seed_from_url as seed_view_from_url
+from dashboard.services.cost import estimate
 from dashboard.services.display.reduce import needs_reduction
 from dashboard.services.display.text import literal
 from dashboard.services.model.fallbacks import fallback_name
@@ -29,6 +30,8 @@ if url.first_run("explorer_scheme"):
     seed_from_url(research=True)
     seed_algorithm_from_url()
     seed_view_from_url()
+    if url.query_snapshot():
+        cost_gate.link_restored("explorer")
 
 st.title("Quantization explorer")
 st.caption("New to quantization? The [lessons](./lessons) follow the course chapter by chapter.")
@@ -63,6 +66,8 @@ if source.nonfinite is not None:
         st.stop()
 
 key = f"{source.key}|{scheme!r}|{algo.key()}"
+if not cost_gate.allow("explorer", key, estimate(rows * cols), "this tensor and scheme"):
+    st.stop()
 try:
     run = run_explorer(key, source, scheme, algo, layer)
 except ValueError as exc:

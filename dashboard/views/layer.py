@@ -5,13 +5,18 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import cache
-from dashboard.components.layer_controls import layer_controls
+from dashboard.components import url
+from dashboard.components.layer_controls import layer_controls, layer_query, seed_layer_from_url
 from dashboard.components.layer_metrics import contribution_metrics, output_metrics
 from dashboard.services.activations.figures import sweep_figure
 from dashboard.services.activations.layer import EvalSplit, linear_shapes
+from dashboard.services.activations.layer_export import layer_metrics_csv, layer_metrics_table
 from dashboard.services.activations.source import capture_summary
 from dashboard.services.display.text import literal
 from quant_core.calibration import CALIBRATION_SENTENCES, HELD_OUT_SENTENCES, transformer_of
+
+if url.first_run("layer"):
+    seed_layer_from_url()
 
 st.title("Layer outputs")
 st.caption(
@@ -21,6 +26,9 @@ st.caption(
 with st.sidebar:
     st.header("Layer")
     settings = layer_controls(linear_shapes(transformer_of(cache.bundled_model())))
+url.show_warnings()
+# Written before the work below, so a run that stops early still leaves URL and page agreeing.
+url.write(layer_query(settings))
 
 inputs = cache.layer_inputs(settings.layer, settings.split)
 with st.sidebar:
@@ -77,3 +85,12 @@ else:
         cols[i % 2].plotly_chart(fig, key=f"sq_{name}", config={"displaylogo": False})
     sweep = cache.layer_sweep(key, inputs, settings.scheme, settings.ranges)
     st.plotly_chart(sweep_figure(sweep, settings.alpha, smoothed.metrics), key="sq_sweep")
+
+st.download_button(
+    "Download the metrics (CSV)",
+    layer_metrics_csv(layer_metrics_table(settings, base, smoothed)),
+    file_name=f"layer-metrics-{settings.layer}.csv",
+    mime="text/csv",
+    key="l_export",
+    on_click="ignore",
+)

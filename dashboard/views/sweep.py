@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard.components import url
+from dashboard.components import cost_gate, url
 from dashboard.components.compare_source import compare_source_or_stop
-from dashboard.components.sweep_grid import run_with_progress, seed_sweep_from_url, sweep_grid_form
+from dashboard.components.sweep_grid import (
+    has_result,
+    run_with_progress,
+    seed_sweep_from_url,
+    sweep_grid_form,
+)
 from dashboard.components.sweep_results import axis_picker, sweep_results
 from dashboard.services.compare.sweep import sweep_table
 from dashboard.services.compare.weights import linear_layer_of
+from dashboard.services.cost import estimate
 from dashboard.services.state.source import source_to_query
 
 st.title("Sweep & Pareto frontier")
@@ -39,5 +45,8 @@ if not request.expansion.schemes:
 axis = axis_picker(layer)
 # Written before the work below, so a run that stops early still leaves URL and page agreeing.
 url.write({**where, **request.query(axis)})
+cost = estimate(source.matrix.numel(), len(request.expansion.schemes))
+if not has_result(request) and not cost_gate.allow("sweep", request.key, cost, "this sweep"):
+    st.stop()
 result = run_with_progress(request, source.matrix)
 sweep_results(source, sweep_table(result, tensor=source.label), axis, request.custom_calibration)

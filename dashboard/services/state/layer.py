@@ -1,0 +1,163 @@
+"""The Layer outputs page's choices as URL keys, every one prefixed ``l.`` so they never
+meet another page's:
+
+==============  ==================================================  ===================
+key             value                                               field
+==============  ==================================================  ===================
+``l.layer``     a linear layer's name, e.g.                         ``layer``
+                ``encoder.layer.0.intermediate.dense``
+``l.scheme``    ``w8a16`` | ``w8a8`` | ``w4a16_g128`` | ``w4a8`` |  ``choice``
+                ``custom``
+``l.w.<k>``     custom weights: ``config_to_query`` keys, or         ``weight``
+                ``l.w=none`` (weights stay float)
+``l.a.<k>``     custom activations: the same keys, or ``l.a=none``   ``activation``
+``l.ranges``    ``dynamic`` | ``static``                            ``ranges``
+``l.split``     ``calibration`` | ``held_out``                      ``split``
+``l.alpha``     SmoothQuant's α in ``0 .. 1`` by steps of 0.05;     ``alpha``
+                absent: no smoothing
+==============  ==================================================  ===================
+
+``layer_from_query`` parses each part on its own, so one bad value loses only its part;
+every problem comes back as a sentence for the page to show. Nothing is evaluated.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from quant_core import QuantConfig
+
+from ..activations.layer import EvalSplit, LayerSettings, SchemeChoice
+from ..activations.sentences import RangeMode
+from .query import member
+from .scheme import QUERY_KEYS, config_from_query, config_to_query
+
+__all__ = [
+    "ALPHA_STEP",
+    "PREFIX",
+    "LayerQuery",
+    "layer_from_query",
+    "layer_to_query",
+]
+
+PREFIX = "l."
+_W = "l.w"
+_A = "l.a"
+_NONE = "none"
+ALPHA_STEP = 0.05
+"""The α slider's step: a link's α must be a multiple of it (0.05, 0.1, ... 1)."""
+_LAYER_RE = re.compile(r"[A-Za-z0-9_.]{1,200}")
+_ALPHA_RE = re.compile(r"[0-9](\.[0-9]{1,6})?")
+
+
+def layer_to_query(settings: LayerSettings, choice: SchemeChoice) -> dict[str, str]:
+    """``settings`` (drawn with the scheme menu at ``choice``) as ``l.`` keys. A preset
+    fixes both sides, so only ``custom`` writes ``l.w``/``l.a``."""
+    if not isinstance(settings, LayerSettings):
+        raise TypeError(f"settings must be LayerSettings, got {type(settings).__name__}")
+    if not isinstance(choice, SchemeChoice):
+        raise TypeError(f"choice must be a SchemeChoice, got {choice!r}")
+    out = {f"{PREFIX}layer": settings.layer, f"{PREFIX}scheme": choice.value}
+    if choice is SchemeChoice.CUSTOM:
+        for side, cfg in ((_W, settings.scheme.weight), (_A, settings.scheme.activation)):
+            if cfg is None:
+                out[side] = _NONE
+            else:
+                out |= {f"{side}.{k}": v for k, v in config_to_query(cfg).items()}
+    out[f"{PREFIX}ranges"] = settings.ranges.value
+    out[f"{PREFIX}split"] = settings.split.value
+    if settings.alpha is not None:
+        out[f"{PREFIX}alpha"] = f"{settings.alpha:g}"
+    return out
+
+
+@dataclass(frozen=True)
+class LayerQuery:
+    """What a link said about the Layer outputs page, part by part: ``None`` where it said
+    nothing or something unusable (then ``problems`` says what, one sentence each).
+    ``weight_float``/``activation_float``: ``l.w=none``/``l.a=none``; ``smooth``: whether
+    ``l.alpha`` was given (usable or not)."""
+
+    layer: str | None = None
+    choice: SchemeChoice | None = None
+    weight: QuantConfig | None = None
+    weight_float: bool = False
+    activation: QuantConfig | None = None
+    activation_float: bool = False
+    ranges: RangeMode | None = None
+    split: EvalSplit | None = None
+    alpha: float | None = None
+    problems: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return self == LayerQuery()
+
+
+def _alpha(raw: str) -> float:
+    if len(raw) > 8 or not _ALPHA_RE.fullmatch(raw):
+        raise ValueError(f"{PREFIX}alpha={raw!r} is not a decimal number")
+    value = float(raw)
+    steps = value / ALPHA_STEP
+    if not 0.0 <= value <= 1.0 or abs(steps - round(steps)) > 1e-9:
+        raise ValueError(f"{PREFIX}alpha={raw} is not one of 0, 0.05, 0.1, ... 1")
+    return round(steps) * ALPHA_STEP
+
+
+def _side(params: Mapping[str, str], side: str) -> tuple[QuantConfig | None, bool]:
+    """A custom side's config, or ``(None, True)`` for ``side=none``."""
+    raw = params.get(side)
+    if raw is not None:
+        if raw != _NONE:
+            raise ValueError(f"{side}={raw!r}: only {side}={_NONE} is known")
+        return None, True
+    keys = {k: params[f"{side}.{k}"] for k in QUERY_KEYS if f"{side}.{k}" in params}
+    return (config_from_query(keys) if keys else None), False
+
+
+def layer_from_query(params: Mapping[str, str]) -> LayerQuery:
+    """Parse the ``l.`` keys of ``params`` part by part; keys of other pages are ignored.
+    Never raises for bad values: each unusable part is ``None`` with a sentence in
+    ``problems``. Whether ``l.layer`` names a layer of the model is the page's check."""
+    if not isinstance(params, Mapping):
+        raise TypeError(f"params must be a mapping, got {type(params).__name__}")
+    problems: list[str] = []
+    found: dict[str, object] = {}
+    layer = params.get(f"{PREFIX}layer")
+    if layer is not None:
+        if _LAYER_RE.fullmatch(layer):
+            found["layer"] = layer
+        else:
+            problems.append(f"layer ({PREFIX}layer={layer[:60]!r} is not a layer name)")
+    for name, key, kind in (
+        ("choice", "scheme", SchemeChoice),
+        ("ranges", "ranges", RangeMode),
+        ("split", "split", EvalSplit),
+    ):
+        raw = params.get(PREFIX + key)
+        if raw is None:
+            continue
+        try:
+            found[name] = member(PREFIX + key, raw, kind)
+        except ValueError as exc:
+            problems.append(f"{key} ({exc})")
+    for name, side, what in (
+        ("weight", _W, "weight scheme"),
+        ("activation", _A, "activation scheme"),
+    ):
+        try:
+            cfg, float_ = _side(params, side)
+        except ValueError as exc:
+            problems.append(f"{what} ({exc})")
+            continue
+        found[name] = cfg
+        found[f"{name}_float"] = float_
+    raw_alpha = params.get(f"{PREFIX}alpha")
+    if raw_alpha is not None:
+        try:
+            found["alpha"] = _alpha(raw_alpha)
+        except ValueError as exc:
+            problems.append(f"SmoothQuant's α ({exc})")
+    return LayerQuery(**found, problems=tuple(problems))  # type: ignore[arg-type]
