@@ -45,3 +45,20 @@ def test_ab_table_writes_errors_at_three_significant_digits() -> None:
     formats = column_formats(at.dataframe[0])
     assert formats.get("MSE") == ERROR_FORMAT
     assert formats.get("max abs error") == ERROR_FORMAT
+
+
+def test_sweep_concludes_and_shows_a_readable_table() -> None:
+    at = open_page("sweep.py", src="synthetic", rows="64", cols="128")
+    at.button(key="sw_run").click().run()
+    no_errors(at)
+    said = [plain(m.value) for m in at.markdown]
+    assert any(t.startswith("Best at ≤ 4.5 bits per element: ") for t in said), said
+    frame = at.dataframe[0]
+    # empty cells (no zero point, no group size) blank rather than "None"
+    assert frame.proto.HasField("placeholder") and frame.proto.placeholder == ""
+    formats = column_formats(frame)
+    assert formats.get("mse") == ERROR_FORMAT and formats.get("max_abs") == ERROR_FORMAT
+    shown = frame.value
+    assert list(shown.columns[:3]) == ["scheme", "mse", "sqnr_db"]
+    bits = shown["bits_per_element"].tolist()
+    assert bits == sorted(bits)
