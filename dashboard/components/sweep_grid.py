@@ -215,9 +215,12 @@ def sweep_grid_form(
     with st.form("sweep_form"):
         c1, c2, c3, c4 = st.columns(4)
         kw = {"persist_state": PERSIST}
-        bits = c1.multiselect("Bit widths (int)", list(range(2, 17)), key="sw_bits", **kw)
+        # In a column a multiselect keeps its chips on one row that scrolls sideways, so a
+        # grid of several values showed only the first few, cut off: let them wrap.
+        chips = {**kw, "wrap": True}
+        bits = c1.multiselect("Bit widths (int)", list(range(2, 17)), key="sw_bits", **chips)
         modes = c1.multiselect(
-            "Modes (int)", list(Mode), format_func=lambda m: m.value, key="sw_modes", **kw
+            "Modes (int)", list(Mode), format_func=lambda m: m.value, key="sw_modes", **chips
         )
         zero_points = c1.multiselect(
             "Zero points (int asym)",
@@ -228,20 +231,20 @@ def sweep_grid_form(
             "include zero widens its range to 0 (PyTorch, torchao); float min stores the "
             "offset m in the scale dtype (GGUF Q4_1, tinygemm; costs its bits); course "
             "clamp pins the integer zero point (the course's formula).",
-            **kw,
+            **chips,
         )
         kinds = c2.multiselect(
             "Granularities",
             list(GranularityKind),
             format_func=_kind_label,
             key="sw_kinds",
-            **kw,
+            **chips,
         )
         sizes = c2.multiselect(
-            f"Group sizes (divisors of {cols})", divisors(cols), key="sw_groups", **kw
+            f"Group sizes (divisors of {cols})", divisors(cols), key="sw_groups", **chips
         )
         formats = c3.multiselect(
-            "Formats", list(Format), format_func=_FORMATS.__getitem__, key="sw_formats", **kw
+            "Formats", list(Format), format_func=_FORMATS.__getitem__, key="sw_formats", **chips
         )
         ranges = [r for r in RangeMethod if r is not RangeMethod.ABSMEAN]  # symmetric-only
         range_method = c3.selectbox(
@@ -257,7 +260,7 @@ def sweep_grid_form(
             key="sw_algos",
             help="RTN rounds to nearest; HQQ refits zero points (or scales) without data; "
             "GPTQ and AWQ learn from the layer's inputs on calibration sentences.",
-            **kw,
+            **chips,
         )
         with c4:
             if layer is not None:
@@ -269,7 +272,7 @@ def sweep_grid_form(
             list(_PRESET_LABELS),
             format_func=_PRESET_LABELS.__getitem__,
             key="sw_presets",
-            **kw,
+            **chips,
         )
         submitted = st.form_submit_button("Run sweep", type="primary", key="sw_run")
     st.button(

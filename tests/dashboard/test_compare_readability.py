@@ -62,3 +62,13 @@ def test_sweep_concludes_and_shows_a_readable_table() -> None:
     assert list(shown.columns[:3]) == ["scheme", "mse", "sqnr_db"]
     bits = shown["bits_per_element"].tolist()
     assert bits == sorted(bits)
+
+
+def test_sweep_grid_chips_wrap_instead_of_being_cut_off() -> None:
+    at = open_page("sweep.py", src="synthetic", rows="64", cols="128")
+    no_errors(at)
+    boxes = at.get("multiselect")
+    assert len(boxes) >= 8
+    # in a column, a multiselect's chips otherwise stay on one row that scrolls sideways
+    unwrapped = [b.proto.label for b in boxes if not (b.proto.HasField("wrap") and b.proto.wrap)]
+    assert not unwrapped
