@@ -28,6 +28,7 @@ from dashboard.services.display.text import literal
 from dashboard.services.sources.choice import SourceChoice
 from dashboard.services.state.algorithm import parse_sentences
 from dashboard.services.state.compare import sweep_from_query, sweep_to_query
+from dashboard.services.state.scale_storage import DEFAULT_SCALE_DTYPE
 from dashboard.services.state.scheme import GranularityKind
 from quant_core import (
     Algorithm,
@@ -117,7 +118,7 @@ def default_grid(cols: int) -> SchemeGrid:
         kinds=tuple(GranularityKind),
         group_sizes=default_group_sizes(cols),
         formats=(Format.INT, Format.NF4),
-        base=QuantConfig(scale_dtype=ScaleDtype.FP16),
+        base=QuantConfig(scale_dtype=DEFAULT_SCALE_DTYPE),
     )
 
 

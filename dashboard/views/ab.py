@@ -21,12 +21,17 @@ from dashboard.services.compare.ab_summary import cost_headline, output_headline
 from dashboard.services.compare.weights import WeightScheme, calibration_note, linear_layer_of
 from dashboard.services.display.text import literal
 from dashboard.services.state.compare import ab_to_query
+from dashboard.services.state.scale_storage import DEFAULT_SCALE_DTYPE
 from dashboard.services.state.source import source_to_query
 from quant_core import Mode, PerChannel, PerGroup, QuantConfig
 from quant_core.calibration import HELD_OUT_SENTENCES
 
-DEFAULT_A = QuantConfig(bits=4, mode=Mode.SYMMETRIC, granularity=PerChannel(axis=0))
-DEFAULT_B = QuantConfig(bits=4, mode=Mode.ASYMMETRIC, granularity=PerGroup(group_size=32))
+DEFAULT_A = QuantConfig(
+    bits=4, mode=Mode.SYMMETRIC, granularity=PerChannel(axis=0), scale_dtype=DEFAULT_SCALE_DTYPE
+)
+DEFAULT_B = QuantConfig(
+    bits=4, mode=Mode.ASYMMETRIC, granularity=PerGroup(32), scale_dtype=DEFAULT_SCALE_DTYPE
+)
 
 st.title("A/B: two schemes, one tensor")
 source = compare_source_or_stop("A/B")

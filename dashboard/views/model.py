@@ -25,11 +25,14 @@ from dashboard.services.model.tables import most_sensitive, output_table
 from dashboard.services.model.throughput import throughput
 from dashboard.services.state.algorithm import parse_sentences
 from dashboard.services.state.model import model_scheme_to_query
+from dashboard.services.state.scale_storage import DEFAULT_SCALE_DTYPE
 from quant_core import HELD_OUT_SENTENCES, Mode, PerGroup, QuantConfig
 
 MAX_GROUP = 4096
 HEADERS = {**COLUMN_LABELS, "in embedding": "reaches the embedding"}
-DEFAULT = QuantConfig(bits=4, mode=Mode.ASYMMETRIC, granularity=PerGroup(group_size=64))
+DEFAULT = QuantConfig(
+    bits=4, mode=Mode.ASYMMETRIC, granularity=PerGroup(64), scale_dtype=DEFAULT_SCALE_DTYPE
+)
 
 if url.first_run("model_scheme"):
     seed_model_scheme_from_url()

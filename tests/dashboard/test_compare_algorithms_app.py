@@ -186,7 +186,7 @@ def test_ab_explains_why_gptq_cannot_run_on_a_synthetic_tensor() -> None:
     at = open_page("ab.py", src="synthetic", rows="32", cols="64")
     no_errors(at)
     head = next(m.value for m in at.markdown if "bits/el" in m.value)
-    assert "**A**: 4.5 bits/el" in head and " — A costs " in head
+    assert "**A**: 4.25 bits/el" in head and " — A costs " in head  # 4 + 16/64 (fp16 scales)
     assert at.selectbox(key="a_a_algo").options == ["RTN", "HQQ"]
     assert "GPTQ and AWQ are not offered" in " ".join(plain(c.value) for c in at.caption)
     # a link asking GPTQ for a tensor with no model: the reason, and RTN

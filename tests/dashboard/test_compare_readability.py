@@ -11,6 +11,7 @@ from markdown_text import plain
 from streamlit.testing.v1 import AppTest
 
 from dashboard.services.display.errors import ERROR_FORMAT
+from quant_core import ScaleDtype
 
 PAGES = Path(__file__).resolve().parents[2] / "dashboard" / "views"
 
@@ -72,3 +73,28 @@ def test_sweep_grid_chips_wrap_instead_of_being_cut_off() -> None:
     # in a column, a multiselect's chips otherwise stay on one row that scrolls sideways
     unwrapped = [b.proto.label for b in boxes if not (b.proto.HasField("wrap") and b.proto.wrap)]
     assert not unwrapped
+
+
+def test_every_page_starts_from_fp16_scales_and_names_them() -> None:
+    explorer = open_page("explorer.py", src="synthetic", rows="32", cols="64")
+    no_errors(explorer)
+    assert explorer.selectbox(key="q_sstore").value == "fp16"
+    ab = open_page("ab.py", src="synthetic", rows="32", cols="64")
+    no_errors(ab)
+    assert ab.selectbox(key="a_q_sstore").value == ab.selectbox(key="b_q_sstore").value == "fp16"
+    assert list(ab.dataframe[0].value["scheme"]) == [
+        "int4 sym per-channel(0), fp16 scales",
+        "int4 asym g32, fp16 scales",
+    ]
+    sweep = open_page("sweep.py", src="synthetic", rows="32", cols="64")
+    assert sweep.selectbox(key="sw_sdtype").value is ScaleDtype.FP16
+
+
+def test_an_old_link_without_sdtype_gets_the_default_and_one_with_it_keeps_it() -> None:
+    old = {"src": "synthetic", "rows": "32", "cols": "64", "bits": "4", "gran": "group"}
+    at = open_page("explorer.py", **old)
+    no_errors(at)
+    assert at.selectbox(key="q_sstore").value == "fp16"
+    kept = open_page("explorer.py", **old, sdtype="fp32")
+    no_errors(kept)
+    assert kept.selectbox(key="q_sstore").value == "fp32"
