@@ -20,13 +20,14 @@ from dashboard.services.model.evaluate import COLUMN_LABELS, LayerMetric, layer_
 from dashboard.services.model.fallbacks import fallback_note
 from dashboard.services.model.figures import cosine_figure, layer_figure
 from dashboard.services.model.files import list_linear_weights
+from dashboard.services.model.judge import COSINE_HINT, JUDGE_SENTENCES
 from dashboard.services.model.streaming import collect, run_report, stream_table
 from dashboard.services.model.tables import most_sensitive, output_table
 from dashboard.services.model.throughput import throughput
 from dashboard.services.state.algorithm import parse_sentences
 from dashboard.services.state.model import model_scheme_to_query
 from dashboard.services.state.scale_storage import DEFAULT_SCALE_DTYPE
-from quant_core import HELD_OUT_SENTENCES, Mode, PerGroup, QuantConfig
+from quant_core import Mode, PerGroup, QuantConfig
 
 MAX_GROUP = 4096
 HEADERS = {**COLUMN_LABELS, "in embedding": "reaches the embedding"}
@@ -84,7 +85,9 @@ with st.sidebar:
     st.header("Scheme")
     scheme = model_scheme_picker(widths[0] if widths else 1, sizes, DEFAULT, bundled=model.bundled)
 url.write(model_scheme_to_query(scheme))
-st.caption(f"**{literal(model.label)}** · {len(weights)} linear layers · **{scheme.describe()}**")
+st.caption(
+    f"**{literal(model.label)}** · {len(weights)} linear layers · **{literal(scheme.describe())}**"
+)
 fallback = fallback_note(scheme.weight, ((w.name, tuple(w.shape)) for w in weights))
 if fallback is not None:
     st.info(fallback)
@@ -130,7 +133,7 @@ else:
     text = st.text_area(
         "Sentences the model is judged on (one per line; by default held-out sentences, "
         "none of them in the calibration set)",
-        "\n".join(HELD_OUT_SENTENCES),
+        "\n".join(JUDGE_SENTENCES),
         key="m_sentences",
         height=140,
     )
@@ -156,6 +159,7 @@ else:
     e1.metric("Mean embedding cosine", f"{outputs.mean_cosine:.5f}")
     e2.metric("Worst sentence", f"{outputs.min_cosine:.5f}")
     e3.metric("Report time", f"{outputs.seconds:.2f} s")
+    st.caption(COSINE_HINT)
     linears = cache.model_linears(scheme.weights_key(), scheme)
     st.caption(
         f"Weights quantized by {linears.algorithm.label} in {linears.seconds:.2f} s (cached "

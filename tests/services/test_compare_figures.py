@@ -36,7 +36,12 @@ from dashboard.services.model.evaluate import (
     layer_table,
     order_by,
 )
-from dashboard.services.model.figures import layer_figure, sentence_cosine_figure
+from dashboard.services.model.figures import (
+    COSINE_GAP_FLOOR,
+    cosine_figure,
+    layer_figure,
+    sentence_cosine_figure,
+)
 from dashboard.services.state.scheme import GranularityKind
 from quant_core import Algorithm, Format, Mode, ModelReport, PerChannel, PerGroup, QuantConfig
 
@@ -314,9 +319,20 @@ def test_sentence_cosine_figure() -> None:
         replaced_weight_bytes=0,
     )
     fig = sentence_cosine_figure(cmp)
-    assert list(fig.data[0].x) == [0.999, 0.95]
+    # 1 - cosine on a log axis: the gap to fp32, each decade as wide as the next
+    assert np.allclose(fig.data[0].x, [1 - 0.999, 1 - 0.95])
+    assert list(fig.data[0].customdata) == [0.999, 0.95]
+    assert fig.layout.xaxis.type == "log" and "1 − cosine" in fig.layout.xaxis.title.text
+    low, high = fig.layout.xaxis.range
+    assert 10**low <= COSINE_GAP_FLOOR and 10**high >= 0.05
     assert fig.data[0].y[1].endswith("…") and len(fig.data[0].y[1]) == 46
     assert "int4 sym per-tensor" in fig.layout.title.text
+
+
+def test_cosine_figure_draws_identical_embeddings_at_the_floor() -> None:
+    fig = cosine_figure(["same", "moved"], [1.0, 0.99], "int8")
+    assert np.allclose(fig.data[0].x, [COSINE_GAP_FLOOR, 0.01])
+    assert f"1 at or below {COSINE_GAP_FLOOR:g}" in fig.layout.title.text
 
 
 def test_services_never_import_streamlit() -> None:
