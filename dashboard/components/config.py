@@ -27,6 +27,7 @@ from dashboard.services.state.research import (
     scheme_from_query,
 )
 from dashboard.services.state.scale_storage import (
+    DEFAULT_SCALE_DTYPE,
     SCALE_STORAGES,
     scale_storage_of,
     storage_by_key,
@@ -46,7 +47,6 @@ from quant_core import (
     QuantConfig,
     RangeMethod,
     Rounding,
-    ScaleDtype,
     ZeroPoint,
     presets,
 )
@@ -61,7 +61,9 @@ __all__ = [
     "use_preset",
 ]
 
-DEFAULT_CONFIG = QuantConfig(bits=4, mode=Mode.SYMMETRIC, granularity=PerChannel(axis=0))
+DEFAULT_CONFIG = QuantConfig(
+    bits=4, mode=Mode.SYMMETRIC, granularity=PerChannel(axis=0), scale_dtype=DEFAULT_SCALE_DTYPE
+)
 _FORMAT_LABELS = {
     Format.INT: "Integer (linear)",
     Format.NF4: "NF4 (normal float, 4 bit)",
@@ -378,8 +380,11 @@ def config_picker(
             **fields, scale_format=storage.scale_format, scale_dtype=storage.scale_dtype
         )
     except ValueError as exc:
-        # a scale storage that does not fit the rest: say why and store fp32 scales
-        st.warning(f"{storage.label}: {exc}. Using fp32 scales instead.", icon="⚠️")
-        cfg = QuantConfig(**fields, scale_dtype=ScaleDtype.FP32)
+        # a scale storage that does not fit the rest: say why and store the default's
+        st.warning(
+            f"{storage.label}: {exc}. Using {DEFAULT_SCALE_DTYPE.value} scales instead.",
+            icon="⚠️",
+        )
+        cfg = QuantConfig(**fields, scale_dtype=DEFAULT_SCALE_DTYPE)
     _warn_link_fixes(p, cfg, cols)
     return cfg

@@ -12,6 +12,7 @@ from dashboard.components import persist, url
 from dashboard.components.algorithm import algorithm_picker
 from dashboard.components.config import apply_config, config_picker, remember_link_config
 from dashboard.components.persist import PERSIST
+from dashboard.services.display.labels import scheme_label
 from dashboard.services.display.text import literal
 from dashboard.services.state.algorithm import AlgorithmChoice
 from dashboard.services.state.model import (
@@ -20,15 +21,31 @@ from dashboard.services.state.model import (
     RangeKind,
     model_scheme_from_query,
 )
-from quant_core import SchemePreset
+from quant_core import QuantConfig, SchemePreset
 
-__all__ = ["model_scheme_picker", "seed_model_scheme_from_url"]
+__all__ = ["model_scheme_picker", "preset_notice", "seed_model_scheme_from_url"]
+
+_PICKED = "_m_weight_picked"  # the weight scheme last picked, named when a preset replaces it
 
 _A8 = SchemePreset.W8A8.scheme.activation
 _RANGE_LABELS = {
     RangeKind.DYNAMIC: "dynamic (each sentence batch's own ranges)",
     RangeKind.STATIC: "static (calibrated on the calibration sentences)",
 }
+
+
+def preset_notice(label: str, preset_weight: QuantConfig | None, picked: QuantConfig) -> str:
+    """What choosing the preset ``label`` did to the weights, in one Markdown line: the
+    preset's weight scheme replaces the one picked (``picked``), or keeps it in float."""
+    if preset_weight is None:
+        return f"Preset {label} keeps the weights in float (your weight scheme is not used)."
+    if preset_weight == picked:
+        return f"Preset {label} quantizes the weights as {scheme_label(picked)}, as you had."
+    return (
+        f"Preset {label} sets the weights too: **{scheme_label(preset_weight)}** replaces "
+        f"your **{scheme_label(picked)}** (kept: choose none or custom activations to get "
+        "it back)."
+    )
 
 
 def _apply_algorithm(choice: AlgorithmChoice) -> None:
@@ -85,9 +102,11 @@ def model_scheme_picker(
     if preset is None:
         st.subheader("Weights")
         weight = config_picker(cols, prefix="m_", default=default_weight, group_sizes=group_sizes)
+        st.session_state[_PICKED] = weight
     else:
         weight = preset.scheme.weight
-        st.caption(f"{preset.label}: {preset.scheme.describe()}")
+        picked = st.session_state.get(_PICKED, default_weight)
+        st.info(preset_notice(preset.label, weight, picked), icon="ℹ️")
     activation = preset.scheme.activation if preset is not None else None
     if choice is ActivationChoice.CUSTOM:
         st.subheader("Activations")

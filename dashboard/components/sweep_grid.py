@@ -28,6 +28,7 @@ from dashboard.services.display.text import literal
 from dashboard.services.sources.choice import SourceChoice
 from dashboard.services.state.algorithm import parse_sentences
 from dashboard.services.state.compare import sweep_from_query, sweep_to_query
+from dashboard.services.state.scale_storage import DEFAULT_SCALE_DTYPE
 from dashboard.services.state.scheme import GranularityKind
 from quant_core import (
     Algorithm,
@@ -123,7 +124,7 @@ def default_grid(cols: int) -> SchemeGrid:
         kinds=tuple(GranularityKind),
         group_sizes=default_group_sizes(cols),
         formats=(Format.INT, Format.NF4),
-        base=QuantConfig(scale_dtype=ScaleDtype.FP16),
+        base=QuantConfig(scale_dtype=DEFAULT_SCALE_DTYPE),
     )
 
 
@@ -222,9 +223,12 @@ def sweep_grid_form(
     with st.form("sweep_form"):
         c1, c2, c3, c4 = st.columns(4)
         kw = {"persist_state": PERSIST}
-        bits = c1.multiselect("Bit widths (int)", list(range(2, 17)), key="sw_bits", **kw)
+        # In a column a multiselect keeps its chips on one row that scrolls sideways, so a
+        # grid of several values showed only the first few, cut off: let them wrap.
+        chips = {**kw, "wrap": True}
+        bits = c1.multiselect("Bit widths (int)", list(range(2, 17)), key="sw_bits", **chips)
         modes = c1.multiselect(
-            "Modes (int)", list(Mode), format_func=lambda m: m.value, key="sw_modes", **kw
+            "Modes (int)", list(Mode), format_func=lambda m: m.value, key="sw_modes", **chips
         )
         zero_points = c1.multiselect(
             "Zero points (int asym)",
@@ -235,20 +239,20 @@ def sweep_grid_form(
             "include zero widens its range to 0 (PyTorch, torchao); float min stores the "
             "offset m in the scale dtype (GGUF Q4_1, tinygemm; costs its bits); course "
             "clamp pins the integer zero point (the course's formula).",
-            **kw,
+            **chips,
         )
         kinds = c2.multiselect(
             "Granularities",
             list(GranularityKind),
             format_func=_kind_label,
             key="sw_kinds",
-            **kw,
+            **chips,
         )
         sizes = c2.multiselect(
-            f"Group sizes (divisors of {cols})", divisors(cols), key="sw_groups", **kw
+            f"Group sizes (divisors of {cols})", divisors(cols), key="sw_groups", **chips
         )
         formats = c3.multiselect(
-            "Formats", list(Format), format_func=_FORMATS.__getitem__, key="sw_formats", **kw
+            "Formats", list(Format), format_func=_FORMATS.__getitem__, key="sw_formats", **chips
         )
         ranges = [r for r in RangeMethod if r is not RangeMethod.ABSMEAN]  # symmetric-only
         range_method = c3.selectbox(
@@ -264,7 +268,7 @@ def sweep_grid_form(
             key="sw_algos",
             help="RTN rounds to nearest; HQQ refits zero points (or scales) without data; "
             "GPTQ and AWQ learn from the layer's inputs on calibration sentences.",
-            **kw,
+            **chips,
         )
         with c4:
             if layer is not None:
@@ -276,7 +280,7 @@ def sweep_grid_form(
             list(_PRESET_LABELS),
             format_func=_PRESET_LABELS.__getitem__,
             key="sw_presets",
-            **kw,
+            **chips,
         )
         submitted = st.form_submit_button("Run sweep", type="primary", key="sw_run")
     st.button(

@@ -10,7 +10,9 @@ import streamlit as st
 from dashboard.components import persist
 from dashboard.components.open_scheme import open_in_explorer
 from dashboard.components.persist import PERSIST
+from dashboard.components.tables import with_error_formats
 from dashboard.services.compare.frontier import ErrorAxis, frontier_difference, pareto_figure
+from dashboard.services.compare.sweep_view import conclusion, has_output, shown_table
 from dashboard.services.sources.prepared import PreparedSource
 
 __all__ = ["axis_picker", "sweep_results"]
@@ -18,7 +20,17 @@ __all__ = ["axis_picker", "sweep_results"]
 _AXIS = "sw_axis"
 _PICK = "_sw_pick"
 _IDS = "_sw_ids"
-_OUTPUT_COLUMNS = ["output_mse", "output_sqnr_db", "on_output_frontier"]
+_COLUMNS = {
+    "on_frontier": st.column_config.CheckboxColumn("weight frontier"),
+    "on_output_frontier": st.column_config.CheckboxColumn("output frontier"),
+    "mse": "weight MSE",
+    "sqnr_db": st.column_config.NumberColumn("SQNR dB", format="%.2f"),
+    "output_mse": "output MSE",
+    "output_sqnr_db": st.column_config.NumberColumn("output SQNR dB", format="%.2f"),
+    "cosine": st.column_config.NumberColumn("cosine", format="%.6f"),
+    "bits_per_element": st.column_config.NumberColumn("bits/elem", format="%.4f"),
+    "seconds": st.column_config.NumberColumn("s", format="%.3f"),
+}
 
 
 def axis_picker(layer: str | None) -> ErrorAxis:
@@ -74,12 +86,15 @@ def _open_panel(
 def sweep_results(
     source: PreparedSource, table: pd.DataFrame, axis: ErrorAxis, custom_calibration: bool
 ) -> None:
-    """Draw the plot, the open panel beside it, the table and the CSV download."""
-    has_output = bool(len(table)) and bool(table["output_mse"].notna().all())
+    """Draw the conclusion, the plot, the open panel beside it, the table and the CSV."""
+    output = has_output(table)
     other = None
-    if has_output:
+    if output:
         other = ErrorAxis.MSE if axis is ErrorAxis.OUTPUT_MSE else ErrorAxis.OUTPUT_MSE
-    st.session_state[_IDS] = table["scheme_id"].tolist()
+    shown = shown_table(table, axis)
+    st.session_state[_IDS] = shown.index.tolist()  # the rows in the order they are shown
+    if len(table):
+        st.markdown(conclusion(table, axis))
     left, right = st.columns([3, 1])
     left.plotly_chart(
         pareto_figure(table, axis, compare_with=other),
@@ -88,26 +103,22 @@ def sweep_results(
         selection_mode="points",
     )
     with right.container(key="sw_open_panel"):
-        _open_panel(source, table, has_output, custom_calibration)
+        _open_panel(source, table, output, custom_calibration)
 
     st.subheader(f"{len(table)} schemes")
-    hidden = ["scheme_id", "tensor"] + ([] if has_output else _OUTPUT_COLUMNS)
+    st.caption(
+        f"Sorted by bits per element, then by {axis.label} (best first); click a heading to "
+        "sort by another column. Errors at three significant digits; an empty cell is a "
+        "part the scheme does not have (no zero point, no group size)."
+    )
     st.dataframe(
-        table.drop(columns=hidden),
+        shown,
         key="sweep_table",
         on_select=_on_row,
         selection_mode="single-row",
         hide_index=True,
-        column_config={
-            "on_frontier": st.column_config.CheckboxColumn("weight frontier"),
-            "on_output_frontier": st.column_config.CheckboxColumn("output frontier"),
-            "mse": st.column_config.NumberColumn("weight MSE", format="%.4e"),
-            "sqnr_db": st.column_config.NumberColumn("SQNR dB", format="%.2f"),
-            "output_mse": st.column_config.NumberColumn("output MSE", format="%.4e"),
-            "output_sqnr_db": st.column_config.NumberColumn("output SQNR dB", format="%.2f"),
-            "bits_per_element": st.column_config.NumberColumn("bits/elem", format="%.4f"),
-            "seconds": st.column_config.NumberColumn("s", format="%.3f"),
-        },
+        placeholder="",
+        column_config=with_error_formats(shown.columns, _COLUMNS),
     )
     st.download_button(
         "Table (CSV)",

@@ -10,6 +10,7 @@ from dashboard import cache
 from dashboard.components import url
 from dashboard.components.ab_schemes import ab_side, seed_ab_from_url
 from dashboard.components.compare_source import compare_source_or_stop
+from dashboard.components.tables import with_error_formats
 from dashboard.services.compare.ab import metrics_table
 from dashboard.services.compare.ab_figures import (
     ab_difference_figure,
@@ -21,12 +22,17 @@ from dashboard.services.compare.weights import WeightScheme, calibration_note, l
 from dashboard.services.display.metric_help import with_help
 from dashboard.services.display.text import literal
 from dashboard.services.state.compare import ab_to_query
+from dashboard.services.state.scale_storage import DEFAULT_SCALE_DTYPE
 from dashboard.services.state.source import source_to_query
 from quant_core import Mode, PerChannel, PerGroup, QuantConfig
 from quant_core.calibration import HELD_OUT_SENTENCES
 
-DEFAULT_A = QuantConfig(bits=4, mode=Mode.SYMMETRIC, granularity=PerChannel(axis=0))
-DEFAULT_B = QuantConfig(bits=4, mode=Mode.ASYMMETRIC, granularity=PerGroup(group_size=32))
+DEFAULT_A = QuantConfig(
+    bits=4, mode=Mode.SYMMETRIC, granularity=PerChannel(axis=0), scale_dtype=DEFAULT_SCALE_DTYPE
+)
+DEFAULT_B = QuantConfig(
+    bits=4, mode=Mode.ASYMMETRIC, granularity=PerGroup(32), scale_dtype=DEFAULT_SCALE_DTYPE
+)
 
 st.title("A/B: two schemes, one tensor")
 source = compare_source_or_stop("A/B")
@@ -68,7 +74,12 @@ with headline:
         f"of {t.total}."
     )
 table = metrics_table(ab)
-st.dataframe(table, hide_index=True, key="ab_metrics", column_config=with_help({}, table.columns))
+st.dataframe(
+    table,
+    hide_index=True,
+    key="ab_metrics",
+    column_config=with_help(with_error_formats(table.columns), table.columns),
+)
 st.plotly_chart(ab_error_figure(ab), key="ab_errors")
 c1, c2 = st.columns(2)
 c1.plotly_chart(ab_difference_figure(ab), key="ab_diff")

@@ -12,6 +12,7 @@ from dashboard.components.config import divisors
 from dashboard.components.model_scheme import model_scheme_picker, seed_model_scheme_from_url
 from dashboard.components.model_source import ModelFolder, model_picker
 from dashboard.components.quantized_model import quantized_model_page
+from dashboard.components.tables import with_error_formats
 from dashboard.services.display.metric_help import Metric, metric_help, size_ratio
 from dashboard.services.display.text import literal
 from dashboard.services.files.open import QuantizedModel
@@ -20,16 +21,20 @@ from dashboard.services.model.evaluate import COLUMN_LABELS, LayerMetric, layer_
 from dashboard.services.model.fallbacks import fallback_note
 from dashboard.services.model.figures import cosine_figure, layer_figure
 from dashboard.services.model.files import list_linear_weights
+from dashboard.services.model.judge import COSINE_HINT, JUDGE_SENTENCES
 from dashboard.services.model.streaming import collect, run_report, stream_table
 from dashboard.services.model.tables import most_sensitive, output_table
 from dashboard.services.model.throughput import throughput
 from dashboard.services.state.algorithm import parse_sentences
 from dashboard.services.state.model import model_scheme_to_query
-from quant_core import HELD_OUT_SENTENCES, Mode, PerGroup, QuantConfig
+from dashboard.services.state.scale_storage import DEFAULT_SCALE_DTYPE
+from quant_core import Mode, PerGroup, QuantConfig
 
 MAX_GROUP = 4096
 HEADERS = {**COLUMN_LABELS, "in embedding": "reaches the embedding"}
-DEFAULT = QuantConfig(bits=4, mode=Mode.ASYMMETRIC, granularity=PerGroup(group_size=64))
+DEFAULT = QuantConfig(
+    bits=4, mode=Mode.ASYMMETRIC, granularity=PerGroup(64), scale_dtype=DEFAULT_SCALE_DTYPE
+)
 
 if url.first_run("model_scheme"):
     seed_model_scheme_from_url()
@@ -81,7 +86,9 @@ with st.sidebar:
     st.header("Scheme")
     scheme = model_scheme_picker(widths[0] if widths else 1, sizes, DEFAULT, bundled=model.bundled)
 url.write(model_scheme_to_query(scheme))
-st.caption(f"**{literal(model.label)}** · {len(weights)} linear layers · **{scheme.describe()}**")
+st.caption(
+    f"**{literal(model.label)}** · {len(weights)} linear layers · **{literal(scheme.describe())}**"
+)
 fallback = fallback_note(scheme.weight, ((w.name, tuple(w.shape)) for w in weights))
 if fallback is not None:
     st.info(fallback)
@@ -101,7 +108,8 @@ if not model.bundled:
 
         def show(rows, total):
             bar.progress(len(rows) / max(total, 1), text=f"{len(rows)} of {total} weights")
-            live.dataframe(stream_table(rows), hide_index=True)  # redrawn: no key
+            table = stream_table(rows)  # redrawn: no key
+            live.dataframe(table, hide_index=True, column_config=with_error_formats(table.columns))
 
         try:  # a rerun stops it at the next redraw; the rows done so far are kept
             rows = run_report(
@@ -126,7 +134,7 @@ else:
     text = st.text_area(
         "Sentences the model is judged on (one per line; by default held-out sentences, "
         "none of them in the calibration set)",
-        "\n".join(HELD_OUT_SENTENCES),
+        "\n".join(JUDGE_SENTENCES),
         key="m_sentences",
         height=140,
     )
@@ -157,6 +165,7 @@ else:
         f"{outputs.seconds:.2f} s",
         help=metric_help(Metric.TIME, "the model run on the sentences"),
     )
+    st.caption(COSINE_HINT)
     linears = cache.model_linears(scheme.weights_key(), scheme)
     st.caption(
         f"Weights quantized by {linears.algorithm.label} in {linears.seconds:.2f} s (cached "
@@ -200,9 +209,16 @@ if model.bundled:
             "`pooler.dense` works on the [CLS] token only and does not reach the sentence "
             "embedding (the mean of the token states): its error costs nothing here."
         )
-    st.dataframe(top, hide_index=True, key="m_top", column_config=HEADERS)
+    st.dataframe(
+        top, hide_index=True, key="m_top", column_config=with_error_formats(top.columns, HEADERS)
+    )
 st.plotly_chart(layer_figure(table, metric), key="m_layers")
-st.dataframe(order_by(table, metric), hide_index=True, key="m_table", column_config=HEADERS)
+st.dataframe(
+    order_by(table, metric),
+    hide_index=True,
+    key="m_table",
+    column_config=with_error_formats(table.columns, HEADERS),
+)
 if model.bundled:
     st.subheader("What the model computes: sentence embeddings, fp32 vs quantized")
     st.plotly_chart(

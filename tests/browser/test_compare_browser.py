@@ -38,7 +38,7 @@ def test_sweep_point_opens_in_explorer_without_scrolling(page, app_url: str) -> 
     assert points.count() >= 10
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "sweep.png"), full_page=True)
-    # The frontier trace is drawn after the dominated one: click its first point.
+    # Any point opens its scheme (the frontier is a line over them): click the last drawn.
     points.last.click(force=True)
     button = page.get_by_role("button", name="Open in the explorer", exact=True)
     button.wait_for(timeout=60_000)

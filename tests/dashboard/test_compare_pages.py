@@ -10,7 +10,7 @@ import pytest
 from markdown_text import plain
 from streamlit.testing.v1 import AppTest
 
-from dashboard.services.compare.frontier import pareto_mask
+from dashboard.services.compare.frontier import POINTS_META, pareto_mask
 from dashboard.services.state.scheme import GranularityKind
 from quant_core import Format, ZeroPoint
 
@@ -59,13 +59,12 @@ def test_sweep_runs_and_frontier_is_non_dominated() -> None:
     traces = {t["name"]: t for t in fig["data"]}
     front = traces["frontier"]
     fx, fy = decode(front["x"]), decode(front["y"])
-    all_x = np.concatenate([decode(t["x"]) for t in fig["data"]])
-    all_y = np.concatenate([decode(t["y"]) for t in fig["data"]])
-    # every frontier point is non-dominated among all points drawn
-    mask = pareto_mask(all_x.tolist(), all_y.tolist())
-    n_front = len(fx)
-    assert all(mask[len(all_x) - n_front :]) and not any(mask[: len(all_x) - n_front])
-    assert set(fy) <= set(all_y)
+    points = [t for t in fig["data"] if t.get("meta") == POINTS_META]
+    all_x = np.concatenate([decode(t["x"]) for t in points])
+    all_y = np.concatenate([decode(t["y"]) for t in points])
+    # the frontier joins exactly the points no other point dominates
+    mask = np.asarray(pareto_mask(all_x.tolist(), all_y.tolist()))
+    assert sorted(zip(fx, fy, strict=True)) == sorted(zip(all_x[mask], all_y[mask], strict=True))
 
 
 def test_sweep_grid_controls_act() -> None:

@@ -102,7 +102,7 @@ def test_a_scale_storage_that_does_not_fit_warns_and_stores_fp32() -> None:
     at = new_app(**SYNTHETIC).run()  # default: int4 per channel
     at.selectbox(key="q_sstore").set_value("u6s256").run()  # super-blocks need groups
     assert not at.exception and not at.error
-    assert any("super-block" in w.value and "fp32" in w.value for w in at.warning)
+    assert any("super-block" in w.value and "fp16 scales" in w.value for w in at.warning)
 
 
 SWEEP = str(Path(__file__).resolve().parents[2] / "dashboard" / "views" / "sweep.py")

@@ -45,7 +45,7 @@ def test_gptq_on_one_side_measures_weights_and_held_out_outputs(layer) -> None:
     table = metrics_table(ab)
     assert list(table["algorithm"]) == ["RTN", "GPTQ (damp 0.1, act-order)"]
     assert list(table["output MSE (held-out)"]) == [ab.output_a.mse, ab.output_b.mse]
-    assert "B: int4 asym g16 · GPTQ" in ab_error_figure(ab).layout.annotations[1].text
+    assert "B: int4 asym g16, fp32 scales · GPTQ" in ab_error_figure(ab).layout.annotations[1].text
     head = output_headline(ab)
     assert head is not None and head.startswith("Layer output on held-out sentences: **B**")
     assert "the same cost; B has" in head and "less output error" in head

@@ -26,7 +26,7 @@ from dashboard.services.compare.ab_figures import (
     ab_error_figure,
     ab_winner_figure,
 )
-from dashboard.services.compare.frontier import ErrorAxis, pareto_figure
+from dashboard.services.compare.frontier import POINTS_META, ErrorAxis, pareto_figure
 from dashboard.services.compare.sweep import SchemeGrid, expand_grid, run_sweep, sweep_table
 from dashboard.services.display.reduce import DEFAULT_MAX_CELLS, Reduction, reduce_2d
 from dashboard.services.model.embeddings import EmbeddingComparison, SentenceResult
@@ -36,7 +36,12 @@ from dashboard.services.model.evaluate import (
     layer_table,
     order_by,
 )
-from dashboard.services.model.figures import layer_figure, sentence_cosine_figure
+from dashboard.services.model.figures import (
+    COSINE_GAP_FLOOR,
+    cosine_figure,
+    layer_figure,
+    sentence_cosine_figure,
+)
 from dashboard.services.state.scheme import GranularityKind
 from quant_core import Algorithm, Format, Mode, ModelReport, PerChannel, PerGroup, QuantConfig
 
@@ -203,8 +208,9 @@ def test_pareto_points_carry_scheme_ids_and_the_frontier_is_marked(
     table: pd.DataFrame, axis: ErrorAxis
 ) -> None:
     fig = pareto_figure(table, axis)
-    dominated, frontier = fig.data
-    ids = list(dominated.customdata) + list(frontier.customdata)
+    *points, frontier = fig.data
+    assert frontier.name == "frontier" and {p.meta for p in points} == {POINTS_META}
+    ids = [sid for p in points for sid in p.customdata]
     assert sorted(ids) == sorted(table["scheme_id"])
     assert set(frontier.customdata) == set(table.index[table["on_frontier"]])
     by_id = table.set_index("scheme_id")
@@ -222,7 +228,7 @@ def test_exact_schemes_are_counted_but_not_drawn(table: pd.DataFrame) -> None:
     t.loc[exact, "sqnr_db"] = math.inf
     for axis in WEIGHT_AXES:
         fig = pareto_figure(t, axis)
-        drawn = [sid for trace in fig.data for sid in trace.customdata]
+        drawn = [sid for trace in fig.data if trace.meta == POINTS_META for sid in trace.customdata]
         assert exact not in drawn and len(drawn) == len(t) - 1
         assert "1 exact scheme(s) not drawn" in fig.layout.title.text
 
@@ -262,7 +268,7 @@ def test_the_other_frontier_is_drawn_where_its_schemes_sit(
     other_column: str,
 ) -> None:
     fig = pareto_figure(sweep_layer_table, axis, compare_with=other)
-    _dominated, frontier, compared = fig.data
+    *_points, frontier, compared = fig.data
     assert compared.name == f"{other.label} frontier" and compared.line.dash == "dash"
     t = sweep_layer_table
     assert set(frontier.customdata) == set(t.index[t[column].astype(bool)])
@@ -274,7 +280,7 @@ def test_the_other_frontier_is_drawn_where_its_schemes_sit(
         assert (x, y) == (by_id.loc[sid, "bits_per_element"], by_id.loc[sid, axis.value])
     assert set(frontier.customdata) != other_ids  # the two frontiers differ here
     assert fig.layout.yaxis.title.text == axis.label
-    assert len(pareto_figure(sweep_layer_table, axis).data) == 2
+    assert pareto_figure(sweep_layer_table, axis).data[-1].name == "frontier"
 
 
 # --- model ----------------------------------------------------------------------------------
@@ -313,9 +319,20 @@ def test_sentence_cosine_figure() -> None:
         replaced_weight_bytes=0,
     )
     fig = sentence_cosine_figure(cmp)
-    assert list(fig.data[0].x) == [0.999, 0.95]
+    # 1 - cosine on a log axis: the gap to fp32, each decade as wide as the next
+    assert np.allclose(fig.data[0].x, [1 - 0.999, 1 - 0.95])
+    assert list(fig.data[0].customdata) == [0.999, 0.95]
+    assert fig.layout.xaxis.type == "log" and "1 − cosine" in fig.layout.xaxis.title.text
+    low, high = fig.layout.xaxis.range
+    assert 10**low <= COSINE_GAP_FLOOR and 10**high >= 0.05
     assert fig.data[0].y[1].endswith("…") and len(fig.data[0].y[1]) == 46
     assert "int4 sym per-tensor" in fig.layout.title.text
+
+
+def test_cosine_figure_draws_identical_embeddings_at_the_floor() -> None:
+    fig = cosine_figure(["same", "moved"], [1.0, 0.99], "int8")
+    assert np.allclose(fig.data[0].x, [COSINE_GAP_FLOOR, 0.01])
+    assert f"1 at or below {COSINE_GAP_FLOOR:g}" in fig.layout.title.text
 
 
 def test_services_never_import_streamlit() -> None:

@@ -108,8 +108,11 @@ def test_options_are_normalised() -> None:
 
 def test_labels() -> None:
     cfg = QuantConfig(bits=4, mode=Mode.ASYMMETRIC, granularity=PerGroup(128))
-    assert WeightScheme(cfg).label == cfg.describe()
-    assert WeightScheme(cfg, Algorithm.GPTQ).label == f"{cfg.describe()} · GPTQ"
+    assert WeightScheme(cfg).label == "int4 asym g128, fp32 scales"
+    assert WeightScheme(cfg, Algorithm.GPTQ).label == "int4 asym g128, fp32 scales · GPTQ"
+    fp16 = QuantConfig(bits=4, mode=Mode.ASYMMETRIC, granularity=PerGroup(128), scale_dtype="fp16")
+    assert WeightScheme(fp16).label == "int4 asym g128, fp16 scales"
+    assert WeightScheme(QuantConfig.from_name("Q4_K")).label == "Q4_K"
     assert WeightScheme(cfg, Algorithm.GPTQ).algorithm_label == "GPTQ (damp 0.1, act-order)"
     assert WeightScheme(cfg, Algorithm.HQQ).algorithm_label == "HQQ"
 

@@ -19,6 +19,7 @@ from dashboard.services.compare.sweep import (
     run_sweep,
     sweep_table,
 )
+from dashboard.services.display.labels import scheme_label
 from dashboard.services.state.scheme import GranularityKind, config_from_scheme_id, scheme_id
 from quant_core import (
     Algorithm,
@@ -129,7 +130,7 @@ def test_schemes_that_do_not_fit_the_shape_are_skipped_with_reasons() -> None:
     assert "48" in reasons[(Format.INT, PerGroup(48))]
     assert "64" in reasons[(Format.INT, PerGroup(48))]
     assert "axis 2" in reasons[(Format.NF4, PerChannel(2))]
-    assert all(s.label == s.config.describe() for s in exp.skipped)
+    assert all(s.label == scheme_label(s.config) for s in exp.skipped)
 
 
 def test_empty_choices_give_no_schemes() -> None:
@@ -178,7 +179,7 @@ def test_sweep_matches_quant_core_directly(x: torch.Tensor) -> None:
         assert r.clip == clip_stats(x, qt)
         assert r.storage == storage_cost(x.shape, r.config)
         assert r.scheme_id == scheme_id(r.config)
-        assert r.label == r.config.describe()
+        assert r.label == scheme_label(r.config)
 
 
 def test_progress_is_reported_from_zero_to_total(x: torch.Tensor) -> None:

@@ -29,6 +29,7 @@ from dashboard.services.compare.sweep import (
     sweep_table,
 )
 from dashboard.services.compare.weights import WeightScheme
+from dashboard.services.display.labels import scheme_label
 from dashboard.services.state.scheme import GranularityKind
 from quant_core import (
     Algorithm,
@@ -78,7 +79,7 @@ def test_docstring_example_with_algorithms() -> None:
     )
     exp = expand_grid(grid, (8, 64))
     assert len(exp.configs) == 15 and len(exp.schemes) == 27
-    assert [s.label for s in exp.skipped] == [f"{c.describe()} · HQQ" for c in exp.configs[-3:]]
+    assert [s.label for s in exp.skipped] == [f"{scheme_label(c)} · HQQ" for c in exp.configs[-3:]]
     assert all("integer grid" in s.reason for s in exp.skipped)
     # each config's algorithms sit next to each other
     assert [s.algorithm for s in exp.schemes[:4]] == [Algorithm.RTN, Algorithm.HQQ] * 2

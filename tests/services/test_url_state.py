@@ -166,11 +166,13 @@ def test_axis_and_group_only_where_they_apply() -> None:
 
 
 def test_missing_keys_take_defaults_and_unknown_keys_are_ignored() -> None:
-    assert config_from_query({}) == QuantConfig()
-    assert config_from_query({"page": "sweep", "bits": "4"}) == QuantConfig(bits=4)
-    assert config_from_query({"gran": "group"}) == QuantConfig(granularity=PerGroup())
-    assert config_from_query({"gran": "channel"}) == QuantConfig(granularity=PerChannel(0))
-    assert config_from_query({"fmt": "nf4"}) == QuantConfig(format=Format.NF4)
+    # sdtype aside (an old link without it gets the pages' fp16), QuantConfig's defaults
+    d = {"scale_dtype": ScaleDtype.FP16}
+    assert config_from_query({}) == QuantConfig(**d)
+    assert config_from_query({"page": "sweep", "bits": "4"}) == QuantConfig(bits=4, **d)
+    assert config_from_query({"gran": "group"}) == QuantConfig(granularity=PerGroup(), **d)
+    assert config_from_query({"gran": "channel"}) == QuantConfig(granularity=PerChannel(0), **d)
+    assert config_from_query({"fmt": "nf4"}) == QuantConfig(format=Format.NF4, **d)
 
 
 @pytest.mark.parametrize(

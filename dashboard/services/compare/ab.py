@@ -37,6 +37,7 @@ from quant_core import (
 )
 
 from ..activations.layer import LayerInputs
+from ..display.labels import scheme_label
 from ..sources.values import to_2d_view
 from .measure import quantize_and_measure
 from .weights import WeightScheme
@@ -236,7 +237,7 @@ def metrics_table(ab: ABResult) -> pd.DataFrame:
     ):
         row: dict[str, object] = {
             "": name,
-            "scheme": scheme.config.name,
+            "scheme": scheme_label(scheme.config),
             "algorithm": scheme.algorithm_label,
             "bits/element": s.bits_per_element,
             "MSE": m.mse,

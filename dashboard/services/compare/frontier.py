@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from numpy.typing import ArrayLike
 
 __all__ = [
+    "POINTS_META",
     "ErrorAxis",
     "FrontierDifference",
     "frontier_difference",
@@ -24,8 +25,7 @@ __all__ = [
 ]
 
 _FRONTIER = "#d62728"
-_DOMINATED = "#9e9e9e"
-_OTHER = "#1f77b4"
+_OTHER = "#000000"
 
 
 class ErrorAxis(enum.Enum):
@@ -158,6 +158,50 @@ def frontier_difference(
     )
 
 
+# One colour per element format, one marker per algorithm: the points of a sweep differ at
+# a glance (int vs NF4 vs FP4, RTN vs GPTQ), and the legend names each pair.
+_FORMAT_COLOURS = (
+    "#1f77b4",
+    "#2ca02c",
+    "#9467bd",
+    "#ff7f0e",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#bcbd22",
+    "#7f7f7f",
+    "#393b79",
+)
+_ALGORITHM_SYMBOLS = {"RTN": "circle", "GPTQ": "diamond", "AWQ": "square", "HQQ": "triangle-up"}
+_SYMBOLS_LEFT = ("cross", "x", "star", "pentagon")
+POINTS_META = "points"
+"""The ``meta`` of every point trace of ``pareto_figure`` (one per format and algorithm)."""
+
+
+def _algorithm_name(label: str) -> str:
+    """``"GPTQ (damp 0.1, act-order)"`` -> ``"GPTQ"``: the marker follows the algorithm,
+    not its options."""
+    return label.split(" (", 1)[0]
+
+
+def _groups(table: pd.DataFrame) -> list[tuple[str, str, np.ndarray]]:
+    """``(format, algorithm, row mask)`` for each pair present, formats and algorithms in
+    the order they first appear."""
+    formats = table["format"].astype(str).to_numpy()
+    algorithms = np.array([_algorithm_name(a) for a in table["algorithm"].astype(str)])
+    pairs = dict.fromkeys(zip(formats.tolist(), algorithms.tolist(), strict=True))
+    return [(f, a, (formats == f) & (algorithms == a)) for f, a in pairs]
+
+
+def _style(table: pd.DataFrame) -> tuple[dict[str, str], dict[str, str]]:
+    formats = list(dict.fromkeys(table["format"].astype(str)))
+    colours = {f: _FORMAT_COLOURS[i % len(_FORMAT_COLOURS)] for i, f in enumerate(formats)}
+    algorithms = list(dict.fromkeys(_algorithm_name(a) for a in table["algorithm"].astype(str)))
+    unknown = iter(_SYMBOLS_LEFT * len(algorithms))
+    symbols = {a: _ALGORITHM_SYMBOLS.get(a) or next(unknown) for a in algorithms}
+    return colours, symbols
+
+
 def _trace(
     table: pd.DataFrame, sel: np.ndarray, bits: np.ndarray, err: np.ndarray, hover: str, **kw
 ) -> go.Scatter:
@@ -177,14 +221,17 @@ def pareto_figure(
 ) -> go.Figure:
     """Error (``axis``) against bits per element, one point per row of ``sweep_table``.
 
-    Frontier points (minimise bits and MSE, or maximise SQNR) are red and joined by a
-    line; the rest are grey. ``compare_with``: also draw, dashed and blue at their place on
-    this axis, the schemes on that axis's frontier (e.g. the weight-MSE frontier on the
-    output-MSE plot), so a user sees where the two frontiers part. Every point's
-    ``customdata`` is its ``scheme_id``: a page reads it from a plotly selection event to
-    open the scheme. MSE axes are logarithmic. Points that cannot be drawn (zero MSE on a
-    log axis, infinite SQNR) are left out and counted in the title; they still count when
-    the frontier is computed. ``ValueError`` when the table lacks an axis's values.
+    Points are coloured by element format and shaped by algorithm, one trace (``meta``
+    ``POINTS_META``, named ``"int · RTN"``) per pair, so the legend tells them apart;
+    frontier points (minimise bits and MSE, or maximise SQNR) are drawn larger with a red
+    ring, and the ``"frontier"`` trace joins them with a red step line. ``compare_with``:
+    also draw, dashed and blue at their place on this axis, the schemes on that axis's
+    frontier (e.g. the weight-MSE frontier on the output-MSE plot), so a user sees where
+    the two frontiers part. Every point's ``customdata`` is its ``scheme_id``: a page reads
+    it from a plotly selection event to open the scheme. MSE axes are logarithmic. Points
+    that cannot be drawn (zero MSE on a log axis, infinite SQNR) are left out and counted
+    in the title; they still count when the frontier is computed. ``ValueError`` when the
+    table lacks an axis's values.
     """
     front = frontier_mask(table, axis)
     bits = table["bits_per_element"].to_numpy(dtype=np.float64)
@@ -192,18 +239,33 @@ def pareto_figure(
     drawable = np.isfinite(err) & ((err > 0) if axis.log else True)
     fig = go.Figure()
     hover = "%{text}<br>%{x:.4g} bits/element<br>" + axis.label + " %{y:.4g}<extra></extra>"
-    fig.add_trace(
-        _trace(
-            table,
-            drawable & ~front,
-            bits,
-            err,
-            hover,
-            mode="markers",
-            name="dominated",
-            marker={"color": _DOMINATED, "size": 8},
+    colours, symbols = _style(table)
+    for fmt, algorithm, rows in _groups(table):
+        sel = drawable & rows
+        if not sel.any():
+            continue
+        on_front = front[sel][np.argsort(bits[sel], kind="stable")]
+        fig.add_trace(
+            _trace(
+                table,
+                sel,
+                bits,
+                err,
+                hover,
+                mode="markers",
+                name=f"{fmt} · {algorithm}",
+                meta=POINTS_META,
+                marker={
+                    "color": colours[fmt],
+                    "symbol": symbols[algorithm],
+                    "size": np.where(on_front, 13, 9).tolist(),
+                    "line": {
+                        "color": np.where(on_front, _FRONTIER, "rgba(0,0,0,0)").tolist(),
+                        "width": 2,
+                    },
+                },
+            )
         )
-    )
     fig.add_trace(
         _trace(
             table,
@@ -211,9 +273,8 @@ def pareto_figure(
             bits,
             err,
             hover,
-            mode="lines+markers",
+            mode="lines",
             name="frontier",
-            marker={"color": _FRONTIER, "size": 10},
             # Sorted by bits, "hv" draws the best error reachable at each bit budget.
             line={"color": _FRONTIER, "shape": "hv"},
         )
@@ -229,7 +290,7 @@ def pareto_figure(
                 hover,
                 mode="lines+markers",
                 name=f"{compare_with.label} frontier",
-                marker={"color": _OTHER, "size": 14, "symbol": "circle-open", "line_width": 2},
+                marker={"color": _OTHER, "size": 16, "symbol": "circle-open", "line_width": 2},
                 line={"color": _OTHER, "dash": "dash", "shape": "hv"},
             )
         )
@@ -243,6 +304,6 @@ def pareto_figure(
         yaxis_title=axis.label,
         yaxis_type="log" if axis.log else "linear",
         clickmode="event+select",
-        legend={"orientation": "h", "y": -0.2},
+        legend={"title": {"text": "format · algorithm"}},
     )
     return fig

@@ -124,7 +124,7 @@ class SkippedScheme:
 
     @property
     def label(self) -> str:
-        """``config.describe()``, with the algorithm unless RTN (``WeightScheme.label``)."""
+        """``scheme_label(config)``, with the algorithm unless RTN (``WeightScheme.label``)."""
         return self.scheme.label
 
 

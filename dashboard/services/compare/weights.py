@@ -32,6 +32,7 @@ from quant_core import (
 )
 from quant_core.calibration import CALIBRATION_SENTENCES
 
+from ..display.labels import scheme_label
 from ..sources.choice import ModelSource, SourceChoice
 from ..state.algorithm import (
     ALGORITHM_KEYS,
@@ -182,9 +183,9 @@ class WeightScheme:
 
     @property
     def label(self) -> str:
-        """``config.describe()``, followed by the algorithm unless it is RTN:
-        ``"int4 asym g128 · GPTQ"``."""
-        head = self.config.name
+        """``scheme_label(config)`` (the scale dtype named), followed by the algorithm
+        unless it is RTN: ``"int4 asym g128, fp16 scales · GPTQ"``."""
+        head = scheme_label(self.config)
         return head if self.algorithm is Algorithm.RTN else f"{head} · {self.algorithm.label}"
 
     def to_query(self) -> dict[str, str]:

@@ -12,7 +12,7 @@ from ..display.text import html_literal
 from .embeddings import EmbeddingComparison
 from .evaluate import LayerMetric, order_by
 
-__all__ = ["cosine_figure", "layer_figure", "sentence_cosine_figure"]
+__all__ = ["COSINE_GAP_FLOOR", "cosine_figure", "layer_figure", "sentence_cosine_figure"]
 
 
 def layer_figure(table: pd.DataFrame, metric: LayerMetric = LayerMetric.SQNR_DB) -> go.Figure:
@@ -53,25 +53,57 @@ def sentence_cosine_figure(comparison: EmbeddingComparison) -> go.Figure:
     )
 
 
+# 1 - cosine of two float32 embeddings is exact only to about float32's epsilon: a smaller
+# gap (or an identical embedding, 0) is drawn at this floor, and the title says so.
+COSINE_GAP_FLOOR = 1e-7
+# Where the page's hint puts its marks: cosine 0.999 and 0.99.
+_MARKS = (1e-3, 1e-2)
+
+
 def cosine_figure(sentences: Sequence[str], cosines: Sequence[float], scheme: str) -> go.Figure:
-    """One bar per sentence: the cosine of its fp32 and quantized (``scheme``) embeddings."""
+    """One point per sentence: ``1 − cosine`` of its fp32 and quantized (``scheme``)
+    embeddings, on a logarithmic axis with dotted marks at 0.001 and 0.01 (cosine 0.999 and
+    0.99). Cosines of a good scheme all sit in 0.99..1, where a linear cosine axis either
+    starts near 0.99 (small differences look large) or at 0 (every bar looks the same);
+    the gap to 1 on a log axis shows each decade honestly. Gaps below
+    ``COSINE_GAP_FLOOR`` are drawn at it; the hover gives the exact cosine."""
     if len(sentences) != len(cosines):
         raise ValueError(f"{len(sentences)} sentences but {len(cosines)} cosines")
     cos = np.asarray(cosines, dtype=np.float64)
-    lo = float(cos.min()) if cos.size else 0.0
+    gap = 1.0 - cos
+    floored = int((gap < COSINE_GAP_FLOOR).sum())
+    drawn = np.maximum(gap, COSINE_GAP_FLOOR)
     fig = go.Figure(
-        go.Bar(
-            x=cos,
+        go.Scatter(
+            x=drawn,
             # Typed text: plotly reads HTML in labels and hovers.
             y=[html_literal(s if len(s) <= 48 else s[:45] + "…") for s in sentences],
-            orientation="h",
+            mode="markers",
+            marker={"size": 11},
+            customdata=cos,
             hovertext=[html_literal(s) for s in sentences],
-            hovertemplate="%{hovertext}<br>cosine %{x:.6f}<extra></extra>",
+            hovertemplate="%{hovertext}<br>cosine %{customdata:.6f}<br>"
+            "1 − cosine %{x:.3g}<extra></extra>",
         )
     )
+    for mark in _MARKS:
+        fig.add_vline(
+            x=mark,
+            line={"dash": "dot", "color": "#888"},
+            annotation_text=f"cosine {1 - mark:g}",
+            annotation_position="top",
+        )
+    top = float(drawn.max()) if drawn.size else _MARKS[-1]
+    title = f"fp32 vs {html_literal(scheme)}: how far each sentence's embedding moved"
+    if floored:
+        title += f" ({floored} at or below {COSINE_GAP_FLOOR:g})"
     fig.update_layout(
-        title=f"fp32 vs {scheme}: embedding cosine similarity",
-        xaxis={"title": "cosine similarity", "range": [min(lo, 0.99) - 0.005, 1.0005]},
+        title=title,
+        xaxis={
+            "title": "1 − cosine similarity (log scale; left is closer to fp32)",
+            "type": "log",
+            "range": [np.log10(COSINE_GAP_FLOOR) - 0.2, np.log10(max(top, 0.05)) + 0.2],
+        },
         height=max(250, 36 * len(sentences) + 140),
     )
     fig.update_yaxes(autorange="reversed", automargin=True)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from quant_core import ActivationGranularity, LayerScheme, QuantConfig, SchemePreset
 
+from ..display.labels import scheme_label
 from .algorithm import ALGORITHM_KEYS, AlgorithmChoice, algorithm_from_query, algorithm_to_query
 from .query import member
 from .scheme import QUERY_KEYS, config_from_query, config_to_query
@@ -174,8 +175,11 @@ class ModelScheme:
         return self.ranges is RangeKind.STATIC
 
     def describe(self) -> str:
-        """E.g. ``"W int8 sym per-channel(0) · A int8 ... (per-token) · dynamic · GPTQ (...)"``."""
+        """E.g. ``"W int8 sym per-channel(0), fp16 scales · A int8 ... (per-token) · dynamic
+        ranges · GPTQ (...)"``: the weight as ``scheme_label`` names it (its scale dtype)."""
         text = self.layer_scheme.describe()
+        # LayerScheme writes "W <describe()> · A ...": name the weight's scale dtype too.
+        text = f"W {scheme_label(self.weight)}{text.removeprefix('W ' + self.weight.describe())}"
         if self.activation is not None:
             text += f" · {self.ranges.value} ranges"
         return f"{text} · {self.algorithm.describe()}"

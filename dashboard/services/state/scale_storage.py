@@ -16,7 +16,19 @@ from quant_core import (
     SuperBlockScales,
 )
 
-__all__ = ["SCALE_STORAGES", "ScaleStorage", "scale_storage_of", "storage_by_key"]
+__all__ = [
+    "DEFAULT_SCALE_DTYPE",
+    "SCALE_STORAGES",
+    "ScaleStorage",
+    "scale_storage_of",
+    "storage_by_key",
+]
+
+DEFAULT_SCALE_DTYPE = ScaleDtype.FP16
+"""The scale dtype every page starts from, and the one a link without ``sdtype`` gets: fp16,
+what the files people ship store (GGUF's block scales, GPTQ's and AWQ's ``scales``
+tensors, bitsandbytes' per-tensor scale aside). fp32 scales would make the page's bits per
+element those of no real file (``int4 asym g128``: 4.281 with fp32 scales, 4.156 with fp16)."""
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,8 @@ Example: ``int4 asym g32`` is
 ``bits=4&mode=asymmetric&gran=group&group=32&fmt=int&range=minmax&pct=99.9&round=nearest&seed=0&sdtype=fp32``.
 
 Keys missing from the mapping take ``QuantConfig``'s defaults (``axis`` 0, ``group`` 128,
-``zp`` ``include_zero``);
+``zp`` ``include_zero``), except ``sdtype``: the pages' ``DEFAULT_SCALE_DTYPE`` (fp16), so an
+old link without it opens as every page starts;
 keys outside ``QUERY_KEYS`` are ignored (a page's URL carries other state too). A key that
 contradicts another (``group`` without ``gran=group``, ``bits=8`` with ``fmt=nf4``,
 ``zp=float_min`` on a symmetric scheme) is rejected rather than silently dropped.
@@ -81,6 +82,7 @@ from quant_core import (
 )
 
 from .query import member
+from .scale_storage import DEFAULT_SCALE_DTYPE
 
 __all__ = [
     "AXIS_RANGE",
@@ -401,7 +403,7 @@ def config_from_query(params: Mapping[str, str]) -> QuantConfig:
     percentile = _or(_parse_pct(params), d.percentile)
     rounding = _or(_parse_enum(params, "round", Rounding), d.rounding)
     seed = _or(_parse_int(params, "seed", SEED_RANGE), d.seed)
-    scale_dtype = _or(_parse_enum(params, "sdtype", ScaleDtype), d.scale_dtype)
+    scale_dtype = _or(_parse_enum(params, "sdtype", ScaleDtype), DEFAULT_SCALE_DTYPE)
     zero_point = _parse_enum(params, "zp", ZeroPoint)
     has_zero_point = fmt is Format.INT and mode is Mode.ASYMMETRIC
     if zero_point is not None and not has_zero_point:

@@ -1,0 +1,38 @@
+"""What the whole-model page judges the model on by default, and how to read its cosine.
+
+``JUDGE_SENTENCES``: the held-out sentences (none is a calibration sentence) that are
+prose. The page scores one sentence per line, so a multi-line code snippet would be
+scored line by line (``while True:`` alone), and a shell command or a one-word reply says
+little about sentence embeddings.
+"""
+
+from __future__ import annotations
+
+import re
+
+from quant_core.calibration import HELD_OUT_SENTENCES
+
+__all__ = ["COSINE_HINT", "JUDGE_SENTENCES", "is_prose"]
+
+_PROSE = re.compile(r"[A-Z¿¡].*[.!?]")
+
+
+def is_prose(sentence: str) -> bool:
+    """One line that starts with a capital letter, ends with ``.``, ``!`` or ``?`` and
+    has at least four words: ``"Octopuses have three hearts and blue blood."`` is prose;
+    ``"while True:\\n    line = ..."``, ``"npm install ..."`` and ``"Ok."`` are not."""
+    if not isinstance(sentence, str):
+        raise TypeError(f"sentence must be a str, got {type(sentence).__name__}")
+    one_line = "\n" not in sentence and "\r" not in sentence
+    return one_line and bool(_PROSE.fullmatch(sentence.strip())) and len(sentence.split()) >= 4
+
+
+JUDGE_SENTENCES: tuple[str, ...] = tuple(s for s in HELD_OUT_SENTENCES if is_prose(s))
+
+COSINE_HINT = (
+    "Reading the cosine: for sentence embeddings, 1 − cosine is the part of the meaning "
+    "the quantized model moved. Below 0.001 (cosine above 0.999) search and clustering "
+    "rank sentences as fp32 does; below 0.01 (above 0.99) retrieval is near-identical, "
+    "with the odd close pair swapping; above 0.05 (below 0.95) rankings change visibly."
+)
+"""One line for the page, beside the cosine metrics."""

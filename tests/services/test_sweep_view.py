@@ -1,0 +1,84 @@
+"""The sweep as the page shows it: points told apart by format and algorithm, the table's
+column and row order, and the one-line conclusion (``compare.sweep_view``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from dashboard.services.compare.frontier import POINTS_META, ErrorAxis, pareto_figure
+from dashboard.services.compare.sweep import SchemeGrid, expand_grid, run_sweep, sweep_table
+from dashboard.services.compare.sweep_view import (
+    BUDGET_BITS,
+    ERROR_ORDER,
+    conclusion,
+    shown_table,
+)
+from dashboard.services.display.errors import error_text
+from dashboard.services.state.scheme import GranularityKind
+from quant_core import Algorithm, Format, Mode
+
+
+@pytest.fixture(scope="module")
+def table() -> pd.DataFrame:
+    x = torch.randn(16, 64, generator=torch.Generator().manual_seed(0))
+    grid = SchemeGrid(
+        bits=(2, 4, 8),
+        modes=(Mode.SYMMETRIC, Mode.ASYMMETRIC),
+        kinds=(GranularityKind.TENSOR, GranularityKind.GROUP),
+        group_sizes=(16,),
+        formats=(Format.INT, Format.NF4),
+        algorithms=(Algorithm.RTN, Algorithm.HQQ),
+    )
+    return sweep_table(run_sweep(x, expand_grid(grid, x.shape).schemes))
+
+
+def test_points_are_coloured_by_format_and_shaped_by_algorithm(table: pd.DataFrame) -> None:
+    fig = pareto_figure(table, ErrorAxis.MSE)
+    points = [t for t in fig.data if t.meta == POINTS_META]
+    names = {t.name for t in points}
+    assert names == {"int · RTN", "int · HQQ", "nf4 · RTN"}  # HQQ refits int schemes only
+    colour = {t.name: t.marker.color for t in points}
+    symbol = {t.name: t.marker.symbol for t in points}
+    # one colour per format, one symbol per algorithm, and they differ
+    assert colour["int · RTN"] == colour["int · HQQ"] != colour["nf4 · RTN"]
+    assert symbol["int · RTN"] == symbol["nf4 · RTN"] != symbol["int · HQQ"]
+    assert all(t.showlegend is not False for t in points)
+    # frontier points stand out (larger, ringed) inside their own group
+    front = set(table.index[table["on_frontier"]])
+    for t in points:
+        big = [s > 9 for s in t.marker.size]
+        assert big == [sid in front for sid in t.customdata]
+
+
+def test_table_shows_errors_first_and_sorts_rows_by_bits_then_error(
+    table: pd.DataFrame,
+) -> None:
+    shown = shown_table(table, ErrorAxis.SQNR_DB)
+    cols = list(shown.columns)
+    errors = [c for c in ERROR_ORDER if c in cols]
+    assert cols[0] == "scheme" and cols[1] == "sqnr_db"
+    assert set(cols[1 : 1 + len(errors)]) == set(errors)
+    assert cols[1 + len(errors)] == "bits_per_element"
+    assert "scheme_id" not in cols and "tensor" not in cols and "output_mse" not in cols
+    assert sorted(shown.index) == sorted(table.index)  # every scheme, ids kept as index
+    key = list(zip(shown["bits_per_element"], -shown["sqnr_db"], strict=True))
+    assert key == sorted(key)
+
+
+def test_conclusion_names_the_best_scheme_under_the_budget(table: pd.DataFrame) -> None:
+    text = conclusion(table, ErrorAxis.MSE)
+    fits = table[table["bits_per_element"] <= BUDGET_BITS]
+    best = fits.loc[fits["mse"].idxmin()]
+    assert text.startswith(f"Best at ≤ {BUDGET_BITS:g} bits per element: ")
+    assert f"weight MSE {error_text(best['mse'])}" in text
+    overall = table.loc[table["mse"].idxmin()]
+    assert "Best overall" in text and f"weight MSE {error_text(overall['mse'])}" in text
+    cheapest = conclusion(table, ErrorAxis.MSE, budget=1.0)
+    assert cheapest.startswith("No scheme is at ≤ 1 bits per element; the cheapest is ")
+    low = np.min(table["bits_per_element"])
+    assert f"({low:.4g} bits" in cheapest
+    with pytest.raises(ValueError, match="budget"):
+        conclusion(table, ErrorAxis.MSE, budget=0)
