@@ -59,16 +59,16 @@ def test_explorer_algorithm_cards_define_their_metrics() -> None:
 
 
 def test_a_larger_scheme_says_larger_not_smaller() -> None:
-    # 8 bits with a 32-bit scale and an 8-bit zero point for every 2 values: 28 bits per
-    # element, more than fp16's 16.
+    # 8 bits with a 16-bit scale (the default scale dtype) and an 8-bit zero point for
+    # every 2 values: 8 + 16/2 + 8/2 = 20 bits per element, more than fp16's 16.
     at = run_page(
         "explorer.py", 60, src="synthetic", rows="4", cols="8", bits="8", mode="asymmetric",
         gran="group", group="2",
     )  # fmt: skip
     labels = {c["label"]: c["value"] for c in metrics_shown(at)}
     assert "Smaller than fp16" not in labels
-    assert labels["Larger than fp16"] == f"{28 / 16:.2f}×"
-    assert labels["Smaller than fp32"] == f"{32 / 28:.2f}×"
+    assert labels["Larger than fp16"] == f"{20 / 16:.2f}×"
+    assert labels["Smaller than fp32"] == f"{32 / 20:.2f}×"
 
 
 def test_ab_metric_columns_are_defined() -> None:
