@@ -23,7 +23,15 @@ from torchao.prototype.mx_formats.kernels import unpack_uint4
 from torchao.prototype.mx_formats.mx_tensor import MXTensor
 from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, per_tensor_amax_to_scale
 
-from quant_core import QuantConfig, clip_stats, code_counts, quantize, storage_cost
+from quant_core import (
+    Format,
+    PerGroup,
+    QuantConfig,
+    clip_stats,
+    code_counts,
+    quantize,
+    storage_cost,
+)
 from quant_core.formats import codebook_for
 
 # both paths: eager, and the compiled kernels (which must give the same bits)
@@ -235,6 +243,23 @@ def test_nf4_double_quant_is_bitsandbytes_cpu(data: str) -> None:
     # the stored bits: packed codes, 8-bit scale codes, fp32 run absmaxes, fp32 offset
     held = 8 * (packed.numel() + state.absmax.numel()) + 32 * (state.state2.absmax.numel() + 1)
     assert storage_cost(x.shape, cfg).total_bits == held
+
+
+def test_nf4_single_level_codes_are_bitsandbytes_for_tiny_blocks() -> None:
+    # quantize_4bit multiplies by 1 / max(absmax, 1e-38): a block below 1e-38 (float32
+    # subnormals) codes as bitsandbytes does instead of dividing by its scale
+    g = torch.Generator().manual_seed(18)
+    x = torch.randn(6, 64, generator=g)
+    x[0] = 0
+    x[1] *= 1e-39
+    x[2] *= 3e-38
+    x[3] *= 1e-41
+    packed, state = bnbf.quantize_4bit(x, blocksize=64, compress_statistics=False, quant_type="nf4")
+    raw = packed.view(torch.uint8).reshape(-1)
+    codes = torch.stack([raw >> 4, raw & 0x0F], dim=1).reshape(x.shape)
+    qt = quantize(x, QuantConfig(format=Format.NF4, granularity=PerGroup(64)))
+    assert torch.equal(qt.codes, codes)
+    assert torch.equal(qt.dequantize(), bnbf.dequantize_4bit(packed, state))
 
 
 def test_double_quant_codes_come_from_bitsandbytes_lookup_table_not_the_nearest() -> None:
