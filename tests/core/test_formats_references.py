@@ -98,12 +98,14 @@ def _torchao_mx(x: torch.Tensor, elem) -> tuple[torch.Tensor, torch.Tensor, torc
 
 
 @pytest.mark.parametrize("name", sorted(MX_ELEMENTS))
-@pytest.mark.parametrize("data", ["random", "adversarial"])
+@pytest.mark.parametrize("data", ["random", "bf16", "adversarial"])
 def test_mx_codes_scales_and_values_are_torchaos(name: str, data: str) -> None:
     cfg = QuantConfig.from_name(name)
     cb = codebook_for(cfg.format)
     if data == "random":
         x = _random(torch.Generator().manual_seed(7))
+    elif data == "bf16":
+        x = _random(torch.Generator().manual_seed(10)).bfloat16()
     else:
         x = _mx_adversarial(cb.max_abs, cb.values)
     qt = quantize(x, cfg)
@@ -112,7 +114,7 @@ def test_mx_codes_scales_and_values_are_torchaos(name: str, data: str) -> None:
     # the codes are the bit patterns: -0 included (a small negative keeps its sign)
     assert torch.equal(qt.codes.to(torch.int32), bits)
     assert torch.equal(cb.decode_table[qt.codes.long()], cb.decode_table[bits.long()])
-    assert torch.equal(qt.dequantize(), deq)
+    assert torch.equal(qt.dequantize().float(), deq)
 
 
 def _ocp_mxint8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -174,16 +176,20 @@ def _nvfp4_adversarial() -> torch.Tensor:
     return x
 
 
-@pytest.mark.parametrize("data", ["random", "adversarial"])
+@pytest.mark.parametrize("data", ["random", "bf16", "adversarial"])
 def test_nvfp4_codes_scales_and_values_are_torchaos(data: str) -> None:
-    x = _random(torch.Generator().manual_seed(9)) if data == "random" else _nvfp4_adversarial()
+    if data == "adversarial":
+        x = _nvfp4_adversarial()
+    else:
+        x = _random(torch.Generator().manual_seed(9))
+        x = x.bfloat16() if data == "bf16" else x
     qt = quantize(x, QuantConfig.from_name("NVFP4"))
     ref = _nvfp4_reference(x)
     codes = unpack_uint4(ref.qdata.view(torch.uint8).contiguous()).reshape(x.shape)
     assert torch.equal(qt.codes, codes)
     assert torch.equal(qt.stored.codes, ref.scale.view(torch.uint8).to(torch.int32))
     assert torch.equal(qt.stored.super_scale, ref.per_tensor_scale.reshape(()))
-    assert torch.equal(qt.dequantize(), ref.dequantize(torch.float32))
+    assert torch.equal(qt.dequantize().float(), ref.dequantize(torch.float32))
 
 
 def test_nvfp4_all_zero_tensor_keeps_a_finite_tensor_scale() -> None:
