@@ -161,10 +161,12 @@ def _nvfp4_reference(x: torch.Tensor) -> NVFP4Tensor:
     return NVFP4Tensor.to_nvfp4(x, 16, per_tensor_scale=t)
 
 
-def _nvfp4_adversarial() -> torch.Tensor:
+def _nvfp4_adversarial(huge: bool) -> torch.Tensor:
     """Rows of 64 (four NVFP4 blocks): an all-zero block next to a large one; blocks so
     small beside the tensor's largest that their E4M3 scale clamps at its smallest normal
-    2^-6; exact FP4 ties on the block scale 1; tiny negatives (-0)."""
+    2^-6; tiny negatives (-0); with the tensor's amax 2688 = 448 * 6 (``t = 1``), a block of
+    amax 6 has the scale 1 and exact FP4 ties. ``huge``: one value of 3e38 instead (the
+    tensor scale near float32's largest, most blocks at 2^-6)."""
     g = torch.Generator().manual_seed(4)
     x = torch.randn(8, 64, generator=g)
     x[0, :16] = 0
@@ -172,14 +174,17 @@ def _nvfp4_adversarial() -> torch.Tensor:
     x[2, 16:32] = torch.tensor([6.0, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0] * 2)
     x[2, 24:32] = -x[2, 24:32]
     x[3, 32:48] = torch.tensor([6.0] + [-0.2] * 15)
-    x[4] = x[4] * 1e4
+    x[4] = x[4] * 100
+    x[4, 0] = 2688.0
+    if huge:
+        x[5, 60] = 3e38
     return x
 
 
-@pytest.mark.parametrize("data", ["random", "bf16", "adversarial"])
+@pytest.mark.parametrize("data", ["random", "bf16", "adversarial", "huge"])
 def test_nvfp4_codes_scales_and_values_are_torchaos(data: str) -> None:
-    if data == "adversarial":
-        x = _nvfp4_adversarial()
+    if data in ("adversarial", "huge"):
+        x = _nvfp4_adversarial(huge=data == "huge")
     else:
         x = _random(torch.Generator().manual_seed(9))
         x = x.bfloat16() if data == "bf16" else x
@@ -190,6 +195,11 @@ def test_nvfp4_codes_scales_and_values_are_torchaos(data: str) -> None:
     assert torch.equal(qt.stored.codes, ref.scale.view(torch.uint8).to(torch.int32))
     assert torch.equal(qt.stored.super_scale, ref.per_tensor_scale.reshape(()))
     assert torch.equal(qt.dequantize().float(), ref.dequantize(torch.float32))
+    if data == "adversarial":  # ties to even: 0.25 -> 0, 0.75 -> 1, 1.25 -> 1, 1.75 -> 2,
+        # 2.5 -> 2, 3.5 -> 4, 5 -> 4 (and the negatives likewise)
+        levels = [6.0, 0.0, 1.0, 1.0, 2.0, 2.0, 4.0, 4.0]
+        assert float(qt.stored.super_scale) == 1.0
+        assert qt.dequantize()[2, 16:32].tolist() == levels + [-v for v in levels]
 
 
 def test_nvfp4_all_zero_tensor_keeps_a_finite_tensor_scale() -> None:
