@@ -8,7 +8,7 @@ import torch
 from . import kernels
 from .chunks import chunk_slices, for_each_piece, scratch_buffer
 from .config import Format, Mode, QuantConfig, Rounding
-from .formats import Codebook
+from .formats import NF4_MIN_SCALE, Codebook
 from .formats.integer import round_half_even_
 
 __all__ = [
@@ -142,13 +142,9 @@ def codebook_scaled(
     if inverse is not None:
         return blocks * inverse
     if cb.format is Format.NF4:
-        inv = s.reciprocal()
-        overflow = torch.isinf(inv)
-        if bool(overflow.any()):
-            # A subnormal scale: 1/s overflows and r * inf is NaN at r = 0 (bitsandbytes'
-            # result); dividing keeps those blocks' codes the nearest values.
-            return torch.where(overflow, blocks / s, blocks * inv)
-        return blocks * inv
+        # bitsandbytes' 1 / max(s, 1e-38): finite, so a block of float32 subnormals codes
+        # (mostly) to 0 as in bitsandbytes, instead of 0 * inf = NaN
+        return blocks * s.clamp(min=NF4_MIN_SCALE).reciprocal()
     return blocks / s
 
 

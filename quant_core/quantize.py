@@ -27,10 +27,9 @@ the codes are computed from them, and ``z`` and ``m`` follow the rounded scale.
 
 Codebook formats (NF4, FP4, FP8): ``s = max(|lo|, |hi|) / max|values|``; the code is that of
 the value nearest to ``r / s``. FP4/FP8 send an exact midpoint to the even code, as IEEE
-rounding (a native float8 cast) does. NF4 computes ``r * (1/s)`` and sends an exact midpoint
-to the lower code, as bitsandbytes' ``quantize_4bit(..., quant_type="nf4")`` does, so its
-codes equal bitsandbytes' everywhere bitsandbytes' are defined (a subnormal ``s``, whose
-``1/s`` overflows, divides instead of turning ``0 * inf`` into NaN).
+rounding (a native float8 cast) does. NF4 computes ``r * (1 / max(s, 1e-38))`` and sends
+an exact midpoint to the lower code, as bitsandbytes' ``quantize_4bit(...,
+quant_type="nf4")`` does, so its codes equal bitsandbytes'.
 
 Two-level formats (``cfg.two_level``: E8M0, FP8-scaled, super-block and double-quantized
 scales) fit each block's scale from its range the same way, then store it in the scale

@@ -7,6 +7,6 @@
 
 from __future__ import annotations
 
-from .codebooks import NF4_VALUES, Codebook, codebook_for
+from .codebooks import NF4_MIN_SCALE, NF4_VALUES, Codebook, codebook_for
 
-__all__ = ["NF4_VALUES", "Codebook", "codebook_for"]
+__all__ = ["NF4_MIN_SCALE", "NF4_VALUES", "Codebook", "codebook_for"]

@@ -17,7 +17,7 @@ import torch
 
 from ..config import Format
 
-__all__ = ["IQ4_NL_VALUES", "NF4_VALUES", "Codebook", "codebook_for"]
+__all__ = ["IQ4_NL_VALUES", "NF4_MIN_SCALE", "NF4_VALUES", "Codebook", "codebook_for"]
 
 # The 16 NF4 values of QLoRA (Dettmers et al., 2023), as in bitsandbytes: quantiles of
 # N(0, 1) normalised to [-1, 1], with an exact zero. Code i is value i.
@@ -39,6 +39,10 @@ NF4_VALUES: tuple[float, ...] = (
     0.7229568362236023,
     1.0,
 )
+
+NF4_MIN_SCALE = 1e-38
+"""bitsandbytes' NF4 codes are ``x * (1 / max(absmax, 1e-38))`` (``quantize_4bit``'s
+``absmax.clamp(min=1e-38)``): a finite reciprocal for every scale."""
 
 # E2M1 bit patterns 0..7 (sign bit 3 clear); 8..15 are their negatives.
 _FP4_E2M1_MAGNITUDES: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)

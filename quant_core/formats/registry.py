@@ -125,7 +125,11 @@ def _records() -> tuple[Preset, ...]:
             _mx(Format.FP8_E5M2),
         ),
         Preset(
-            "MXINT8", "MXINT8", "OCP MX", "int8 in blocks of 32, E8M0 scale", _mx(Format.INT)
+            "MXINT8",
+            "MXINT8",
+            "OCP MX",
+            "int8 -127..127 in blocks of 32, E8M0 scale",
+            _mx(Format.INT),
         ),
         Preset(
             "NVFP4",

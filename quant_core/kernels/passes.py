@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from ..config import Format
-from ..formats import Codebook
+from ..formats import NF4_MIN_SCALE, Codebook
 from .bodies import (
     _ENCODE,
     _ENCODE_STOCHASTIC,
@@ -204,9 +204,7 @@ def encode_codebook(
     elif cb.format in _FLOAT8:
         args = (_kernel_layout(blocks), _column(s))
     elif cb.format is Format.NF4:
-        inv = _column(s).reciprocal()
-        if bool(torch.isinf(inv).any()):
-            return None  # a subnormal scale: the eager path divides in those blocks
+        inv = _column(s).clamp(min=NF4_MIN_SCALE).reciprocal()  # as the eager path
         args = (_kernel_layout(blocks), inv, cb.codes)
     else:
         args = (_kernel_layout(blocks), _column(s), cb.codes)

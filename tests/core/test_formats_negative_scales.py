@@ -39,3 +39,22 @@ def test_q4_0_negative_scale_counts_the_value_that_clips() -> None:
     # -4.9 clips below (-4.5 is within half a step of -4.375); nothing clips above
     assert (stats.n_clipped_low, stats.n_clipped_high) == (1, 0)
     assert stats.n_saturated == 3  # the cells at either end code: 5.0, -4.9, -4.5
+
+
+@pytest.mark.parametrize("name", ["Q4_0", "Q5_0", "IQ4_NL", "Q3_K", "Q6_K"])
+def test_clip_counts_match_each_blocks_levels(name: str) -> None:
+    """``clip_stats`` against the definition, block by block from ``levels``: an input
+    below the lowest level by more than half the lowest gap (or above the highest by more
+    than half the highest gap) clips. Q4_0/Q5_0/IQ4_NL have negative scales wherever a
+    block's largest magnitude is positive, Q3_K/Q6_K wherever a block's is negative."""
+    x = torch.randn(4, 512, generator=torch.Generator().manual_seed(22))
+    qt = quantize(x, QuantConfig.from_name(name))
+    assert bool((qt.scale < 0).any())
+    blocks = qt.layout.to_blocks(x)
+    low = high = 0
+    for b in range(qt.n_blocks):
+        lv = qt.levels(b)
+        low += int((blocks[b] < lv[0] - (lv[1] - lv[0]) / 2).sum())
+        high += int((blocks[b] > lv[-1] + (lv[-1] - lv[-2]) / 2).sum())
+    stats = clip_stats(x, qt)
+    assert (stats.n_clipped_low, stats.n_clipped_high) == (low, high)

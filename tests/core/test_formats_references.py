@@ -23,7 +23,15 @@ from torchao.prototype.mx_formats.kernels import unpack_uint4
 from torchao.prototype.mx_formats.mx_tensor import MXTensor
 from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, per_tensor_amax_to_scale
 
-from quant_core import QuantConfig, clip_stats, code_counts, quantize, storage_cost
+from quant_core import (
+    Format,
+    PerGroup,
+    QuantConfig,
+    clip_stats,
+    code_counts,
+    quantize,
+    storage_cost,
+)
 from quant_core.formats import codebook_for
 
 # both paths: eager, and the compiled kernels (which must give the same bits)
@@ -90,12 +98,14 @@ def _torchao_mx(x: torch.Tensor, elem) -> tuple[torch.Tensor, torch.Tensor, torc
 
 
 @pytest.mark.parametrize("name", sorted(MX_ELEMENTS))
-@pytest.mark.parametrize("data", ["random", "adversarial"])
+@pytest.mark.parametrize("data", ["random", "bf16", "adversarial"])
 def test_mx_codes_scales_and_values_are_torchaos(name: str, data: str) -> None:
     cfg = QuantConfig.from_name(name)
     cb = codebook_for(cfg.format)
     if data == "random":
         x = _random(torch.Generator().manual_seed(7))
+    elif data == "bf16":
+        x = _random(torch.Generator().manual_seed(10)).bfloat16()
     else:
         x = _mx_adversarial(cb.max_abs, cb.values)
     qt = quantize(x, cfg)
@@ -104,7 +114,7 @@ def test_mx_codes_scales_and_values_are_torchaos(name: str, data: str) -> None:
     # the codes are the bit patterns: -0 included (a small negative keeps its sign)
     assert torch.equal(qt.codes.to(torch.int32), bits)
     assert torch.equal(cb.decode_table[qt.codes.long()], cb.decode_table[bits.long()])
-    assert torch.equal(qt.dequantize(), deq)
+    assert torch.equal(qt.dequantize().float(), deq)
 
 
 def _ocp_mxint8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -151,10 +161,12 @@ def _nvfp4_reference(x: torch.Tensor) -> NVFP4Tensor:
     return NVFP4Tensor.to_nvfp4(x, 16, per_tensor_scale=t)
 
 
-def _nvfp4_adversarial() -> torch.Tensor:
+def _nvfp4_adversarial(huge: bool) -> torch.Tensor:
     """Rows of 64 (four NVFP4 blocks): an all-zero block next to a large one; blocks so
     small beside the tensor's largest that their E4M3 scale clamps at its smallest normal
-    2^-6; exact FP4 ties on the block scale 1; tiny negatives (-0)."""
+    2^-6; tiny negatives (-0); with the tensor's amax 2688 = 448 * 6 (``t = 1``), a block of
+    amax 6 has the scale 1 and exact FP4 ties. ``huge``: one value of 3e38 instead (the
+    tensor scale near float32's largest, most blocks at 2^-6)."""
     g = torch.Generator().manual_seed(4)
     x = torch.randn(8, 64, generator=g)
     x[0, :16] = 0
@@ -162,20 +174,32 @@ def _nvfp4_adversarial() -> torch.Tensor:
     x[2, 16:32] = torch.tensor([6.0, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0] * 2)
     x[2, 24:32] = -x[2, 24:32]
     x[3, 32:48] = torch.tensor([6.0] + [-0.2] * 15)
-    x[4] = x[4] * 1e4
+    x[4] = x[4] * 100
+    x[4, 0] = 2688.0
+    if huge:
+        x[5, 60] = 3e38
     return x
 
 
-@pytest.mark.parametrize("data", ["random", "adversarial"])
+@pytest.mark.parametrize("data", ["random", "bf16", "adversarial", "huge"])
 def test_nvfp4_codes_scales_and_values_are_torchaos(data: str) -> None:
-    x = _random(torch.Generator().manual_seed(9)) if data == "random" else _nvfp4_adversarial()
+    if data in ("adversarial", "huge"):
+        x = _nvfp4_adversarial(huge=data == "huge")
+    else:
+        x = _random(torch.Generator().manual_seed(9))
+        x = x.bfloat16() if data == "bf16" else x
     qt = quantize(x, QuantConfig.from_name("NVFP4"))
     ref = _nvfp4_reference(x)
     codes = unpack_uint4(ref.qdata.view(torch.uint8).contiguous()).reshape(x.shape)
     assert torch.equal(qt.codes, codes)
     assert torch.equal(qt.stored.codes, ref.scale.view(torch.uint8).to(torch.int32))
     assert torch.equal(qt.stored.super_scale, ref.per_tensor_scale.reshape(()))
-    assert torch.equal(qt.dequantize(), ref.dequantize(torch.float32))
+    assert torch.equal(qt.dequantize().float(), ref.dequantize(torch.float32))
+    if data == "adversarial":  # ties to even: 0.25 -> 0, 0.75 -> 1, 1.25 -> 1, 1.75 -> 2,
+        # 2.5 -> 2, 3.5 -> 4, 5 -> 4 (and the negatives likewise)
+        levels = [6.0, 0.0, 1.0, 1.0, 2.0, 2.0, 4.0, 4.0]
+        assert float(qt.stored.super_scale) == 1.0
+        assert qt.dequantize()[2, 16:32].tolist() == levels + [-v for v in levels]
 
 
 def test_nvfp4_all_zero_tensor_keeps_a_finite_tensor_scale() -> None:
@@ -235,6 +259,23 @@ def test_nf4_double_quant_is_bitsandbytes_cpu(data: str) -> None:
     # the stored bits: packed codes, 8-bit scale codes, fp32 run absmaxes, fp32 offset
     held = 8 * (packed.numel() + state.absmax.numel()) + 32 * (state.state2.absmax.numel() + 1)
     assert storage_cost(x.shape, cfg).total_bits == held
+
+
+def test_nf4_single_level_codes_are_bitsandbytes_for_tiny_blocks() -> None:
+    # quantize_4bit multiplies by 1 / max(absmax, 1e-38): a block below 1e-38 (float32
+    # subnormals) codes as bitsandbytes does instead of dividing by its scale
+    g = torch.Generator().manual_seed(18)
+    x = torch.randn(6, 64, generator=g)
+    x[0] = 0
+    x[1] *= 1e-39
+    x[2] *= 3e-38
+    x[3] *= 1e-41
+    packed, state = bnbf.quantize_4bit(x, blocksize=64, compress_statistics=False, quant_type="nf4")
+    raw = packed.view(torch.uint8).reshape(-1)
+    codes = torch.stack([raw >> 4, raw & 0x0F], dim=1).reshape(x.shape)
+    qt = quantize(x, QuantConfig(format=Format.NF4, granularity=PerGroup(64)))
+    assert torch.equal(qt.codes, codes)
+    assert torch.equal(qt.dequantize(), bnbf.dequantize_4bit(packed, state))
 
 
 def test_double_quant_codes_come_from_bitsandbytes_lookup_table_not_the_nearest() -> None:
