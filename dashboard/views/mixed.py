@@ -14,6 +14,7 @@ from dashboard.components import url
 from dashboard.components.mixed_controls import mixed_controls, ray_address
 from dashboard.components.mixed_judge import judge_output
 from dashboard.components.model_source import ModelFolder, model_picker, model_roots
+from dashboard.services.display.metric_help import Metric, metric_help, size_ratio
 from dashboard.services.display.text import literal
 from dashboard.services.files.open import QuantizedModel
 from dashboard.services.io import LoadError
@@ -177,9 +178,14 @@ if alloc is None:
 
 fp_bytes = sum(t.n_elements * 2 for t in tasks)
 c1, c2, c3, c4 = st.columns(4)
-c1.metric("Bits per weight", f"{alloc.bits_per_weight:.3f}")
-c2.metric("Size", f"{alloc.total_bytes / 1e6:.2f} MB")
-c3.metric("Smaller than 16-bit by", f"{fp_bytes / max(alloc.total_bytes, 1):.2f}×")
+c1.metric(
+    "Bits per weight", f"{alloc.bits_per_weight:.3f}", help=metric_help(Metric.BITS_PER_ELEMENT)
+)
+c2.metric("Size", f"{alloc.total_bytes / 1e6:.2f} MB", help=metric_help(Metric.BYTES))
+c3.metric(
+    *size_ratio("16-bit", fp_bytes / max(alloc.total_bytes, 1)),
+    help=metric_help(Metric.SIZE_RATIO),
+)
 c4.metric("Total error (Σ noise/signal)", f"{alloc.total_error:.4g}")
 st.caption(
     f"Budget {budget.describe()} = {alloc.budget_bits / 8e6:.2f} MB for these weights; "

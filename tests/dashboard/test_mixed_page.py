@@ -15,6 +15,7 @@ from hostile import HOSTILE, HOSTILE_NAME, shows, unsafe
 from markdown_text import plain
 from streamlit.testing.v1 import AppTest
 
+from dashboard.services.display.metric_help import Metric
 from dashboard.services.display.text import html_literal
 from dashboard.services.mixed.runner import RAY_ENV, shutdown_pools
 from dashboard.services.model.roots import ROOTS_ENV
@@ -56,6 +57,11 @@ def test_bundled_model_default() -> None:
     no_errors(at)
     m = metrics(at)
     assert float(m["Bits per weight"]) <= 4.5
+    # 4.5 bits per weight against 16: smaller, and each card says what it measures
+    assert float(m["Smaller than 16-bit"].rstrip("×")) >= 16 / 4.5 - 0.01
+    helps = {x.label: x.help for x in at.metric}
+    assert helps["Bits per weight"] == Metric.BITS_PER_ELEMENT.definition
+    assert helps["Smaller than 16-bit"] == Metric.SIZE_RATIO.definition
     cosines = {k: float(v) for k, v in m.items() if k.startswith("Embedding cosine")}
     assert len(cosines) == 2 and all(0.5 < c <= 1 for c in cosines.values())
     assert query(at, "mx.budget") == "4.5bpw"
