@@ -10,7 +10,12 @@ import streamlit as st
 
 from dashboard.services.model.evaluate import ModelEvalResult, evaluate_safetensors
 from dashboard.services.model.linears import QuantizedLinears, quantize_linears, static_ranges
-from dashboard.services.model.outputs import ModelOutputs, output_report
+from dashboard.services.model.outputs import (
+    FloatReference,
+    ModelOutputs,
+    float_reference,
+    output_report,
+)
 from dashboard.services.model.streaming import ReportStore
 from dashboard.services.state.algorithm import AlgorithmChoice
 from dashboard.services.state.model import ModelScheme
@@ -22,6 +27,7 @@ from .sources import bundled_model, linear_inputs
 
 __all__ = [
     "folder_reports",
+    "model_float_reference",
     "model_linears",
     "model_outputs",
     "model_report",
@@ -60,6 +66,13 @@ def model_linears(key: str, _scheme: ModelScheme) -> QuantizedLinears:
     )
 
 
+@st.cache_resource(max_entries=2, show_spinner="Running the model on the sentences…")
+def model_float_reference(sentences: tuple[str, ...]) -> FloatReference:
+    """The float model on ``sentences`` (inputs, outputs of every linear layer, embeddings):
+    the same for every scheme, so a new bit width does not run it again."""
+    return float_reference(bundled_model(), sentences)
+
+
 @st.cache_resource(max_entries=4, show_spinner="Running the quantized model on the sentences…")
 def model_outputs(key: str, _scheme: ModelScheme, sentences: tuple[str, ...]) -> ModelOutputs:
     """``key``: ``scheme.key()``; the sentences are hashed as they are (at most 256 short
@@ -70,11 +83,14 @@ def model_outputs(key: str, _scheme: ModelScheme, sentences: tuple[str, ...]) ->
     if _scheme.static and _scheme.activation is not None:
         capture = linear_inputs(_scheme.algorithm.calibration)
         ranges = static_ranges(capture, _scheme.activation, linears)
+    reference = model_float_reference(sentences)
     return output_report(
         bundled_model(),
         sentences,
         linears,
         _scheme.activation,
         ranges=ranges,
-        held_out=linear_inputs(sentences),
+        # the held-out comparison with RTN runs on the sentences themselves
+        held_out=reference.capture,
+        reference=reference,
     )

@@ -16,7 +16,12 @@ from torch.nn import functional as F
 from dashboard.services.model import embeddings
 from dashboard.services.model.evaluate import LayerMetric, order_by
 from dashboard.services.model.figures import cosine_figure, layer_figure
-from dashboard.services.model.outputs import output_report, quantize_linears, static_ranges
+from dashboard.services.model.outputs import (
+    float_reference,
+    output_report,
+    quantize_linears,
+    static_ranges,
+)
 from dashboard.services.model.tables import OUTPUT_COLUMNS, most_sensitive, output_table
 from dashboard.services.state.algorithm import AlgorithmChoice
 from dashboard.services.state.model import (
@@ -239,7 +244,8 @@ def test_layer_chart_without_output_columns_says_so() -> None:
 
 
 def test_cosine_figure_checks_lengths() -> None:
-    assert list(cosine_figure(["a", "b"], [0.9, 0.8], "x").data[0].x) == [0.9, 0.8]
+    fig = cosine_figure(["a", "b"], [0.9, 0.8], "x")
+    assert list(fig.data[0].customdata) == [0.9, 0.8]  # 1 - cosine is drawn, cosine hovered
     with pytest.raises(ValueError, match="2 sentences but 1"):
         cosine_figure(["a", "b"], [0.9], "x")
 
@@ -305,3 +311,30 @@ def test_model_scheme_rejects_inconsistent_parts() -> None:
     preset = ModelScheme.of(ActivationChoice.W8A16, weight=W4G128)
     assert preset.weight == SchemePreset.W8A16.scheme.weight and preset.activation is None
     assert math.isfinite(len(preset.describe()))
+
+
+# --- reusing the float reference ---------------------------------------------------------
+
+
+def _rows_equal(a, b) -> None:
+    assert a.cosines == b.cosines and a.sentences == b.sentences
+    for ra, rb in zip(a.layers, b.layers, strict=True):
+        assert ra == rb, ra.name
+
+
+@pytest.mark.parametrize("algorithm", [Algorithm.RTN, Algorithm.HQQ])
+def test_a_kept_float_reference_and_own_inputs_give_the_same_report(
+    minilm: nn.Module, algorithm: Algorithm
+) -> None:
+    """The page keeps the float forward across schemes and compares with RTN on the
+    report's own sentences: the same numbers as a report that recomputes both."""
+    lin = quantize_linears(minilm, W4G128, algorithm)
+    own = capture_sentence_inputs(minilm, SENTENCES)
+    fresh = output_report(minilm, SENTENCES, lin, A8_TOKEN, held_out=own)
+    ref = float_reference(minilm, SENTENCES)
+    kept = output_report(minilm, SENTENCES, lin, A8_TOKEN, held_out=ref.capture, reference=ref)
+    _rows_equal(fresh, kept)
+    if algorithm is Algorithm.RTN:  # RTN against itself: no gain, by construction
+        assert all(r.held_out_rtn == r.held_out for r in kept.layers)
+    with pytest.raises(ValueError, match="these sentences"):
+        output_report(minilm, SENTENCES[:2], lin, reference=ref)

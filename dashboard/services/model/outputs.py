@@ -15,6 +15,12 @@ the op before): so the activation quantizer sees ``X / s``, as a deployed AWQ la
 would, static ranges are calibrated on ``X / s``, and with float activations the layer
 computes ``X Ŵ_effᵀ`` with ``Ŵ_eff = Ŵ diag(s)⁻¹`` (``effective_weight()``). The scales
 ``s`` are not counted in the bits per element (a deployed model folds them away).
+
+What depends on the sentences only (the float forward: each layer's input ``X``, its
+output ``Y`` and the float embeddings) is a ``FloatReference`` (``float_reference``): a
+page computes it once per sentence list and passes it to every report, so a new bit width
+pays for the quantization, the quantized outputs and one quantized forward only. Each
+layer's weight is dequantized once per report.
 """
 
 from __future__ import annotations
@@ -52,9 +58,11 @@ from .evaluate import SkippedLayer
 from .linears import QuantizedLinears, linear_scales, quantize_linears, static_ranges
 
 __all__ = [
+    "FloatReference",
     "LayerOutputRow",
     "ModelOutputs",
     "QuantizedLinears",
+    "float_reference",
     "output_report",
     "quantize_linears",
     "static_ranges",
@@ -121,21 +129,52 @@ class ModelOutputs:
         return min(self.cosines)
 
 
+@dataclass(frozen=True)
+class FloatReference:
+    """The float model on ``sentences``: every linear layer's input (``capture``,
+    ``[tokens, in]``), its float32 output ``Y = X Wᵀ + b`` (``outputs``, ``[tokens, out]``)
+    and the sentence embeddings (``[n_sentences, dim]``). It depends on the sentences alone
+    (about 25 MB for 15 sentences on MiniLM), so a page keeps it across schemes."""
+
+    sentences: tuple[str, ...]
+    capture: ActivationCapture
+    outputs: Mapping[str, torch.Tensor]
+    embeddings: torch.Tensor
+
+
+def float_reference(model: nn.Module, sentences: tuple[str, ...]) -> FloatReference:
+    """One float forward of ``model`` over ``sentences`` (``check_sentences``): the inputs,
+    float32 outputs of every linear layer of its transformer and the embeddings."""
+    texts = check_sentences(sentences)
+    capture, embeddings = capture_and_embed(model, texts)
+    inner = transformer_of(model)
+    outputs = {}
+    for name in capture.inputs:
+        linear = linear_layer(inner, name)
+        b = None if linear.bias is None else linear.bias.detach().to(torch.float32)
+        w = linear.weight.detach().to(torch.float32)
+        outputs[name] = F.linear(capture[name].to(torch.float32), w, b)
+    return FloatReference(texts, capture, outputs, embeddings)
+
+
 def _layer_row(
     name: str,
     linear: nn.Linear,
     res: WeightQuantResult,
-    x: torch.Tensor,
+    dequantized: torch.Tensor,
+    reference: FloatReference,
     activation: QuantConfig | None,
     ranges: ActivationRanges | None,
     held_out: torch.Tensor | None,
+    algorithm: Algorithm,
 ) -> LayerOutputRow:
     w = linear.weight.detach().to(torch.float32)
     b = None if linear.bias is None else linear.bias.detach().to(torch.float32)
-    x = x.to(torch.float32)
+    x_stored = reference.capture[name]
+    x = x_stored.to(torch.float32)
+    y = reference.outputs[name]
     s = res.input_scale
-    w_eff = res.effective_weight()
-    y = F.linear(x, w, b)
+    w_eff = dequantized if s is None else dequantized / s  # res.effective_weight()
     y_w = F.linear(x, w_eff, b)
     weight_only = error_metrics(y, y_w)
     output, activation_only, clipped = weight_only, None, None
@@ -143,16 +182,25 @@ def _layer_row(
         xs = x if s is None else x / s
         aq = quantize_activation(xs, activation, ranges)
         xs_hat = aq.dequantize()
-        output = error_metrics(y, F.linear(xs_hat, res.quantized.dequantize(), b))
+        output = error_metrics(y, F.linear(xs_hat, dequantized, b))
         x_hat = xs_hat if s is None else xs_hat * s
         activation_only = error_metrics(y, F.linear(x_hat, w, b))
         if ranges is not None:
             clipped = clip_stats(xs, aq).n_clipped / max(xs.numel(), 1)
     held, held_rtn = None, None
     if held_out is not None:
-        held = layer_output_error(w, w_eff, held_out, b)
-        rtn = quantize(w, res.quantized.config).dequantize()
-        held_rtn = layer_output_error(w, rtn, held_out, b)
+        # The report's own inputs (the page's case): the same matmuls as weight_only.
+        same = held_out is x_stored
+        held = weight_only if same else layer_output_error(w, w_eff, held_out, b)
+        if algorithm is Algorithm.RTN:
+            held_rtn = held  # the algorithm is RTN: the same codes (quantize_weight)
+        else:
+            rtn = quantize(w, res.quantized.config).dequantize()
+            held_rtn = (
+                error_metrics(y, F.linear(x, rtn, b))
+                if same
+                else layer_output_error(w, rtn, held_out, b)
+            )
     st = storage_cost(tuple(w.shape), res.quantized.config)
     return LayerOutputRow(
         name=name,
@@ -186,6 +234,7 @@ def output_report(
     *,
     ranges: Mapping[str, ActivationRanges] | None = None,
     held_out: ActivationCapture | None = None,
+    reference: FloatReference | None = None,
 ) -> ModelOutputs:
     """``model`` (a loaded SentenceTransformer, never modified) with the weights of
     ``linears`` and every linear input fake-quantized under ``activation`` (``None``:
@@ -193,8 +242,11 @@ def output_report(
 
     ``ranges``: static ranges by layer (``static_ranges``; dynamic without them);
     ``held_out``: a capture on other sentences, for each layer's weight-only output error
-    of the algorithm and of RTN. Skipped layers keep float weights; their inputs are
-    still quantized in the embedding forward.
+    of the algorithm and of RTN (``reference.capture`` itself: on these sentences, reusing
+    the report's own matmuls). ``reference``: ``float_reference(model, sentences)``, kept
+    by the caller (``ValueError`` when it is of other sentences); computed here without it.
+    Skipped layers keep float weights; their inputs are still quantized in the embedding
+    forward.
     """
     start = time.perf_counter()
     if not isinstance(linears, QuantizedLinears):
@@ -203,16 +255,23 @@ def output_report(
     scheme = LayerScheme(weight=linears.config, activation=activation)
     ranges = {} if ranges is None else dict(ranges)
     inner = transformer_of(model)
-    capture, fp32 = capture_and_embed(model, texts)
+    if reference is None:
+        reference = float_reference(model, texts)
+    elif not isinstance(reference, FloatReference) or reference.sentences != texts:
+        raise ValueError("reference must be the FloatReference of these sentences")
+    fp32 = reference.embeddings
+    dequantized = {n: r.quantized.dequantize() for n, r in linears.results.items()}
     rows = tuple(
         _layer_row(
             name,
             linear_layer(inner, name),
             res,
-            capture[name],
+            dequantized[name],
+            reference,
             activation,
             ranges.get(name),
             None if held_out is None or name not in held_out.inputs else held_out[name],
+            linears.algorithm,
         )
         for name, res in linears.results.items()
     )
@@ -228,7 +287,7 @@ def output_report(
         twin_inner,
         LayerScheme(activation=activation),
         activation_ranges=ranges or None,
-        dequantized_weights={n: r.quantized.dequantize() for n, r in linears.results.items()},
+        dequantized_weights=dequantized,
     )
     try:
         with handle:
