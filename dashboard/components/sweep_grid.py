@@ -27,8 +27,9 @@ from dashboard.services.compare.weights import calibration_note, offered_algorit
 from dashboard.services.display.text import literal
 from dashboard.services.sources.choice import SourceChoice
 from dashboard.services.state.algorithm import parse_sentences
-from dashboard.services.state.compare import sweep_from_query, sweep_to_query
+from dashboard.services.state.compare import SWEEP_PREFIX, sweep_from_query, sweep_to_query
 from dashboard.services.state.scheme import GranularityKind
+from dashboard.services.state.source import SOURCE_KEYS
 from quant_core import (
     Algorithm,
     Format,
@@ -142,6 +143,15 @@ def _state_from_grid(grid: SchemeGrid) -> dict[str, object]:
     }
 
 
+def _own_address(params: dict[str, str]) -> bool:
+    """Whether ``params`` is an address this page writes (source and ``sw.`` keys only).
+
+    ``st.switch_page`` ("Open in the explorer") sets the explorer's keys while the browser
+    still shows this page, which leaves a history entry of this page with the explorer's
+    keys: Back lands there, and it must not clear the sweep (its results stay shown)."""
+    return all(k in SOURCE_KEYS or k.startswith(SWEEP_PREFIX) for k in params)
+
+
 def seed_sweep_from_url(cols: int, layer: str | None) -> None:
     """When the address is new to the session (``url.first_run``), put its grid and axis
     into the form (warning about each value it cannot use here) and take it as submitted;
@@ -159,7 +169,7 @@ def seed_sweep_from_url(cols: int, layer: str | None) -> None:
             axis = ErrorAxis.MSE
         persist.set_values({_AXIS: axis})
     if not q.has_grid:
-        if params:
+        if params and _own_address(params):
             st.session_state.pop(_GRID, None)
         return
     fitted = fit_grid(
