@@ -227,8 +227,14 @@ def sweep_grid_form(
         }
     )
     # Keep the choices valid for this tensor (the last one may have had other columns).
-    ss["sw_groups"] = [g for g in ss["sw_groups"] if cols % g == 0]
-    ss["sw_algos"] = [a for a in ss["sw_algos"] if a in offered] or [Algorithm.RTN]
+    # Set only when they change: a value set through session state is sent back to the
+    # browser, overwriting what the visitor picked meanwhile (see config_picker's bits).
+    groups = [g for g in ss["sw_groups"] if cols % g == 0]
+    if groups != list(ss["sw_groups"]):
+        ss["sw_groups"] = groups
+    algos = [a for a in ss["sw_algos"] if a in offered] or [Algorithm.RTN]
+    if algos != list(ss["sw_algos"]):
+        ss["sw_algos"] = algos
     with st.form("sweep_form"):
         c1, c2, c3, c4 = st.columns(4)
         kw = {"persist_state": PERSIST}
