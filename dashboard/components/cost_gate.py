@@ -41,7 +41,8 @@ def allow(scope: str, key: str, cost: WorkCost, what: str = "this") -> bool:
         f"The link restored {what}: about {cost.elements:,} elements × {cost.schemes:,} "
         f"scheme(s), estimated {cost.label()}. It runs when you ask for it."
     )
-    st.caption(LIMITS.describe())
+    if scope != "sweep":  # the sweep page states them under its form
+        st.caption(LIMITS.describe())
     if st.button(f"Run: {cost.label()}", key=f"cost_run_{scope}", type="primary"):
         confirmed.add(key)
         return True
