@@ -14,15 +14,24 @@ import streamlit as st
 
 from dashboard.services.cost import LIMITS, WorkCost
 
-__all__ = ["allow", "link_restored"]
+__all__ = ["allow", "link_restored", "visitor_asked"]
 
 _LINK = "_cost_link_"
 _PENDING = "_pending"  # no work key starts with "_"
 _CONFIRMED = "_cost_confirmed"
+_ASKED = "_cost_asked_"
+
+
+def visitor_asked(scope: str) -> None:
+    """The visitor's own click is about to open ``scope`` from an address (e.g. "Open in
+    the explorer"): its next seeding from that address is no link to hold back."""
+    st.session_state[_ASKED + scope] = True
 
 
 def link_restored(scope: str) -> None:
     """The page's widgets were just seeded from a link: its next work is the link's."""
+    if st.session_state.pop(_ASKED + scope, False):
+        return
     st.session_state[_LINK + scope] = _PENDING
 
 
