@@ -14,15 +14,24 @@ import streamlit as st
 
 from dashboard.services.cost import LIMITS, WorkCost
 
-__all__ = ["allow", "link_restored"]
+__all__ = ["allow", "link_restored", "visitor_asked"]
 
 _LINK = "_cost_link_"
 _PENDING = "_pending"  # no work key starts with "_"
 _CONFIRMED = "_cost_confirmed"
+_ASKED = "_cost_asked_"
+
+
+def visitor_asked(scope: str) -> None:
+    """The visitor's own click is about to open ``scope`` from an address (e.g. "Open in
+    the explorer"): its next seeding from that address is no link to hold back."""
+    st.session_state[_ASKED + scope] = True
 
 
 def link_restored(scope: str) -> None:
     """The page's widgets were just seeded from a link: its next work is the link's."""
+    if st.session_state.pop(_ASKED + scope, False):
+        return
     st.session_state[_LINK + scope] = _PENDING
 
 
@@ -41,7 +50,8 @@ def allow(scope: str, key: str, cost: WorkCost, what: str = "this") -> bool:
         f"The link restored {what}: about {cost.elements:,} elements × {cost.schemes:,} "
         f"scheme(s), estimated {cost.label()}. It runs when you ask for it."
     )
-    st.caption(LIMITS.describe())
+    if scope != "sweep":  # the sweep page states them under its form
+        st.caption(LIMITS.describe())
     if st.button(f"Run: {cost.label()}", key=f"cost_run_{scope}", type="primary"):
         confirmed.add(key)
         return True

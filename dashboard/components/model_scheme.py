@@ -68,12 +68,17 @@ def seed_model_scheme_from_url() -> None:
         url.add_warning(f"Ignored the link's {problem}.")
     if parsed.choice is not None:
         persist.set_values({"m_act": parsed.choice})
+    # The pickers drawn in this run warn about each value they change; a preset draws no
+    # picker (it fixes both sides), so nothing is remembered for one to warn about later.
+    preset = parsed.choice is not None and parsed.choice.preset is not None
     if parsed.weight is not None:
         apply_config(parsed.weight, "m_")
-        remember_link_config(parsed.weight, "m_")  # the picker warns about what it changes
+        if not preset:
+            remember_link_config(parsed.weight, "m_")
     if parsed.activation is not None:
         apply_config(parsed.activation, "ma_")
-        remember_link_config(parsed.activation, "ma_")
+        if parsed.choice is ActivationChoice.CUSTOM:
+            remember_link_config(parsed.activation, "ma_")
     if parsed.ranges is not None:
         persist.set_values({"m_ranges": parsed.ranges})
     if parsed.algorithm is not None:

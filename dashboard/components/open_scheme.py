@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from dashboard.components import url
+from dashboard.components import cost_gate, url
 from dashboard.components.config import apply_config
 from dashboard.services.compare.weights import WeightScheme
 from dashboard.services.display.text import literal
@@ -67,5 +67,6 @@ def open_in_explorer(
             # The explorer would re-read an address this session did not write, and an
             # upload cannot come back from one: mark it as ours, the widgets carry the rest.
             url.write(params)
+        cost_gate.visitor_asked("explorer")  # a click, not a link: no "Run" button there
         st.switch_page(EXPLORER, query_params=params)
     st.markdown(f"[Shareable link to this view]({explorer_link(source, scheme)})")

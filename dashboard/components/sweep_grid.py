@@ -27,9 +27,10 @@ from dashboard.services.compare.weights import calibration_note, offered_algorit
 from dashboard.services.display.text import literal
 from dashboard.services.sources.choice import SourceChoice
 from dashboard.services.state.algorithm import parse_sentences
-from dashboard.services.state.compare import sweep_from_query, sweep_to_query
+from dashboard.services.state.compare import SWEEP_PREFIX, sweep_from_query, sweep_to_query
 from dashboard.services.state.scale_storage import DEFAULT_SCALE_DTYPE
 from dashboard.services.state.scheme import GranularityKind
+from dashboard.services.state.source import SOURCE_KEYS
 from quant_core import (
     Algorithm,
     Format,
@@ -143,6 +144,15 @@ def _state_from_grid(grid: SchemeGrid) -> dict[str, object]:
     }
 
 
+def _own_address(params: dict[str, str]) -> bool:
+    """Whether ``params`` is an address this page writes (source and ``sw.`` keys only).
+
+    ``st.switch_page`` ("Open in the explorer") sets the explorer's keys while the browser
+    still shows this page, which leaves a history entry of this page with the explorer's
+    keys: Back lands there, and it must not clear the sweep (its results stay shown)."""
+    return all(k in SOURCE_KEYS or k.startswith(SWEEP_PREFIX) for k in params)
+
+
 def seed_sweep_from_url(cols: int, layer: str | None) -> None:
     """When the address is new to the session (``url.first_run``), put its grid and axis
     into the form (warning about each value it cannot use here) and take it as submitted;
@@ -160,7 +170,7 @@ def seed_sweep_from_url(cols: int, layer: str | None) -> None:
             axis = ErrorAxis.MSE
         persist.set_values({_AXIS: axis})
     if not q.has_grid:
-        if params:
+        if params and _own_address(params):
             st.session_state.pop(_GRID, None)
         return
     fitted = fit_grid(
@@ -218,8 +228,14 @@ def sweep_grid_form(
         }
     )
     # Keep the choices valid for this tensor (the last one may have had other columns).
-    ss["sw_groups"] = [g for g in ss["sw_groups"] if cols % g == 0]
-    ss["sw_algos"] = [a for a in ss["sw_algos"] if a in offered] or [Algorithm.RTN]
+    # Set only when they change: a value set through session state is sent back to the
+    # browser, overwriting what the visitor picked meanwhile (see config_picker's bits).
+    groups = [g for g in ss["sw_groups"] if cols % g == 0]
+    if groups != list(ss["sw_groups"]):
+        ss["sw_groups"] = groups
+    algos = [a for a in ss["sw_algos"] if a in offered] or [Algorithm.RTN]
+    if algos != list(ss["sw_algos"]):
+        ss["sw_algos"] = algos
     with st.form("sweep_form"):
         c1, c2, c3, c4 = st.columns(4)
         kw = {"persist_state": PERSIST}

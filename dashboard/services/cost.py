@@ -92,12 +92,13 @@ class SessionLimits:
 
     def describe(self) -> str:
         """The limits in one sentence, for the page."""
+        work = self.link_seconds / SECONDS_PER_ELEMENT
         return (
             f"Limits of a session: tensors up to {self.max_side:,} × {self.max_side:,} "
-            f"({self.max_synthetic_elements:,} elements synthetic); a link starts its work "
-            f"on load only below about {self.link_seconds:.0f} s and "
-            f"{self.link_bytes / 1e9:.0f} GB (elements × schemes), above that it waits for "
-            "your click."
+            f"({self.max_synthetic_elements:,} elements synthetic). A link starts its work "
+            f"on load only up to about {work:,.0f} elements × schemes (~"
+            f"{self.link_seconds:.0f} s) and ~{self.link_bytes / 1e9:.0f} GB of memory; "
+            "above that it waits for your click."
         )
 
 

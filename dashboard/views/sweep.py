@@ -16,7 +16,7 @@ from dashboard.components.sweep_grid import (
 from dashboard.components.sweep_results import axis_picker, sweep_results
 from dashboard.services.compare.sweep import sweep_table
 from dashboard.services.compare.weights import linear_layer_of
-from dashboard.services.cost import estimate
+from dashboard.services.cost import LIMITS, estimate
 from dashboard.services.state.source import source_to_query
 
 st.title("Sweep & Pareto frontier")
@@ -27,6 +27,7 @@ url.show_warnings()
 where = source_to_query(source.choice)
 
 request = sweep_grid_form(tuple(source.matrix.shape), source.key, layer, source.choice)
+st.caption(LIMITS.describe())
 if request is None:
     url.write(where)
     st.info("Pick the schemes to compare and press **Run sweep**.")

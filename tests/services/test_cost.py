@@ -34,7 +34,8 @@ def test_the_label_and_limits_read_as_numbers() -> None:
     assert estimate(8000 * 8000).label() == "~128 s, ~6,144 MB"
     assert estimate(1).label() == "~1 s, ~1 MB"
     text = LIMITS.describe()
-    assert "16,384 × 16,384" in text and "10 s" in text and "1 GB" in text
+    assert "16,384 × 16,384" in text and "5,000,000 elements × schemes" in text
+    assert "~10 s" in text and "~1 GB" in text
 
 
 @pytest.mark.parametrize(("elements", "schemes"), [(0, 1), (1, 0), (-5, 2)])
