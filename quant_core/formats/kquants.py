@@ -358,10 +358,23 @@ class _SignedSearch:
         return torch.where(self.zero_block[rows], 0, lv + nmax).t()
 
 
+def _first_absmax_pass(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``_first_absmax(x, 0)`` as the C loop runs it, one row at a time (a kernel: an
+    ``argmax`` along the strided first axis cost as much as IQ4_NL's whole search)."""
+    amax = torch.zeros_like(x[0])
+    mx = torch.zeros_like(x[0])
+    for row in x:
+        a = row.abs()
+        better = a > amax
+        amax = torch.where(better, a, amax)
+        mx = torch.where(better, row, mx)
+    return amax, mx
+
+
 def _first_absmax_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(zero_block, max, safe max)`` of ``x`` ``[n, B]``: amax below ``GROUP_MAX_EPS``,
     the first value of largest magnitude, and it with 1 for zero blocks."""
-    amax, mx = _first_absmax(x, 0)
+    amax, mx = _kernel(_first_absmax_pass, x)
     zero_block = amax < _GROUP_MAX_EPS
     return zero_block, mx, torch.where(zero_block, 1.0, mx)
 
@@ -524,13 +537,35 @@ def _iq4_values(device: torch.device) -> torch.Tensor:
     return torch.tensor(IQ4_NL_VALUES, dtype=torch.float32, device=device)
 
 
+def _iq4_nearest(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``best_index_int8(16, kvalues_iq4nl, a)`` elementwise: ``(index, level)`` (float32)
+    of the level nearest to ``a`` (float32 differences), a tie going to the upper level; 0
+    and 15 at and beyond the ends. The bracketing levels ``v[mu - 1] <= a < v[mu]`` (``mu``
+    in ``1..15``) by a chain of comparisons with the constant levels, not ``bucketize``
+    (which Inductor runs as one ATen call per use: IQ4_NL quantized at 0.3 M values/s)."""
+    v = [float(c) for c in IQ4_NL_VALUES]
+    lo = torch.full_like(a, v[0])
+    hi = torch.full_like(a, v[1])
+    below = torch.zeros_like(a)  # mu - 1
+    for k in range(1, len(v) - 1):
+        ge = a >= v[k]
+        lo = torch.where(ge, v[k], lo)
+        hi = torch.where(ge, v[k + 1], hi)
+        below = torch.where(ge, float(k), below)
+    lower = (a - lo) < (hi - a)
+    return torch.where(lower, below, below + 1.0), torch.where(lower, lo, hi)
+
+
+def _iq4_codes(a: torch.Tensor) -> torch.Tensor:
+    """``best_index_int8`` of every value of ``a``, int32 (a kernel: see ``_iq4_nearest``)."""
+    return _iq4_nearest(a)[0].to(torch.int32)
+
+
 def _best_index_int8(a: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     """``best_index_int8(16, kvalues_iq4nl, a)`` elementwise (int64): the index of the
     level nearest to ``a`` (float32 differences), a tie going to the upper level; 0 and
-    15 at and beyond the ends."""
-    mu = torch.bucketize(a, values, right=True).clamp(1, len(IQ4_NL_VALUES) - 1)
-    lower = (a - values[mu - 1]) < (values[mu] - a)
-    return mu - lower.to(mu.dtype)
+    15 at and beyond the ends. ``values``: ``_iq4_values``."""
+    return _kernel(_iq4_codes, a).to(torch.int64)
 
 
 def _iq4_sums(
@@ -541,7 +576,7 @@ def _iq4_sums(
     sumqx = torch.zeros_like(inv)
     sumq2 = torch.zeros_like(inv)
     for i in range(x.shape[0]):
-        q = values[_best_index_int8(inv * x[i], values)]
+        q = _iq4_nearest(inv * x[i])[1]
         wq = w[i] * q
         sumqx = sumqx + wq * x[i]
         sumq2 = sumq2 + wq * q
