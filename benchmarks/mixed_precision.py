@@ -42,6 +42,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +99,61 @@ def preset_rates() -> None:
         parts.append(f"{cand.name} {w.numel() / took / 1e6:.1f}M/s" if r.ok else
                      f"{cand.name} skipped ({(r.skipped or '')[:40]})")  # fmt: skip
     print("default candidates on one 4096x4096 weight, measured: " + "; ".join(parts))
+
+
+def float64_formula(w: torch.Tensor, w_hat: torch.Tensor, a: torch.Tensor) -> float:
+    """The table's error sums before ``quant_core.mixed.sums``: float32 squares of the
+    whole difference, float64 column sums, then the importance dot product."""
+    col = (w_hat - w).square_().sum(dim=0, dtype=torch.float64)
+    return float(col.sum()) + float(col @ a)
+
+
+def task_benchmark(work: Path, reps: int) -> None:
+    """One table task on one 4096 x 11008 bf16 weight (Llama-7B's MLP) x ``SIX``, in this
+    process: ``measure_tensor`` against a plain ``safe_open`` read of the same tensor from a
+    file in the page cache, and each scheme's error sums (``sums.error_sums``) against the
+    float64 formula they replaced, on the same dequantized weight (medians of ``reps``)."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from quant_core import quantize
+    from quant_core.mixed import config_for
+    from quant_core.mixed.sums import error_sums
+
+    w = torch.empty(4096, 11008).normal_(0.0, 0.02).to(torch.bfloat16)
+    a = torch.rand(11008, dtype=torch.float64)
+    path = work / "task.safetensors"
+    save_file({"w": w}, str(path))
+    measure_tensor("w", w[:256], SIX, importance=a)  # compile the kernels
+
+    def read() -> torch.Tensor:
+        with safe_open(str(path), framework="pt") as handle:
+            return handle.get_tensor("w").clone()
+
+    def timed(fn: Callable[..., object], *args: object) -> float:
+        times = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            fn(*args)
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    read_s = timed(read)
+    task_s = timed(lambda: measure_tensor("w", read(), SIX, importance=a))
+    n = w.numel()
+    print(
+        f"one task, 4096x11008 bf16 x {len(SIX)} schemes (median of {reps}): plain read "
+        f"{read_s:.3f} s; read + table {task_s:.2f} s = x{task_s / read_s:.0f} the read, "
+        f"{n * len(SIX) / task_s / 1e6:.1f}M element-schemes/s"
+    )
+    w32 = w.to(torch.float32)
+    parts = []
+    for cand in SIX:
+        w_hat = quantize(w32, config_for(cand, tuple(w.shape))).dequantize()
+        old = timed(float64_formula, w32, w_hat, a)
+        new = timed(error_sums, w32, w_hat, a)
+        parts.append(f"{cand.name} {old:.2f} -> {new:.3f} s (x{old / new:.1f})")
+    print("  error sums per scheme, float64 formula -> one compiled pass: " + "; ".join(parts))
 
 
 def warm(placement: Placement, folder: Path) -> None:
@@ -253,17 +309,26 @@ def main() -> int:
     parser.add_argument("--skip-ray", action="store_true")
     parser.add_argument("--skip-05b", action="store_true")
     parser.add_argument("--skip-rates", action="store_true")
+    parser.add_argument("--skip-lm", action="store_true", help="without the KL/perplexity runs")
+    parser.add_argument(
+        "--task-only", action="store_true", help="only one table task (4096x11008 x 6 schemes)"
+    )
+    parser.add_argument("--reps", type=int, default=3, help="repeats of the task's timings")
     args = parser.parse_args()
     print(f"torch threads: {torch.get_num_threads()}, cores: {os.cpu_count()}, "
           f"load average: {os.getloadavg()[0]:.1f}")  # fmt: skip
-    allocation_benchmark()
-    if not args.skip_rates:
-        preset_rates()
     work = Path(tempfile.mkdtemp(prefix="qlab-mixed-"))
     try:
-        tiny = write_lm(work / "tiny", 128, 2, 256, 4, 2, 320, False)
-        lm_benchmark("tiny Llama", tiny, 256)
-        if not args.skip_05b:
+        task_benchmark(work, args.reps)
+        if args.task_only:
+            return 0
+        allocation_benchmark()
+        if not args.skip_rates:
+            preset_rates()
+        if not args.skip_lm:
+            tiny = write_lm(work / "tiny", 128, 2, 256, 4, 2, 320, False)
+            lm_benchmark("tiny Llama", tiny, 256)
+        if not args.skip_lm and not args.skip_05b:
             big = write_lm(work / "qwen2-0.5b-shape", 896, 24, 4864, 14, 2, 151936, True)
             lm_benchmark("0.5B-scale (Qwen2-0.5B shape, random)", big, 256)
             shutil.rmtree(big, ignore_errors=True)
