@@ -215,3 +215,13 @@ def test_layer_page_warns_when_it_changes_the_links_group_size() -> None:
     assert "group=7" in text and "using 6" in text, text
     assert "0.33" in text  # not a step of the α slider: ignored, said so
     assert query(at, "l.w.group") == "6"
+
+
+@pytest.mark.parametrize("key", ["l.layer", "l.scheme", "l.split", "l.alpha", "l.w.bits"])
+def test_layer_page_shows_hostile_link_values_literally(key: str) -> None:
+    from hostile import HOSTILE, unsafe
+
+    at = open_page("layer.py", **{"l.scheme": "custom", key: HOSTILE})
+    assert not at.exception, [e.value for e in at.exception]
+    assert unsafe(at) == []
+    assert at.warning  # each bad value is said
