@@ -72,12 +72,16 @@ def _nibbles(u: torch.Tensor) -> torch.Tensor:
 
 def _unnibble(b: torch.Tensor, minus: int = 0) -> torch.Tensor:
     """``[n, 16]`` bytes -> ``[n, 32]`` nibbles ``- minus`` (int8 when ``minus``, else
-    uint8): byte-wide passes writing contiguous halves, one concatenation, the shift in
-    place (writing each half into a strided view of the result took 60x a copy of a
-    4096 x 4096 Q4_0 tensor's bytes)."""
-    out = torch.cat([b & 0x0F, b >> 4], dim=1)
+    uint8), written in place into one tensor (no concatenation copy)."""
+    out = torch.empty((b.shape[0], 32), dtype=torch.int8 if minus else torch.uint8)
+    lo, hi = out[:, :16], out[:, 16:]
     if minus:
-        return out.view(torch.int8).sub_(minus)  # 0..15 - minus fits int8
+        torch.bitwise_and(b, 0x0F, out=lo.view(torch.uint8))
+        torch.bitwise_right_shift(b, 4, out=hi.view(torch.uint8))
+        out.sub_(minus)  # 0..15 - minus fits int8
+    else:
+        torch.bitwise_and(b, 0x0F, out=lo)
+        torch.bitwise_right_shift(b, 4, out=hi)
     return out
 
 
