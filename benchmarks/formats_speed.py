@@ -19,7 +19,9 @@ For an ``N x N`` float32 random-normal matrix (default 4096; seed 0) and each fo
 
 - decode: ``QuantizedTensor.from_ggml_bytes`` of the bytes (the GGUF types), and that plus
   ``dequantize()``, against ``np.frombuffer(data, np.uint8).copy()`` of the same bytes (a
-  read from the page cache costs about that). Target for Q4_K: decode <= 5x the copy.
+  read from the page cache costs about that), median of at least 15 runs (the copy takes
+  about a millisecond: on a loaded machine a few runs' median swings 10x). Target for
+  Q4_K: decode <= 5x the copy.
 
 The cases are timed in turn (reference, ours, gguf, reference, ...), so that a change in
 the machine's load affects them alike. ``--threads`` (default: one fewer than the machine's
@@ -108,7 +110,7 @@ def bench_decode(x: torch.Tensor, name: str, repeats: int) -> None:
             "decode": lambda: QuantizedTensor.from_ggml_bytes(data, name, shape),
             "full": lambda: QuantizedTensor.from_ggml_bytes(data, name, shape).dequantize(),
         },
-        repeats,
+        max(repeats, 15),  # milliseconds each: more runs steady the copy's median
     )
     ratio = t["decode"] / t["copy"]
     line = (
