@@ -9,8 +9,10 @@ The 6 schemes (``SIX``) are int8 per-channel, int4 g128 and four more of the lab
 run at a few million elements per second here, which would make one pass over 1B
 parameters take the better part of an hour.
 
-Run: ``python benchmarks/mixed_precision.py`` (about 2 GB of disk in a temporary folder,
-removed afterwards; ``--skip-ray`` without Ray, ``--skip-05b`` without the 0.5B model).
+Run: ``PYTHONPATH=. python benchmarks/mixed_precision.py`` (about 2 GB of disk in a
+temporary folder, removed afterwards; ``--skip-ray`` without Ray, ``--skip-05b`` without the
+0.5B model, ``--skip-lm`` without either causal LM, ``--layers 1`` for a 0.20B checkpoint,
+``--task-only`` for one table task only).
 
 The checkpoint is ``checkpoint.py``'s: 5 decoder layers of Llama-7B's shape, bf16, one
 shard per layer, 1.01B parameters. Before each timed pass the shards' pages are dropped
@@ -18,15 +20,29 @@ from the page cache, so every pass reads from disk. Each runner's worker process
 started and their kernels compiled on a small tensor before the clock starts (a process's
 first quantize compiles quant_core's kernels, about 20 s here; the page keeps its workers).
 
-Measured on this project's 2-core machine while it was shared (load average 12 to 19), so
-absolute times are several times what an idle machine gives: plain read of the 1.01B
-checkpoint 10.7 s; the table with 1 local worker 354 s (x33 the read, 17.2M
-element-schemes/s), 2 local workers 440 s (x41; other work on the machine took the second
-core), local Ray with 2 CPUs 305 s (x29, 19.9M element-schemes/s). The target of 3x the
-read is not met: each cell's float64 column sums cost about twice the quantize and
-dequantize, and 6 schemes read each element 6 times. Allocation of 1,000 x 10: 52 to 75 ms
-(one run 175 ms at load 19.5), of which solving is under 1 ms. KL and perplexity: the tiny
-Llama 1.4 to 4.9 s on 256 tokens; the 0.5B-scale model 82 s (its float forward 48 s).
+Measured on this project's 2-core machine while it was shared (load average 8 to 19), so
+absolute times are several times what an idle machine gives. Before ``quant_core.mixed.sums``
+(1.01B checkpoint): plain read 10.7 s; the table with 1 local worker 354 s (x33 the read,
+17.2M element-schemes/s), 2 local workers 440 s (x41), local Ray with 2 CPUs 305 s (x29):
+each cell's float64 column sums cost about twice the quantize and dequantize.
+
+Now each scheme's error sums are one compiled pass over ``W`` and ``Ŵ`` (float32 row sums,
+float64 total; ``sums``' docstring bounds the difference), ``Ŵ`` is written into one reused
+buffer, ``W`` converted once. One task, 4096 x 11008 bf16 x 6 schemes, old and new code
+alternating in one process (medians of 2 or 3; three runs): 26.3 s -> 11.6 s (x2.3), 15.2 s
+-> 9.6 s (x1.6), 9.3 s -> 7.0 s (x1.3); the error sums alone, per scheme, x6 to x23
+(``task_benchmark``: e.g. int8 per channel 0.82 s -> 0.062 s). ``--layers 1`` (0.20B
+parameters, 7 weights; the read 1.0 s, 0.42 GB/s): the table with 1 local worker 22.0 s (x23
+the read, 55M element-schemes/s; before: x56 at 14.5M element-schemes/s in a run at load
+12), 2 local workers 13.2 s (x14, 92M element-schemes/s); one task read + table x28 to x36
+its plain read.
+
+The target of 3x the read is not met and cannot be by this module alone: what remains is
+quantize and dequantize themselves, 6 passes each over every element (FP4 g32's codebook
+encoding about 1.5 to 2.3 s of one task's 5 to 6 s, NF4 and FP8 dequantizing 0.6 to 1 s each),
+against a read at 0.2 to 0.4 GB/s. Allocation of 1,000 x 10: 17 to 75 ms (one run 175 ms at
+load 19.5), of which solving is under 1 ms. KL and perplexity: the tiny Llama 0.6 to 4.9 s on
+256 tokens; the 0.5B-scale model 82 s (its float forward 48 s).
 
 The 0.5B-scale model is Qwen2-0.5B's shape (hidden 896, 24 layers, MLP 4864, 14 heads with
 2 key-value heads, a 151,936-token vocabulary, tied embeddings: 494M parameters) built by

@@ -15,7 +15,8 @@ Per weight ``W`` ``[out, in]`` (float32 copy) and candidate config ``c``:
 Cost: ``W`` is converted to float32 once for every scheme; each scheme quantizes it,
 dequantizes into one reused buffer (integer codes) and takes both error sums in one pass
 over ``W`` and ``Ŵ`` (``sums``: a compiled kernel summing float32 rows, within
-``(in + 2) 2^-24`` of float64's column sums); ``D`` itself is made only for held-out inputs.
+``(in + 2) 2^-24`` of float64's column sums); a codebook format's pass decodes its codes
+itself, so its ``Ŵ`` is never stored; ``D`` itself is made only for held-out inputs.
 
 A GGUF type whose blocks do not divide the rows is measured in llama-quantize's fallback
 type (``stored_as``). A scheme that cannot take the weight's shape (a group size that does
@@ -36,7 +37,7 @@ from ..config import Format
 from ..quantize import quantize
 from ..storage import storage_cost
 from .candidates import Candidate, check_candidates, config_for
-from .sums import energy_sums, error_sums
+from .sums import codebook_error_sums, energy_sums, error_sums
 
 __all__ = ["ROW_FIELDS", "SensitivityRow", "measure_tensor"]
 
@@ -156,11 +157,6 @@ def measure_tensor(
             cfg = config_for(cand, shape)
             cost = storage_cost(shape, cfg)
             qt = quantize(w32, cfg)
-            if buffer is None:
-                buffer = torch.empty_like(w32)
-            # Integer codes dequantize in place into ``buffer`` (no fresh full-size tensor
-            # to fault in); a codebook's kernel makes its own tensor, which ``out`` would copy.
-            w_hat = qt.dequantize(out=buffer if cfg.format is Format.INT else None)
         except (ValueError, NotImplementedError) as exc:
             rows.append(
                 SensitivityRow(
@@ -169,14 +165,25 @@ def measure_tensor(
                 )
             )  # fmt: skip
             continue
-        del qt
         out_mse = None
-        if held_out is not None:
-            d = w32 - w_hat
-            out_mse = float((held_out.to(torch.float32) @ d.T).square().mean(dtype=torch.float64))
-            del d
-        sse, weighted = error_sums(w32, w_hat, a)
-        del w_hat
+        # A codebook's error is taken straight from its codes (no Ŵ in memory) unless the
+        # held-out inputs need D itself.
+        sums = None if held_out is not None else codebook_error_sums(w32, qt, a)
+        if sums is None:
+            if buffer is None:
+                buffer = torch.empty_like(w32)
+            # Integer codes dequantize in place into ``buffer`` (no fresh full-size tensor
+            # to fault in); a codebook's kernel makes its own tensor, which ``out`` would copy.
+            w_hat = qt.dequantize(out=buffer if cfg.format is Format.INT else None)
+            if held_out is not None:
+                d = w32 - w_hat
+                x = held_out.to(torch.float32)
+                out_mse = float((x @ d.T).square().mean(dtype=torch.float64))
+                del d
+            sums = error_sums(w32, w_hat, a)
+            del w_hat
+        del qt
+        sse, weighted = sums
         if sse == 0:
             sqnr = math.inf
         else:

@@ -32,9 +32,14 @@ import math
 
 import torch
 
+from ..config import Format
+from ..formats import codebook_for
 from ..kernels.switch import _FAILED, _run, _usable
+from ..quantized_tensor import QuantizedTensor
 
-__all__ = ["energy_sums", "error_sums"]
+_F32_MAX = torch.finfo(torch.float32).max
+
+__all__ = ["codebook_error_sums", "energy_sums", "error_sums"]
 
 _ROWS = 64  # rows per piece of the reference: 64 x 11008 float32 is 2.8 MB
 
@@ -59,6 +64,24 @@ def _energy_kernel(x: torch.Tensor) -> torch.Tensor:
 def _energy_weighted_kernel(x: torch.Tensor, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     x2 = x * x
     return x2.sum(dim=1), (x2 * a).sum(dim=1)
+
+
+def _codebook_kernel(
+    x: torch.Tensor, q: torch.Tensor, s: torch.Tensor, table: torch.Tensor
+) -> torch.Tensor:
+    # dequantize's formula (kernels' _decode_table), its operations in its order
+    x_hat = (table[q.to(torch.int64)] * s).clamp(-_F32_MAX, _F32_MAX)
+    d = x - x_hat
+    return (d * d).sum(dim=(1, 2))
+
+
+def _codebook_weighted_kernel(
+    x: torch.Tensor, q: torch.Tensor, s: torch.Tensor, table: torch.Tensor, a: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    x_hat = (table[q.to(torch.int64)] * s).clamp(-_F32_MAX, _F32_MAX)
+    d = x - x_hat
+    d2 = d * d
+    return d2.sum(dim=(1, 2)), (d2 * a).sum(dim=(1, 2))
 
 
 def _check(w: torch.Tensor, w_hat: torch.Tensor | None, a: torch.Tensor | None) -> None:
@@ -110,6 +133,53 @@ def _compiled(
     sums = (float(plain.sum(dtype=torch.float64)), float(weighted.sum(dtype=torch.float64)))
     if not (math.isfinite(sums[0]) and math.isfinite(sums[1])):
         return None  # a float32 row sum overflowed, or the weight is not finite
+    return sums
+
+
+def codebook_error_sums(
+    w: torch.Tensor, qt: QuantizedTensor, importance: torch.Tensor | None = None
+) -> tuple[float, float] | None:
+    """``error_sums(w, qt.dequantize(), importance)`` for a codebook format (NF4, FP4, FP8,
+    ...) without ``Ŵ`` in memory: one compiled pass reads ``w``, the uint8 codes and the
+    scales and decodes as ``dequantize`` does (``clamp(s * value[q])``, the same float32
+    operations, so the same ``D``); sums as ``error_sums``' compiled path. ``None`` where it
+    does not apply: an integer format, blocks that are not runs of whole rows' consecutive
+    values (``PerChannel(1)``, tiles, one block over several rows), or the eager path."""
+    layout = qt.layout
+    if (
+        qt.config.format is Format.INT
+        or w.dim() != 2
+        or w.dtype != torch.float32
+        or tuple(qt.codes.shape) != tuple(w.shape)
+        or qt.codes.dtype != torch.uint8
+        or layout.tile is not None
+        or layout.axis not in (None, 0)
+        or w.shape[1] % layout.block_len != 0
+    ):
+        return None
+    _check(w, None, importance)
+    if not _usable(w, qt.codes):
+        return None
+    rows, n_in = w.shape
+    shape = (rows, n_in // layout.block_len, layout.block_len)
+    x = w.contiguous().view(shape)
+    q = qt.codes.contiguous().view(shape)
+    s = qt.scale.reshape(rows, shape[1], 1).to(torch.float32)
+    table = codebook_for(qt.config.format, w.device).decode_table
+    if importance is None:
+        out = _run(_codebook_kernel, "codebook_error", x, q, s, table)
+        if out is _FAILED:
+            return None
+        plain = weighted = out
+    else:
+        a = importance.to(device=w.device, dtype=torch.float32).reshape(1, shape[1], shape[2])
+        out = _run(_codebook_weighted_kernel, "codebook_error_weighted", x, q, s, table, a)
+        if out is _FAILED:
+            return None
+        plain, weighted = out
+    sums = (float(plain.sum(dtype=torch.float64)), float(weighted.sum(dtype=torch.float64)))
+    if not (math.isfinite(sums[0]) and math.isfinite(sums[1])):
+        return None
     return sums
 
 

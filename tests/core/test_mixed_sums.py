@@ -14,10 +14,21 @@ import math
 import pytest
 import torch
 
-from quant_core import Backend, QuantConfig, kernels, quantize, use_backend
-from quant_core.mixed import LAB_CANDIDATES, candidate_named, measure_tensor
+from quant_core import (
+    Backend,
+    Format,
+    PerChannel,
+    PerGroup,
+    PerTensor,
+    QuantConfig,
+    ScaleDtype,
+    kernels,
+    quantize,
+    use_backend,
+)
+from quant_core.mixed import LAB_CANDIDATES, Candidate, candidate_named, measure_tensor
 from quant_core.mixed import sums as sums_module
-from quant_core.mixed.sums import energy_sums, error_sums
+from quant_core.mixed.sums import codebook_error_sums, energy_sums, error_sums
 
 FORCED_EAGER = kernels.backend_from_env() is Backend.EAGER
 needs_compiled = pytest.mark.skipif(FORCED_EAGER, reason="QLAB_COMPILE=0 forces the eager path")
@@ -111,7 +122,9 @@ def test_measure_tensor_compiled_matches_the_eager_table(gen: torch.Generator) -
     shape = (96, 1024)
     w = (torch.randn(shape, generator=gen) * 0.02).to(torch.bfloat16)
     a = torch.rand(shape[1], generator=gen, dtype=torch.float64)
-    cands = (*LAB_CANDIDATES, candidate_named("Q4_K"))
+    names = ("nf4_g64", "fp4_g32", "fp8_pc")
+    codebooks = tuple(Candidate(n, c) for n, c in zip(names, CODEBOOKS, strict=True))
+    cands = (*LAB_CANDIDATES, candidate_named("Q4_K"), *codebooks)
     with use_backend(Backend.COMPILED):
         fast = measure_tensor("t", w, cands, importance=a)
     with use_backend(Backend.EAGER):
@@ -125,3 +138,41 @@ def test_measure_tensor_compiled_matches_the_eager_table(gen: torch.Generator) -
         assert f.energy == pytest.approx(s.energy, rel=rel)
         # sqnr_db = 10 log10(E / sse): each relative error moves it by 10/ln(10) * rel
         assert f.sqnr_db == pytest.approx(s.sqnr_db, abs=2 * 10 / math.log(10) * rel)
+
+
+CODEBOOKS = [
+    QuantConfig(format=Format.NF4, granularity=PerGroup(64)),
+    QuantConfig(format=Format.FP4_E2M1, granularity=PerGroup(32), scale_dtype=ScaleDtype.FP16),
+    QuantConfig(format=Format.FP8_E4M3, granularity=PerChannel(0)),
+]
+
+
+@needs_compiled
+@pytest.mark.parametrize("cfg", CODEBOOKS, ids=lambda c: c.describe())
+@pytest.mark.parametrize("weighted", [False, True], ids=["plain", "weighted"])
+def test_codebook_sums_decode_as_dequantize_does(
+    gen: torch.Generator, cfg: QuantConfig, weighted: bool
+) -> None:
+    shape = (96, 1024)
+    w = torch.randn(shape, generator=gen) * 0.02
+    a = torch.rand(shape[1], generator=gen, dtype=torch.float64) if weighted else None
+    with use_backend(Backend.COMPILED):
+        qt = quantize(w, cfg)
+        got = codebook_error_sums(w, qt, a)
+    assert got is not None
+    want = slow_sums(w, qt.dequantize(), a)
+    rel = rel_tolerance(shape)
+    assert got[0] == pytest.approx(want[0], rel=rel)
+    assert got[1] == pytest.approx(want[1], rel=rel)
+
+
+def test_codebook_sums_leave_what_they_do_not_fit_to_dequantize(gen: torch.Generator) -> None:
+    w = torch.randn(96, 1024, generator=gen)
+    for cfg in (
+        QuantConfig(bits=4, granularity=PerGroup(64)),  # integer codes
+        QuantConfig(format=Format.FP8_E4M3, granularity=PerChannel(1)),  # blocks are columns
+        QuantConfig(format=Format.NF4, granularity=PerTensor()),  # one block over all rows
+    ):
+        assert codebook_error_sums(w, quantize(w, cfg)) is None, cfg.describe()
+    with use_backend(Backend.EAGER):
+        assert codebook_error_sums(w, quantize(w, CODEBOOKS[0])) is None
