@@ -46,11 +46,10 @@ def test_points_are_coloured_by_format_and_shaped_by_algorithm(table: pd.DataFra
     assert colour["int · RTN"] == colour["int · HQQ"] != colour["nf4 · RTN"]
     assert symbol["int · RTN"] == symbol["nf4 · RTN"] != symbol["int · HQQ"]
     assert all(t.showlegend is not False for t in points)
-    # frontier points stand out (larger, ringed) inside their own group
-    front = set(table.index[table["on_frontier"]])
-    for t in points:
-        big = [s > 9 for s in t.marker.size]
-        assert big == [sid in front for sid in t.customdata]
+    # the frontier's points are ringed in red over their own markers
+    ring = fig.data[-1]
+    assert ring.name == "frontier" and ring.marker.symbol == "circle-open"
+    assert set(ring.customdata) == set(table.index[table["on_frontier"]])
 
 
 def test_table_shows_errors_first_and_sorts_rows_by_bits_then_error(

@@ -222,9 +222,9 @@ def pareto_figure(
     """Error (``axis``) against bits per element, one point per row of ``sweep_table``.
 
     Points are coloured by element format and shaped by algorithm, one trace (``meta``
-    ``POINTS_META``, named ``"int · RTN"``) per pair, so the legend tells them apart;
-    frontier points (minimise bits and MSE, or maximise SQNR) are drawn larger with a red
-    ring, and the ``"frontier"`` trace joins them with a red step line. ``compare_with``:
+    ``POINTS_META``, named ``"int · RTN"``) per pair, so the legend tells them apart; the
+    ``"frontier"`` trace rings the frontier points (minimise bits and MSE, or maximise
+    SQNR) in red and joins them with a red step line. ``compare_with``:
     also draw, dashed and blue at their place on this axis, the schemes on that axis's
     frontier (e.g. the weight-MSE frontier on the output-MSE plot), so a user sees where
     the two frontiers part. Every point's ``customdata`` is its ``scheme_id``: a page reads
@@ -244,7 +244,6 @@ def pareto_figure(
         sel = drawable & rows
         if not sel.any():
             continue
-        on_front = front[sel][np.argsort(bits[sel], kind="stable")]
         fig.add_trace(
             _trace(
                 table,
@@ -255,15 +254,7 @@ def pareto_figure(
                 mode="markers",
                 name=f"{fmt} · {algorithm}",
                 meta=POINTS_META,
-                marker={
-                    "color": colours[fmt],
-                    "symbol": symbols[algorithm],
-                    "size": np.where(on_front, 13, 9).tolist(),
-                    "line": {
-                        "color": np.where(on_front, _FRONTIER, "rgba(0,0,0,0)").tolist(),
-                        "width": 2,
-                    },
-                },
+                marker={"color": colours[fmt], "symbol": symbols[algorithm], "size": 9},
             )
         )
     fig.add_trace(
@@ -273,10 +264,12 @@ def pareto_figure(
             bits,
             err,
             hover,
-            mode="lines",
+            mode="lines+markers",
             name="frontier",
-            # Sorted by bits, "hv" draws the best error reachable at each bit budget.
+            # Sorted by bits, "hv" draws the best error reachable at each bit budget; the
+            # frontier's points get a red ring over their own marker.
             line={"color": _FRONTIER, "shape": "hv"},
+            marker={"color": _FRONTIER, "size": 14, "symbol": "circle-open", "line_width": 2},
         )
     )
     if compare_with is not None and compare_with is not axis:
