@@ -79,6 +79,7 @@ _GGUF_SUMMARIES = {
     "TQ1_0": "ternary -1/0/1, 5 per byte, fp16 scale per 256",
     "TQ2_0": "ternary -1/0/1 in 2 bits, fp16 scale per 256",
     "MXFP4": "OCP MXFP4: FP4 E2M1 in blocks of 32, E8M0 power-of-two scale (gpt-oss)",
+    "MXFP4_GGUF": "MXFP4 as llama-quantize writes it: ties between FP4 levels towards zero",
 }
 
 
@@ -89,10 +90,19 @@ def _mx(fmt: Format, bits: int = 8) -> QuantConfig:
 
 
 def _records() -> tuple[Preset, ...]:
+    # GGUF's MXFP4 is the OCP layout, but llama-quantize breaks an exact tie between two
+    # FP4 levels towards zero (its table's first level) where OCP's reference code (torchao)
+    # rounds to the even mantissa (7 on a step of 2: llama.cpp 6, torchao 8). "MXFP4" is
+    # the OCP record below (gpt-oss ships it); "MXFP4_GGUF" is llama-quantize's, byte for byte.
     gguf = [
-        Preset(t.name, t.name, "GGUF", _GGUF_SUMMARIES[t.name], t.config)
+        Preset(
+            "MXFP4_GGUF" if t.name == "MXFP4" else t.name,
+            "MXFP4 (llama.cpp)" if t.name == "MXFP4" else t.name,
+            "GGUF",
+            _GGUF_SUMMARIES["MXFP4_GGUF" if t.name == "MXFP4" else t.name],
+            t.config,
+        )
         for t in ggml_types()
-        if t.name != "MXFP4"  # the OCP record below is the lab's MXFP4 (its GGUF type too)
     ]
     others = [
         Preset("MXFP4", "MXFP4", "OCP MX", _GGUF_SUMMARIES["MXFP4"], _mx(Format.FP4_E2M1)),
