@@ -32,7 +32,15 @@ from .algorithms import (
     quantize_weight,
     quantize_weights,
 )
-from .analysis import ClipStats, clip_bounds, clip_stats, code_counts, histogram, levels_used
+from .analysis import (
+    ClipStats,
+    clip_bounds,
+    clip_stats,
+    code_counts,
+    code_total,
+    histogram,
+    levels_used,
+)
 from .awq import AWQOptions, AWQResult
 from .calibration import CALIBRATION_SENTENCES, HELD_OUT_SENTENCES, capture_sentence_inputs
 from .capture import ActivationCapture, capture_linear_inputs
@@ -183,6 +191,7 @@ __all__ = [
     "clip_bounds",
     "clip_stats",
     "code_counts",
+    "code_total",
     "codebook_for",
     "compare_static_dynamic",
     "compile_failure",

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from . import kernels
-from .config import Format
+from .config import Format, QuantConfig
 from .formats import codebook_for
 from .quantize import QuantizedTensor
 from .ranges import BlockRange
@@ -19,6 +19,7 @@ __all__ = [
     "clip_bounds",
     "clip_stats",
     "code_counts",
+    "code_total",
     "histogram",
     "levels_used",
 ]
@@ -44,6 +45,12 @@ class ClipStats:
         return self.n_clipped_low + self.n_clipped_high
 
 
+def code_total(cfg: QuantConfig) -> int:
+    """How many codes ``cfg``'s elements have: ``2^bits``, but ``qmax - qmin + 1`` for an
+    integer grid (MXINT8's symmetric -127..127 has 255 of its 8 bits' 256)."""
+    return cfg.qmax - cfg.qmin + 1 if cfg.format is Format.INT else 1 << cfg.bits
+
+
 def code_counts(
     qt: QuantizedTensor, block: int | None = None, mask: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -62,8 +69,7 @@ def code_counts(
             raise ValueError(f"block {block} out of range: this tensor has {qt.n_blocks} blocks")
         codes = qt.layout.to_blocks(codes)[block]
     cfg = qt.config
-    # 2^bits codes, but 2^bits - 1 for MXINT8's symmetric -127..127
-    n_codes = cfg.qmax - cfg.qmin + 1 if cfg.format is Format.INT else 1 << cfg.bits
+    n_codes = code_total(cfg)
     flat = codes.reshape(-1)
     if flat.dtype == torch.uint8:
         return torch.bincount(flat, minlength=n_codes)

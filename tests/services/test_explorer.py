@@ -646,3 +646,15 @@ def test_teaching_markdown_is_the_heading_then_each_formula_as_display_math() ->
     assert parts[0] == panel.heading.split("\n\n")[0]
     blocks = re.findall(r"^\$\$\n(.*?)\n\$\$$", panel.markdown, flags=re.S | re.M)
     assert blocks == list(panel.formulas) and len(blocks) >= 3
+
+
+def test_mxint8_counts_its_255_codes_everywhere() -> None:
+    # OCP's MXINT8 codes are -127..127: 255 of 8 bits' 256 (quant_core.code_total)
+    x = torch.randn(4, 64, generator=torch.Generator().manual_seed(5))
+    exp = explore(x, QuantConfig.from_name("MXINT8"))
+    view = histogram_view(exp, 0)
+    assert re.search(r"\d+ of 255 codes used", view.title), view.title
+    frame = exports.metrics_frame(exp)
+    assert frame.set_index("metric").loc["levels_total", "value"] == "255"
+    int4 = explore(x, QuantConfig(4))
+    assert "of 16 codes used" in histogram_view(int4, 0).title

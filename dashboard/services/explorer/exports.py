@@ -41,6 +41,7 @@ from quant_core import (
     QuantizedTensor,
     Recipe,
     ScaleDtype,
+    code_total,
     pack,
     unpack,
 )
@@ -80,7 +81,7 @@ def metrics_frame(exp: Exploration) -> pd.DataFrame:
             "clipped_high": exp.clip.n_clipped_high,
             "saturated": exp.clip.n_saturated,
             "levels_used": exp.levels_used,
-            "levels_total": 1 << exp.config.bits,
+            "levels_total": code_total(exp.config),
         }
     )
     return pd.DataFrame({"metric": list(rows), "value": [str(v) for v in rows.values()]})

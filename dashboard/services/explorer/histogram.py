@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quant_core import clip_bounds, levels_used
+from quant_core import clip_bounds, code_total, levels_used
 
 from .block_values import BlockValues, block_value_stats
 from .explore import Exploration, block_label
@@ -67,7 +67,7 @@ def histogram_view(exp: Exploration, block: int, stats: BlockValues | None = Non
     clip_lo, clip_hi = float(bounds.lo.reshape(-1)[block]), float(bounds.hi.reshape(-1)[block])
     clipped = tuple((a, b) for a, b in ((stats.lo, clip_lo), (clip_hi, stats.hi)) if a < b)
     used = exp.levels_used if exp.n_blocks == 1 else levels_used(exp.qt, block)
-    total = 1 << exp.config.bits
+    total = code_total(exp.config)
     drawn = len(levels) <= MAX_DRAWN_LEVELS
     note = "" if drawn else f" ({len(levels)} levels: too dense to draw)"
     title = f"{label}: {stats.n:,} values, {used} of {total} codes used{note}; shaded = clipped"

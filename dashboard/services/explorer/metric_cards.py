@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from quant_core import code_total
+
 from ..display.metric_help import Metric, metric_help, size_ratio
 from .algorithm import AlgorithmExploration
 from .explore import Exploration
@@ -133,7 +135,7 @@ def exploration_cards(exp: Exploration) -> tuple[tuple[MetricCard, ...], tuple[M
             metric_help(
                 Metric.SATURATED,
                 f"{c.n_saturated:,} elements; {exp.levels_used} of the format's "
-                f"{1 << exp.config.bits} codes used",
+                f"{code_total(exp.config)} codes used",
             ),
         ),
     )
