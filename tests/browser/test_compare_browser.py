@@ -38,7 +38,7 @@ def test_sweep_point_opens_in_explorer_without_scrolling(page, app_url: str) -> 
     assert points.count() >= 10
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "sweep.png"), full_page=True)
-    # Any point opens its scheme (the frontier is a line over them): click the last drawn.
+    # The frontier's red rings are drawn last, over the points: click the last one.
     points.last.click(force=True)
     button = page.get_by_role("button", name="Open in the explorer", exact=True)
     button.wait_for(timeout=60_000)
@@ -67,10 +67,10 @@ def test_ab_headline_weighs_bits_per_element(page, app_url: str) -> None:
     wait_idle(page)
     headline = page.locator(".st-key-ab_headline")
     text = headline.inner_text()
-    # int4 sym per row: 4 + 32/128 bits; int4 asym g32 (fp32 scale, int4 zero point):
-    # 4 + 36/32.
-    assert "A: 4.25 bits/el" in text and "B: 5.125 bits/el" in text
-    assert "A costs 83% of the bits" in text and "Blocks won" in text
+    # fp16 scales, the pages' default: int4 sym per row: 4 + 16/128 bits; int4 asym g32
+    # (fp16 scale, int4 zero point): 4 + 20/32.
+    assert "A: 4.125 bits/el" in text and "B: 4.625 bits/el" in text
+    assert "A costs 89% of the bits" in text and "Blocks won" in text
     assert in_viewport(headline)  # the verdict comes first, above the pickers
     assert "a.bits=4" in page.url and "b.group=32" in page.url
 
@@ -82,7 +82,7 @@ def test_ab_headline_weighs_bits_per_element(page, app_url: str) -> None:
     wait_idle(page)
     page.wait_for_function(
         "() => document.querySelector('.st-key-ab_headline').innerText"
-        ".includes('B: 6.156 bits/el')",
+        ".includes('B: 5.656 bits/el')",
         timeout=60_000,
     )
 
