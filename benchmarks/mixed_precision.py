@@ -27,22 +27,29 @@ absolute times are several times what an idle machine gives. Before ``quant_core
 each cell's float64 column sums cost about twice the quantize and dequantize.
 
 Now each scheme's error sums are one compiled pass over ``W`` and ``Ŵ`` (float32 row sums,
-float64 total; ``sums``' docstring bounds the difference), ``Ŵ`` is written into one reused
-buffer, ``W`` converted once. One task, 4096 x 11008 bf16 x 6 schemes, old and new code
-alternating in one process (medians of 2 or 3; three runs): 26.3 s -> 11.6 s (x2.3), 15.2 s
--> 9.6 s (x1.6), 9.3 s -> 7.0 s (x1.3); the error sums alone, per scheme, x6 to x23
-(``task_benchmark``: e.g. int8 per channel 0.82 s -> 0.062 s). ``--layers 1`` (0.20B
-parameters, 7 weights; the read 1.0 s, 0.42 GB/s): the table with 1 local worker 22.0 s (x23
-the read, 55M element-schemes/s; before: x56 at 14.5M element-schemes/s in a run at load
-12), 2 local workers 13.2 s (x14, 92M element-schemes/s); one task read + table x28 to x36
-its plain read.
+float64 total; ``sums``' docstring bounds the difference), a codebook format's pass decodes
+its codes itself (no ``Ŵ`` stored), an integer format's ``Ŵ`` goes into one reused buffer,
+and ``W`` is converted once. One task, 4096 x 11008 bf16 x 6 schemes, the versions
+alternating in one process (median of 5, load 4.4): original 2.25 s (120M
+element-schemes/s), with the one-pass sums 0.98 s (x2.3), with the codebook pass too 0.80 s (336M
+element-schemes/s; x1.22 more, x2.8 in all); earlier runs at load 8 to 12 gave x1.3 to x2.3
+for the sums alone. The error sums alone, per scheme: x5 to x23 (``task_benchmark``). One
+task read + table: x28 to x36 its plain read (a read from the page cache, 0.09 to 0.22 s).
+Whole ``--layers 1`` checkpoint (0.20B parameters, 7 weights), 1 local worker: x23 to x26
+the read (55M to 128M element-schemes/s) against the original's x18 to x56 in runs minutes
+apart; these runs swing by x2 with the machine's other work (a 2-worker run gave x14 one
+time and x41 another), so the same-process task figures above are the ones to compare.
 
-The target of 3x the read is not met and cannot be by this module alone: what remains is
-quantize and dequantize themselves, 6 passes each over every element (FP4 g32's codebook
-encoding about 1.5 to 2.3 s of one task's 5 to 6 s, NF4 and FP8 dequantizing 0.6 to 1 s each),
-against a read at 0.2 to 0.4 GB/s. Allocation of 1,000 x 10: 17 to 75 ms (one run 175 ms at
-load 19.5), of which solving is under 1 ms. KL and perplexity: the tiny Llama 0.6 to 4.9 s on
-256 tokens; the 0.5B-scale model 82 s (its float forward 48 s).
+The target of 3x the read is not met and cannot be by ``quant_core.mixed`` alone: what
+remains is quantize and dequantize themselves, 6 passes each over every element (FP4 g32's
+codebook encoding is the largest single part of a task, then NF4's and the integer formats'
+quantize), against a read at 0.3 to 1.1 GB/s. The next step is a fused quantize-to-error
+kernel per format family in ``quant_core.kernels`` (codes never stored), which would also
+bring the integer formats' dequantize into the error pass.
+
+Allocation of 1,000 x 10: 17 to 75 ms (one run 175 ms at load 19.5), of which solving is
+under 1 ms. KL and perplexity: the tiny Llama 0.6 to 4.9 s on 256 tokens; the 0.5B-scale
+model 82 s (its float forward 48 s).
 
 The 0.5B-scale model is Qwen2-0.5B's shape (hidden 896, 24 layers, MLP 4864, 14 heads with
 2 key-value heads, a 151,936-token vocabulary, tied embeddings: 494M parameters) built by
