@@ -5,7 +5,10 @@ For ``W`` and ``Ŵ`` ``[out, in]`` float32 and an importance ``a`` ``[in]`` (or 
 
 - ``energy_sums(W, a)`` = ``(Σ_ij W_ij², Σ_ij W_ij² a_j)``;
 - ``error_sums(W, Ŵ, a)`` = ``(Σ_ij D_ij², Σ_ij D_ij² a_j)`` with ``D = W - Ŵ``
-  (without ``a`` the second sum is the first).
+  (without ``a`` the second sum is the first);
+- ``codebook_error_sums(W, qt, a)``: the same with ``Ŵ = qt.dequantize()`` decoded inside
+  the pass from a codebook format's codes and scales, never stored (``None`` where it does
+  not apply: then dequantize and call ``error_sums``).
 
 The reference (``Backend.EAGER``, and every tensor the compiled path does not take) squares
 float32 values and sums columns in float64, a few rows at a time (no full-size temporary):
