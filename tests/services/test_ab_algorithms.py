@@ -145,3 +145,12 @@ def test_phrases_reject_what_they_cannot_say() -> None:
             bits_phrase(bad)
     with pytest.raises(ValueError):
         error_phrase(0.0, 1.0)
+
+
+def test_the_headline_writes_errors_as_the_tables_do() -> None:
+    # three significant digits, as the A/B table's column format (display.errors): int8's
+    # MSE here is about 1e-6, which the headline wrote with two (4.7e-05 style)
+    ab = compare_ab(X, INT8_T, INT4_T)
+    mse = ab.metrics_a.mse
+    assert mse < 0.01
+    assert f"MSE {mse:.3g}," in cost_headline(ab) or f"MSE {mse:.3g} " in cost_headline(ab)

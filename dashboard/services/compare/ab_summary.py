@@ -12,6 +12,7 @@ first; with equal bits, the more accurate one.
 
 from __future__ import annotations
 
+from ..display.errors import error_text
 from .ab import ABResult
 
 __all__ = ["bits_phrase", "cost_headline", "error_phrase", "output_headline"]
@@ -52,8 +53,9 @@ def error_phrase(mine: float, other: float, noun: str = "error") -> str:
 
 
 def _number(value: float) -> str:
-    """Three digits from 0.01 to 1000, else ``3.0e-06`` style (errors span decades)."""
-    return f"{value:.3g}" if value == 0 or 0.01 <= value < 1000 else f"{value:.1e}"
+    """Three significant digits, as the tables beside the headline write errors
+    (``display.errors.error_text``: ``4.73e-05``, ``0.0123``)."""
+    return error_text(value)
 
 
 def _side(name: str, bits: float, err: float, what: str) -> str:
