@@ -216,13 +216,15 @@ def test_zoom_hover_names_every_value_of_a_large_tensors_cell(page, app_url: str
     from dashboard.services.explorer.explore import explore
     from dashboard.services.explorer.zoom import zoom_view
     from dashboard.services.sources.synthetic import SyntheticSpec, make_synthetic
+    from dashboard.services.state.scale_storage import DEFAULT_SCALE_DTYPE
     from quant_core import Mode, QuantConfig
 
     page.goto(f"{app_url}/?src=synthetic&rows=256&cols=256&bits=4&mode=asymmetric&gran=tensor")
     wait_for_charts(page, 5)
     wait_idle(page)
     exp = explore(
-        make_synthetic(SyntheticSpec(rows=256, cols=256)), QuantConfig(4, Mode.ASYMMETRIC)
+        make_synthetic(SyntheticSpec(rows=256, cols=256)),
+        QuantConfig(4, Mode.ASYMMETRIC, scale_dtype=DEFAULT_SCALE_DTYPE),
     )
     view = zoom_view(exp, 0, 0, 32)
     canvases = page.locator(".st-key-zoom canvas")
@@ -248,7 +250,8 @@ def test_zoom_hover_names_every_value_of_a_large_tensors_cell(page, app_url: str
     )
     page.mouse.move(0, 0)
     five = explore(
-        make_synthetic(SyntheticSpec(rows=256, cols=256)), QuantConfig(5, Mode.ASYMMETRIC)
+        make_synthetic(SyntheticSpec(rows=256, cols=256)),
+        QuantConfig(5, Mode.ASYMMETRIC, scale_dtype=DEFAULT_SCALE_DTYPE),
     )
     assert_zoom_hover(page, canvases.nth(0), zoom_view(five, 0, 0, 32), 3, 5)
 
