@@ -42,5 +42,9 @@ def click_checkbox(page: Page, key: str) -> Locator:
 def choose_option(page: Page, key: str, option: str) -> None:
     """Open the selectbox ``key`` and pick the option named exactly ``option`` (the list
     opens outside the widget's box)."""
-    widget(page, key, "combobox").click()
+    box = widget(page, key, "combobox")
+    box.click()
+    # The list is virtualised (only the options in view exist): typing the name filters
+    # it, so an option far down a long list (the shipped formats) is drawn too.
+    box.press_sequentially(option)
     page.get_by_role("option", name=option, exact=True).click()
