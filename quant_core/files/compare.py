@@ -98,8 +98,6 @@ def compare_with_original(
         try:
             rounded = quantize(x, cfg)
             rtn_metrics = error_metrics(x, rounded.dequantize())
-        except NotImplementedError as err:
-            why = f"the lab cannot round to {stored.type_name} yet ({err})"
         except ValueError as err:
             why = f"{cfg.describe()} does not fit this tensor ({err})"
     return FileComparison(

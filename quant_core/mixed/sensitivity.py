@@ -20,8 +20,8 @@ itself, so its ``Ŵ`` is never stored; ``D`` itself is made only for held-out in
 
 A GGUF type whose blocks do not divide the rows is measured in llama-quantize's fallback
 type (``stored_as``). A scheme that cannot take the weight's shape (a group size that does
-not divide ``in``), or whose quantizer the lab does not have yet, gives a row with
-``skipped`` set and NaN errors. Row order: the candidates' order.
+not divide ``in``: quantize's ``ValueError``) gives a row with ``skipped`` set and NaN
+errors. Row order: the candidates' order.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def measure_tensor(
             cfg = config_for(cand, shape)
             cost = storage_cost(shape, cfg)
             qt = quantize(w32, cfg)
-        except (ValueError, NotImplementedError) as exc:
+        except ValueError as exc:
             rows.append(
                 SensitivityRow(
                     name, cand.name, shape, stored_bits, 0, _NAN, _NAN, _NAN, _NAN, energy,

@@ -155,7 +155,7 @@ def _ggml_blocks(qt: QuantizedTensor) -> torch.Tensor | None:
         return None
     try:
         raw = qt.to_ggml_bytes()
-    except (ImportError, NotImplementedError, ValueError):
+    except (ImportError, ValueError):
         return None
     return torch.frombuffer(bytearray(raw), dtype=torch.uint8)
 
