@@ -33,6 +33,7 @@ __all__ = [
     "MemoryLocation",
     "PathGuard",
     "QuantizedFileError",
+    "file_kind",
     "open_blob",
 ]
 
@@ -145,13 +146,17 @@ class Blob:
 def describe(path: Path) -> str:
     """What ``path`` is, in words (``"a named pipe (FIFO)"``), links followed."""
     try:
-        return _kind(os.stat(path).st_mode) if not Path(path).is_file() else "a regular file"
+        return file_kind(os.stat(path).st_mode)
     except OSError:
         return "not readable"
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a ``st_mode`` describes, in words: ``"a regular file"``, ``"a named pipe
+    (FIFO)"``, ``"a character device"``, ``"a block device"``, ``"a socket"``, ``"a
+    folder"``, or ``"a special file"``."""
     for test, kind in (
+        (stat.S_ISREG, "a regular file"),
         (stat.S_ISFIFO, "a named pipe (FIFO)"),
         (stat.S_ISCHR, "a character device"),
         (stat.S_ISBLK, "a block device"),
@@ -171,7 +176,9 @@ def open_blob(path: Path, guard: PathGuard, shown: str | None = None) -> Iterato
     try:
         mode = os.stat(resolved).st_mode
         if not stat.S_ISREG(mode):
-            raise QuantizedFileError(f"{name} is {_kind(mode)}, not a regular file; it is not read")
+            raise QuantizedFileError(
+                f"{name} is {file_kind(mode)}, not a regular file; it is not read"
+            )
         flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
         fd = os.open(resolved, flags | getattr(os, "O_CLOEXEC", 0))
     except OSError as err:
@@ -180,7 +187,7 @@ def open_blob(path: Path, guard: PathGuard, shown: str | None = None) -> Iterato
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise QuantizedFileError(
-                f"{name} is {_kind(info.st_mode)}, not a regular file; it is not read"
+                f"{name} is {file_kind(info.st_mode)}, not a regular file; it is not read"
             )
         yield Blob(name, info.st_size, fd=fd)
     finally:

@@ -30,28 +30,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from quant_core.files.access import file_kind
+
 from .common import LoadError, short
 
 __all__ = ["RegularFile", "file_kind", "open_regular", "read_at_most"]
 
 _PROC_FD = Path("/proc/self/fd")
-
-
-def file_kind(mode: int) -> str:
-    """What a ``st_mode`` describes, in words: ``"a regular file"``, ``"a named pipe
-    (FIFO)"``, ``"a character device"``, ``"a block device"``, ``"a socket"``, ``"a
-    folder"``, or ``"a special file"``."""
-    for test, kind in (
-        (stat.S_ISREG, "a regular file"),
-        (stat.S_ISFIFO, "a named pipe (FIFO)"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISDIR, "a folder"),
-    ):
-        if test(mode):
-            return kind
-    return "a special file"
 
 
 @dataclass(frozen=True)
