@@ -198,45 +198,54 @@ left.plotly_chart(mix_figure(alloc), key="mx_mix")
 uniform = uniform_points(problem)
 right.plotly_chart(curve_figure(allocation_curve(problem), uniform, alloc), key="mx_curve")
 
-st.subheader("Judged by the model's output")
-# against the uniform scheme of the nearest size
-nearest = min(uniform, key=lambda p: abs(p.bits - alloc.total_bits))
-base = uniform_allocation(problem, nearest.label)
-shapes = {t.tensor: t.shape for t in tasks}
-judge_output(
-    model.bundled,
-    folder,
-    lm_problem,
-    {
-        f"mixed ({alloc.bits_per_weight:.3f} bits/w)": configs_of(alloc, candidates, shapes),
-        f"uniform {nearest.label} ({base.bits_per_weight:.3f} bits/w)": configs_of(
-            base, candidates, shapes
-        ),
-    },
-)
-
-st.subheader("Allocation")
-st.dataframe(allocation_table(rows, alloc), hide_index=True, key="mx_alloc")
-st.subheader("Take it away")
-types = tensor_type_lines(alloc, rows)
-d1, d2, d3 = st.columns(3)
-d1.download_button(
-    "llama.cpp --tensor-type file", types.file_text(), "tensor-types.txt", key="mx_dl_types"
-)
-d2.download_button(
-    "Recipe (JSON)",
-    recipe_json(alloc, candidates, budget, model.label, rows),
-    "recipe.json",
-    "application/json",
-    key="mx_dl_json",
-)
-d3.download_button(
-    "Table (CSV)", table_csv(rows, alloc.recipe()), "sensitivity.csv", "text/csv", key="mx_dl_csv"
-)
-if types.lines:
-    st.code(types.command_args(), language="bash")
-if types.skipped:
-    st.caption(
-        f"{len(types.skipped)} tensor(s) have no --tensor-type line (no GGUF type for their "
-        "scheme, or no llama.cpp name): the JSON recipe has them all."
+# The judgement runs the model (seconds); the allocation's table and downloads come first in
+# time, so a click on "Recipe (JSON)" while the model still runs gets this budget's recipe,
+# not the previous one's. On the page they stay below the judgement.
+judged, taken = st.container(), st.container()
+with taken:
+    st.subheader("Allocation")
+    st.dataframe(allocation_table(rows, alloc), hide_index=True, key="mx_alloc")
+    st.subheader("Take it away")
+    types = tensor_type_lines(alloc, rows)
+    d1, d2, d3 = st.columns(3)
+    d1.download_button(
+        "llama.cpp --tensor-type file", types.file_text(), "tensor-types.txt", key="mx_dl_types"
+    )
+    d2.download_button(
+        "Recipe (JSON)",
+        recipe_json(alloc, candidates, budget, model.label, rows),
+        f"recipe-{budget.describe().replace(' ', '')}.json",
+        "application/json",
+        key="mx_dl_json",
+    )
+    d3.download_button(
+        "Table (CSV)",
+        table_csv(rows, alloc.recipe()),
+        "sensitivity.csv",
+        "text/csv",
+        key="mx_dl_csv",
+    )
+    if types.lines:
+        st.code(types.command_args(), language="bash")
+    if types.skipped:
+        st.caption(
+            f"{len(types.skipped)} tensor(s) have no --tensor-type line (no GGUF type for "
+            "their scheme, or no llama.cpp name): the JSON recipe has them all."
+        )
+with judged:
+    st.subheader("Judged by the model's output")
+    # against the uniform scheme of the nearest size
+    nearest = min(uniform, key=lambda p: abs(p.bits - alloc.total_bits))
+    base = uniform_allocation(problem, nearest.label)
+    shapes = {t.tensor: t.shape for t in tasks}
+    judge_output(
+        model.bundled,
+        folder,
+        lm_problem,
+        {
+            f"mixed ({alloc.bits_per_weight:.3f} bits/w)": configs_of(alloc, candidates, shapes),
+            f"uniform {nearest.label} ({base.bits_per_weight:.3f} bits/w)": configs_of(
+                base, candidates, shapes
+            ),
+        },
     )
