@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -26,7 +27,15 @@ from pathlib import Path
 
 import numpy as np
 
-DEFAULT_SOURCE = Path("/work/ref/llama_cpp_python-0.3.36/vendor/llama.cpp")
+# Where `.ci/run` unpacks llama-cpp-python's source distribution (the C tests skip without it);
+# QLAB_LLAMA_CPP_SOURCE names another llama.cpp checkout.
+SDIST = "llama_cpp_python-0.3.36"
+DEFAULT_SOURCE = Path(
+    os.environ.get(
+        "QLAB_LLAMA_CPP_SOURCE",
+        Path(__file__).resolve().parents[2] / ".cache" / SDIST / "vendor" / "llama.cpp",
+    )
+)
 FIXTURE = Path(__file__).resolve().parents[1] / "core" / "data" / "kquants_reference.npz"
 
 # name -> (ggml type id, values per block, bytes per block, C function)
