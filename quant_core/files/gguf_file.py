@@ -8,15 +8,13 @@ spread over the parts. Opening any part opens the series; every part must be the
 Decoding (``decode``): float types (F32, F16, BF16, F64, the integer types) become their
 values; the block types the lab models become its ``QuantizedTensor`` through
 ``formats.gguf_bytes`` (bit for bit what llama.cpp stores: the tests check the values
-against ``gguf.quants.dequantize``); any other type (the IQ2/IQ3/IQ1 lattice types, and
-the K-quants while the lab's decoder of their bytes is not installed) is dequantized by
-the ``gguf`` package and returned as values with its type named.
+against ``gguf.quants.dequantize``); any other type (the IQ2/IQ3/IQ1 lattice types, GGUF's
+own NVFP4 of 64-value blocks) is dequantized by the ``gguf`` package and returned as values
+with its type named.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import re
 from pathlib import Path
 from typing import Any
@@ -51,17 +49,11 @@ _FLOATS: dict[str, torch.dtype] = {
 _OWN_BYTES = frozenset({"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0", "MXFP4"})
 
 
-@functools.cache
-def _kquant_bytes_available() -> bool:
-    return importlib.util.find_spec("quant_core.formats.kquant_bytes") is not None
-
-
 def lab_decodes(type_name: str) -> bool:
     """Whether the lab decodes ``type_name``'s bytes into a ``QuantizedTensor`` here."""
     if type_name in _OWN_BYTES:
         return True
-    modelled = {t.name for t in ggml_types()}
-    return type_name in modelled and _kquant_bytes_available()
+    return type_name in {t.name for t in ggml_types()}
 
 
 def split_parts(path: Path) -> tuple[Path, ...]:
@@ -143,7 +135,7 @@ def decode(entry: TensorEntry, raw: bytes) -> StoredTensor:
     note = f"{name} is decoded by the gguf package (gguf.quants.dequantize): " + (
         "the lab does not model its lattice codebooks"
         if name.startswith("IQ") and name not in ("IQ4_NL", "IQ4_XS")
-        else "the lab's decoder of its bytes is not installed"
+        else f"the lab does not model GGUF's {name} blocks"
     )
     tensor = torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32)).reshape(entry.shape)
     return StoredTensor(entry, None, tensor, notes=(note,))

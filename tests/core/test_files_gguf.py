@@ -74,19 +74,33 @@ def test_types_quantized_by_the_lab_reopen_as_the_same_tensor(tmp_path, type_nam
 
 
 @pytest.mark.parametrize("type_name", LAB_TABLE_BLOCKS)
-def test_k_quants_decode_to_the_lab_tensor_once_its_decoder_is_installed(tmp_path, rng, type_name):
-    """Random valid blocks (neither the package nor, yet, the lab quantizes K-quants):
-    the lab's ``QuantizedTensor`` when ``formats.kquant_bytes`` is there, else the
-    package's values with the type named; both bit for bit."""
+def test_k_quants_decode_to_the_lab_tensor(tmp_path, rng, type_name):
+    """Random valid blocks (the package does not quantize K-quants): the lab's
+    ``QuantizedTensor``, its values bit for bit the package's."""
     qtype = GGML[type_name]
     path = tmp_path / "k.gguf"
     write_gguf(path, {"w": (random_blocks(rng, qtype, 4, 512), qtype)})
     st = open_quantized(path).load("w")
     ref = _reference(path, "w")
+    assert lab_decodes(type_name) and st.quantized is not None
+    assert st.quantized.config == ggml_type(type_name).config
     assert np.array_equal(st.dequantize().numpy().view(np.uint32), ref.view(np.uint32))
-    assert (st.quantized is not None) == lab_decodes(type_name)
-    if st.quantized is None:
-        assert type_name in st.notes[0]
+
+
+def test_gguf_nvfp4_opens_as_the_packages_values_with_its_type_named(tmp_path, rng):
+    """GGUF's own NVFP4 (64-value blocks, four UE4M3 scales, no tensor scale) is not the
+    lab's NVFP4 preset: the package decodes it, and the note says why."""
+    qtype = GGML.NVFP4
+    path = tmp_path / "nv.gguf"
+    write_gguf(path, {"w": (random_blocks(rng, qtype, 2, 512), qtype)})
+    st = open_quantized(path).load("w")
+    assert st.quantized is None and st.type_name == "NVFP4" and not lab_decodes("NVFP4")
+    assert st.notes == (
+        "NVFP4 is decoded by the gguf package (gguf.quants.dequantize): the lab does not "
+        "model GGUF's NVFP4 blocks",
+    )
+    ref = _reference(path, "w")
+    assert np.array_equal(st.dequantize().numpy().view(np.uint32), ref.view(np.uint32))
 
 
 @pytest.mark.parametrize("type_name", LATTICE)
