@@ -2,6 +2,8 @@
 and against a plain copy of the input.
 
     python -m quant_core.bench [--size N] [--repeats K] [--backend eager|compiled]
+                               [--part linear|formats|all] [--formats Q4_K,MXFP4,...]
+                               [--format-repeats K]
 
 For an ``N x N`` float32 tensor (default 4096) and each granularity (per tensor, per
 channel on axis 0, groups of 128) in both modes at 8 bits:
@@ -18,6 +20,13 @@ channel on axis 0, groups of 128) in both modes at 8 bits:
 The backend (``quant_core.kernels``) is the process's (``QLAB_COMPILE``) unless
 ``--backend`` picks one; the compiled kernels are warmed up (compiled, or loaded from
 Inductor's on-disk cache) before anything is timed, and the warm-up's time is printed.
+
+The shipped formats (``--part formats``; ``all``, the default, runs both parts): every
+preset of ``QuantConfig.from_name``, quantize + dequantize against ``x.clone()`` (target
+<= 3x) and, for the GGUF types, against the ``gguf`` package's numpy code (target >= 20x
+faster); see ``quant_core.bench_formats``. Median of ``--format-repeats`` runs (default 3:
+a K-quant search takes seconds here).
+
 Exit status 0 when every target is met, 1 otherwise.
 """
 
@@ -43,10 +52,12 @@ from quant_core import (
     PerGroup,
     PerTensor,
     QuantConfig,
+    bench_formats,
     kernels,
     quantize,
     warm_up,
 )
+from quant_core.formats.registry import preset_names
 
 __all__ = ["CASES", "main"]
 
@@ -199,12 +210,23 @@ def main(argv: list[str] | None = None) -> int:
         choices=[b.value for b in kernels.Backend],
         help="eager or compiled (default: the process's, from QLAB_COMPILE)",
     )
+    parser.add_argument(
+        "--part", choices=("linear", "formats", "all"), default="all", help="what to time"
+    )
+    parser.add_argument("--formats", help="comma-separated preset names (default: all)")
+    parser.add_argument("--format-repeats", type=int, default=3, help="runs per format")
     parser.add_argument("--memory-case", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.size < 128 or args.size % 128:
         parser.error(f"--size must be a positive multiple of 128 (groups of 128), got {args.size}")
     if args.repeats < 5:
         parser.error(f"--repeats must be >= 5, got {args.repeats}")
+    if args.format_repeats < 1:
+        parser.error(f"--format-repeats must be >= 1, got {args.format_repeats}")
+    args.format_names = [n.strip() for n in (args.formats or "").split(",") if n.strip()]
+    unknown = [n for n in args.format_names if n not in preset_names()]
+    if unknown:
+        parser.error(f"--formats: unknown preset(s) {', '.join(unknown)}")
     if args.backend is not None:
         kernels.set_backend(args.backend)
     try:
@@ -233,6 +255,17 @@ def _run(args: argparse.Namespace) -> int:
     elif warm.backend is kernels.Backend.COMPILED:
         backend += f", kernels warmed in {warm.seconds:.1f} s ({warm.graphs} graphs compiled)"
     print(backend)
+    ok = True
+    if args.part in ("linear", "all"):
+        ok = _linear(args, x) and ok
+    if args.part in ("formats", "all"):
+        print()
+        print(f"formats: median of {args.format_repeats} runs after 1 warm-up")
+        ok = bench_formats.report(x, args.format_names, args.format_repeats) and ok
+    return 0 if ok else 1
+
+
+def _linear(args: argparse.Namespace, x: torch.Tensor) -> bool:
     print("ours: quantize(x, cfg).dequantize()")
     print(
         "ref: torch.fake_quantize_per_channel_affine(x, s, z, axis=0, -128, 127); "
@@ -288,7 +321,7 @@ def _run(args: argparse.Namespace) -> int:
     else:
         memory_ok = True
         print("SKIP: peak extra memory (needs Linux's /proc/self/clear_refs)")
-    return 0 if ref_ok and clone_ok and memory_ok else 1
+    return ref_ok and clone_ok and memory_ok
 
 
 if __name__ == "__main__":
