@@ -15,7 +15,10 @@ For an ``N x N`` float32 random-normal matrix (default 4096; seed 0) and each fo
   * ``rtn``: the lab's plain int4 round-to-nearest, symmetric, groups of 32
     (``QuantConfig(bits=4, granularity=PerGroup(32))``): the same blocks, no search;
   * ``gguf``: ``gguf.quants.quantize`` (llama.cpp's own numpy port) for the types it can
-    quantize (Q4_0, Q8_0, MXFP4); target for the legacy types: <= 2.
+    quantize (Q4_0, Q8_0, MXFP4); target for the legacy types: <= 2;
+  * ``C``: llama.cpp's own C quantizers (``quantize_q4_K`` ...: what ``llama-quantize``
+    runs without an importance matrix) for the K-quants and IQ4, built with ``gcc -O2`` from
+    the source that ``.ci/run`` unpacks into ``.cache/`` (skipped without it).
 
 - decode: ``QuantizedTensor.from_ggml_bytes`` of the bytes (the GGUF types), and that plus
   ``dequantize()``, against ``np.frombuffer(data, np.uint8).copy()`` of the same bytes (a
@@ -33,10 +36,14 @@ every barrier, and the K-quant searches, a few dozen kernels each, slow down ten
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -72,6 +79,17 @@ def _gguf_quantizer(name: str, x: np.ndarray) -> Callable[[], object] | None:
     return lambda: gguf.quants.quantize(x, qtype)
 
 
+@functools.cache
+def _c_reference() -> Any:
+    """llama.cpp's C quantizers built from its source (``tests/tools/llama_cpp_reference``,
+    ``gcc -O2``, as the tests build them), or ``None`` where the source or gcc is missing."""
+    from tests.tools import llama_cpp_reference as ref
+
+    if ref.available() is not None:
+        return None
+    return ref.CQuantizer.load(ref.build(ref.DEFAULT_SOURCE, Path(tempfile.mkdtemp())))
+
+
 def bench_quantize(x: torch.Tensor, name: str, repeats: int) -> None:
     cfg = QuantConfig.from_name(name)
     fns: dict[str, Callable[[], object]] = {
@@ -81,6 +99,12 @@ def bench_quantize(x: torch.Tensor, name: str, repeats: int) -> None:
     ref = _gguf_quantizer(name, x.numpy())
     if ref is not None:
         fns["gguf"] = ref
+    from tests.tools.llama_cpp_reference import TYPES as C_TYPES
+
+    c_lib = _c_reference() if name in C_TYPES else None
+    if c_lib is not None:
+        x_np = x.numpy()
+        fns["c"] = lambda: c_lib.quantize(name, x_np)
     t = _medians(fns, repeats)
     ours = t["ours"]
     line = (
@@ -94,6 +118,8 @@ def bench_quantize(x: torch.Tensor, name: str, repeats: int) -> None:
             line += f", target <= {LEGACY_RATIO_TARGET:g}: " + (
                 "met" if ratio <= LEGACY_RATIO_TARGET else "NOT met"
             )
+    if "c" in t:
+        line += f" | {ours / t['c']:5.2f}x llama.cpp's C ({t['c']:.3f} s)"
     print(line, flush=True)
 
 
