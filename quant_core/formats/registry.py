@@ -28,6 +28,7 @@ __all__ = [
     "PRESET_FAMILIES",
     "SHIPPED_SET",
     "Preset",
+    "family_of",
     "name_of",
     "preset",
     "preset_names",
@@ -214,3 +215,10 @@ def preset(name: str) -> QuantConfig:
 def name_of(cfg: QuantConfig) -> str | None:
     """The registry name of ``cfg``, or ``None`` when it is not a named config."""
     return _by_config().get(cfg)
+
+
+def family_of(cfg: QuantConfig) -> str | None:
+    """The family (one of ``PRESET_FAMILIES``) of the named config ``cfg``, or ``None``
+    when it is not a named config."""
+    name = name_of(cfg)
+    return None if name is None else _by_name()[name].family

@@ -18,7 +18,7 @@ from dashboard.services.compare.sweep_view import (
 )
 from dashboard.services.display.errors import error_text
 from dashboard.services.state.scheme import GranularityKind
-from quant_core import Algorithm, Format, Mode
+from quant_core import Algorithm, Format, Mode, QuantConfig
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +50,22 @@ def test_points_are_coloured_by_format_and_shaped_by_algorithm(table: pd.DataFra
     ring = fig.data[-1]
     assert ring.name == "frontier" and ring.marker.symbol == "circle-open"
     assert set(ring.customdata) == set(table.index[table["on_frontier"]])
+
+
+def test_shipped_formats_are_coloured_by_family_not_by_their_elements() -> None:
+    # MXFP4 and NVFP4 both store FP4 E2M1 elements, Q4_0 and Q4_K int codes like a plain
+    # int4 scheme: colouring by element format alone painted each pair alike
+    x = torch.randn(16, 256, generator=torch.Generator().manual_seed(0))
+    names = ("Q4_0", "Q4_K", "MXFP4", "NVFP4")
+    schemes = [QuantConfig.from_name(n) for n in names] + [QuantConfig(bits=4)]
+    table = sweep_table(run_sweep(x, schemes))
+    assert list(table["family"]) == ["GGUF", "GGUF", "OCP MX", "NVIDIA", ""]
+    points = [t for t in pareto_figure(table, ErrorAxis.MSE).data if t.meta == POINTS_META]
+    colour = {t.name: t.marker.color for t in points}
+    assert set(colour) == {"GGUF · RTN", "OCP MX · RTN", "NVIDIA · RTN", "int · RTN"}
+    assert len(set(colour.values())) == 4
+    by_name = {s: t.name for t in points for s in t.text}
+    assert by_name["Q4_0"] == by_name["Q4_K"] == "GGUF · RTN"
 
 
 def test_table_shows_errors_first_and_sorts_rows_by_bits_then_error(

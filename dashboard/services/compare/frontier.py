@@ -158,8 +158,9 @@ def frontier_difference(
     )
 
 
-# One colour per element format, one marker per algorithm: the points of a sweep differ at
-# a glance (int vs NF4 vs FP4, RTN vs GPTQ), and the legend names each pair.
+# One colour per element format (or shipped family), one marker per algorithm: the points of
+# a sweep differ at a glance (int vs NF4 vs FP4, GGUF vs MX, RTN vs GPTQ), and the legend
+# names each pair.
 _FORMAT_COLOURS = (
     "#1f77b4",
     "#2ca02c",
@@ -184,17 +185,28 @@ def _algorithm_name(label: str) -> str:
     return label.split(" (", 1)[0]
 
 
-def _groups(table: pd.DataFrame) -> list[tuple[str, str, np.ndarray]]:
-    """``(format, algorithm, row mask)`` for each pair present, formats and algorithms in
-    the order they first appear."""
+def _colour_keys(table: pd.DataFrame) -> np.ndarray:
+    """What a point's colour follows: its shipped family (``"GGUF"``, ``"OCP MX"``,
+    ``"NVIDIA"``: MXFP4 and NVFP4 share FP4 elements but not their colour), else its element
+    format (``"int"``, ``"nf4"``). Tables without a ``family`` column: the format."""
     formats = table["format"].astype(str).to_numpy()
+    if "family" not in table:
+        return formats
+    family = table["family"].fillna("").astype(str).to_numpy()
+    return np.where(family != "", family, formats)
+
+
+def _groups(table: pd.DataFrame) -> list[tuple[str, str, np.ndarray]]:
+    """``(colour key, algorithm, row mask)`` for each pair present (``_colour_keys``),
+    keys and algorithms in the order they first appear."""
+    formats = _colour_keys(table)
     algorithms = np.array([_algorithm_name(a) for a in table["algorithm"].astype(str)])
     pairs = dict.fromkeys(zip(formats.tolist(), algorithms.tolist(), strict=True))
     return [(f, a, (formats == f) & (algorithms == a)) for f, a in pairs]
 
 
 def _style(table: pd.DataFrame) -> tuple[dict[str, str], dict[str, str]]:
-    formats = list(dict.fromkeys(table["format"].astype(str)))
+    formats = list(dict.fromkeys(_colour_keys(table).tolist()))
     colours = {f: _FORMAT_COLOURS[i % len(_FORMAT_COLOURS)] for i, f in enumerate(formats)}
     algorithms = list(dict.fromkeys(_algorithm_name(a) for a in table["algorithm"].astype(str)))
     unknown = iter(_SYMBOLS_LEFT * len(algorithms))
@@ -221,7 +233,8 @@ def pareto_figure(
 ) -> go.Figure:
     """Error (``axis``) against bits per element, one point per row of ``sweep_table``.
 
-    Points are coloured by element format and shaped by algorithm, one trace (``meta``
+    Points are coloured by element format (a shipped format: by its family, ``_colour_keys``)
+    and shaped by algorithm, one trace (``meta``
     ``POINTS_META``, named ``"int · RTN"``) per pair, so the legend tells them apart; the
     ``"frontier"`` trace rings the frontier points (minimise bits and MSE, or maximise
     SQNR) in red and joins them with a red step line. ``compare_with``:

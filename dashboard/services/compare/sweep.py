@@ -34,6 +34,7 @@ from quant_core import (
     clip_stats,
     storage_cost,
 )
+from quant_core.formats.registry import family_of
 
 from ..activations.layer import LayerInputs
 from ..progress import Progress
@@ -155,6 +156,7 @@ TABLE_COLUMNS: tuple[str, ...] = (
     "tensor",
     "algorithm",
     "format",
+    "family",
     "bits",
     "mode",
     "zero_point",
@@ -190,10 +192,17 @@ def range_label(cfg: QuantConfig) -> str:
     return cfg.range_method.value
 
 
+def shipped_family(cfg: QuantConfig) -> str:
+    """The family of a shipped format (``"GGUF"``, ``"OCP MX"``, ``"NVIDIA"``, ...: the
+    registry's ``PRESET_FAMILIES``), ``""`` for a scheme that is no named preset."""
+    return family_of(cfg) or ""
+
+
 def sweep_table(result: SweepResult, tensor: str = "") -> pd.DataFrame:
     """One row per scheme, columns ``TABLE_COLUMNS``; index is the ``scheme_id``.
 
     ``tensor`` names the swept tensor in every row (so a CSV stands on its own).
+    ``family``: a shipped format's family (``shipped_family``), else empty.
     ``mse`` ... ``cosine`` compare the weight with the weight the layer computes with;
     ``output_mse``/``output_sqnr_db`` compare the layer's outputs on held-out sentences
     (NaN without a layer). ``bits_per_element`` includes scales and zero points;
@@ -213,6 +222,7 @@ def sweep_table(result: SweepResult, tensor: str = "") -> pd.DataFrame:
                 "tensor": tensor,
                 "algorithm": r.scheme.algorithm_label,
                 "format": cfg.format.value,
+                "family": shipped_family(cfg),
                 "bits": cfg.bits,
                 "mode": cfg.mode.value,
                 "zero_point": cfg.zero_point.value if cfg.has_zero_point else pd.NA,
