@@ -126,4 +126,5 @@ def sweep_results(
         file_name="sweep.csv",
         mime="text/csv",
         key="sw_csv",
+        on_click="ignore",
     )

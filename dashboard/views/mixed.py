@@ -172,7 +172,12 @@ if any(r.output_mse is not None for r in rows):
 st.plotly_chart(heatmap_figure(rows, chosen, heat), key="mx_heatmap")
 if alloc is None:
     st.download_button(
-        "Table (CSV)", table_csv(rows), "sensitivity.csv", "text/csv", key="mx_csv_only"
+        "Table (CSV)",
+        table_csv(rows),
+        "sensitivity.csv",
+        "text/csv",
+        key="mx_csv_only",
+        on_click="ignore",
     )
     st.stop()
 
@@ -200,7 +205,8 @@ right.plotly_chart(curve_figure(allocation_curve(problem), uniform, alloc), key=
 
 # The judgement runs the model (seconds); the allocation's table and downloads come first in
 # time, so a click on "Recipe (JSON)" while the model still runs gets this budget's recipe,
-# not the previous one's. On the page they stay below the judgement.
+# not the previous one's. On the page they stay below the judgement. A download does not
+# rerun the page (on_click="ignore").
 judged, taken = st.container(), st.container()
 with taken:
     st.subheader("Allocation")
@@ -209,7 +215,11 @@ with taken:
     types = tensor_type_lines(alloc, rows)
     d1, d2, d3 = st.columns(3)
     d1.download_button(
-        "llama.cpp --tensor-type file", types.file_text(), "tensor-types.txt", key="mx_dl_types"
+        "llama.cpp --tensor-type file",
+        types.file_text(),
+        "tensor-types.txt",
+        key="mx_dl_types",
+        on_click="ignore",
     )
     d2.download_button(
         "Recipe (JSON)",
@@ -217,6 +227,7 @@ with taken:
         f"recipe-{budget.describe().replace(' ', '')}.json",
         "application/json",
         key="mx_dl_json",
+        on_click="ignore",
     )
     d3.download_button(
         "Table (CSV)",
@@ -224,6 +235,7 @@ with taken:
         "sensitivity.csv",
         "text/csv",
         key="mx_dl_csv",
+        on_click="ignore",
     )
     if types.lines:
         st.code(types.command_args(), language="bash")
