@@ -14,11 +14,13 @@ from .bodies import (
     _ENCODE,
     _ENCODE_STOCHASTIC,
     _FLOAT8,
+    SMALL_TABLE_MAX,
     _beyond_kernel,
     _bin_kernel,
     _codebook_encoder,
     _decode_offset,
     _decode_scale,
+    _decode_small_table,
     _decode_table,
     _decode_zero_point,
     _decode_zero_point_offset,
@@ -221,7 +223,13 @@ def decode_codebook(
     per row, ``table`` the codebook's ``decode_table``; ``None``: run eagerly."""
     if codes.dtype != torch.uint8 or not _usable(codes):
         return None
-    out = _run(_decode_table, "decode_table", _kernel_layout(codes), table, _column(s))
+    n = table.shape[0]
+    if n <= SMALL_TABLE_MAX and n & (n - 1) == 0:
+        # a tree of selects, one compiled variant per table size (its depth)
+        kernel, name = _decode_small_table, f"decode_table{n}"
+    else:
+        kernel, name = _decode_table, "decode_table"
+    out = _run(kernel, name, _kernel_layout(codes), table, _column(s))
     return None if out is _FAILED else out
 
 
