@@ -4,7 +4,6 @@ doing the eager path's IEEE operations in its order (see ``quant_core.kernels``)
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -249,7 +248,8 @@ def _sign_magnitude_encoder(sm: _SignMagnitude, multiply: bool) -> Callable[...,
     ``clamp(v, -M, M)`` and ``min(|v|, M)`` have the same magnitude (``M`` the largest)."""
     mags = sm.mags
     top = mags[-1]
-    mids = [(a + b) / 2 for a, b in itertools.pairwise(mags)]
+    m = torch.tensor(mags, dtype=torch.float32)
+    mids = ((m[1:] + m[:-1]) / 2).tolist()  # in float32, as the eager path's midpoints
     bumps = [mids[j] for j in range(len(mids)) if sm.tie_up[j]]
     sign_bit = sm.sign.bit_length() - 1  # the code's sign bit (3 for FP4, 5 for FP6)
 
