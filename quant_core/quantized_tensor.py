@@ -148,7 +148,7 @@ class QuantizedTensor:
                     zp = None
         else:
             table = codebook_for(self.config.format, codes.device).decode_table
-            fast = kernels.decode_codebook(codes, s, table)
+            fast = kernels.decode_codebook(codes, s, table, out=dest)
         if fast is not None:
             return self._into(out, self.layout.from_blocks(fast))
         blocks = dest if dest is not None else torch.empty(

@@ -56,7 +56,8 @@ def _probe_cases() -> list[tuple[tuple[int, ...], QuantConfig]]:
                 cases.append(((128, 256), QuantConfig(bits, mode, gran, rounding=rounding)))
     for zp in (ZeroPoint.FLOAT_MIN, ZeroPoint.COURSE_CLAMP):  # the same kernels, checked
         cases.append(((128, 256), QuantConfig(3, Mode.ASYMMETRIC, PerGroup(32), zero_point=zp)))
-    for fmt in (Format.NF4, Format.FP8_E4M3):
+    # an index codebook, a sign-magnitude one (its own encoder) and FP8's cast
+    for fmt in (Format.NF4, Format.FP4_E2M1, Format.FP8_E4M3):
         for gran in (PerTensor(), PerGroup(64)):
             cases.append(((128, 256), QuantConfig(format=fmt, granularity=gran)))
     return cases

@@ -34,7 +34,7 @@ from ..config import QuantConfig
 from ..granularity import BlockLayout
 from ..kernels import switch
 from .gguf_types import gguf_type_of
-from .scales import BlockParams, StoredScales
+from .scales import BlockParams, StoredScales, power_of_two
 
 __all__ = ["check_importance", "quantize_blocks", "roundf"]
 
@@ -138,24 +138,46 @@ def _ternary(blocks: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, Bloc
 _MXFP4_KVALUES = (0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12)
 
 
+def _mxfp4_codes(blocks: torch.Tensor, d_half: torch.Tensor) -> torch.Tensor:
+    """The eager loop's ``argmin_i |kv_i d_half - x|`` (uint8) as one compiled pass: the
+    same float32 errors (``kv_i d_half`` is exact, a small integer times a power of two),
+    kept as a running minimum in the table's order with a strict ``<``, so the first
+    smallest wins as in ``argmin``. The eager argmin over a ``[rows, 32, 16]`` tensor of
+    errors took 1.3 s for 4096 x 4096 on one thread (30x a copy)."""
+    best = blocks.abs()  # |0 d_half - x|, code 0
+    code = torch.zeros_like(blocks, dtype=torch.int32)
+    for i, kv in enumerate(_MXFP4_KVALUES[1:], start=1):
+        err = (kv * d_half - blocks).abs()
+        better = err < best
+        best = torch.where(better, err, best)
+        code = torch.where(better, i, code)
+    return code.to(torch.uint8)
+
+
 def _mxfp4(blocks: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, BlockParams]:
-    amax = blocks.abs().amax(dim=1, keepdim=True)
+    amax = _kernel(_absmax_pass, blocks)  # exact in any order; +0 for an all-zero block
     # numpy's float32 log2, as the gguf package computes the exponent (per block: small).
     a = amax.cpu().numpy()
     with np.errstate(divide="ignore"):
         e_np = np.where(a > 0, np.floor(np.log2(a)) - 2 + 127, 0)
     # below 2^-125 the package's uint8 cast wraps around; the smallest exponent is kept
     e = torch.from_numpy(np.clip(e_np, 0, 254).astype(np.int32)).to(blocks.device)
-    d_half = torch.ldexp(torch.ones_like(amax), (e - 128).to(torch.float32))  # 2^(e - 128)
+    d_half = power_of_two(e.reshape(amax.shape) - 128)  # 2^(e - 128), as torch.ldexp
     # llama.cpp compares |kv d - x| in float32 over its table, the first index winning a
     # tie (argmin returns the first minimum).
-    kv = torch.tensor(_MXFP4_KVALUES, dtype=torch.float32, device=blocks.device)
-    codes = torch.empty(blocks.shape, dtype=torch.uint8, device=blocks.device)
-    step = max(1, (1 << 22) // (blocks.shape[1] * 16))  # rows per piece: ~16 MB of errors
-    for start in range(0, blocks.shape[0], step):
-        sl = slice(start, start + step)
-        errs = (kv * d_half[sl].unsqueeze(-1) - blocks[sl].unsqueeze(-1)).abs()
-        codes[sl] = errs.argmin(dim=-1).to(torch.uint8)
+    codes = None
+    if switch._usable(blocks):
+        codes = switch._run(_mxfp4_codes, "llama_cpp", blocks, d_half.contiguous())
+        if codes is switch._FAILED:
+            codes = None
+    if codes is None:
+        kv = torch.tensor(_MXFP4_KVALUES, dtype=torch.float32, device=blocks.device)
+        codes = torch.empty(blocks.shape, dtype=torch.uint8, device=blocks.device)
+        step = max(1, (1 << 22) // (blocks.shape[1] * 16))  # rows per piece: ~16 MB of errors
+        for start in range(0, blocks.shape[0], step):
+            sl = slice(start, start + step)
+            errs = (kv * d_half[sl].unsqueeze(-1) - blocks[sl].unsqueeze(-1)).abs()
+            codes[sl] = errs.argmin(dim=-1).to(torch.uint8)
     s = 2 * d_half  # the lab's FP4 levels are kv / 2: x_hat = 2^(e - 127) fp4[q]
     stored = StoredScales(codes=e.reshape(-1))
     return codes, BlockParams(s, _zeros(len(s), s.device), None, s, None, stored)

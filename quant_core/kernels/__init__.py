@@ -23,6 +23,10 @@ and dequantized values exactly:
   integer code or dequantized value can show.
 - Min and max are exact in any order, but the sign of a zero extreme depends on the order:
   both paths give ``+0`` for a zero extreme (``canonical_zeros``).
+- Codebook kernels select instead of gathering (Inductor turns a gather into a scalar
+  loop): codes are counts of midpoints below ``v`` (for FP4/FP6, ``|v|`` against the
+  magnitudes' midpoints, the sign bit or'ed in), and a table of up to 64 entries decodes
+  by a tree of selects on the code; each select picks a table entry exactly.
 - Stochastic rounding draws its noise eagerly with the caller's generator, one draw of the
   blocks' shape as the eager path does, and passes it in: the same seed gives the same codes.
 - ``quant_core.warmup.warm_up`` checks all of this on probes against the eager path; a

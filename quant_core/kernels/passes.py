@@ -14,11 +14,13 @@ from .bodies import (
     _ENCODE,
     _ENCODE_STOCHASTIC,
     _FLOAT8,
+    SMALL_TABLE_MAX,
     _beyond_kernel,
     _bin_kernel,
     _codebook_encoder,
     _decode_offset,
     _decode_scale,
+    _decode_small_table,
     _decode_table,
     _decode_zero_point,
     _decode_zero_point_offset,
@@ -215,14 +217,25 @@ def encode_codebook(
 
 
 def decode_codebook(
-    codes: torch.Tensor, s: torch.Tensor, table: torch.Tensor
+    codes: torch.Tensor, s: torch.Tensor, table: torch.Tensor, out: torch.Tensor | None = None
 ) -> torch.Tensor | None:
     """``clamp(s * table[q])`` (float32) of uint8 codebook ``codes`` ``[n, L]``, one ``s``
-    per row, ``table`` the codebook's ``decode_table``; ``None``: run eagerly."""
+    per row, ``table`` the codebook's ``decode_table``; ``None``: run eagerly.
+
+    Tables of up to ``SMALL_TABLE_MAX`` entries (all but FP8's): as ``decode_int``, torch
+    converts the codes to float32 (exact; into ``out`` when its strides fit), then a
+    compiled tree of selects replaces them in place by their scaled entries, one variant
+    per table size; one kernel reading the uint8 codes itself was slower (see
+    ``decode_int``). FP8's 256 entries: one compiled gather."""
     if codes.dtype != torch.uint8 or not _usable(codes):
         return None
-    out = _run(_decode_table, "decode_table", _kernel_layout(codes), table, _column(s))
-    return None if out is _FAILED else out
+    n = table.shape[0]
+    if n > SMALL_TABLE_MAX or n & (n - 1):
+        out = _run(_decode_table, "decode_table", _kernel_layout(codes), table, _column(s))
+        return None if out is _FAILED else out
+    out = _float_codes(codes, out)
+    done = _run(_decode_small_table, f"decode_table{n}", out, table, _column(s))
+    return None if done is _FAILED else out
 
 
 @functools.cache

@@ -50,6 +50,8 @@ from quant_core import (
     warm_up,
     warm_up_in_background,
 )
+from quant_core.encode import encode_codebook
+from quant_core.kernels.bodies import _sign_magnitude
 
 FORCED_EAGER = kernels.backend_from_env() is Backend.EAGER
 needs_compiled = pytest.mark.skipif(FORCED_EAGER, reason="QLAB_COMPILE=0 forces the eager path")
@@ -213,8 +215,19 @@ def test_edge_values_equal_bit_for_bit(values, cfg):
     assert_paths_agree(x, cfg)
 
 
+# every codebook: the sign-magnitude encoders (FP4, FP6), the index ones (NF4, IQ4_NL,
+# ternary) and FP8's cast; the select-tree decoders (up to 64 entries) and FP8's gather
+ALL_CODEBOOKS = [
+    *CODEBOOKS,
+    Format.FP6_E3M2,
+    Format.FP6_E2M3,
+    Format.IQ4_NL,
+    Format.TERNARY,
+]
+
+
 @needs_compiled
-@pytest.mark.parametrize("fmt", CODEBOOKS, ids=lambda f: f.value)
+@pytest.mark.parametrize("fmt", ALL_CODEBOOKS, ids=lambda f: f.value)
 def test_codebook_midpoints_and_tiny_values_equal_bit_for_bit(fmt):
     """Every midpoint between neighbouring values (ties), each nudged one float32 step
     either way, and values around the smallest nonzero entry, both signs, at ``s = 1``."""
@@ -233,6 +246,52 @@ def test_codebook_midpoints_and_tiny_values_equal_bit_for_bit(fmt):
     assert_paths_agree(
         x.reshape(1, -1).repeat(3, 1), QuantConfig(format=fmt, granularity=PerChannel(1))
     )
+
+
+@needs_compiled
+@pytest.mark.parametrize("fmt", ALL_CODEBOOKS, ids=lambda f: f.value)
+def test_every_code_decodes_bit_for_bit(fmt):
+    """Every finite code of the table (``-0`` included) on scales of both signs, zero, a
+    subnormal and one that saturates, on both paths, into ``out`` and into a new tensor;
+    and the compiled encoders of both divisions and reciprocals on values past the ends."""
+    cb = codebook_for(fmt)
+    valid = torch.isfinite(cb.decode_table).nonzero().flatten().to(torch.uint8)
+    codes = valid.repeat(8, 4)[:, :64] if len(valid) < 64 else valid[:64].repeat(8, 1)
+    s = torch.tensor([1.0, -0.75, 0.0, 1e-40, 3e38, 2.0**-126, 0.3, -5.0]).reshape(8, 1)
+    ref = (cb.decode_table[codes.long()] * s).clamp(-3.4028234663852886e38, 3.4028234663852886e38)
+    with use_backend(Backend.COMPILED, min_elements=1):
+        fast = kernels.decode_codebook(codes, s, cb.decode_table)
+        into = kernels.decode_codebook(codes, s, cb.decode_table, out=torch.empty(codes.shape))
+        fast_t = kernels.decode_codebook(codes.t().contiguous().t(), s, cb.decode_table)
+    assert_same(fast, ref, f"{fmt.value} decoded")
+    assert_same(into, ref, f"{fmt.value} decoded into out")
+    assert_same(fast_t, ref, f"{fmt.value} decoded, column-major codes")
+    top = float(cb.values.abs().max())
+    x = torch.cat([cb.values, -cb.values, torch.tensor([top * 1.5, -top * 4, 3e38, -3e38])])
+    x = x.repeat(2, 1)
+    cfg = QuantConfig(format=fmt)
+    for s_enc, inverse in ((torch.ones(2, 1), None), (torch.ones(2, 1), torch.ones(2, 1) * 0.5)):
+        with use_backend(Backend.COMPILED, min_elements=1):
+            fast = kernels.encode_codebook(x, s_enc, cb, inverse)
+        with use_backend(Backend.EAGER):
+            ref = encode_codebook(x, s_enc, cb, cfg, None, inverse)
+        assert_same(fast, ref, f"{fmt.value} codes")
+
+
+def test_sign_magnitude_codebooks_are_recognised():
+    """FP4 and FP6 take the sign-magnitude encoder (no lookup table in the kernel); FP8
+    has the same structure but casts to float8 instead; NF4, IQ4_NL and ternary, whose
+    codes are not a sign over a magnitude, do not."""
+    found = {fmt: _sign_magnitude(codebook_for(fmt)) for fmt in ALL_CODEBOOKS}
+    fp4 = found[Format.FP4_E2M1]
+    assert fp4 is not None and fp4.sign == 8
+    assert fp4.mags == (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+    assert fp4.tie_up == (False, True, False, True, False, True, False)  # to the even code
+    assert found[Format.FP6_E3M2] is not None and found[Format.FP6_E3M2].sign == 32
+    assert found[Format.FP6_E2M3] is not None and found[Format.FP6_E2M3].sign == 32
+    assert found[Format.FP8_E4M3] is not None and found[Format.FP8_E4M3].sign == 128
+    for fmt in (Format.NF4, Format.IQ4_NL, Format.TERNARY):
+        assert found[fmt] is None, fmt
 
 
 @needs_compiled
