@@ -1,0 +1,103 @@
+"""Decoding GGUF block bytes in few passes: the nibble unpacking of ``kquant_bytes`` as one
+compiled kernel (``quant_core.kernels``' machinery: ``torch.compile`` where it may run,
+eager otherwise), and the eager path it must equal bit for bit.
+
+Why. Decoding a 4096 x 4096 Q4_K tensor is reading 9.4 MB and writing 16.8 MB of int8
+codes; a chain of torch operators on bytes makes a pass over memory per operator, and
+per row of 32 bytes where the codes interleave (low nibbles, then high ones), which costs
+more than the arithmetic. The kernel reads each 32-bit word of packed nibbles once and
+writes the two words of codes it holds, 8 codes at a time in SIMD lanes (SWAR: per byte
+in a word, no carry crosses a byte).
+
+Signed nibbles (Q4_K's ``u - 8``): byte ``b = u_lo | u_hi << 4``; with ``y = b ^ 0x88``
+each nibble ``v`` of ``y`` is ``u ^ 8``, and ``u - 8`` is ``v`` sign-extended from 4 bits:
+``v | 0xF0`` when bit 3 of ``v`` is set, i.e. ``v | (v & 8) * 30`` (``8 * 30 = 0xF0``
+stays inside its byte).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..kernels import switch
+
+__all__ = ["aligned", "k4_scales", "signed_nibbles", "signed_nibbles_eager"]
+
+_LOW = 0x0F0F0F0F  # the low nibble of each byte of a word
+_BIT3 = 0x08080808
+_FLIP = 0x88888888 - (1 << 32)  # 0x88 in every byte, as an int32
+
+
+def aligned(raw: torch.Tensor) -> torch.Tensor:
+    """``raw`` (bytes), or a copy of it when it does not start on a 4-byte boundary (a
+    ``memoryview`` into a file at any offset), so that views of it as int32 words or fp16
+    halves read aligned values."""
+    return raw.clone() if raw.data_ptr() % 4 else raw
+
+
+def _sign_extend(v: torch.Tensor) -> torch.Tensor:
+    """Per byte of int32 words whose bytes are below 16: the 4-bit two's complement value."""
+    return v | ((v & _BIT3) * 30)
+
+
+def _signed_nibbles_kernel(w: torch.Tensor) -> torch.Tensor:
+    y = w ^ _FLIP
+    lo = _sign_extend(y & _LOW)
+    hi = _sign_extend((y >> 4) & _LOW)
+    return torch.stack([lo, hi], dim=-2)
+
+
+def signed_nibbles_eager(w: torch.Tensor) -> torch.Tensor:
+    """``signed_nibbles`` with torch operators on bytes: four passes (flip, the high
+    nibbles' arithmetic shift, the low ones' shift up and back) and one copy that
+    interleaves them (``cat`` of contiguous pieces: a memory copy per run)."""
+    y = torch.bitwise_xor(w.view(torch.uint8), 0x88).view(torch.int8)
+    hi = y >> 4  # arithmetic: the high nibble of y, sign-extended
+    y.bitwise_left_shift_(4).bitwise_right_shift_(4)  # the low nibble, sign-extended
+    return torch.stack([y, hi], dim=-2).view(torch.int32)
+
+
+def signed_nibbles(w: torch.Tensor) -> torch.Tensor:
+    """``[..., k]`` int32 words of packed nibbles (byte ``j``: ``u_j | v_j << 4``) ->
+    ``[..., 2, k]`` int32 words whose bytes are int8 codes: ``[..., 0, :]`` the low
+    nibbles ``u - 8``, ``[..., 1, :]`` the high ones ``v - 8``, byte for byte in order.
+    ``w`` may be a strided view (rows of a block layout). Compiled where
+    ``quant_core.kernels`` runs compiled passes, else ``signed_nibbles_eager``: the same
+    bits."""
+    if switch._usable(w):
+        out = switch._run(_signed_nibbles_kernel, "signed_nibbles", w)
+        if out is not switch._FAILED:
+            return out
+    return signed_nibbles_eager(w)
+
+
+def _k4_scales_kernel(
+    w: torch.Tensor, d: torch.Tensor, dmin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    # column j of [n, 8] reads byte j % 4 of the words; a select, not a cat, so that the
+    # compiled loop runs over whole rows of 8 (one SIMD vector) rather than halves of 4
+    j = torch.arange(8, dtype=torch.int32, device=w.device)
+    shifts = (j & 3) * 8
+    first, second, third = ((w[:, i : i + 1] >> shifts) & 0xFF for i in range(3))
+    high = j >= 4
+    sc = torch.where(high, (third & 0xF) | ((first >> 6) << 4), first & 63)
+    m = torch.where(high, (third >> 4) | ((second >> 6) << 4), second & 63)
+    scale = d.unsqueeze(1) * sc.to(torch.float32)
+    offset = -(dmin.unsqueeze(1) * m.to(torch.float32))
+    return sc, m, scale, offset
+
+
+def k4_scales(
+    w: torch.Tensor, d: torch.Tensor, dmin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Q4_K's and Q5_K's 12 scale bytes as three int32 words ``w`` ``[n, 3]`` (bytes
+    ``first``, ``second``, ``third`` of ``get_scale_min_k4``, little-endian), and the
+    super-blocks' ``d``, ``dmin`` ``[n]`` float32 -> ``sc``, ``m`` ``[n, 8]`` int32 (the
+    6-bit block scales and mins) and the block scales ``d sc`` and offsets ``-(dmin m)``,
+    ``[n, 8]`` float32. One compiled loop where ``quant_core.kernels`` allows (one IEEE
+    multiply per value: the same bits as eager), else the same function eagerly."""
+    if switch._usable(w):
+        out = switch._run(_k4_scales_kernel, "k4_scales", w, d, dmin)
+        if out is not switch._FAILED:
+            return out
+    return _k4_scales_kernel(w, d, dmin)
