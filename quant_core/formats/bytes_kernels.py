@@ -71,33 +71,41 @@ def signed_nibbles(w: torch.Tensor) -> torch.Tensor:
     return signed_nibbles_eager(w)
 
 
+def _half(h: torch.Tensor) -> torch.Tensor:
+    """int32 values whose low 16 bits are an fp16 -> that value as float32 (exact)."""
+    return h.to(torch.int16).view(torch.float16).to(torch.float32)
+
+
 def _k4_scales_kernel(
-    w: torch.Tensor, d: torch.Tensor, dmin: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    w: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    d = _half(w[:, 0] & 0xFFFF)  # int16 from int32 keeps the low 16 bits
+    dmin = _half(w[:, 0] >> 16)
     # column j of [n, 8] reads byte j % 4 of the words; a select, not a cat, so that the
     # compiled loop runs over whole rows of 8 (one SIMD vector) rather than halves of 4
     j = torch.arange(8, dtype=torch.int32, device=w.device)
     shifts = (j & 3) * 8
-    first, second, third = ((w[:, i : i + 1] >> shifts) & 0xFF for i in range(3))
+    first, second, third = ((w[:, i : i + 1] >> shifts) & 0xFF for i in range(1, 4))
     high = j >= 4
     sc = torch.where(high, (third & 0xF) | ((first >> 6) << 4), first & 63)
     m = torch.where(high, (third >> 4) | ((second >> 6) << 4), second & 63)
     scale = d.unsqueeze(1) * sc.to(torch.float32)
     offset = -(dmin.unsqueeze(1) * m.to(torch.float32))
-    return sc, m, scale, offset
+    return d, dmin, sc, m, scale, offset
 
 
 def k4_scales(
-    w: torch.Tensor, d: torch.Tensor, dmin: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Q4_K's and Q5_K's 12 scale bytes as three int32 words ``w`` ``[n, 3]`` (bytes
-    ``first``, ``second``, ``third`` of ``get_scale_min_k4``, little-endian), and the
-    super-blocks' ``d``, ``dmin`` ``[n]`` float32 -> ``sc``, ``m`` ``[n, 8]`` int32 (the
-    6-bit block scales and mins) and the block scales ``d sc`` and offsets ``-(dmin m)``,
-    ``[n, 8]`` float32. One compiled loop where ``quant_core.kernels`` allows (one IEEE
-    multiply per value: the same bits as eager), else the same function eagerly."""
+    w: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Q4_K's and Q5_K's first 16 bytes as four int32 words ``w`` ``[n, 4]`` (any strides;
+    ``d | dmin``, then bytes ``first``, ``second``, ``third`` of ``get_scale_min_k4``,
+    little-endian) -> the super-blocks' ``d``, ``dmin`` ``[n]`` float32, ``sc``, ``m``
+    ``[n, 8]`` int32 (the 6-bit block scales and mins) and the block scales ``d sc`` and
+    offsets ``-(dmin m)``, ``[n, 8]`` float32. One compiled loop where
+    ``quant_core.kernels`` allows (exact conversions and one IEEE multiply per value: the
+    same bits as eager), else the same function eagerly."""
     if switch._usable(w):
-        out = switch._run(_k4_scales_kernel, "k4_scales", w, d, dmin)
+        out = switch._run(_k4_scales_kernel, "k4_scales", w)
         if out is not switch._FAILED:
             return out
-    return _k4_scales_kernel(w, d, dmin)
+    return _k4_scales_kernel(w)

@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..granularity import layout_for
-from .gguf_types import QK_K, ggml_type
 from .bytes_kernels import aligned, k4_scales, signed_nibbles
+from .gguf_types import QK_K, ggml_type
 from .scales import StoredScales, super_block_shape
 
 if TYPE_CHECKING:
@@ -227,10 +227,9 @@ def from_blocks(name: str, raw: torch.Tensor, shape: tuple[int, ...]) -> Quantiz
     layout = layout_for(shape, cfg.granularity)
     n = raw.shape[0]
     per = record.block_size // layout.block_len  # scales per GGUF block
-    zeros = torch.zeros(n * per, dtype=torch.int32)
     offset = None
     stored = None
-    z = zeros
+    z = None  # zeros unless a min type sets qmin
     if name == "IQ4_NL":
         d = _f16_values(raw[:, :2])
         codes = _unnibbles(raw[:, 2:], 16)
@@ -246,11 +245,7 @@ def from_blocks(name: str, raw: torch.Tensor, shape: tuple[int, ...]) -> Quantiz
             else:
                 raw = aligned(raw)
                 w = raw.view(torch.int32)
-                # d | dmin | 12 scale bytes: one gathering pass, then work on 16 bytes a block
-                head = w[:, :4].contiguous()
-                halves = head.view(torch.float16)
-                d, dmin = halves[:, 0].to(torch.float32), halves[:, 1].to(torch.float32)
-                sc, m, scale, offset = k4_scales(head[:, 1:], d, dmin)
+                d, dmin, sc, m, scale, offset = k4_scales(w[:, :4])  # d | dmin | scales
                 if name == "Q4_K":
                     u = None
                     codes = signed_nibbles(w[:, 4:].reshape(n, 4, 8)).view(torch.int8)
@@ -303,6 +298,8 @@ def from_blocks(name: str, raw: torch.Tensor, shape: tuple[int, ...]) -> Quantiz
             super_min=None if dmin is None else dmin.reshape(sup),
         )
     shaped = layout.scale_shape
+    if z is None:
+        z = torch.zeros(n * per, dtype=torch.int32)
     return QuantizedTensor(
         codes=codes.reshape(shape),
         scale=scale.reshape(shaped),
