@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..granularity import layout_for
-from .bytes_kernels import aligned, k4_scales, signed_nibbles
+from .bytes_kernels import aligned, block_halves, block_nibbles, k4_scales, signed_nibbles
 from .gguf_types import QK_K, ggml_type
 from .scales import StoredScales, super_block_shape
 
@@ -231,8 +231,8 @@ def from_blocks(name: str, raw: torch.Tensor, shape: tuple[int, ...]) -> Quantiz
     stored = None
     z = None  # zeros unless a min type sets qmin
     if name == "IQ4_NL":
-        d = _f16_values(raw[:, :2])
-        codes = _unnibbles(raw[:, 2:], 16)
+        d = block_halves(raw, 0)
+        codes = block_nibbles(raw, 2, signed=False)
         scale = d
     else:
         if name in ("Q2_K", "Q4_K", "Q5_K"):
