@@ -67,3 +67,26 @@ def test_decoding_does_not_depend_on_the_backend_or_the_bytes_alignment(gen, typ
                 _bits(getattr(got.stored, name)), _bits(getattr(want.stored, name))
             ), name
     assert torch.equal(want.dequantize(), got.dequantize())
+
+
+@pytest.mark.parametrize("type_name", ["Q4_0", "Q4_1", "Q8_0", "IQ4_NL", "MXFP4"])
+def test_block_decoding_does_not_depend_on_the_bytes_alignment(gen, type_name):
+    x = torch.randn(4, 256, generator=gen)
+    data = quantize(x, QuantConfig.from_name(type_name)).to_ggml_bytes()
+    want = QuantizedTensor.from_ggml_bytes(data, type_name, (4, 256))
+    shifted = memoryview(bytearray(b"\0" + data))[1:]  # fp16 halves on odd addresses
+    got = QuantizedTensor.from_ggml_bytes(shifted, type_name, (4, 256))
+    for name in ("codes", "scale", "zero_point"):
+        a, b = getattr(got, name), getattr(want, name)
+        assert a.dtype == b.dtype and torch.equal(_bits(a), _bits(b)), name
+    assert torch.equal(want.dequantize(), got.dequantize())
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_block_nibbles_are_the_low_then_high_nibbles(gen, signed):
+    raw = torch.randint(0, 256, (50, 18), dtype=torch.uint8, generator=gen)
+    b = raw[:, 2:].to(torch.int16)
+    want = torch.cat([b & 15, b >> 4], dim=1) - (8 if signed else 0)
+    got = bytes_kernels.block_nibbles(raw, 2, signed=signed)
+    assert got.dtype == (torch.int8 if signed else torch.uint8)
+    assert torch.equal(got.to(torch.int16), want)
