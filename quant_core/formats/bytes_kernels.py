@@ -48,8 +48,9 @@ def block_halves(raw: torch.Tensor, start: int) -> torch.Tensor:
     (one loop over ``n``); else through a copy of the two bytes (a loop per block)."""
     n, size = raw.shape
     if start % 2 == 0 and size % 2 == 0 and raw.data_ptr() % 2 == 0 and raw.is_contiguous():
-        column = raw.view(torch.int16)[:, start // 2]
-        return column.view(torch.float16).to(torch.float32)
+        column = raw.view(torch.int16)[:, start // 2].view(torch.float16)
+        # contiguous_format: a single block's column keeps its stride under preserve_format
+        return column.to(torch.float32, memory_format=torch.contiguous_format)
     return raw[:, start : start + 2].contiguous().view(torch.float16).reshape(n).float()
 
 
