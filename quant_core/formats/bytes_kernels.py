@@ -1,13 +1,23 @@
-"""Decoding GGUF block bytes in few passes: the nibble unpacking of ``kquant_bytes`` as one
-compiled kernel (``quant_core.kernels``' machinery: ``torch.compile`` where it may run,
-eager otherwise), and the eager path it must equal bit for bit.
+"""Decoding GGUF block bytes in few passes over memory (used by ``gguf_bytes`` and
+``kquant_bytes``):
+
+- ``signed_nibbles`` (Q4_K's codes) and ``k4_scales`` (Q4_K's and Q5_K's ``d``, ``dmin``,
+  6-bit scales and mins, and the products ``d sc``, ``-(dmin m)``): one compiled loop each
+  (``quant_core.kernels``' machinery: ``torch.compile`` where it may run, else eager), the
+  same bits as their eager paths (integer operations, exact fp16 -> float32 conversions,
+  one IEEE multiply per value); ``tests/core/test_formats_bytes_kernels.py`` checks both
+  against the readable formulas.
+- ``block_nibbles``, ``block_halves``: eager, for the 17- and 18-byte blocks (Q4_0, Q4_1,
+  IQ4_NL, MXFP4, Q8_0), whose bytes cannot be read as int32 words.
 
 Why. Decoding a 4096 x 4096 Q4_K tensor is reading 9.4 MB and writing 16.8 MB of int8
-codes; a chain of torch operators on bytes makes a pass over memory per operator, and
-per row of 32 bytes where the codes interleave (low nibbles, then high ones), which costs
-more than the arithmetic. The kernel reads each 32-bit word of packed nibbles once and
-writes the two words of codes it holds, 8 codes at a time in SIMD lanes (SWAR: per byte
-in a word, no carry crosses a byte).
+codes. A chain of torch operators makes a pass over memory per operator (and a fresh
+buffer each, whose pages the kernel faults in), and an operator on short rows (the 32
+bytes where low and high nibbles interleave, the 4 bytes of a block's scales) costs a loop
+per row, more than its arithmetic. The nibble kernel reads each 32-bit word of packed
+nibbles once and writes the two words of codes it holds, 8 words at a time in SIMD lanes
+(SWAR: per byte of a word, no carry crosses a byte). It took the decode from 12x to 5x a
+copy of the bytes (``benchmarks/formats_speed.py``, one thread).
 
 Signed nibbles (Q4_K's ``u - 8``): byte ``b = u_lo | u_hi << 4``; with ``y = b ^ 0x88``
 each nibble ``v`` of ``y`` is ``u ^ 8``, and ``u - 8`` is ``v`` sign-extended from 4 bits:
