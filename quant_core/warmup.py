@@ -6,6 +6,7 @@ call), so the kernels package imports nothing of theirs."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ import torch
 
 from .analysis import clip_stats, histogram
 from .config import Format, Mode, PerChannel, PerGroup, PerTensor, QuantConfig, Rounding, ZeroPoint
+from .formats.gguf_bytes import from_ggml_bytes
 from .kernels import switch
 from .kernels.switch import Backend, _compiler_ok, active_backend, use_backend
 from .metrics import error_metrics
@@ -110,6 +112,25 @@ def _check_probe(shape: tuple[int, ...], cfg: QuantConfig) -> str | None:
     return None
 
 
+def _check_bytes_probe() -> str | None:
+    """Decode random Q4_K blocks (``formats.bytes_kernels``: the nibbles and the scale
+    words, NaN and infinite ``d`` included) on both paths; a description of the first
+    difference, or None."""
+    gen = torch.Generator().manual_seed(0)
+    data = torch.randint(0, 256, (16 * 144,), dtype=torch.uint8, generator=gen).numpy().tobytes()
+    with use_backend(Backend.COMPILED, min_elements=1):
+        fast = from_ggml_bytes(data, "Q4_K", (8, 512))
+    with use_backend(Backend.EAGER):
+        ref = from_ggml_bytes(data, "Q4_K", (8, 512))
+    for name in ("codes", "scale", "zero_point", "offset"):
+        if not _same(getattr(fast, name), getattr(ref, name)):
+            return f"Q4_K bytes decode to {name} that differ from the eager path's"
+    for name in ("codes", "min_codes", "super_scale", "super_min"):
+        if not _same(getattr(fast.stored, name), getattr(ref.stored, name)):
+            return f"Q4_K bytes decode to stored {name} that differ from the eager path's"
+    return None
+
+
 def warm_up() -> WarmUp:
     """Compile the common kernels now (on small probes) and check each against the eager
     path bit for bit; returns what happened. Cold, this takes tens of seconds (mostly the
@@ -123,8 +144,9 @@ def warm_up() -> WarmUp:
     with switch._lock:
         switch._warming = me
     try:
-        for shape, cfg in _probe_cases():
-            problem = _check_probe(shape, cfg)
+        checks = [functools.partial(_check_probe, shape, cfg) for shape, cfg in _probe_cases()]
+        for check in [*checks, _check_bytes_probe]:
+            problem = check()
             if problem is None and switch._failure is None:
                 continue
             if problem is not None:

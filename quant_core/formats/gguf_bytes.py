@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..granularity import layout_for
+from .bytes_kernels import block_halves, block_nibbles
 from .gguf_types import GGMLType, ggml_type, gguf_type_of
 from .scales import StoredScales
 
@@ -206,29 +207,31 @@ def from_ggml_bytes(
     stored = None
     name = record.name
     if name in ("Q4_0", "Q5_0"):
-        s = _f16_values(raw[:, :2])
+        s = block_halves(raw, 0)
         if name == "Q4_0":
-            codes = _unnibble(raw[:, 2:18], minus=8)
+            codes = block_nibbles(raw, 2, signed=True)
         else:
             u = _unnibble(raw[:, 6:22]) | (_unhigh_bits(raw[:, 2:6]).to(torch.uint8) << 4)
             codes = (u.to(torch.int16) - 16).to(torch.int8)
         z = zeros
     elif name in ("Q4_1", "Q5_1"):
-        s, offset = _f16_values(raw[:, :2]), _f16_values(raw[:, 2:4])
-        if name == "Q4_1":
+        s, offset = block_halves(raw, 0), block_halves(raw, 2)
+        if name == "Q4_1" and cfg.qmin == -8:
+            codes = block_nibbles(raw, 4, signed=True)
+        elif name == "Q4_1":
             codes = _unnibble(raw[:, 4:20], minus=-cfg.qmin)
         else:
             u = _unnibble(raw[:, 8:24]) | (_unhigh_bits(raw[:, 4:8]).to(torch.uint8) << 4)
             codes = (u.to(torch.int16) + cfg.qmin).to(torch.int8)
         z = torch.full((n,), cfg.qmin, dtype=torch.int32)
     elif name == "Q8_0":
-        s = _f16_values(raw[:, :2])
+        s = block_halves(raw, 0)
         codes = raw[:, 2:].contiguous().view(torch.int8)
         z = zeros
     elif name == "MXFP4":
         e = raw[:, 0].to(torch.int32)
         s = torch.ldexp(torch.ones(n), (e - 127).to(torch.float32))
-        codes = _unnibble(raw[:, 1:])
+        codes = block_nibbles(raw, 1, signed=False)
         z = zeros
         stored = StoredScales(codes=e)
     elif name == "TQ2_0":

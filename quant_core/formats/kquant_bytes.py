@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..granularity import layout_for
+from .bytes_kernels import aligned, block_halves, block_nibbles, k4_scales, signed_nibbles
 from .gguf_types import QK_K, ggml_type
 from .scales import StoredScales, super_block_shape
 
@@ -226,30 +227,35 @@ def from_blocks(name: str, raw: torch.Tensor, shape: tuple[int, ...]) -> Quantiz
     layout = layout_for(shape, cfg.granularity)
     n = raw.shape[0]
     per = record.block_size // layout.block_len  # scales per GGUF block
-    zeros = torch.zeros(n * per, dtype=torch.int32)
     offset = None
     stored = None
-    z = zeros
+    z = None  # zeros unless a min type sets qmin
     if name == "IQ4_NL":
-        d = _f16_values(raw[:, :2])
-        codes = _unnibbles(raw[:, 2:], 16)
+        d = block_halves(raw, 0)
+        codes = block_nibbles(raw, 2, signed=False)
         scale = d
     else:
         if name in ("Q2_K", "Q4_K", "Q5_K"):
+            u: torch.Tensor | None
             if name == "Q2_K":
                 b = raw[:, :16].to(torch.int32)
                 sc, m = b & 0xF, b >> 4
                 u = _uncrumbs(raw[:, 16:80])
                 d, dmin = _f16_values(raw[:, 80:82]), _f16_values(raw[:, 82:84])
             else:
-                d, dmin = _f16_values(raw[:, :2]), _f16_values(raw[:, 2:4])
-                sc, m = _unk4_scales(raw[:, 4:16])
+                raw = aligned(raw)
+                w = raw.view(torch.int32)
+                d, dmin, sc, m, scale, offset = k4_scales(w[:, :4])  # d | dmin | scales
                 if name == "Q4_K":
-                    u = _unnibbles(raw[:, 16:], 32)
+                    u = None
+                    codes = signed_nibbles(w[:, 4:].reshape(n, 4, 8)).view(torch.int8)
                 else:
                     u = _unnibbles(raw[:, 48:], 32) | (_unbits_of_k(raw[:, 16:48]) << 4)
-            codes = u.view(torch.int8).add_(cfg.qmin)  # u < 32: the same bits as int8
-            offset = -(dmin.unsqueeze(1) * m.to(torch.float32)).reshape(-1)
+            if u is not None:
+                codes = u.view(torch.int8).add_(cfg.qmin)  # u < 32: the same bits as int8
+            if name == "Q2_K":
+                scale = d.unsqueeze(1) * sc.to(torch.float32)
+                offset = -(dmin.unsqueeze(1) * m.to(torch.float32))
             z = torch.full((n * per,), cfg.qmin, dtype=torch.int32)
             signed = sc
         elif name == "Q3_K":
@@ -279,7 +285,11 @@ def from_blocks(name: str, raw: torch.Tensor, shape: tuple[int, ...]) -> Quantiz
             m = dmin = None
         else:
             raise ValueError(f"{name!r} is not a K-quant or IQ4 type: {', '.join(KQUANT_TYPES)}")
-        scale = (d.unsqueeze(1) * signed.to(torch.float32)).reshape(-1)
+        if name not in ("Q2_K", "Q4_K", "Q5_K"):
+            scale = d.unsqueeze(1) * signed.to(torch.float32)
+        scale = scale.reshape(-1)
+        if offset is not None:
+            offset = offset.reshape(-1)
         sup = super_block_shape(layout, cfg.scale_format)  # type: ignore[arg-type]
         stored = StoredScales(
             codes=signed.reshape(layout.scale_shape),
@@ -288,6 +298,8 @@ def from_blocks(name: str, raw: torch.Tensor, shape: tuple[int, ...]) -> Quantiz
             super_min=None if dmin is None else dmin.reshape(sup),
         )
     shaped = layout.scale_shape
+    if z is None:
+        z = torch.zeros(n * per, dtype=torch.int32)
     return QuantizedTensor(
         codes=codes.reshape(shape),
         scale=scale.reshape(shaped),

@@ -1,0 +1,162 @@
+"""Decoding GGUF block bytes in few passes over memory (used by ``gguf_bytes`` and
+``kquant_bytes``):
+
+- ``signed_nibbles`` (Q4_K's codes) and ``k4_scales`` (Q4_K's and Q5_K's ``d``, ``dmin``,
+  6-bit scales and mins, and the products ``d sc``, ``-(dmin m)``): one compiled loop each
+  (``quant_core.kernels``' machinery: ``torch.compile`` where it may run, else eager), the
+  same bits as their eager paths (integer operations, exact fp16 -> float32 conversions,
+  one IEEE multiply per value); ``tests/core/test_formats_bytes_kernels.py`` checks both
+  against the readable formulas.
+- ``block_nibbles``, ``block_halves``: eager, for the 17- and 18-byte blocks (Q4_0, Q4_1,
+  IQ4_NL, MXFP4, Q8_0), whose bytes cannot be read as int32 words.
+
+Why. Decoding a 4096 x 4096 Q4_K tensor is reading 9.4 MB and writing 16.8 MB of int8
+codes. A chain of torch operators makes a pass over memory per operator (and a fresh
+buffer each, whose pages the kernel faults in), and an operator on short rows (the 32
+bytes where low and high nibbles interleave, the 4 bytes of a block's scales) costs a loop
+per row, more than its arithmetic. The nibble kernel reads each 32-bit word of packed
+nibbles once and writes the two words of codes it holds, 8 words at a time in SIMD lanes
+(SWAR: per byte of a word, no carry crosses a byte). It took the decode from 12x to 5x a
+copy of the bytes (``benchmarks/formats_speed.py``, one thread).
+
+Signed nibbles (Q4_K's ``u - 8``): byte ``b = u_lo | u_hi << 4``; with ``y = b ^ 0x88``
+each nibble ``v`` of ``y`` is ``u ^ 8``, and ``u - 8`` is ``v`` sign-extended from 4 bits:
+``v | 0xF0`` when bit 3 of ``v`` is set, i.e. ``v | (v & 8) * 30`` (``8 * 30 = 0xF0``
+stays inside its byte).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..kernels import switch
+
+__all__ = [
+    "aligned",
+    "block_halves",
+    "block_nibbles",
+    "k4_scales",
+    "signed_nibbles",
+    "signed_nibbles_eager",
+]
+
+_LOW = 0x0F0F0F0F  # the low nibble of each byte of a word
+_BIT3 = 0x08080808
+_FLIP = 0x88888888 - (1 << 32)  # 0x88 in every byte, as an int32
+
+
+def aligned(raw: torch.Tensor) -> torch.Tensor:
+    """``raw`` (bytes), or a copy of it when it does not start on a 4-byte boundary (a
+    ``memoryview`` into a file at any offset), so that views of it as int32 words or fp16
+    halves read aligned values."""
+    return raw.clone() if raw.data_ptr() % 4 else raw
+
+
+def block_halves(raw: torch.Tensor, start: int) -> torch.Tensor:
+    """``[n, size]`` uint8 blocks -> ``[n]`` float32: the fp16 at byte ``start`` of each.
+    Read as one strided column of int16 where ``start``, ``size`` and the address are even
+    (one loop over ``n``); else through a copy of the two bytes (a loop per block)."""
+    n, size = raw.shape
+    if start % 2 == 0 and size % 2 == 0 and raw.data_ptr() % 2 == 0 and raw.is_contiguous():
+        column = raw.view(torch.int16)[:, start // 2].view(torch.float16)
+        # contiguous_format: a single block's column keeps its stride under preserve_format
+        return column.to(torch.float32, memory_format=torch.contiguous_format)
+    return raw[:, start : start + 2].contiguous().view(torch.float16).reshape(n).float()
+
+
+def block_nibbles(raw: torch.Tensor, start: int, signed: bool) -> torch.Tensor:
+    """``[n, size]`` uint8 blocks (contiguous) whose 16 bytes at ``start`` hold 32 nibbles,
+    byte ``j`` = ``u[j] | u[j + 16] << 4`` (Q4_0, Q4_1, IQ4_NL, MXFP4) -> ``[n, 32]``: ``u``
+    as uint8, or ``u - 8`` as int8 when ``signed``.
+
+    Every pass runs over all the bytes as one flat array (the block heads' results are
+    dropped at the end) and a single ``cat`` interleaves the low and high nibbles per
+    block: an operator on rows of 16 bytes costs a loop per block, shorter than one SIMD
+    vector (4096 x 4096 Q4_0: 524,288 of them), several times its work."""
+    n, size = raw.shape
+    flat = raw.reshape(-1)
+    if signed:  # y = b ^ 0x88: its nibbles sign-extended are u - 8 (module docstring)
+        lo = torch.bitwise_xor(flat, 0x88).view(torch.int8)
+        hi = lo >> 4  # arithmetic shift: the high nibble, sign-extended
+        lo.bitwise_left_shift_(4).bitwise_right_shift_(4)
+    else:
+        lo = flat & 0x0F
+        hi = flat >> 4
+    run = slice(start, start + 16)
+    return torch.cat([lo.view(n, size)[:, run], hi.view(n, size)[:, run]], dim=1)
+
+
+def _sign_extend(v: torch.Tensor) -> torch.Tensor:
+    """Per byte of int32 words whose bytes are below 16: the 4-bit two's complement value."""
+    return v | ((v & _BIT3) * 30)
+
+
+def _signed_nibbles_kernel(w: torch.Tensor) -> torch.Tensor:
+    y = w ^ _FLIP
+    lo = _sign_extend(y & _LOW)
+    hi = _sign_extend((y >> 4) & _LOW)
+    return torch.stack([lo, hi], dim=-2)
+
+
+def signed_nibbles_eager(w: torch.Tensor) -> torch.Tensor:
+    """``signed_nibbles`` with torch operators on bytes: four passes (flip, the high
+    nibbles' arithmetic shift, the low ones' shift up and back) and one copy that
+    interleaves them (``cat`` of contiguous pieces: a memory copy per run)."""
+    y = torch.bitwise_xor(w.view(torch.uint8), 0x88).view(torch.int8)
+    hi = y >> 4  # arithmetic: the high nibble of y, sign-extended
+    y.bitwise_left_shift_(4).bitwise_right_shift_(4)  # the low nibble, sign-extended
+    return torch.stack([y, hi], dim=-2).view(torch.int32)
+
+
+def signed_nibbles(w: torch.Tensor) -> torch.Tensor:
+    """``[..., k]`` int32 words of packed nibbles (byte ``j``: ``u_j | v_j << 4``) ->
+    ``[..., 2, k]`` int32 words whose bytes are int8 codes: ``[..., 0, :]`` the low
+    nibbles ``u - 8``, ``[..., 1, :]`` the high ones ``v - 8``, byte for byte in order.
+    ``w`` may be a strided view (rows of a block layout). Compiled where
+    ``quant_core.kernels`` runs compiled passes, else ``signed_nibbles_eager``: the same
+    bits."""
+    if switch._usable(w):
+        out = switch._run(_signed_nibbles_kernel, "signed_nibbles", w)
+        if out is not switch._FAILED:
+            return out
+    return signed_nibbles_eager(w)
+
+
+def _half(h: torch.Tensor) -> torch.Tensor:
+    """int32 values whose low 16 bits are an fp16 -> that value as float32 (exact)."""
+    return h.to(torch.int16).view(torch.float16).to(torch.float32)
+
+
+def _k4_scales_kernel(
+    w: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    d = _half(w[:, 0] & 0xFFFF)  # int16 from int32 keeps the low 16 bits
+    dmin = _half(w[:, 0] >> 16)
+    # column j of [n, 8] reads byte j % 4 of the words; a select, not a cat, so that the
+    # compiled loop runs over whole rows of 8 (one SIMD vector) rather than halves of 4
+    j = torch.arange(8, dtype=torch.int32, device=w.device)
+    shifts = (j & 3) * 8
+    first, second, third = ((w[:, i : i + 1] >> shifts) & 0xFF for i in range(1, 4))
+    high = j >= 4
+    sc = torch.where(high, (third & 0xF) | ((first >> 6) << 4), first & 63)
+    m = torch.where(high, (third >> 4) | ((second >> 6) << 4), second & 63)
+    scale = d.unsqueeze(1) * sc.to(torch.float32)
+    offset = -(dmin.unsqueeze(1) * m.to(torch.float32))
+    return d, dmin, sc, m, scale, offset
+
+
+def k4_scales(
+    w: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Q4_K's and Q5_K's first 16 bytes as four int32 words ``w`` ``[n, 4]`` (any strides;
+    ``d | dmin``, then bytes ``first``, ``second``, ``third`` of ``get_scale_min_k4``,
+    little-endian) -> the super-blocks' ``d``, ``dmin`` ``[n]`` float32, ``sc``, ``m``
+    ``[n, 8]`` int32 (the 6-bit block scales and mins) and the block scales ``d sc`` and
+    offsets ``-(dmin m)``, ``[n, 8]`` float32. One compiled loop where
+    ``quant_core.kernels`` allows (exact conversions and one IEEE multiply per value: the
+    same bits as eager), else the same function eagerly."""
+    if switch._usable(w):
+        out = switch._run(_k4_scales_kernel, "k4_scales", w)
+        if out is not switch._FAILED:
+            return out
+    return _k4_scales_kernel(w)
