@@ -17,9 +17,11 @@ a temporary folder removed afterwards: they take almost no disk).
    ``gguf`` package): ``QuantizedFile.load`` (read and decode into the lab's tensor) and
    load plus ``dequantize()``, against a plain ``os.pread`` of its bytes (median of 5),
    from the page cache and from disk (its pages dropped first, ``posix_fadvise``).
-   Target for Q4_K: within 5x the read. Until the lab's K-quant byte decoder
-   (``formats.kquant_bytes``) is installed, Q4_K decodes through
-   ``gguf.quants.dequantize`` (numpy), which the line says.
+   Target for Q4_K: within 5x the read.
+
+``--threads`` (default: one fewer than the machine's cores, at least 1: what the served
+app gives torch, ``dashboard/served.py``): torch's threads, so that runs on a shared
+machine compare.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from pathlib import Path
 
 import gguf
 import numpy as np
+import torch
 
 from quant_core.files import open_quantized
 from quant_core.files.gguf_file import lab_decodes
@@ -254,11 +257,7 @@ def bench_decode(tmp: Path) -> None:
         f.load(name)  # warm
         load = _best(lambda name=name: f.load(name))
         full = _best(lambda name=name: f.load(name).dequantize())
-        how = (
-            "the lab's decoder"
-            if lab_decodes(type_name)
-            else "gguf.quants.dequantize (the lab's K-quant byte decoder is not installed)"
-        )
+        how = "the lab's decoder" if lab_decodes(type_name) else "gguf.quants.dequantize"
         print(
             f"{type_name} 4096x4096 ({info.nbytes / 1e6:.1f} MB): read {read * 1e3:.1f} ms "
             f"(from disk {read_cold * 1e3:.1f} ms), load {load * 1e3:.1f} ms ({load / read:.1f}x "
@@ -275,7 +274,10 @@ def bench_decode(tmp: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep", action="store_true", help="keep the generated files")
+    parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 1) - 1))
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     tmp = Path(tempfile.mkdtemp(prefix="qlab-files-"))
     try:
         bench_listing(tmp)
