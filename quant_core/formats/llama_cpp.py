@@ -56,6 +56,18 @@ def _inverse(d: torch.Tensor) -> torch.Tensor:
     return torch.where(d == 0, torch.zeros_like(d), 1.0 / torch.where(d == 0, 1.0, d))
 
 
+def _finite_or_zero(v: torch.Tensor) -> torch.Tensor:
+    """``v`` with every NaN and infinity replaced by ``0``, before it becomes a code.
+
+    ``x id`` is finite except in a block whose ``d`` is subnormal (``1/d = inf``; then
+    ``0 * inf = NaN``) or, for Q4_1/Q5_1, whose ``max - min`` overflows (``inf * 0``).
+    llama.cpp's ``(int8_t)`` / ``lroundf`` and the ``gguf`` package's ``astype`` turn such
+    a value into code 0 on x86 (``cvttss2si``'s 0x80000000, truncated); torch's own
+    conversions of NaN differ between its eager and compiled kernels, so it is made 0 here,
+    in both paths. Finite values pass unchanged. Such a block stores ``d = 0`` as fp16."""
+    return torch.where(torch.isfinite(v), v, torch.zeros_like(v))
+
+
 def _kernel(fn: Callable[..., Any], *args: torch.Tensor) -> Any:
     """``fn(*args)`` (tensors only) as one compiled pass where ``quant_core.kernels`` runs
     compiled passes (CPU, the compiled backend, ``args[0]`` large enough), else eagerly;
@@ -108,16 +120,56 @@ def _legacy_symmetric(
     return codes, BlockParams(s, _zeros(len(s), s.device), None, s)
 
 
-def _legacy_min(blocks: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, BlockParams]:
-    top = (1 << cfg.bits) - 1
+def _min_pass(
+    blocks: torch.Tensor, top: torch.Tensor, qmin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Q4_1/Q5_1 in one pass: each block's ``hi = max``, ``lo = min`` (``[n_blocks, 1]``)
+    and its codes ``min(top, trunc((x - lo) id + 0.5)) + qmin`` (int8), ``id = 1/d``
+    (0 when ``d = 0``), ``d = (hi - lo) / top``: the eager formulas in their order (``top``
+    and ``qmin`` 0-d tensors, so the division stays one). The codes do not depend on the
+    sign of a zero ``lo`` or ``d`` (``x - lo`` is then ``+-x``, ``id`` 0 or its value)."""
     hi = blocks.amax(dim=1, keepdim=True)
     lo = blocks.amin(dim=1, keepdim=True)
     d = (hi - lo) / top
-    u = torch.trunc((blocks - lo) * _inverse(d) + 0.5).clamp_(0, top)
-    codes = (u + cfg.qmin).to(torch.int8)
+    u = torch.trunc(_finite_or_zero((blocks - lo) * _inverse(d) + 0.5))
+    u = u.clamp(min=0).clamp(max=top)
+    return hi, lo, (u + qmin).to(torch.int8)
+
+
+def _legacy_min(blocks: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, BlockParams]:
+    top = (1 << cfg.bits) - 1  # 15 for Q4_1, 31 for Q5_1
+    dev = blocks.device
+    top_t = torch.tensor(float(top), device=dev)
+    qmin_t = torch.tensor(float(cfg.qmin), device=dev)
+    compiled = switch._usable(blocks)
+    hi, lo, codes = _kernel(_min_pass, blocks, top_t, qmin_t)
+    if compiled:
+        _eager_zero_extremes(blocks, hi, lo)
+    d = (hi - lo) / top
     s, m = _fp16(d), _fp16(lo)
-    z = torch.full(s.shape, cfg.qmin, dtype=torch.int32, device=s.device)
+    z = torch.full(s.shape, cfg.qmin, dtype=torch.int32, device=dev)
     return codes, BlockParams(s, z, m, s)
+
+
+def _eager_zero_extremes(blocks: torch.Tensor, hi: torch.Tensor, lo: torch.Tensor) -> None:
+    """Rewrite, in place, a zero ``hi``/``lo`` with the sign eager ``amax``/``amin`` give it.
+
+    The sign of a zero extreme depends on the order in which a reduction meets ``-0`` and
+    ``+0``, and it reaches the bytes (``m = fp16(lo)``; ``d = hi - lo`` is ``-0`` for
+    ``hi = -0``, ``lo = +0``), so a compiled min/max may differ from torch's there. Only
+    blocks with a zero extreme are reduced again (eagerly: few, as a rule); torch's
+    reduction of a contiguous block does not depend on the other rows, so a gathered copy
+    of those rows gives the full tensor's result (for other layouts, the whole is reduced)."""
+    zero = ((hi == 0) | (lo == 0)).reshape(-1)
+    if not bool(zero.any()):
+        return
+    if blocks.is_contiguous():
+        rows = blocks[zero]
+        hi[zero] = rows.amax(dim=1, keepdim=True)
+        lo[zero] = rows.amin(dim=1, keepdim=True)
+    else:
+        hi[zero] = blocks.amax(dim=1, keepdim=True)[zero]
+        lo[zero] = blocks.amin(dim=1, keepdim=True)[zero]
 
 
 def _q8_0(blocks: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, BlockParams]:
@@ -127,9 +179,16 @@ def _q8_0(blocks: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, BlockPa
     return codes, BlockParams(s, _zeros(len(s), s.device), None, s)
 
 
-def _ternary(blocks: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, BlockParams]:
+def _ternary_pass(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """TQ1_0/TQ2_0 in one pass: ``d = max |x|`` per block (``+0`` for a zero block: ``|x|``
+    has no ``-0``) and the stored codes ``roundf(x id) + 1`` (uint8), ``id = 1/d`` (0 when
+    ``d = 0``): ``roundf``'s exact steps, in the eager order."""
     d = blocks.abs().amax(dim=1, keepdim=True)
-    codes = (roundf(blocks * _inverse(d)) + 1).to(torch.uint8)
+    return d, (roundf(_finite_or_zero(blocks * _inverse(d))) + 1).to(torch.uint8)
+
+
+def _ternary(blocks: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, BlockParams]:
+    d, codes = _kernel(_ternary_pass, blocks)
     s = _fp16(d)
     return codes, BlockParams(s, _zeros(len(s), s.device), None, s)
 
