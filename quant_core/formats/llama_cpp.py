@@ -20,6 +20,14 @@ Legacy types, per block of 32 (``d``, ``min`` stored as fp16, computed in float3
 Here every code is the lab's: ``q = u - 8`` (``- 16``) for Q4_0/Q5_0, ``q = u + qmin`` with
 ``z = qmin`` and ``m = min`` for Q4_1/Q5_1 (``x_hat = s (q - qmin) + m``), ternary and FP4
 codes as stored. The K-quants and IQ4 types live in ``kquants``.
+
+Where ``x id`` (or ``(x - min) id``) is not finite (a block whose ``d`` is subnormal, so
+``1/d = inf``; Q4_1/Q5_1's ``max - min`` overflowing) the stored code is 0, as llama.cpp's
+float-to-int casts and the ``gguf`` package give it on x86 (``_finite_or_zero``).
+
+Each type's large passes run as compiled kernels where ``quant_core.kernels`` allows (the
+same bits): Q4_1/Q5_1 and TQ1_0/TQ2_0 one pass each (extremes and codes), Q4_0/Q5_0/Q8_0
+two (the extreme, then the codes).
 """
 
 from __future__ import annotations
@@ -97,12 +105,13 @@ def _absmax_pass(blocks: torch.Tensor) -> torch.Tensor:
 
 def _symmetric_codes(blocks: torch.Tensor, inv: torch.Tensor, half: torch.Tensor) -> torch.Tensor:
     """Q4_0/Q5_0's ``min(2 half - 1, trunc(x id + half + 0.5)) - half`` (int8)."""
-    u = torch.trunc(blocks * inv + (half + 0.5)).clamp(min=0).clamp(max=2 * half - 1)
+    u = torch.trunc(_finite_or_zero(blocks * inv + (half + 0.5)))
+    u = u.clamp(min=0).clamp(max=2 * half - 1)
     return (u - half).to(torch.int8)
 
 
 def _q8_codes(blocks: torch.Tensor, inv: torch.Tensor) -> torch.Tensor:
-    return roundf(blocks * inv).to(torch.int8)
+    return roundf(_finite_or_zero(blocks * inv)).to(torch.int8)
 
 
 def _zeros(n: int, device: torch.device) -> torch.Tensor:

@@ -1,0 +1,95 @@
+"""llama.cpp's legacy and ternary quantizers (``formats.llama_cpp``) on their corners: the
+compiled passes give the eager path's codes and bytes bit for bit, signed zeros included
+(Q4_1/Q5_1 store ``fp16(min)``, whose sign a reduction's order decides), and a block whose
+``1/d`` overflows (``d`` subnormal) or whose ``max - min`` overflows gets code 0 where
+``x id`` is not finite, as llama.cpp's casts and the ``gguf`` package give on x86."""
+
+from __future__ import annotations
+
+import platform
+import warnings
+
+import gguf
+import numpy as np
+import pytest
+import torch
+
+from quant_core import QuantConfig, kernels, quantize
+
+TYPES = ("Q4_0", "Q5_0", "Q4_1", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0")
+
+
+def _signed_zeros(g: torch.Generator) -> torch.Tensor:
+    """Non-negative blocks with +0 and -0 mixed in (so min is a zero of either sign), their
+    negation (max a zero), and whole blocks of mixed zeros: 8 x 512."""
+    x = torch.randn(8, 512, generator=g).abs()
+    zero = torch.rand(x.shape, generator=g) < 0.3
+    neg = torch.rand(x.shape, generator=g) < 0.5
+    x[zero] = torch.where(neg[zero], -0.0, 0.0)
+    x[2:4] = -x[2:4]
+    x[4:6] = torch.where(neg[4:6], -0.0, 0.0)
+    x[6, :256] = -0.0
+    return x
+
+
+def _degenerate(g: torch.Generator) -> torch.Tensor:
+    """Rows 0-3: blocks of subnormals (``d`` subnormal, ``1/d = inf``); rows 4-7: values near
+    float32's largest, both signs in every block of 32 (``max - min`` overflows to inf)."""
+    x = torch.randn(8, 512, generator=g)
+    x[:4] *= 1e-41
+    x[4:] = torch.where(x[4:] < 0, -1.0e38, 1.0e38) * torch.rand(4, 512, generator=g).add(0.5)
+    x[4:, 0::32] = 3.0e38
+    x[4:, 1::32] = -3.0e38
+    return x
+
+
+def _quantize(x: torch.Tensor, name: str, backend: kernels.Backend):
+    with kernels.use_backend(backend, min_elements=1):
+        return quantize(x, QuantConfig.from_name(name))
+
+
+@pytest.mark.parametrize("name", TYPES)
+@pytest.mark.parametrize("case", ["signed_zeros", "degenerate"])
+def test_compiled_equals_eager(name: str, case: str) -> None:
+    if kernels.backend_from_env() is kernels.Backend.EAGER:
+        pytest.skip(f"{kernels.ENV_VAR}=0 forces the eager path")
+    g = torch.Generator().manual_seed(5)
+    x = _signed_zeros(g) if case == "signed_zeros" else _degenerate(g)
+    e = _quantize(x, name, kernels.Backend.EAGER)
+    c = _quantize(x, name, kernels.Backend.COMPILED)
+    assert torch.equal(e.codes, c.codes)
+    assert e.to_ggml_bytes() == c.to_ggml_bytes()  # fp16 d and min, signs of zero included
+
+
+@pytest.mark.parametrize("name", TYPES)
+@pytest.mark.parametrize("backend", list(kernels.Backend))
+def test_non_finite_x_id_gives_code_zero(name: str, backend: kernels.Backend) -> None:
+    if backend is kernels.Backend.COMPILED and kernels.backend_from_env() is kernels.Backend.EAGER:
+        pytest.skip(f"{kernels.ENV_VAR}=0 forces the eager path")
+    x = _degenerate(torch.Generator().manual_seed(6))
+    codes = _quantize(x, name, backend).codes
+    cfg = QuantConfig.from_name(name)
+    # the lab's code of stored u = 0 (Q4_0..Q5_1: q = u + qmin) or of q = 0 (Q8_0; TQ's
+    # stored code is q + 1)
+    zero = {"Q8_0": 0, "TQ1_0": 1, "TQ2_0": 1}.get(name, cfg.qmin)
+    # subnormal rows: x id is +-inf (or NaN for 0 and, in Q4_1/Q5_1, for the minimum)
+    assert bool((codes[:4] == zero).all())
+    if name in ("Q4_1", "Q5_1"):  # d = inf, id = 0: (x - min) 0 is 0 or (inf 0) NaN
+        assert bool((codes[4:] == zero).all())
+
+
+@pytest.mark.skipif(
+    platform.machine().lower() not in ("x86_64", "amd64"),
+    reason="the gguf package's NaN/inf -> uint8 casts are x86's here",
+)
+@pytest.mark.parametrize("name", TYPES)
+@pytest.mark.parametrize("backend", list(kernels.Backend))
+def test_degenerate_blocks_equal_the_gguf_package(name: str, backend: kernels.Backend) -> None:
+    if backend is kernels.Backend.COMPILED and kernels.backend_from_env() is kernels.Backend.EAGER:
+        pytest.skip(f"{kernels.ENV_VAR}=0 forces the eager path")
+    x = _degenerate(torch.Generator().manual_seed(7))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the package's overflow in 1 / d
+        expected = gguf.quants.quantize(x.numpy(), gguf.GGMLQuantizationType[name]).reshape(-1)
+    got = np.frombuffer(_quantize(x, name, backend).to_ggml_bytes(), dtype=np.uint8)
+    assert np.array_equal(got, expected)
