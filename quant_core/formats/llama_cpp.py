@@ -26,8 +26,8 @@ Where ``x id`` (or ``(x - min) id``) is not finite (a block whose ``d`` is subno
 float-to-int casts and the ``gguf`` package give it on x86 (``_finite_or_zero``).
 
 Each type's large passes run as compiled kernels where ``quant_core.kernels`` allows (the
-same bits): Q4_1/Q5_1 and TQ1_0/TQ2_0 one pass each (extremes and codes), Q4_0/Q5_0/Q8_0
-two (the extreme, then the codes).
+same bits): one pass per type, each block's extremes and its codes (Q4_0/Q5_0 redo the rare
+blocks whose max and min tie in magnitude eagerly; Q4_1/Q5_1 those with a zero extreme).
 """
 
 from __future__ import annotations
@@ -94,11 +94,6 @@ def _signed_absmax_pass(blocks: torch.Tensor) -> torch.Tensor:
     return blocks.gather(1, idx)
 
 
-def _signed_absmax(blocks: torch.Tensor) -> torch.Tensor:
-    """Per block, the value of largest magnitude with its sign (the first one on ties)."""
-    return _kernel(_signed_absmax_pass, blocks)
-
-
 def _absmax_pass(blocks: torch.Tensor) -> torch.Tensor:
     return blocks.abs().amax(dim=1, keepdim=True)
 
@@ -118,14 +113,39 @@ def _zeros(n: int, device: torch.device) -> torch.Tensor:
     return torch.zeros((n, 1), dtype=torch.int32, device=device)
 
 
-def _legacy_symmetric(
-    blocks: torch.Tensor, cfg: QuantConfig
-) -> tuple[torch.Tensor, BlockParams]:
+def _symmetric_pass(
+    blocks: torch.Tensor, half: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Q4_0/Q5_0 in one pass: each block's ``hi = max``, ``lo = min`` and the codes under
+    ``d = mx / -half``, ``mx`` the one of larger magnitude (``lo`` only where ``-lo > hi``).
+    That is the signed value of largest magnitude except on a tie ``hi = -lo`` (zero
+    blocks included), where it is the first one: ``_legacy_symmetric`` redoes those blocks.
+    A min/max reduction is cheaper than ``argmax`` and a gather in a compiled kernel."""
+    hi = blocks.amax(dim=1, keepdim=True)
+    lo = blocks.amin(dim=1, keepdim=True)
+    mx = torch.where(-lo > hi, lo, hi)
+    return hi, lo, _symmetric_codes(blocks, _inverse(mx / -half), half)
+
+
+def _legacy_symmetric(blocks: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, BlockParams]:
     half = 1 << (cfg.bits - 1)  # 8 for Q4_0, 16 for Q5_0
-    d = _signed_absmax(blocks) / -half
     half_t = torch.tensor(float(half), device=blocks.device)
-    codes = _kernel(_symmetric_codes, blocks, _inverse(d), half_t)
-    s = _fp16(d)
+    hi, lo, codes = None, None, None
+    if switch._usable(blocks):
+        out = switch._run(_symmetric_pass, "llama_cpp", blocks, half_t)
+        if out is not switch._FAILED:
+            hi, lo, codes = out
+    if codes is None:  # eagerly: the first value of largest magnitude, then the codes
+        mx = _signed_absmax_pass(blocks)
+        codes = _symmetric_codes(blocks, _inverse(mx / -half), half_t)
+    else:
+        mx = torch.where(-lo > hi, lo, hi)
+        tie = (hi == -lo).reshape(-1)
+        if bool(tie.any()):  # the eager path's own steps on those blocks (rows alone)
+            rows = blocks[tie]
+            mx[tie] = _signed_absmax_pass(rows)
+            codes[tie] = _symmetric_codes(rows, _inverse(mx[tie] / -half), half_t)
+    s = _fp16(mx / -half)
     return codes, BlockParams(s, _zeros(len(s), s.device), None, s)
 
 
@@ -181,9 +201,14 @@ def _eager_zero_extremes(blocks: torch.Tensor, hi: torch.Tensor, lo: torch.Tenso
         lo[zero] = blocks.amin(dim=1, keepdim=True)[zero]
 
 
+def _q8_pass(blocks: torch.Tensor, top: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q8_0 in one pass: ``d = max |x| / 127`` per block and ``roundf(x id)`` (int8)."""
+    d = _absmax_pass(blocks) / top
+    return d, _q8_codes(blocks, _inverse(d))
+
+
 def _q8_0(blocks: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, BlockParams]:
-    d = _kernel(_absmax_pass, blocks) / 127
-    codes = _kernel(_q8_codes, blocks, _inverse(d))
+    d, codes = _kernel(_q8_pass, blocks, torch.tensor(127.0, device=blocks.device))
     s = _fp16(d)
     return codes, BlockParams(s, _zeros(len(s), s.device), None, s)
 

@@ -1,6 +1,7 @@
 """llama.cpp's legacy and ternary quantizers (``formats.llama_cpp``) on their corners: the
 compiled passes give the eager path's codes and bytes bit for bit, signed zeros included
-(Q4_1/Q5_1 store ``fp16(min)``, whose sign a reduction's order decides), and a block whose
+(Q4_1/Q5_1 store ``fp16(min)``, whose sign a reduction's order decides) and blocks whose
+max and min tie in magnitude (Q4_0/Q5_0 take the first), and a block whose
 ``1/d`` overflows (``d`` subnormal) or whose ``max - min`` overflows gets code 0 where
 ``x id`` is not finite, as llama.cpp's casts and the ``gguf`` package give on x86."""
 
@@ -43,18 +44,29 @@ def _degenerate(g: torch.Generator) -> torch.Tensor:
     return x
 
 
+def _magnitude_ties(g: torch.Generator) -> torch.Tensor:
+    """Small integers where most blocks hold both +m and -m (m their largest magnitude),
+    which comes first varying: Q4_0/Q5_0 take the first (its sign is d's)."""
+    x = torch.randint(-3, 4, (8, 512), generator=g).float()
+    x[:, 0::32] = torch.where(torch.rand(8, 16, generator=g) < 0.5, -4.0, 4.0)
+    x[:, 5::32] = -x[:, 0::32]
+    x[:6, 0::64] = 2.0  # some blocks without a tie: m = 4 once
+    return x
+
+
 def _quantize(x: torch.Tensor, name: str, backend: kernels.Backend):
     with kernels.use_backend(backend, min_elements=1):
         return quantize(x, QuantConfig.from_name(name))
 
 
 @pytest.mark.parametrize("name", TYPES)
-@pytest.mark.parametrize("case", ["signed_zeros", "degenerate"])
+@pytest.mark.parametrize("case", ["signed_zeros", "degenerate", "ties"])
 def test_compiled_equals_eager(name: str, case: str) -> None:
     if kernels.backend_from_env() is kernels.Backend.EAGER:
         pytest.skip(f"{kernels.ENV_VAR}=0 forces the eager path")
     g = torch.Generator().manual_seed(5)
-    x = _signed_zeros(g) if case == "signed_zeros" else _degenerate(g)
+    make = {"signed_zeros": _signed_zeros, "degenerate": _degenerate, "ties": _magnitude_ties}
+    x = make[case](g)
     e = _quantize(x, name, kernels.Backend.EAGER)
     c = _quantize(x, name, kernels.Backend.COMPILED)
     assert torch.equal(e.codes, c.codes)
