@@ -51,7 +51,7 @@ from quant_core import (
     warm_up_in_background,
 )
 from quant_core.encode import encode_codebook
-from quant_core.kernels.bodies import _sign_magnitude
+from quant_core.kernels.bodies import _minifloat, _minifloat_for_table, _sign_magnitude
 
 FORCED_EAGER = kernels.backend_from_env() is Backend.EAGER
 needs_compiled = pytest.mark.skipif(FORCED_EAGER, reason="QLAB_COMPILE=0 forces the eager path")
@@ -224,6 +224,13 @@ ALL_CODEBOOKS = [
     Format.IQ4_NL,
     Format.TERNARY,
 ]
+MINIFLOAT_CODEBOOKS = [
+    Format.FP4_E2M1,
+    Format.FP6_E2M3,
+    Format.FP6_E3M2,
+    Format.FP8_E4M3,
+    Format.FP8_E5M2,
+]
 
 
 @needs_compiled
@@ -276,6 +283,35 @@ def test_every_code_decodes_bit_for_bit(fmt):
         with use_backend(Backend.EAGER):
             ref = encode_codebook(x, s_enc, cb, cfg, None, inverse)
         assert_same(fast, ref, f"{fmt.value} codes")
+
+
+@needs_compiled
+@pytest.mark.parametrize("fmt", MINIFLOAT_CODEBOOKS, ids=lambda f: f.value)
+def test_float_formats_decode_every_code_from_its_bits(fmt):
+    """FP4, FP6 and FP8 decode from the code's bits (no table in the kernel): all of
+    their codes, both signs, subnormals, ``-0`` and FP8's Inf/NaN codes (the table's
+    NaN), bit for bit as the table's gather, row- and column-major, on scales of both
+    signs, zero, a subnormal and one that saturates."""
+    cb = codebook_for(fmt)
+    n = cb.decode_table.shape[0]
+    assert _minifloat(fmt) is not None
+    codes = torch.arange(n, dtype=torch.int32).to(torch.uint8).repeat(8, 1)
+    s = torch.tensor([1.0, -0.75, 0.0, 1e-40, 3e38, 2.0**-126, 0.3, -5.0]).reshape(8, 1)
+    ref = (cb.decode_table[codes.long()] * s).clamp(-3.4028234663852886e38, 3.4028234663852886e38)
+    with use_backend(Backend.COMPILED, min_elements=1):
+        fast = kernels.decode_codebook(codes, s, cb.decode_table)
+        fast_t = kernels.decode_codebook(codes.t().contiguous().t(), s, cb.decode_table)
+    assert_same(fast, ref, f"{fmt.value} decoded")
+    assert_same(fast_t, ref, f"{fmt.value} decoded, column-major codes")
+
+
+def test_float_formats_are_recognised():
+    """The float formats' tables are their bits' values; NF4, IQ4_NL, ternary are not."""
+    for fmt in MINIFLOAT_CODEBOOKS:
+        assert _minifloat_for_table(codebook_for(fmt).decode_table) is fmt
+    for fmt in (Format.NF4, Format.IQ4_NL, Format.TERNARY):
+        assert _minifloat(fmt) is None
+        assert _minifloat_for_table(codebook_for(fmt).decode_table) is None
 
 
 def test_sign_magnitude_codebooks_are_recognised():
