@@ -318,6 +318,9 @@ def _codebook_encoder(fmt: Format, multiply: bool = False) -> Callable[..., torc
 
         return encode_fp8
     sm = _sign_magnitude(cb)
+    mf = _minifloat(fmt)
+    if sm is not None and mf is not None and len(sm.mags) >= _ROUNDING_MIN_MAGNITUDES:
+        return _minifloat_encoder(mf, sm, multiply)
     if sm is not None:
         return _sign_magnitude_encoder(sm, multiply)
     mids = ((cb.values[1:] + cb.values[:-1]) / 2).tolist()
@@ -378,6 +381,60 @@ def _sign_magnitude_encoder(sm: _SignMagnitude, multiply: bool) -> Callable[...,
         return (idx | (negative << sign_bit)).to(torch.uint8)
 
     return encode_sign_magnitude
+
+
+_ROUNDING_MIN_MAGNITUDES = 16
+"""The float formats with at least this many magnitudes (FP6's 32) encode by rounding the
+float's bits (``_minifloat_encoder``); fewer (FP4's 8) count midpoints, as fast there."""
+
+
+def _minifloat_encoder(
+    mf: _MiniFloat, sm: _SignMagnitude, multiply: bool
+) -> Callable[..., torch.Tensor]:
+    """The nearest-rounding encoder of a float codebook (FP6) by rounding ``|v|``'s
+    float32 bits to the format's ``M`` mantissa bits, instead of ``2^(1 + E + M) - 1``
+    midpoint compares: the same codes as ``_sign_magnitude_encoder`` (the nearest
+    magnitude, a tie to the even code, which is IEEE's round to nearest even):
+
+    - ``a = min(|v|, top)`` (``top`` the largest magnitude, so nothing rounds past it),
+      taken on the float32 bits with the sign bit cleared, whose integer order is the
+      float order;
+    - ``a`` of at least the smallest normal ``2^(1 - bias)``: with ``b`` its float32 bits,
+      ``(b + 2^(22 - M) - 1 + lsb) >> (23 - M)``, ``lsb`` the bit that becomes the last
+      kept one, is ``e << M | m`` rounded to nearest even (a carry moves into the
+      exponent, as it should), less ``(127 - bias) << M`` for the format's exponent;
+    - below it, the subnormal code ``round(a / step)`` (half to even; ``a / step`` is
+      exact, ``step = 2^(1 - bias - M)``, and ``2^M`` is the smallest normal's code);
+    - NaN (which the count of midpoints below it makes 0) gives 0;
+    - the sign bit of ``v`` or'ed in, as the sign-magnitude encoder does.
+    FP6 4096 x 4096 in MX blocks, one thread: 106 -> ~45 ms."""
+    shift = 23 - mf.man_bits
+    # bit patterns as floats, so that Dynamo keeps them constants (ints become symbols)
+    top = float(torch.tensor(sm.mags[-1], dtype=torch.float32).view(torch.int32))
+    smallest_normal = float(torch.tensor(2.0 ** (1 - mf.bias)).view(torch.int32))
+    half = float((1 << (shift - 1)) - 1)
+    rebias = float((127 - mf.bias) << mf.man_bits)
+    per_step = 1.0 / mf.step
+    sign_bit = sm.sign.bit_length() - 1
+
+    def encode_minifloat(
+        blocks: torch.Tensor, s: torch.Tensor, codes: torch.Tensor
+    ) -> torch.Tensor:
+        v = blocks * s if multiply else blocks / s
+        bits = v.view(torch.int32)  # the one bit cast (Inductor's goes through memory)
+        # |v|'s bits: for non-negative floats the integer order is the float order, NaNs
+        # above Inf
+        mag = bits & 0x7FFFFFFF
+        a = mag.clamp(max=int(top))
+        lsb = (a >> shift) & 1
+        normal = ((a + (lsb + int(half))) >> shift) - int(rebias)
+        sub = (v.abs() * per_step).round().to(torch.int32)
+        idx = torch.where(mag < int(smallest_normal), sub, normal)
+        idx = torch.where(mag > 0x7F800000, 0, idx)  # NaN: no midpoint lies below it
+        negative = (bits < 0).to(torch.int32)
+        return (idx | (negative << sign_bit)).to(torch.uint8)
+
+    return encode_minifloat
 
 
 def _error_sums_kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

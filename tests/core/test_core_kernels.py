@@ -51,7 +51,13 @@ from quant_core import (
     warm_up_in_background,
 )
 from quant_core.encode import encode_codebook
-from quant_core.kernels.bodies import _minifloat, _minifloat_for_table, _sign_magnitude
+from quant_core.kernels.bodies import (
+    _minifloat,
+    _minifloat_encoder,
+    _minifloat_for_table,
+    _sign_magnitude,
+    _sign_magnitude_encoder,
+)
 
 FORCED_EAGER = kernels.backend_from_env() is Backend.EAGER
 needs_compiled = pytest.mark.skipif(FORCED_EAGER, reason="QLAB_COMPILE=0 forces the eager path")
@@ -303,6 +309,36 @@ def test_float_formats_decode_every_code_from_its_bits(fmt):
         fast_t = kernels.decode_codebook(codes.t().contiguous().t(), s, cb.decode_table)
     assert_same(fast, ref, f"{fmt.value} decoded")
     assert_same(fast_t, ref, f"{fmt.value} decoded, column-major codes")
+
+
+@needs_compiled
+@pytest.mark.parametrize("fmt", [Format.FP6_E2M3, Format.FP6_E3M2], ids=lambda f: f.value)
+def test_fp6_rounding_encoder_equals_the_midpoint_count(fmt, gen):
+    """FP6 encodes by rounding the float's bits (``_minifloat_encoder``): the same codes as
+    counting midpoints (``_sign_magnitude_encoder``), eagerly and compiled, on every
+    magnitude, midpoint and their float32 neighbours, values across 30 binades (the
+    subnormal codes included), zeros, NaN and Inf, both signs."""
+    cb = codebook_for(fmt)
+    sm = _sign_magnitude(cb)
+    rounding = _minifloat_encoder(_minifloat(fmt), sm, False)
+    counting = _sign_magnitude_encoder(sm, False)
+    m = torch.tensor(sm.mags)
+    mids = (m[1:] + m[:-1]) / 2
+    edges = torch.cat([m, mids, m * 1.0001])
+    edges = torch.cat([edges, edges.nextafter(edges + 1), edges.nextafter(edges - 1)])
+    odd = torch.tensor([0.0, 1e-45, 1e-40, 1e-30, 3e38, float("nan"), float("inf")])
+    spread = torch.randn(1 << 14, generator=gen) * torch.exp2(
+        torch.randint(-20, 10, (1 << 14,), generator=gen).float()
+    )
+    x = torch.cat([edges, odd, spread])
+    x = torch.cat([x, -x])
+    x = x[: len(x) // 64 * 64].reshape(-1, 64)
+    s = torch.ones(x.shape[0], 1)
+    ref = counting(x, s, cb.codes)
+    assert_same(rounding(x, s, cb.codes), ref, f"{fmt.value} rounded codes, eager")
+    with use_backend(Backend.COMPILED, min_elements=1):
+        fast = kernels.encode_codebook(x, s, cb)
+    assert_same(fast, ref, f"{fmt.value} rounded codes, compiled")
 
 
 def test_float_formats_are_recognised():
