@@ -222,7 +222,10 @@ def decode_codebook(
     codes: torch.Tensor, s: torch.Tensor, table: torch.Tensor, out: torch.Tensor | None = None
 ) -> torch.Tensor | None:
     """``clamp(s * table[q])`` (float32) of uint8 codebook ``codes`` ``[n, L]``, one ``s``
-    per row, ``table`` the codebook's ``decode_table``; ``None``: run eagerly.
+    per row, ``table`` the codebook's ``decode_table``; ``None``: run eagerly. Codes of
+    another rank take ``s`` of their rank, broadcast (``PerBlock`` tiles: codes
+    ``[R/r, r, C/c, c]``, a view of the matrix, and ``s`` ``[R/r, 1, C/c, 1]``), so the
+    result comes out in the matrix's own layout, without gathering tiles into rows.
 
     Tables of up to ``SMALL_TABLE_MAX`` entries (NF4, IQ4_NL, ternary): as ``decode_int``, torch
     converts the codes to float32 (exact; into ``out`` when its strides fit), then a
@@ -234,17 +237,19 @@ def decode_codebook(
     entries took 2.5 copies. Other large tables: one compiled gather."""
     if codes.dtype != torch.uint8 or not _usable(codes):
         return None
+    # [n, L] codes: one scale per row; else (tiles) ``s`` already broadcasts to ``codes``
+    scales = _column(s) if codes.dim() == 2 else s.to(torch.float32)
     n = table.shape[0]
     fmt = _minifloat_for_table(table)
     if fmt is not None:
         out = _float_codes(codes, out)
-        done = _run(_minifloat_decoder(fmt), f"decode_minifloat_{fmt.value}", out, _column(s))
+        done = _run(_minifloat_decoder(fmt), f"decode_minifloat_{fmt.value}", out, scales)
         return None if done is _FAILED else out
     if n > SMALL_TABLE_MAX or n & (n - 1):
-        out = _run(_decode_table, "decode_table", _kernel_layout(codes), table, _column(s))
+        out = _run(_decode_table, "decode_table", _kernel_layout(codes), table, scales)
         return None if out is _FAILED else out
     out = _float_codes(codes, out)
-    done = _run(_decode_small_table, f"decode_table{n}", out, table, _column(s))
+    done = _run(_decode_small_table, f"decode_table{n}", out, table, scales)
     return None if done is _FAILED else out
 
 
