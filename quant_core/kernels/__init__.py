@@ -66,6 +66,7 @@ from .passes import (
     error_sums,
     extremes,
     int_squared_error,
+    tile_extremes,
 )
 from .switch import (
     ENV_VAR,
@@ -97,5 +98,6 @@ __all__ = [
     "extremes",
     "int_squared_error",
     "set_backend",
+    "tile_extremes",
     "use_backend",
 ]

@@ -32,6 +32,13 @@ def _extremes_kernel(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     )
 
 
+def _tile_extremes_kernel(grid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return (
+        canonical_zeros(grid.amin(dim=(1, 3))),
+        canonical_zeros(grid.amax(dim=(1, 3))),
+    )
+
+
 def _unrounded(
     blocks: torch.Tensor, s: torch.Tensor, z: torch.Tensor, m: torch.Tensor
 ) -> torch.Tensor:

@@ -29,6 +29,7 @@ from .bodies import (
     _int_squared_error_kernel,
     _minifloat_decoder,
     _minifloat_for_table,
+    _tile_extremes_kernel,
     canonical_zeros,
 )
 from .switch import _FAILED, _run, _usable
@@ -45,6 +46,7 @@ __all__ = [
     "error_sums",
     "extremes",
     "int_squared_error",
+    "tile_extremes",
 ]
 
 # -- entry points: each returns None where the eager path must run ---------------------------
@@ -57,6 +59,29 @@ def extremes(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
         return None
     out = _run(_extremes_kernel, "extremes", _kernel_layout(blocks))
     return None if out is _FAILED else out
+
+
+def tile_extremes(grid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Per tile of a matrix viewed ``[R/r, r, C/c, c]`` (float32, contiguous), ``(min,
+    max)`` as ``[n_tiles, 1]`` in ``PerBlock``'s tile order (row of tiles by row), as
+    ``extremes`` gives them for the tiles gathered into rows, without gathering them;
+    ``None``: run eagerly."""
+    if grid.dtype != torch.float32 or grid.dim() != 4 or not grid.is_contiguous():
+        return None
+    if not _usable(grid):
+        return None
+    out = _run(_tile_extremes_kernel, "tile_extremes", grid)
+    if out is _FAILED:
+        return None
+    return out[0].reshape(-1, 1), out[1].reshape(-1, 1)
+
+
+def _per_block(t: torch.Tensor, blocks: torch.Tensor) -> torch.Tensor:
+    """One value per block as a kernel takes it: ``[n, 1]`` for ``[n, L]`` blocks; for a
+    4-D tile view ``[R/r, r, C/c, c]`` of a matrix, ``[R/r, 1, C/c, 1]``."""
+    if blocks.dim() == 2:
+        return _column(t)
+    return t.reshape(blocks.shape[0], 1, blocks.shape[2], 1).to(torch.float32)
 
 
 def _kernel_layout(blocks: torch.Tensor) -> torch.Tensor:
@@ -197,21 +222,23 @@ def encode_codebook(
 ) -> torch.Tensor | None:
     """uint8 codes of ``blocks`` (float32 ``[n, L]``) under codebook ``cb`` with nearest
     rounding, ``s`` one scale per row (or ``inverse``, one reciprocal per row to multiply
-    by); ``None``: run eagerly."""
+    by); ``None``: run eagerly. A 4-D tile view ``[R/r, r, C/c, c]`` of a matrix takes
+    its scales in tile order and gives codes in the matrix's own layout (``PerBlock``
+    without gathering tiles into rows)."""
     if blocks.dtype != torch.float32 or not _usable(blocks):
         return None
     kernel = _codebook_encoder(cb.format, multiply=inverse is not None or cb.format is Format.NF4)
     if inverse is not None:
-        args: tuple[torch.Tensor, ...] = (_kernel_layout(blocks), _column(inverse))
+        args: tuple[torch.Tensor, ...] = (_kernel_layout(blocks), _per_block(inverse, blocks))
         if cb.format not in _FLOAT8:
             args = (*args, cb.codes)
     elif cb.format in _FLOAT8:
-        args = (_kernel_layout(blocks), _column(s))
+        args = (_kernel_layout(blocks), _per_block(s, blocks))
     elif cb.format is Format.NF4:
-        inv = _column(s).clamp(min=NF4_MIN_SCALE).reciprocal()  # as the eager path
+        inv = _per_block(s, blocks).clamp(min=NF4_MIN_SCALE).reciprocal()  # as the eager path
         args = (_kernel_layout(blocks), inv, cb.codes)
     else:
-        args = (_kernel_layout(blocks), _column(s), cb.codes)
+        args = (_kernel_layout(blocks), _per_block(s, blocks), cb.codes)
     # the compiled variant is keyed by name: one per format and per division/multiplication
     name = f"codebook_{cb.format.value}" + ("_inverse" if inverse is not None else "")
     out = _run(kernel, name, *args)
