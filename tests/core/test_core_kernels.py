@@ -30,6 +30,7 @@ from quant_core import (
     BlockRange,
     Format,
     Mode,
+    PerBlock,
     PerChannel,
     PerGroup,
     PerTensor,
@@ -339,6 +340,37 @@ def test_fp6_rounding_encoder_equals_the_midpoint_count(fmt, gen):
     with use_backend(Backend.COMPILED, min_elements=1):
         fast = kernels.encode_codebook(x, s, cb)
     assert_same(fast, ref, f"{fmt.value} rounded codes, compiled")
+
+
+@needs_compiled
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        QuantConfig.from_name("FP8_BLOCK"),
+        QuantConfig(format=Format.FP8_E5M2, granularity=PerBlock(32, 64)),
+        QuantConfig(format=Format.NF4, granularity=PerBlock(64, 32)),
+        QuantConfig(format=Format.FP6_E3M2, granularity=PerBlock(16, 16)),
+    ],
+    ids=lambda c: c.describe(),
+)
+def test_codebook_tiles_on_the_matrix_layout_equal_bit_for_bit(cfg, gen):
+    """Codebook formats in ``PerBlock`` tiles quantize and dequantize on the matrix's own
+    layout (tile extremes and the encoder on a ``[R/r, r, C/c, c]`` view, scales
+    broadcast): the eager path's codes, scales, ranges and values, zero tiles, ``-0``
+    and values across 20 binades included, into ``out`` too."""
+    x = torch.randn(256, 384, generator=gen) * torch.exp2(
+        torch.randint(-10, 10, (256, 384), generator=gen).float()
+    )
+    x[:128, :128] = 0.0
+    x[200, :7] = -0.0
+    assert_paths_agree(x, cfg)
+    with use_backend(Backend.COMPILED, min_elements=1):
+        qt = quantize(x, cfg)
+        out = torch.full_like(x, float("nan"))
+        assert qt.dequantize(out=out) is out
+    with use_backend(Backend.EAGER):
+        ref = quantize(x, cfg).dequantize()
+    assert_same(out, ref, f"{cfg.describe()} into out")
 
 
 def test_float_formats_are_recognised():
