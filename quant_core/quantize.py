@@ -52,7 +52,7 @@ import torch
 
 from . import kernels
 from .chunks import block_extremes, map_rows
-from .config import Format, Mode, QuantConfig, Recipe, Rounding
+from .config import Format, Mode, QuantConfig, RangeMethod, Recipe, Rounding
 from .encode import codebook_index, codebook_scaled, encode_codebook, encode_int, int_codes
 from .formats import Codebook, codebook_for, llama_cpp
 from .formats.integer import codebook_scale, int_qparams
@@ -198,6 +198,16 @@ def quantize(
     check_float_tensor(x, allow_nonfinite=True)
     layout = layout_for(x.shape, cfg.granularity)
     check_super_blocks(layout, cfg)
+    if (
+        layout.tile is not None
+        and cfg.format is not Format.INT
+        and range_mask is None
+        and ranges is None
+        and importance is None
+    ):
+        tiled = _quantize_tiles(x, cfg, layout)
+        if tiled is not None:
+            return tiled
     blocks = layout.to_blocks(x.detach().to(torch.float32))
     # One pass gives each block's extremes, the finiteness check (NaN propagates; an Inf,
     # or a float64 value beyond float32, is an extreme) and the min-max range.
@@ -259,6 +269,48 @@ def quantize(
     return _result(x, cfg, layout, codes, params, rng)
 
 
+def _quantize_tiles(
+    x: torch.Tensor, cfg: QuantConfig, layout: BlockLayout
+) -> QuantizedTensor | None:
+    """A codebook format in ``PerBlock`` tiles (FP8_BLOCK's 128 x 128) with min-max
+    ranges and nearest rounding, on the matrix's own layout: the compiled kernels take
+    ``x`` viewed ``[R/r, r, C/c, c]`` and each tile's scale broadcast, so ``x`` is not
+    gathered into tiles (a full-size float32 copy) nor the codes scattered back. The same
+    extremes (exact in any order), the same per-tile scales from the same code, the same
+    elementwise formula: ``quantize``'s codes and scales. ``None`` where this does not
+    apply (another range method or rounding, two-level scales, the eager path, a
+    non-contiguous ``x``): ``quantize`` goes on as for any layout."""
+    if (
+        cfg.recipe is not Recipe.LAB
+        or cfg.range_method is not RangeMethod.MINMAX
+        or cfg.rounding is not Rounding.NEAREST
+        or cfg.two_level
+        or cfg.float_offset
+    ):
+        return None
+    x32 = x.detach().to(torch.float32)
+    if not x32.is_contiguous():
+        return None
+    (rows, cols), (r, c) = layout.shape, layout.tile
+    grid = x32.view(rows // r, r, cols // c, c)
+    ext = kernels.tile_extremes(grid)
+    if ext is None:
+        return None
+    lo, hi = ext
+    (finite,) = map_rows(_all_finite_rows, lo, hi)
+    if not bool(finite.all()):
+        raise_nonfinite(x)
+    cb = codebook_for(cfg.format, x.device)
+    rng = choose_range(grid, cfg, _squared_error_fn(cfg, cb), BlockRange(lo, hi))
+    s, z, _ = map_rows(lambda lo, hi: _block_qparams(BlockRange(lo, hi), cfg, cb), rng.lo, rng.hi)
+    params = BlockParams(s, z, None, s)
+    inverse = params.encode_inverse
+    codes = kernels.encode_codebook(grid, params.encode_scale, cb, inverse)
+    if codes is None:
+        return None
+    return _result(x, cfg, layout, codes.reshape(rows, cols), params, rng, natural=True)
+
+
 def _result(
     x: torch.Tensor,
     cfg: QuantConfig,
@@ -266,8 +318,10 @@ def _result(
     codes: torch.Tensor,
     params: BlockParams,
     rng: BlockRange | None,
+    natural: bool = False,
 ) -> QuantizedTensor:
-    """The ``QuantizedTensor`` of ``codes`` (blocks) and ``params`` (per block)."""
+    """The ``QuantizedTensor`` of ``codes`` (blocks; ``natural``: already in ``x``'s
+    layout) and ``params`` (per block)."""
     shape = layout.scale_shape
     stored = params.stored
     if stored is not None:
@@ -278,7 +332,7 @@ def _result(
             super_min=stored.super_min,
         )
     return QuantizedTensor(
-        codes=layout.from_blocks(codes),
+        codes=codes if natural else layout.from_blocks(codes),
         scale=params.scale.reshape(shape),
         zero_point=params.zero_point.reshape(shape),
         config=cfg,

@@ -132,6 +132,10 @@ class QuantizedTensor:
         written and returned, so a caller that dequantizes again and again can reuse one
         buffer instead of a fresh full-size one each time (fresh memory is faulted in page
         by page). Raises ``TypeError``/``ValueError`` naming what does not fit."""
+        if self.layout.tile is not None and self.config.format is not Format.INT:
+            fast = self._dequantize_tiles(out)
+            if fast is not None:
+                return fast
         dest = None if out is None else self.layout.to_blocks(self._checked_out(out))
         codes = self.layout.to_blocks(self.codes)
         s = self._scale_col()
@@ -174,6 +178,21 @@ class QuantizedTensor:
 
         for_each_piece(chunk_slices(codes), work)
         return self._into(out, self.layout.from_blocks(blocks))
+
+    def _dequantize_tiles(self, out: torch.Tensor | None) -> torch.Tensor | None:
+        """A codebook matrix in ``PerBlock`` tiles, dequantized by the compiled kernel on
+        the matrix's own layout (codes ``[R/r, r, C/c, c]``, a view, scales ``[R/r, 1,
+        C/c, 1]`` broadcast): the same formula on the same values as on the tiles' rows,
+        without gathering the codes into tiles and the result back (a full-size float32
+        copy); ``None``: the kernel cannot run, dequantize as for any layout."""
+        (rows, cols), (r, c) = self.layout.shape, self.layout.tile
+        grid = (rows // r, r, cols // c, c)
+        dest = None if out is None else self._checked_out(out).view(grid)
+        codes = self.codes.reshape(grid)
+        s = self.scale.reshape(rows // r, 1, cols // c, 1)
+        table = codebook_for(self.config.format, codes.device).decode_table
+        fast = kernels.decode_codebook(codes, s, table, out=dest)
+        return None if fast is None else self._into(out, fast.reshape(self.layout.shape))
 
     def _checked_out(self, out: object) -> torch.Tensor:
         if not isinstance(out, torch.Tensor):

@@ -97,7 +97,10 @@ def _masked_percentile(
 def _absmean(blocks: torch.Tensor, mask: torch.Tensor | None = None) -> BlockRange:
     """``[-a, a]`` with ``a = mean|r|`` over each block's kept cells (all without a mask),
     summed in float64 so the mean does not depend on the block's length."""
-    mags = blocks.abs().to(torch.float64)
+    # |r| in float64 by one conversion and an in-place abs: the same float64 tensor as
+    # abs then conversion (both exact), so the same sum in the same order, without the
+    # float32 intermediate (4096 x 4096 per tensor: ~3 copies' time -> ~1.2)
+    mags = blocks.to(torch.float64, copy=True).abs_()
     if mask is None:
         a = mags.mean(dim=1, keepdim=True)
     else:

@@ -25,8 +25,12 @@ and dequantized values exactly:
   both paths give ``+0`` for a zero extreme (``canonical_zeros``).
 - Codebook kernels select instead of gathering (Inductor turns a gather into a scalar
   loop): codes are counts of midpoints below ``v`` (for FP4/FP6, ``|v|`` against the
-  magnitudes' midpoints, the sign bit or'ed in), and a table of up to 64 entries decodes
-  by a tree of selects on the code; each select picks a table entry exactly.
+  magnitudes' midpoints, the sign bit or'ed in; FP6 rounds ``|v|``'s float32 bits to its
+  mantissa, to nearest even, the same codes), the float formats (FP4, FP6, FP8) decode
+  from the code's bits (each table checked code by code against that formula), and
+  other tables of up to 64 entries by a tree of selects on the code; each gives the
+  table entry exactly. ``PerBlock`` tiles run on a ``[R/r, r, C/c, c]`` view of the
+  matrix with the tile scales broadcast: the same elementwise formula, no gathering.
 - Stochastic rounding draws its noise eagerly with the caller's generator, one draw of the
   blocks' shape as the eager path does, and passes it in: the same seed gives the same codes.
 - ``quant_core.warmup.warm_up`` checks all of this on probes against the eager path; a
@@ -66,6 +70,7 @@ from .passes import (
     error_sums,
     extremes,
     int_squared_error,
+    tile_extremes,
 )
 from .switch import (
     ENV_VAR,
@@ -97,5 +102,6 @@ __all__ = [
     "extremes",
     "int_squared_error",
     "set_backend",
+    "tile_extremes",
     "use_backend",
 ]

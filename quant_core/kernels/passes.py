@@ -27,6 +27,9 @@ from .bodies import (
     _error_sums_kernel,
     _extremes_kernel,
     _int_squared_error_kernel,
+    _minifloat_decoder,
+    _minifloat_for_table,
+    _tile_extremes_kernel,
     canonical_zeros,
 )
 from .switch import _FAILED, _run, _usable
@@ -43,6 +46,7 @@ __all__ = [
     "error_sums",
     "extremes",
     "int_squared_error",
+    "tile_extremes",
 ]
 
 # -- entry points: each returns None where the eager path must run ---------------------------
@@ -55,6 +59,29 @@ def extremes(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
         return None
     out = _run(_extremes_kernel, "extremes", _kernel_layout(blocks))
     return None if out is _FAILED else out
+
+
+def tile_extremes(grid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Per tile of a matrix viewed ``[R/r, r, C/c, c]`` (float32, contiguous), ``(min,
+    max)`` as ``[n_tiles, 1]`` in ``PerBlock``'s tile order (row of tiles by row), as
+    ``extremes`` gives them for the tiles gathered into rows, without gathering them;
+    ``None``: run eagerly."""
+    if grid.dtype != torch.float32 or grid.dim() != 4 or not grid.is_contiguous():
+        return None
+    if not _usable(grid):
+        return None
+    out = _run(_tile_extremes_kernel, "tile_extremes", grid)
+    if out is _FAILED:
+        return None
+    return out[0].reshape(-1, 1), out[1].reshape(-1, 1)
+
+
+def _per_block(t: torch.Tensor, blocks: torch.Tensor) -> torch.Tensor:
+    """One value per block as a kernel takes it: ``[n, 1]`` for ``[n, L]`` blocks; for a
+    4-D tile view ``[R/r, r, C/c, c]`` of a matrix, ``[R/r, 1, C/c, 1]``."""
+    if blocks.dim() == 2:
+        return _column(t)
+    return t.reshape(blocks.shape[0], 1, blocks.shape[2], 1).to(torch.float32)
 
 
 def _kernel_layout(blocks: torch.Tensor) -> torch.Tensor:
@@ -195,21 +222,23 @@ def encode_codebook(
 ) -> torch.Tensor | None:
     """uint8 codes of ``blocks`` (float32 ``[n, L]``) under codebook ``cb`` with nearest
     rounding, ``s`` one scale per row (or ``inverse``, one reciprocal per row to multiply
-    by); ``None``: run eagerly."""
+    by); ``None``: run eagerly. A 4-D tile view ``[R/r, r, C/c, c]`` of a matrix takes
+    its scales in tile order and gives codes in the matrix's own layout (``PerBlock``
+    without gathering tiles into rows)."""
     if blocks.dtype != torch.float32 or not _usable(blocks):
         return None
     kernel = _codebook_encoder(cb.format, multiply=inverse is not None or cb.format is Format.NF4)
     if inverse is not None:
-        args: tuple[torch.Tensor, ...] = (_kernel_layout(blocks), _column(inverse))
+        args: tuple[torch.Tensor, ...] = (_kernel_layout(blocks), _per_block(inverse, blocks))
         if cb.format not in _FLOAT8:
             args = (*args, cb.codes)
     elif cb.format in _FLOAT8:
-        args = (_kernel_layout(blocks), _column(s))
+        args = (_kernel_layout(blocks), _per_block(s, blocks))
     elif cb.format is Format.NF4:
-        inv = _column(s).clamp(min=NF4_MIN_SCALE).reciprocal()  # as the eager path
+        inv = _per_block(s, blocks).clamp(min=NF4_MIN_SCALE).reciprocal()  # as the eager path
         args = (_kernel_layout(blocks), inv, cb.codes)
     else:
-        args = (_kernel_layout(blocks), _column(s), cb.codes)
+        args = (_kernel_layout(blocks), _per_block(s, blocks), cb.codes)
     # the compiled variant is keyed by name: one per format and per division/multiplication
     name = f"codebook_{cb.format.value}" + ("_inverse" if inverse is not None else "")
     out = _run(kernel, name, *args)
@@ -220,21 +249,34 @@ def decode_codebook(
     codes: torch.Tensor, s: torch.Tensor, table: torch.Tensor, out: torch.Tensor | None = None
 ) -> torch.Tensor | None:
     """``clamp(s * table[q])`` (float32) of uint8 codebook ``codes`` ``[n, L]``, one ``s``
-    per row, ``table`` the codebook's ``decode_table``; ``None``: run eagerly.
+    per row, ``table`` the codebook's ``decode_table``; ``None``: run eagerly. Codes of
+    another rank take ``s`` of their rank, broadcast (``PerBlock`` tiles: codes
+    ``[R/r, r, C/c, c]``, a view of the matrix, and ``s`` ``[R/r, 1, C/c, 1]``), so the
+    result comes out in the matrix's own layout, without gathering tiles into rows.
 
-    Tables of up to ``SMALL_TABLE_MAX`` entries (all but FP8's): as ``decode_int``, torch
+    Tables of up to ``SMALL_TABLE_MAX`` entries (NF4, IQ4_NL, ternary): as ``decode_int``, torch
     converts the codes to float32 (exact; into ``out`` when its strides fit), then a
     compiled tree of selects replaces them in place by their scaled entries, one variant
     per table size; one kernel reading the uint8 codes itself was slower (see
-    ``decode_int``). FP8's 256 entries: one compiled gather."""
+    ``decode_int``). The float formats (FP4, FP6, FP8) need no table: the same two passes,
+    the second computing each entry from the code's bits (``bodies._minifloat_values``),
+    which 4096 x 4096 FP8 codes decode in about a copy's time where the gather of its 256
+    entries took 2.5 copies. Other large tables: one compiled gather."""
     if codes.dtype != torch.uint8 or not _usable(codes):
         return None
+    # [n, L] codes: one scale per row; else (tiles) ``s`` already broadcasts to ``codes``
+    scales = _column(s) if codes.dim() == 2 else s.to(torch.float32)
     n = table.shape[0]
+    fmt = _minifloat_for_table(table)
+    if fmt is not None:
+        out = _float_codes(codes, out)
+        done = _run(_minifloat_decoder(fmt), f"decode_minifloat_{fmt.value}", out, scales)
+        return None if done is _FAILED else out
     if n > SMALL_TABLE_MAX or n & (n - 1):
-        out = _run(_decode_table, "decode_table", _kernel_layout(codes), table, _column(s))
+        out = _run(_decode_table, "decode_table", _kernel_layout(codes), table, scales)
         return None if out is _FAILED else out
     out = _float_codes(codes, out)
-    done = _run(_decode_small_table, f"decode_table{n}", out, table, _column(s))
+    done = _run(_decode_small_table, f"decode_table{n}", out, table, scales)
     return None if done is _FAILED else out
 
 

@@ -30,6 +30,7 @@ from quant_core import (
     BlockRange,
     Format,
     Mode,
+    PerBlock,
     PerChannel,
     PerGroup,
     PerTensor,
@@ -51,7 +52,13 @@ from quant_core import (
     warm_up_in_background,
 )
 from quant_core.encode import encode_codebook
-from quant_core.kernels.bodies import _sign_magnitude
+from quant_core.kernels.bodies import (
+    _minifloat,
+    _minifloat_encoder,
+    _minifloat_for_table,
+    _sign_magnitude,
+    _sign_magnitude_encoder,
+)
 
 FORCED_EAGER = kernels.backend_from_env() is Backend.EAGER
 needs_compiled = pytest.mark.skipif(FORCED_EAGER, reason="QLAB_COMPILE=0 forces the eager path")
@@ -224,6 +231,13 @@ ALL_CODEBOOKS = [
     Format.IQ4_NL,
     Format.TERNARY,
 ]
+MINIFLOAT_CODEBOOKS = [
+    Format.FP4_E2M1,
+    Format.FP6_E2M3,
+    Format.FP6_E3M2,
+    Format.FP8_E4M3,
+    Format.FP8_E5M2,
+]
 
 
 @needs_compiled
@@ -276,6 +290,96 @@ def test_every_code_decodes_bit_for_bit(fmt):
         with use_backend(Backend.EAGER):
             ref = encode_codebook(x, s_enc, cb, cfg, None, inverse)
         assert_same(fast, ref, f"{fmt.value} codes")
+
+
+@needs_compiled
+@pytest.mark.parametrize("fmt", MINIFLOAT_CODEBOOKS, ids=lambda f: f.value)
+def test_float_formats_decode_every_code_from_its_bits(fmt):
+    """FP4, FP6 and FP8 decode from the code's bits (no table in the kernel): all of
+    their codes, both signs, subnormals, ``-0`` and FP8's Inf/NaN codes (the table's
+    NaN), bit for bit as the table's gather, row- and column-major, on scales of both
+    signs, zero, a subnormal and one that saturates."""
+    cb = codebook_for(fmt)
+    n = cb.decode_table.shape[0]
+    assert _minifloat(fmt) is not None
+    codes = torch.arange(n, dtype=torch.int32).to(torch.uint8).repeat(8, 1)
+    s = torch.tensor([1.0, -0.75, 0.0, 1e-40, 3e38, 2.0**-126, 0.3, -5.0]).reshape(8, 1)
+    ref = (cb.decode_table[codes.long()] * s).clamp(-3.4028234663852886e38, 3.4028234663852886e38)
+    with use_backend(Backend.COMPILED, min_elements=1):
+        fast = kernels.decode_codebook(codes, s, cb.decode_table)
+        fast_t = kernels.decode_codebook(codes.t().contiguous().t(), s, cb.decode_table)
+    assert_same(fast, ref, f"{fmt.value} decoded")
+    assert_same(fast_t, ref, f"{fmt.value} decoded, column-major codes")
+
+
+@needs_compiled
+@pytest.mark.parametrize("fmt", [Format.FP6_E2M3, Format.FP6_E3M2], ids=lambda f: f.value)
+def test_fp6_rounding_encoder_equals_the_midpoint_count(fmt, gen):
+    """FP6 encodes by rounding the float's bits (``_minifloat_encoder``): the same codes as
+    counting midpoints (``_sign_magnitude_encoder``), eagerly and compiled, on every
+    magnitude, midpoint and their float32 neighbours, values across 30 binades (the
+    subnormal codes included), zeros, NaN and Inf, both signs."""
+    cb = codebook_for(fmt)
+    sm = _sign_magnitude(cb)
+    rounding = _minifloat_encoder(_minifloat(fmt), sm, False)
+    counting = _sign_magnitude_encoder(sm, False)
+    m = torch.tensor(sm.mags)
+    mids = (m[1:] + m[:-1]) / 2
+    edges = torch.cat([m, mids, m * 1.0001])
+    edges = torch.cat([edges, edges.nextafter(edges + 1), edges.nextafter(edges - 1)])
+    odd = torch.tensor([0.0, 1e-45, 1e-40, 1e-30, 3e38, float("nan"), float("inf")])
+    spread = torch.randn(1 << 14, generator=gen) * torch.exp2(
+        torch.randint(-20, 10, (1 << 14,), generator=gen).float()
+    )
+    x = torch.cat([edges, odd, spread])
+    x = torch.cat([x, -x])
+    x = x[: len(x) // 64 * 64].reshape(-1, 64)
+    s = torch.ones(x.shape[0], 1)
+    ref = counting(x, s, cb.codes)
+    assert_same(rounding(x, s, cb.codes), ref, f"{fmt.value} rounded codes, eager")
+    with use_backend(Backend.COMPILED, min_elements=1):
+        fast = kernels.encode_codebook(x, s, cb)
+    assert_same(fast, ref, f"{fmt.value} rounded codes, compiled")
+
+
+@needs_compiled
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        QuantConfig.from_name("FP8_BLOCK"),
+        QuantConfig(format=Format.FP8_E5M2, granularity=PerBlock(32, 64)),
+        QuantConfig(format=Format.NF4, granularity=PerBlock(64, 32)),
+        QuantConfig(format=Format.FP6_E3M2, granularity=PerBlock(16, 16)),
+    ],
+    ids=lambda c: c.describe(),
+)
+def test_codebook_tiles_on_the_matrix_layout_equal_bit_for_bit(cfg, gen):
+    """Codebook formats in ``PerBlock`` tiles quantize and dequantize on the matrix's own
+    layout (tile extremes and the encoder on a ``[R/r, r, C/c, c]`` view, scales
+    broadcast): the eager path's codes, scales, ranges and values, zero tiles, ``-0``
+    and values across 20 binades included, into ``out`` too."""
+    x = torch.randn(256, 384, generator=gen) * torch.exp2(
+        torch.randint(-10, 10, (256, 384), generator=gen).float()
+    )
+    x[:128, :128] = 0.0
+    x[200, :7] = -0.0
+    assert_paths_agree(x, cfg)
+    with use_backend(Backend.COMPILED, min_elements=1):
+        qt = quantize(x, cfg)
+        out = torch.full_like(x, float("nan"))
+        assert qt.dequantize(out=out) is out
+    with use_backend(Backend.EAGER):
+        ref = quantize(x, cfg).dequantize()
+    assert_same(out, ref, f"{cfg.describe()} into out")
+
+
+def test_float_formats_are_recognised():
+    """The float formats' tables are their bits' values; NF4, IQ4_NL, ternary are not."""
+    for fmt in MINIFLOAT_CODEBOOKS:
+        assert _minifloat_for_table(codebook_for(fmt).decode_table) is fmt
+    for fmt in (Format.NF4, Format.IQ4_NL, Format.TERNARY):
+        assert _minifloat(fmt) is None
+        assert _minifloat_for_table(codebook_for(fmt).decode_table) is None
 
 
 def test_sign_magnitude_codebooks_are_recognised():
