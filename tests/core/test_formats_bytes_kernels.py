@@ -120,9 +120,11 @@ def _readable_block_codes(name: str, raw: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("type_name", bytes_kernels.block_codes_types)
-def test_block_codes_follow_the_readable_layouts(gen, type_name):
+def test_block_codes_follow_the_readable_layouts(gen, monkeypatch, type_name):
     # random bytes: every code pattern; one block more than a SIMD multiple, and an odd
-    # address (the kernels read int16 halves of an aligned copy)
+    # address (the kernels read int16 halves of an aligned copy); eagerly in pieces of a
+    # few rows, the last one short
+    monkeypatch.setattr(bytes_kernels, "_PIECE_WORDS", 1000)
     size = ggml_type(type_name).type_size
     raw = torch.randint(0, 256, (301, size), dtype=torch.uint8, generator=gen)
     want = _readable_block_codes(type_name, raw)
