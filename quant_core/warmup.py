@@ -15,7 +15,9 @@ import torch
 
 from .analysis import clip_stats, histogram
 from .config import Format, Mode, PerChannel, PerGroup, PerTensor, QuantConfig, Rounding, ZeroPoint
+from .formats.bytes_kernels import block_codes, block_codes_types
 from .formats.gguf_bytes import from_ggml_bytes
+from .formats.gguf_types import ggml_type
 from .kernels import switch
 from .kernels.switch import Backend, _compiler_ok, active_backend, use_backend
 from .metrics import error_metrics
@@ -114,8 +116,8 @@ def _check_probe(shape: tuple[int, ...], cfg: QuantConfig) -> str | None:
 
 def _check_bytes_probe() -> str | None:
     """Decode random Q4_K blocks (``formats.bytes_kernels``: the nibbles and the scale
-    words, NaN and infinite ``d`` included) on both paths; a description of the first
-    difference, or None."""
+    words, NaN and infinite ``d`` included) and random blocks of each ``block_codes`` type
+    on both paths; a description of the first difference, or None."""
     gen = torch.Generator().manual_seed(0)
     data = torch.randint(0, 256, (16 * 144,), dtype=torch.uint8, generator=gen).numpy().tobytes()
     with use_backend(Backend.COMPILED, min_elements=1):
@@ -128,6 +130,14 @@ def _check_bytes_probe() -> str | None:
     for name in ("codes", "min_codes", "super_scale", "super_min"):
         if not _same(getattr(fast.stored, name), getattr(ref.stored, name)):
             return f"Q4_K bytes decode to stored {name} that differ from the eager path's"
+    for type_name in block_codes_types:
+        # random bytes: every code pattern of each word kernel (Q5_0 ... TQ1_0)
+        size = ggml_type(type_name).type_size
+        raw = torch.randint(0, 256, (16, size), dtype=torch.uint8, generator=gen)
+        with use_backend(Backend.COMPILED, min_elements=1):
+            fast_codes = block_codes(type_name, raw)
+        if not _same(fast_codes, block_codes(type_name, raw, eager=True)):
+            return f"{type_name} bytes decode to codes that differ from the eager path's"
     return None
 
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..granularity import layout_for
-from .bytes_kernels import block_halves, block_nibbles
+from .bytes_kernels import block_codes, block_halves, block_nibbles
 from .gguf_types import GGMLType, ggml_type, gguf_type_of
 from .scales import StoredScales
 
@@ -208,11 +208,8 @@ def from_ggml_bytes(
     name = record.name
     if name in ("Q4_0", "Q5_0"):
         s = block_halves(raw, 0)
-        if name == "Q4_0":
-            codes = block_nibbles(raw, 2, signed=True)
-        else:
-            u = _unnibble(raw[:, 6:22]) | (_unhigh_bits(raw[:, 2:6]).to(torch.uint8) << 4)
-            codes = (u.to(torch.int16) - 16).to(torch.int8)
+        # Q5_0: u - 16
+        codes = block_nibbles(raw, 2, signed=True) if name == "Q4_0" else block_codes(name, raw)
         z = zeros
     elif name in ("Q4_1", "Q5_1"):
         s, offset = block_halves(raw, 0), block_halves(raw, 2)
@@ -220,13 +217,15 @@ def from_ggml_bytes(
             codes = block_nibbles(raw, 4, signed=True)
         elif name == "Q4_1":
             codes = _unnibble(raw[:, 4:20], minus=-cfg.qmin)
+        elif cfg.qmin == -16:
+            codes = block_codes(name, raw)  # u - 16
         else:
             u = _unnibble(raw[:, 8:24]) | (_unhigh_bits(raw[:, 4:8]).to(torch.uint8) << 4)
             codes = (u.to(torch.int16) + cfg.qmin).to(torch.int8)
         z = torch.full((n,), cfg.qmin, dtype=torch.int32)
     elif name == "Q8_0":
         s = block_halves(raw, 0)
-        codes = raw[:, 2:].contiguous().view(torch.int8)
+        codes = block_codes(name, raw)
         z = zeros
     elif name == "MXFP4":
         e = raw[:, 0].to(torch.int32)
@@ -235,15 +234,12 @@ def from_ggml_bytes(
         z = zeros
         stored = StoredScales(codes=e)
     elif name == "TQ2_0":
-        q = raw[:, :64].to(torch.int64).reshape(n, 2, 1, 32) >> torch.tensor(
-            [0, 2, 4, 6]
-        ).reshape(1, 1, 4, 1)
-        codes = (q & 3).reshape(n, 256).to(torch.uint8)
-        s = _f16_values(raw[:, 64:66])
+        codes = block_codes(name, raw)
+        s = block_halves(raw, 64)
         z = zeros
     elif name == "TQ1_0":
-        codes = _unpack_trits(raw[:, :52]).to(torch.uint8)
-        s = _f16_values(raw[:, 52:54])
+        codes = block_codes(name, raw)
+        s = block_halves(raw, 52)
         z = zeros
     else:
         from .kquant_bytes import from_blocks

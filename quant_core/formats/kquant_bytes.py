@@ -43,7 +43,14 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..granularity import layout_for
-from .bytes_kernels import aligned, block_halves, block_nibbles, k4_scales, signed_nibbles
+from .bytes_kernels import (
+    aligned,
+    block_codes,
+    block_halves,
+    block_nibbles,
+    k4_scales,
+    signed_nibbles,
+)
 from .gguf_types import QK_K, ggml_type
 from .scales import StoredScales, super_block_shape
 
@@ -217,6 +224,34 @@ def to_blocks(name: str, qt: QuantizedTensor) -> torch.Tensor:
     raise ValueError(f"{name!r} is not a K-quant or IQ4 type: {', '.join(KQUANT_TYPES)}")
 
 
+def _readable_codes(name: str, raw: torch.Tensor, qmin: int) -> torch.Tensor:
+    """``[n, 256]`` int8 codes ``u + qmin`` of Q2_K, Q3_K, Q5_K or Q6_K blocks ``raw``, by
+    the module docstring's tables (byte-wide passes; the reference of ``block_codes``)."""
+    n = raw.shape[0]
+    if name == "Q2_K":
+        u = _uncrumbs(raw[:, 16:80])
+    elif name == "Q3_K":
+        u = _uncrumbs(raw[:, 32:96]) | (_unbits_of_k(raw[:, :32]) << 2)
+    elif name == "Q5_K":
+        u = _unnibbles(raw[:, 48:], 32) | (_unbits_of_k(raw[:, 16:48]) << 4)
+    else:  # Q6_K
+        ql = _unpack(raw[:, :128].reshape(n, 2, 2, 32), 2, 4)  # [n, h, half, r_pair, k]
+        lo = torch.stack(
+            [ql[:, :, 0, 0], ql[:, :, 1, 0], ql[:, :, 0, 1], ql[:, :, 1, 1]], dim=2
+        )
+        hi = _unpack(raw[:, 128:192].reshape(n, 2, 32), 4, 2)
+        u = (lo | (hi << 4)).reshape(n, QK_K)
+    return u.view(torch.int8).add_(qmin)  # u < 64: the same bits as int8
+
+
+def _k_codes(name: str, raw: torch.Tensor, qmin: int, kernel_qmin: int) -> torch.Tensor:
+    """The codes ``u + qmin``: ``block_codes`` where ``qmin`` is the one its kernel
+    subtracts (llama.cpp's), else the readable path."""
+    if qmin == kernel_qmin:
+        return block_codes(name, raw)
+    return _readable_codes(name, raw, qmin)
+
+
 def from_blocks(name: str, raw: torch.Tensor, shape: tuple[int, ...]) -> QuantizedTensor:
     """The ``QuantizedTensor`` (float32 on CPU, config ``ggml_type(name).config``) stored in
     the GGUF blocks ``raw`` (``[n_blocks, type_size]`` uint8) of a tensor of ``shape``."""
@@ -236,43 +271,33 @@ def from_blocks(name: str, raw: torch.Tensor, shape: tuple[int, ...]) -> Quantiz
         scale = d
     else:
         if name in ("Q2_K", "Q4_K", "Q5_K"):
-            u: torch.Tensor | None
             if name == "Q2_K":
                 b = raw[:, :16].to(torch.int32)
                 sc, m = b & 0xF, b >> 4
-                u = _uncrumbs(raw[:, 16:80])
-                d, dmin = _f16_values(raw[:, 80:82]), _f16_values(raw[:, 82:84])
+                codes = _k_codes(name, raw, cfg.qmin, -2)
+                d, dmin = block_halves(raw, 80), block_halves(raw, 82)
             else:
                 raw = aligned(raw)
                 w = raw.view(torch.int32)
                 d, dmin, sc, m, scale, offset = k4_scales(w[:, :4])  # d | dmin | scales
                 if name == "Q4_K":
-                    u = None
                     codes = signed_nibbles(w[:, 4:].reshape(n, 4, 8)).view(torch.int8)
                 else:
-                    u = _unnibbles(raw[:, 48:], 32) | (_unbits_of_k(raw[:, 16:48]) << 4)
-            if u is not None:
-                codes = u.view(torch.int8).add_(cfg.qmin)  # u < 32: the same bits as int8
+                    codes = _k_codes(name, raw, cfg.qmin, -16)
             if name == "Q2_K":
                 scale = d.unsqueeze(1) * sc.to(torch.float32)
                 offset = -(dmin.unsqueeze(1) * m.to(torch.float32))
             z = torch.full((n * per,), cfg.qmin, dtype=torch.int32)
             signed = sc
         elif name == "Q3_K":
-            hi = _unbits_of_k(raw[:, :32])
-            u = _uncrumbs(raw[:, 32:96]) | (hi << 2)
-            codes = u.view(torch.int8).sub_(4)
+            codes = _k_codes(name, raw, cfg.qmin, -4)
             signed = _unq3_scales(raw[:, 96:108]) - 32
-            d = _f16_values(raw[:, 108:110])
+            d = block_halves(raw, 108)
             m = dmin = None
         elif name == "Q6_K":
-            ql = _unpack(raw[:, :128].reshape(n, 2, 2, 32), 2, 4)  # [n, h, half, r_pair, k]
-            lo = torch.stack([ql[:, :, 0, 0], ql[:, :, 1, 0], ql[:, :, 0, 1], ql[:, :, 1, 1]],
-                             dim=2)
-            hi = _unpack(raw[:, 128:192].reshape(n, 2, 32), 4, 2)
-            codes = (lo | (hi << 4)).reshape(n, QK_K).view(torch.int8).sub_(32)
+            codes = _k_codes(name, raw, cfg.qmin, -32)
             signed = raw[:, 192:208].contiguous().view(torch.int8).to(torch.int32)
-            d = _f16_values(raw[:, 208:210])
+            d = block_halves(raw, 208)
             m = dmin = None
         elif name == "IQ4_XS":
             d = _f16_values(raw[:, :2])

@@ -9,7 +9,9 @@ import torch
 
 from quant_core import Backend, QuantConfig, QuantizedTensor, kernels, quantize
 from quant_core.formats import bytes_kernels
-from quant_core.formats.kquant_bytes import _unk4_scales, _unnibbles
+from quant_core.formats.gguf_bytes import _unhigh_bits, _unnibble, _unpack_trits
+from quant_core.formats.gguf_types import ggml_type
+from quant_core.formats.kquant_bytes import _readable_codes, _unk4_scales, _unnibbles
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -69,7 +71,11 @@ def test_decoding_does_not_depend_on_the_backend_or_the_bytes_alignment(gen, typ
     assert torch.equal(want.dequantize(), got.dequantize())
 
 
-@pytest.mark.parametrize("type_name", ["Q4_0", "Q4_1", "Q8_0", "IQ4_NL", "MXFP4"])
+@pytest.mark.parametrize(
+    "type_name",
+    ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "IQ4_NL", "MXFP4", "TQ1_0", "TQ2_0", "Q2_K",
+     "Q3_K", "Q6_K"],
+)
 def test_block_decoding_does_not_depend_on_the_bytes_alignment(gen, type_name):
     x = torch.randn(4, 256, generator=gen)
     data = quantize(x, QuantConfig.from_name(type_name)).to_ggml_bytes()
@@ -90,3 +96,41 @@ def test_block_nibbles_are_the_low_then_high_nibbles(gen, signed):
     got = bytes_kernels.block_nibbles(raw, 2, signed=signed)
     assert got.dtype == (torch.int8 if signed else torch.uint8)
     assert torch.equal(got.to(torch.int16), want)
+
+
+def _readable_block_codes(name: str, raw: torch.Tensor) -> torch.Tensor:
+    """The codes of GGUF blocks ``raw`` by the readable byte-wide formulas (the layouts in
+    ``gguf_bytes``' and ``kquant_bytes``' docstrings)."""
+    n = raw.shape[0]
+    if name in ("Q5_0", "Q5_1"):
+        at = 2 if name == "Q5_0" else 4
+        high = _unhigh_bits(raw[:, at : at + 4]).to(torch.uint8) << 4
+        u = _unnibble(raw[:, at + 4 : at + 20]) | high
+        return (u.to(torch.int16) - 16).to(torch.int8)
+    if name == "Q8_0":
+        return raw[:, 2:].contiguous().view(torch.int8)
+    if name == "TQ2_0":
+        q = raw[:, :64].to(torch.int64).reshape(n, 2, 1, 32) >> torch.tensor(
+            [0, 2, 4, 6]
+        ).reshape(1, 1, 4, 1)
+        return (q & 3).reshape(n, 256).to(torch.uint8)
+    if name == "TQ1_0":
+        return _unpack_trits(raw[:, :52]).to(torch.uint8)
+    return _readable_codes(name, raw, ggml_type(name).config.qmin)
+
+
+@pytest.mark.parametrize("type_name", bytes_kernels.block_codes_types)
+def test_block_codes_follow_the_readable_layouts(gen, monkeypatch, type_name):
+    # random bytes: every code pattern; one block more than a SIMD multiple, and an odd
+    # address (the kernels read int16 halves of an aligned copy); eagerly in pieces of a
+    # few rows, the last one short
+    monkeypatch.setattr(bytes_kernels, "_PIECE_WORDS", 1000)
+    size = ggml_type(type_name).type_size
+    raw = torch.randint(0, 256, (301, size), dtype=torch.uint8, generator=gen)
+    want = _readable_block_codes(type_name, raw)
+    shifted = torch.cat([torch.zeros(1, dtype=torch.uint8), raw.reshape(-1)])[1:]
+    for source in (raw, shifted.reshape(301, size)):
+        got = bytes_kernels.block_codes(type_name, source)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert torch.equal(got, want)
+        assert torch.equal(bytes_kernels.block_codes(type_name, source, eager=True), want)
