@@ -38,9 +38,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import statistics
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -49,25 +47,13 @@ import numpy as np
 import torch
 
 from quant_core import Mode, PerGroup, QuantConfig, QuantizedTensor, quantize
+from quant_core.bench_formats import medians
 
 DEFAULT_TYPES = ("Q4_0", "Q8_0", "Q4_K", "Q6_K", "IQ4_NL", "MXFP4", "NVFP4")
 GGUF_QUANTIZES = ("Q4_0", "Q8_0", "MXFP4")
 LEGACY_RATIO_TARGET = 2.0
 DECODE_RATIO_TARGET = 5.0
 RTN = QuantConfig(bits=4, mode=Mode.SYMMETRIC, granularity=PerGroup(32))
-
-
-def _medians(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
-    """Median seconds of each of ``fns``, timed in turn ``repeats`` times after a warm-up."""
-    for fn in fns.values():
-        fn()
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, fn in fns.items():
-            began = time.perf_counter()
-            fn()
-            times[k].append(time.perf_counter() - began)
-    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def _gguf_quantizer(name: str, x: np.ndarray) -> Callable[[], object] | None:
@@ -105,7 +91,7 @@ def bench_quantize(x: torch.Tensor, name: str, repeats: int) -> None:
     if c_lib is not None:
         x_np = x.numpy()
         fns["c"] = lambda: c_lib.quantize(name, x_np)
-    t = _medians(fns, repeats)
+    t = medians(fns, repeats)
     ours = t["ours"]
     line = (
         f"{name:7s} quantize {ours:7.3f} s {x.numel() / ours / 1e6:6.1f} M el/s | "
@@ -130,7 +116,7 @@ def bench_decode(x: torch.Tensor, name: str, repeats: int) -> None:
         return
     data = qt.to_ggml_bytes()
     shape = tuple(x.shape)
-    t = _medians(
+    t = medians(
         {
             "copy": lambda: np.frombuffer(data, np.uint8).copy(),
             "decode": lambda: QuantizedTensor.from_ggml_bytes(data, name, shape),

@@ -36,6 +36,7 @@ __all__ = [
     "GGUF_QUANTIZED",
     "GGUF_SPEEDUP_TARGET",
     "FormatTiming",
+    "medians",
     "report",
     "time_format",
 ]
@@ -86,7 +87,7 @@ class FormatTiming:
         )
 
 
-def _medians(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+def medians(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
     """Median seconds of each of ``fns``, timed in turn ``repeats`` times after a warm-up."""
     for fn in fns.values():
         fn()
@@ -120,7 +121,7 @@ def time_format(x: torch.Tensor, name: str, repeats: int) -> FormatTiming:
         if name in GGUF_QUANTIZED:
             x_np = x.numpy()
             fns["gguf"] = lambda: gguf.quants.dequantize(gguf.quants.quantize(x_np, qtype), qtype)
-    t = _medians(fns, repeats)
+    t = medians(fns, repeats)
     return FormatTiming(
         name, t["ours"], t["clone"], t.get("gguf"), t.get("decode"), t.get("gguf_decode")
     )
