@@ -1,5 +1,6 @@
 """``warm_up``: compile the common kernels on small probes and check each against the
-eager path bit for bit, in the foreground or in a daemon thread.
+eager path bit for bit, in the foreground or in a daemon thread: the integer and codebook
+passes first, then the GGUF byte decoders, then every shipped preset's own passes.
 
 It sits above what it warms (``quantize``, ``metrics``, ``analysis`` and the kernels they
 call), so the kernels package imports nothing of theirs."""
@@ -18,6 +19,7 @@ from .config import Format, Mode, PerChannel, PerGroup, PerTensor, QuantConfig, 
 from .formats.bytes_kernels import block_codes, block_codes_types
 from .formats.gguf_bytes import from_ggml_bytes
 from .formats.gguf_types import ggml_type
+from .formats.registry import preset_names
 from .kernels import switch
 from .kernels.switch import Backend, _compiler_ok, active_backend, use_backend
 from .metrics import error_metrics
@@ -58,8 +60,13 @@ def _probe_cases() -> list[tuple[tuple[int, ...], QuantConfig]]:
             for gran in grans:
                 mode = Mode.ASYMMETRIC if bits == 4 else Mode.SYMMETRIC
                 cases.append(((128, 256), QuantConfig(bits, mode, gran, rounding=rounding)))
-    for zp in (ZeroPoint.FLOAT_MIN, ZeroPoint.COURSE_CLAMP):  # the same kernels, checked
-        cases.append(((128, 256), QuantConfig(3, Mode.ASYMMETRIC, PerGroup(32), zero_point=zp)))
+    # float-min dequantizes through its own kernel (an offset m), on every layout class;
+    # the course's clamp runs the integer kernels, checked once
+    for gran in grans:
+        cfg = QuantConfig(3, Mode.ASYMMETRIC, gran, zero_point=ZeroPoint.FLOAT_MIN)
+        cases.append(((128, 256), cfg))
+    course = QuantConfig(3, Mode.ASYMMETRIC, PerGroup(32), zero_point=ZeroPoint.COURSE_CLAMP)
+    cases.append(((128, 256), course))
     # an index codebook, a sign-magnitude one (its own encoder) and FP8's cast
     for fmt in (Format.NF4, Format.FP4_E2M1, Format.FP8_E4M3):
         for gran in (PerTensor(), PerGroup(64)):
@@ -141,6 +148,45 @@ def _check_bytes_probe() -> str | None:
     return None
 
 
+def _check_format_probe(name: str) -> str | None:
+    """Quantize and dequantize a probe under the shipped preset ``name`` (``"Q4_K"``) on
+    both paths, with the GGUF bytes where it is a GGUF type; a description of the first
+    difference, or None. ``[256, 768]``: three K-quant super-blocks (256) per row and
+    2 x 6 of FP8_BLOCK's 128 x 128 tiles, so that no count of blocks is 1 (Dynamo
+    specialises sizes of 1, and a later real shape would compile again)."""
+    cfg = QuantConfig.from_name(name)
+    x = torch.randn(256, 768, generator=torch.Generator().manual_seed(1)) * 3 + 0.5
+    x[0, :8] = torch.tensor([0.5, -0.5, 1.5, 2.5, -0.0, 0.0, 1e-30, -1e-30])  # ties, zeros
+    x[1, :32] = 0.0  # an all-zero block
+    with use_backend(Backend.COMPILED, min_elements=1):
+        fast = quantize(x, cfg)
+        fast_hat = fast.dequantize()
+        fast_bytes = fast.to_ggml_bytes() if cfg.gguf_type is not None else b""
+    with use_backend(Backend.EAGER):
+        ref = quantize(x, cfg)
+        ref_hat = ref.dequantize()
+        ref_bytes = ref.to_ggml_bytes() if cfg.gguf_type is not None else b""
+    pairs = {
+        "codes": (fast.codes, ref.codes),
+        "scales": (fast.scale, ref.scale),
+        "zero points": (fast.zero_point, ref.zero_point),
+        "offsets": (fast.offset, ref.offset),
+        "dequantized": (fast_hat, ref_hat),
+    }
+    if fast.stored is not None or ref.stored is not None:
+        for field in ("codes", "min_codes", "super_scale", "super_min"):
+            pairs[f"stored {field}"] = (
+                getattr(fast.stored, field, None),
+                getattr(ref.stored, field, None),
+            )
+    for what, (a, b) in pairs.items():
+        if not _same(a, b):
+            return f"{what} of {name} differ from the eager path's"
+    if fast_bytes != ref_bytes:
+        return f"the GGUF bytes of {name} differ from the eager path's"
+    return None
+
+
 def warm_up() -> WarmUp:
     """Compile the common kernels now (on small probes) and check each against the eager
     path bit for bit; returns what happened. Cold, this takes tens of seconds (mostly the
@@ -155,7 +201,11 @@ def warm_up() -> WarmUp:
         switch._warming = me
     try:
         checks = [functools.partial(_check_probe, shape, cfg) for shape, cfg in _probe_cases()]
-        for check in [*checks, _check_bytes_probe]:
+        checks.append(_check_bytes_probe)
+        # last: the shipped formats' own passes (llama.cpp's quantizers, MX, NVFP4, ...),
+        # so that the first pick of a preset on a page does not wait for the C++ compiler
+        checks += [functools.partial(_check_format_probe, name) for name in preset_names()]
+        for check in checks:
             problem = check()
             if problem is None and switch._failure is None:
                 continue

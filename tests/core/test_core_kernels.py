@@ -52,6 +52,7 @@ from quant_core import (
     warm_up_in_background,
 )
 from quant_core.encode import encode_codebook
+from quant_core.formats.registry import preset_names
 from quant_core.kernels.bodies import (
     _minifloat,
     _minifloat_encoder,
@@ -575,6 +576,26 @@ def test_shapes_and_bit_widths_reuse_the_warm_kernels():
                     stochastic = QuantConfig(bits, granularity=gran, rounding="stochastic")
                     quantize(x, stochastic).dequantize()
             error_metrics(x, x * 0.5)
+    assert counters["stats"]["unique_graphs"] == before
+
+
+@needs_compiled
+def test_shipped_presets_reuse_the_warm_kernels():
+    """After ``warm_up``, every shipped preset (llama.cpp's types, MX, NVFP4, FP8 blocks,
+    BitNet, double quantization) quantizes, dequantizes and writes its GGUF bytes at real
+    weight shapes without compiling anything: a first pick on a page does not wait."""
+    report = warm_up()
+    assert report.backend is Backend.COMPILED and report.failure is None
+    before = counters["stats"]["unique_graphs"]
+    gen = torch.Generator().manual_seed(0)
+    with use_backend(Backend.COMPILED, min_elements=1):
+        for rows, cols in [(384, 1536), (1024, 512), (640, 2304)]:
+            x = torch.randn(rows, cols, generator=gen)
+            for name in preset_names():
+                qt = quantize(x, QuantConfig.from_name(name))
+                qt.dequantize()
+                if qt.config.gguf_type is not None:
+                    qt.to_ggml_bytes()
     assert counters["stats"]["unique_graphs"] == before
 
 
