@@ -18,6 +18,14 @@ import torch
 from quant_core import QuantConfig, kernels, quantize
 
 TYPES = ("Q4_0", "Q5_0", "Q4_1", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0")
+_FORCED_EAGER = kernels.backend_from_env() is kernels.Backend.EAGER
+_NEEDS_COMPILED = pytest.mark.skipif(
+    _FORCED_EAGER, reason=f"{kernels.ENV_VAR}=0 forces the eager path"
+)
+BACKENDS = [
+    pytest.param(b, marks=_NEEDS_COMPILED if b is kernels.Backend.COMPILED else ())
+    for b in kernels.Backend
+]
 
 
 def _signed_zeros(g: torch.Generator) -> torch.Tensor:
@@ -61,9 +69,8 @@ def _quantize(x: torch.Tensor, name: str, backend: kernels.Backend):
 
 @pytest.mark.parametrize("name", TYPES)
 @pytest.mark.parametrize("case", ["signed_zeros", "degenerate", "ties"])
+@_NEEDS_COMPILED
 def test_compiled_equals_eager(name: str, case: str) -> None:
-    if kernels.backend_from_env() is kernels.Backend.EAGER:
-        pytest.skip(f"{kernels.ENV_VAR}=0 forces the eager path")
     g = torch.Generator().manual_seed(5)
     make = {"signed_zeros": _signed_zeros, "degenerate": _degenerate, "ties": _magnitude_ties}
     x = make[case](g)
@@ -74,10 +81,8 @@ def test_compiled_equals_eager(name: str, case: str) -> None:
 
 
 @pytest.mark.parametrize("name", TYPES)
-@pytest.mark.parametrize("backend", list(kernels.Backend))
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_non_finite_x_id_gives_code_zero(name: str, backend: kernels.Backend) -> None:
-    if backend is kernels.Backend.COMPILED and kernels.backend_from_env() is kernels.Backend.EAGER:
-        pytest.skip(f"{kernels.ENV_VAR}=0 forces the eager path")
     x = _degenerate(torch.Generator().manual_seed(6))
     codes = _quantize(x, name, backend).codes
     cfg = QuantConfig.from_name(name)
@@ -95,10 +100,8 @@ def test_non_finite_x_id_gives_code_zero(name: str, backend: kernels.Backend) ->
     reason="the gguf package's NaN/inf -> uint8 casts are x86's here",
 )
 @pytest.mark.parametrize("name", TYPES)
-@pytest.mark.parametrize("backend", list(kernels.Backend))
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_degenerate_blocks_equal_the_gguf_package(name: str, backend: kernels.Backend) -> None:
-    if backend is kernels.Backend.COMPILED and kernels.backend_from_env() is kernels.Backend.EAGER:
-        pytest.skip(f"{kernels.ENV_VAR}=0 forces the eager path")
     x = _degenerate(torch.Generator().manual_seed(7))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the package's overflow in 1 / d
