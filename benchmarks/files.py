@@ -21,7 +21,10 @@ a temporary folder removed afterwards: they take almost no disk).
 
 ``--threads`` (default: one fewer than the machine's cores, at least 1: what the served
 app gives torch, ``dashboard/served.py``): torch's threads, so that runs on a shared
-machine compare.
+machine compare. ``--huge-pages`` (default on, as the served app: ``THP_MEM_ALLOC_ENABLE=1``
+unless the environment says otherwise): torch's large buffers on transparent huge pages, so
+that a decode's fresh output does not pay a page fault per 4 kB (``--no-huge-pages`` to
+compare).
 """
 
 from __future__ import annotations
@@ -275,9 +278,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep", action="store_true", help="keep the generated files")
     parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 1) - 1))
+    parser.add_argument("--huge-pages", action=argparse.BooleanOptionalAction, default=True)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    # torch's allocator reads it at each allocation; an explicit setting in the
+    # environment wins, as in the served app (dashboard/served.py)
+    os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1" if args.huge_pages else "0")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"THP_MEM_ALLOC_ENABLE={os.environ['THP_MEM_ALLOC_ENABLE']}"
+    )
     tmp = Path(tempfile.mkdtemp(prefix="qlab-files-"))
     try:
         bench_listing(tmp)
