@@ -87,20 +87,45 @@ def test_k_quants_decode_to_the_lab_tensor(tmp_path, rng, type_name):
     assert np.array_equal(st.dequantize().numpy().view(np.uint32), ref.view(np.uint32))
 
 
-def test_gguf_nvfp4_opens_as_the_packages_values_with_its_type_named(tmp_path, rng):
-    """GGUF's own NVFP4 (64-value blocks, four UE4M3 scales, no tensor scale) is not the
-    lab's NVFP4 preset: the package decodes it, and the note says why."""
-    qtype = GGML.NVFP4
+def test_gguf_nvfp4_decodes_to_the_lab_tensor_bit_for_bit(tmp_path, rng):
+    """GGUF's own NVFP4 (64-value blocks, four UE4M3 scales, no tensor scale; the lab's
+    ``NVFP4_GGUF``, not NVIDIA's ``NVFP4``): any bytes, scale bytes 0x00, 0x7F (both 0),
+    0x80 and 0xFF (bit 7 ignored) and FP4 code 8 included, decode to the lab's tensor, its
+    values bit for bit the package's."""
+    raw = rng.integers(0, 256, size=(4, 512 // 64, 36), dtype=np.uint8)
+    raw[0, :, :4] = [0x00, 0x7F, 0x80, 0xFF]
+    raw[1, 0, 4:] = 0x88  # every code 8 (llama.cpp's +0)
+    blocks = raw.reshape(4, -1)
     path = tmp_path / "nv.gguf"
-    write_gguf(path, {"w": (random_blocks(rng, qtype, 2, 512), qtype)})
-    st = open_quantized(path).load("w")
-    assert st.quantized is None and st.type_name == "NVFP4" and not lab_decodes("NVFP4")
-    assert st.notes == (
-        "NVFP4 is decoded by the gguf package (gguf.quants.dequantize): the lab does not "
-        "model GGUF's NVFP4 blocks",
-    )
+    write_gguf(path, {"w": (blocks, GGML.NVFP4)})
+    f = open_quantized(path)
+    entry = f.entry("w")
+    assert (entry.type_name, entry.shape, entry.bits_per_weight) == ("NVFP4", (4, 512), 4.5)
+    st = f.load("w")
+    assert lab_decodes("NVFP4") and st.quantized is not None and st.notes == ()
+    assert st.quantized.config == ggml_type("NVFP4").config
+    assert st.quantized.config.name == "NVFP4_GGUF"
     ref = _reference(path, "w")
     assert np.array_equal(st.dequantize().numpy().view(np.uint32), ref.view(np.uint32))
+    assert st.quantized.stored.codes.reshape(4, -1)[0, :4].tolist() == [0x00, 0x7F, 0x80, 0xFF]
+    assert st.quantized.scale.reshape(4, -1)[0, :4].tolist() == [0.0, 0.0, 0.0, 480.0]
+
+
+def test_gguf_nvfp4_quantized_by_the_lab_reopens_as_the_same_tensor(tmp_path):
+    x = torch.randn(4, 256, generator=torch.Generator().manual_seed(3))
+    qt = quantize(x, ggml_type("NVFP4").config)
+    raw = np.frombuffer(qt.to_ggml_bytes(), dtype=np.uint8).reshape(4, -1)
+    path = tmp_path / "lab.gguf"
+    write_gguf(path, {"t": (raw, GGML.NVFP4)})
+    back = open_quantized(path).load("t").quantized
+    assert back is not None
+    assert torch.equal(back.codes, qt.codes)
+    assert torch.equal(back.scale, qt.scale)
+    assert torch.equal(back.stored.codes, qt.stored.codes)
+    assert back.to_ggml_bytes() == raw.tobytes()
+    ref = _reference(path, "t")
+    assert np.array_equal(back.dequantize().numpy().view(np.uint32), ref.view(np.uint32))
+    assert np.array_equal(qt.dequantize().numpy().view(np.uint32), ref.view(np.uint32))
 
 
 @pytest.mark.parametrize("type_name", LATTICE)

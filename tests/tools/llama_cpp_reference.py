@@ -47,6 +47,7 @@ TYPES: dict[str, tuple[int, int, int, str]] = {
     "Q6_K": (14, 256, 210, "quantize_q6_K"),
     "IQ4_NL": (20, 32, 18, "quantize_iq4_nl"),
     "IQ4_XS": (23, 256, 136, "quantize_iq4_xs"),
+    "NVFP4": (40, 64, 36, "quantize_nvfp4"),
 }
 
 _STUBS = r"""
