@@ -99,6 +99,8 @@ class Format(enum.Enum):
     TERNARY: ``-1, 0, 1`` (BitNet b1.58, GGUF TQ2_0), code ``c`` holds ``c - 1`` in 2 bits.
     TERNARY_PACKED: the same values, five codes per byte in base 3 (``3^5 = 243 <= 256``),
     1.6 bits each (GGUF TQ1_0).
+    BINARY: ``-1, +1`` in one bit, code ``c`` holds ``2c - 1`` (GGUF Q1_0): a scale times a
+    sign; ``0`` rounds to ``+1``.
     """
 
     INT = "int"
@@ -111,6 +113,7 @@ class Format(enum.Enum):
     IQ4_NL = "iq4_nl"
     TERNARY = "ternary"
     TERNARY_PACKED = "ternary_packed"
+    BINARY = "binary"
 
     @property
     def bits(self) -> int | None:
@@ -156,6 +159,7 @@ _FORMAT_BITS: dict[Format, int | None] = {
     Format.IQ4_NL: 4,
     Format.TERNARY: 2,
     Format.TERNARY_PACKED: 2,
+    Format.BINARY: 1,
 }
 _FLOAT_FORMATS = frozenset(
     {Format.FP4_E2M1, Format.FP6_E3M2, Format.FP6_E2M3, Format.FP8_E4M3, Format.FP8_E5M2}

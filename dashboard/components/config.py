@@ -75,6 +75,7 @@ _FORMAT_LABELS = {
     Format.IQ4_NL: "IQ4_NL levels (llama.cpp, 4 bit)",
     Format.TERNARY: "Ternary −1 / 0 / 1",
     Format.TERNARY_PACKED: "Ternary, 5 per byte",
+    Format.BINARY: "Binary −1 / +1 (1 bit)",
 }
 # The element formats the custom picker offers (ternary's base-3 packing comes with TQ1_0).
 _PICKER_FORMATS = [f for f in Format if f is not Format.TERNARY_PACKED]

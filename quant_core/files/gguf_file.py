@@ -47,7 +47,7 @@ _FLOATS: dict[str, torch.dtype] = {
 }
 # Decoded by formats.gguf_bytes itself; the others of the lab's table need kquant_bytes.
 _OWN_BYTES = frozenset(
-    {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4"}
+    {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4", "Q1_0"}
 )
 
 

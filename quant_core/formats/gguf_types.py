@@ -29,6 +29,7 @@ TQ1_0     256    54      ``d (t - 1)``, trits packed 5 per byte (and 4 per byte 
 TQ2_0     256    66      ``d (t - 1)``, trits in 2 bits
 MXFP4     32     17      ``2^(e - 127) fp4[q]``, E8M0 exponent ``e``, FP4 E2M1 codes
 NVFP4     64     36      4 blocks of 16: ``ue4m3(u) fp4[q]``, unsigned E4M3 scale byte ``u``
+Q1_0      128    18      ``d`` or ``-d`` (one bit each): ``d (2 c - 1)``
 ========  =====  ======  ==============================================================
 
 GGUF's NVFP4 is not NVIDIA's (the lab's ``NVFP4`` preset): the same FP4 codes and E4M3
@@ -137,6 +138,7 @@ def _records() -> tuple[GGMLType, ...]:
         ("TQ2_0", 35, QK_K, 66, _cfg(2, QK_K, fmt=Format.TERNARY)),
         ("MXFP4", 39, 32, 17, _cfg(4, 32, fmt=Format.FP4_E2M1, e8m0=True)),
         ("NVFP4", 40, 64, 36, _cfg(4, 16, fmt=Format.FP4_E2M1, ue4m3=True)),
+        ("Q1_0", 41, 128, 18, _cfg(1, 128, fmt=Format.BINARY)),
     )
     return tuple(GGMLType(n, i, b, t, c) for n, i, b, t, c in rows)
 

@@ -16,6 +16,8 @@ Legacy types, per block of 32 (``d``, ``min`` stored as fp16, computed in float3
 - MXFP4: ``e = floor(log2 amax) - 2 + 127``, each value the FP4 level nearest to it on
   ``2^(e - 127)``, an exact tie going to the level listed first in llama.cpp's table
   (``0, 0.5, 1, ... 6``, then ``-0, -0.5, ...``): towards zero, and ``+0`` for ``-0``.
+- Q1_0 (blocks of 128): ``d = (sum |x|) / 128``, the sum in float32 in the block's order
+  (``((0 + |x_0|) + |x_1|) + ...``), a set bit for ``x >= 0`` (``-0`` included).
 - NVFP4 (blocks of 64, scaled per 16): ``ue = ue4m3(amax / 6)`` (llama.cpp's rounding,
   ``ue4m3_from_float``), each value the FP4 level nearest to it on ``ue4m3(ue)``, ties as
   MXFP4's.
@@ -307,13 +309,29 @@ def ue4m3_from_float(x: torch.Tensor) -> torch.Tensor:
     return torch.where(x > 0, code, 0)
 
 
+def _q1_0(blocks: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, BlockParams]:
+    """Q1_0 (``quantize_row_q1_0_ref``): ``d = fp16(sum_abs / 128)``, ``sum_abs`` added up
+    one value at a time from 0 in float32 as the C loop does (a pairwise ``sum`` rounds
+    differently), and the codes ``x >= 0`` (1: ``+d``, 0: ``-d``)."""
+    columns = blocks.abs().t().contiguous()  # [128, n_blocks]: one add per value position
+    acc = columns[0] + 0.0
+    for column in columns[1:]:
+        acc.add_(column)
+    # / 128 is exact (a power of two), as C's division is; true division all the same
+    d = torch.div(acc, torch.full_like(acc, float(blocks.shape[1]))).reshape(-1, 1)
+    s = _fp16(d)
+    codes = (blocks >= 0).to(torch.uint8)
+    return codes, BlockParams(s, _zeros(len(s), s.device), None, s)
+
+
 def _nvfp4(blocks: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, BlockParams]:
     """GGUF NVFP4 (``quantize_row_nvfp4_ref``) per sub-block of 16: ``ue =
     ue4m3_from_float(amax / 6)``, ``d = ue4m3(ue) / 2`` and each code
     ``best_index_mxfp4(x, d)`` (MXFP4's search: ties towards zero). The lab's scale is
     ``2 d``, the UE4M3 value itself (its FP4 levels are llama.cpp's doubled ones halved)."""
     amax = _kernel(_absmax_pass, blocks)  # +0 for an all-zero block; inf for an inf
-    ue = ue4m3_from_float(amax / 6.0)
+    # true division (a scalar divisor may become a multiply by 1/6 on some devices)
+    ue = ue4m3_from_float(torch.div(amax, torch.full_like(amax, 6.0)))
     s = ue4m3_values(ue)
     codes = _fp4_codes(blocks, s * 0.5)
     stored = StoredScales(codes=ue.reshape(-1))
@@ -330,6 +348,7 @@ _QUANTIZERS = {
     "TQ2_0": _ternary,
     "MXFP4": _mxfp4,
     "NVFP4": _nvfp4,
+    "Q1_0": _q1_0,
 }
 
 

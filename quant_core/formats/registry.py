@@ -79,6 +79,7 @@ _GGUF_SUMMARIES = {
     "IQ4_XS": "256-value super-blocks of 8 blocks of 32: non-linear levels, 6-bit scales",
     "TQ1_0": "ternary -1/0/1, 5 per byte, fp16 scale per 256",
     "TQ2_0": "ternary -1/0/1 in 2 bits, fp16 scale per 256",
+    "Q1_0": "blocks of 128: one sign bit each, fp16 scale (the block's mean |x|)",
     "MXFP4": "OCP MXFP4: FP4 E2M1 in blocks of 32, E8M0 power-of-two scale (gpt-oss)",
     "MXFP4_GGUF": "MXFP4 as llama-quantize writes it: ties between FP4 levels towards zero",
     "NVFP4_GGUF": (

@@ -128,6 +128,35 @@ def test_gguf_nvfp4_quantized_by_the_lab_reopens_as_the_same_tensor(tmp_path):
     assert np.array_equal(qt.dequantize().numpy().view(np.uint32), ref.view(np.uint32))
 
 
+def _q1_0_values(blocks: np.ndarray) -> np.ndarray:
+    """``dequantize_row_q1_0`` in numpy (the gguf package has no Q1_0 decoder; the C code
+    itself is compared in test_kquants): fp16 ``d``, then bit ``j % 8`` of byte ``j / 8``
+    of the 16 that follow: ``d`` when set, else ``-d``."""
+    b = blocks.reshape(-1, 18)
+    d = b[:, :2].copy().view(np.float16).astype(np.float32)
+    bits = np.unpackbits(b[:, 2:], axis=1, bitorder="little")
+    return np.where(bits == 1, d, -d).astype(np.float32)
+
+
+def test_gguf_q1_0_decodes_to_the_lab_tensor(tmp_path, rng):
+    raw = rng.integers(0, 256, size=(3, 2, 18), dtype=np.uint8)
+    d = rng.uniform(-2, 2, size=(3, 2)).astype(np.float16)
+    raw[:, :, :2] = d.view(np.uint8).reshape(3, 2, 2)
+    raw[0, 0] = [0x00, 0x38, 0x0D] + [0xFF] * 15  # by hand: d = 0.5, bits 0, 2, 3 of byte 0
+    path = tmp_path / "q1.gguf"
+    write_gguf(path, {"w": (raw.reshape(3, -1), GGML.Q1_0)})
+    f = open_quantized(path)
+    assert (f.entry("w").type_name, f.entry("w").bits_per_weight) == ("Q1_0", 1.125)
+    st = f.load("w")
+    assert lab_decodes("Q1_0") and st.quantized is not None and st.notes == ()
+    assert st.quantized.config == ggml_type("Q1_0").config
+    values = st.dequantize().numpy()
+    assert values[0, :5].tolist() == [0.5, -0.5, 0.5, 0.5, -0.5]
+    expected = _q1_0_values(raw).reshape(values.shape)
+    assert np.array_equal(values.view(np.uint32), expected.view(np.uint32))
+    assert st.quantized.to_ggml_bytes() == raw.tobytes()
+
+
 @pytest.mark.parametrize("type_name", LATTICE)
 def test_lattice_types_open_as_values_with_their_type_named(tmp_path, rng, type_name):
     qtype = GGML[type_name]

@@ -121,6 +121,19 @@ def test_gguf_nvfp4_is_its_own_preset_beside_nvidias() -> None:
     assert fallback_type("NVFP4", 128) == "NVFP4" and fallback_type("NVFP4", 96) == "F16"
 
 
+def test_gguf_q1_0_is_binary_codes_under_an_fp16_scale() -> None:
+    cfg = QuantConfig.from_name("Q1_0")
+    assert cfg.format is Format.BINARY and cfg.bits == 1 and cfg.gguf_type == "Q1_0"
+    assert family_of(cfg) == "GGUF" and cfg == ggml_type("Q1_0").config
+    assert fallback_type("Q1_0", 256) == "Q1_0" and fallback_type("Q1_0", 320) == "F16"
+    # the lab's recipe on the same layout: an absmean scale, 0 rounding to +1 as in Q1_0
+    lab = QuantConfig(format=Format.BINARY, granularity=PerGroup(4),
+                      range_method=RangeMethod.ABSMEAN)
+    qt = quantize(torch.tensor([[2.0, -1.0, 0.0, -1.0]]), lab)
+    assert qt.codes.tolist() == [[1, 0, 1, 0]] and qt.scale.tolist() == [[1.0]]
+    assert qt.dequantize().tolist() == [[1.0, -1.0, 1.0, -1.0]]
+
+
 def test_lab_e4m3_scales_without_a_tensor_scale() -> None:
     # the lab's recipe: the scale is e4m3(amax / 6) itself, IEEE-rounded and clamped to
     # [2^-6, 448] as torchao clamps NVIDIA's block scales

@@ -393,7 +393,7 @@ def test_bits_per_weight_of_the_shipped_formats(name: str, bits: float) -> None:
     [
         *("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"),
         *("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"),
-        *("IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4_GGUF"),
+        *("IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4_GGUF", "Q1_0"),
     ],
 )
 def test_gguf_bits_per_weight_are_llama_cpps_block_sizes(name: str) -> None:

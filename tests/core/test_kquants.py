@@ -1,6 +1,8 @@
-"""llama.cpp's K-quants and IQ4 (Q2_K .. Q6_K, IQ4_NL, IQ4_XS), and GGUF's NVFP4: bytes
+"""llama.cpp's K-quants and IQ4 (Q2_K .. Q6_K, IQ4_NL, IQ4_XS), GGUF's NVFP4 and Q1_0: bytes
 equal to llama.cpp's own C quantizers, values equal to the ``gguf`` package's
-dequantization, bytes round-trip (NVFP4's FP4 code 8, llama.cpp's ``+0``, reads as code 0).
+dequantization (Q1_0, which the package does not decode: to llama.cpp's C
+``dequantize_row_q1_0`` and to a block derived by hand), bytes round-trip (NVFP4's FP4 code
+8, llama.cpp's ``+0``, reads as code 0).
 
 References:
 - ``data/kquants_reference.npz``: inputs and the bytes llama.cpp's C code (``quantize_<type>``
@@ -30,6 +32,7 @@ from quant_core.formats.scales import ue4m3_values
 from tests.tools import llama_cpp_reference as ref
 
 TYPES = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "NVFP4")
+C_TYPES = (*TYPES, "Q1_0")  # compared with the C code; the gguf package lacks Q1_0's decoder
 FIXTURE = Path(__file__).parent / "data" / "kquants_reference.npz"
 
 
@@ -76,7 +79,7 @@ def _fixture_cases() -> list[str]:
 
 
 @pytest.mark.parametrize("case", _fixture_cases())
-@pytest.mark.parametrize("name", TYPES)
+@pytest.mark.parametrize("name", C_TYPES)
 def test_bytes_equal_the_committed_llama_cpp_reference(fixture_data, name, case):
     x = fixture_data[f"x/{case}"]
     qt = quantize(torch.from_numpy(x), QuantConfig.from_name(_preset(name)))
@@ -111,7 +114,7 @@ def _random_cases(seed: int) -> dict[str, np.ndarray]:
     }
 
 
-@pytest.mark.parametrize("name", TYPES)
+@pytest.mark.parametrize("name", C_TYPES)
 def test_bytes_equal_llama_cpp_built_from_source(c_quantizer, name):
     for case, x in _random_cases(7).items():
         qt = quantize(torch.from_numpy(x), QuantConfig.from_name(_preset(name)))
@@ -132,7 +135,7 @@ def minilm_rows() -> torch.Tensor:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", TYPES)
+@pytest.mark.parametrize("name", C_TYPES)
 def test_bytes_equal_llama_cpp_on_minilm(c_quantizer, minilm_rows, name):
     qt = quantize(minilm_rows, QuantConfig.from_name(_preset(name)))
     expected = c_quantizer.quantize(name, minilm_rows.numpy())
@@ -181,7 +184,7 @@ def test_minilm_weights_dequantize_as_gguf_does(minilm_rows, name):
     assert err < 0.2  # a sanity bound (Q2_K, the coarsest, loses ~10% of the energy)
 
 
-@pytest.mark.parametrize("name", TYPES)
+@pytest.mark.parametrize("name", C_TYPES)
 def test_bytes_round_trip_codes_scales_and_stored_scales(gen, name):
     x = _cases(gen)["zeros"]
     qt = quantize(x, QuantConfig.from_name(_preset(name)))
@@ -407,3 +410,75 @@ def test_nvfp4_is_not_nvidias_nvfp4():
     x = torch.full((1, 64), 1e-4)
     assert float(quantize(x, nvidia).dequantize()[0, 0]) == pytest.approx(1e-4, rel=0.1)
     assert float(quantize(x, gguf_cfg).dequantize()[0, 0]) == 0.0  # 1e-4 / 6 < 2^-10
+
+
+# -- Q1_0: signs and the block's mean magnitude ---------------------------------------------
+
+
+def test_q1_0_block_by_hand(backend):
+    # |x| sums to 40 + 20 + 4 = 64, so d = 64 / 128 = 0.5 (fp16 0x3800); x >= 0 sets its
+    # bit, 0 and -0 included: byte 0 has bits 0, 2 and 3 (x[1] and x[4..7] are negative),
+    # bytes 1..15 every bit
+    x = torch.zeros(1, 128)
+    x[0, :8] = torch.tensor([40.0, -20.0, 0.0, -0.0, -1.0, -1.0, -1.0, -1.0])
+    qt = quantize(x, QuantConfig.from_name("Q1_0"))
+    expected = bytes([0x00, 0x38, 0b0000_1101]) + bytes([0xFF] * 15)
+    assert qt.to_ggml_bytes() == expected
+    assert qt.scale.tolist() == [[0.5]]
+    assert qt.dequantize()[0, :9].tolist() == [0.5, -0.5, 0.5, 0.5, -0.5, -0.5, -0.5, -0.5, 0.5]
+
+
+def _q1_0_cases(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    normal = rng.standard_normal((32, 256)).astype(np.float32)
+    zeros = normal.copy()
+    zeros[:4] = 0.0
+    zeros[4:8, :128] = -0.0
+    return {
+        "normal": normal,
+        "zeros_and_negative_zero": zeros,
+        "all_scales": (
+            rng.standard_normal((64, 256)) * np.exp2(rng.uniform(-150, 15, (64, 1)))
+        ).astype(np.float32),
+        "fp16_rounding": (  # d near fp16's largest finite values and its subnormals
+            rng.uniform(0.9, 1.1, (16, 256)) * np.exp2(rng.integers(-26, 16, (16, 1)))
+        ).astype(np.float32),
+        "one_large_value": np.concatenate(  # order matters: a large first term
+            [np.full((8, 1), 3e3, np.float32), rng.uniform(0, 1e-3, (8, 127))], axis=1
+        ).astype(np.float32),
+    }
+
+
+def test_q1_0_equals_llama_cpp_built_from_source(c_quantizer, backend):
+    # on both backends; the values against dequantize_row_q1_0 (the package has no Q1_0)
+    for case, x in _q1_0_cases(np.random.default_rng(9)).items():
+        qt = quantize(torch.from_numpy(x), QuantConfig.from_name("Q1_0"))
+        data = qt.to_ggml_bytes()
+        _assert_same_blocks(data, c_quantizer.quantize("Q1_0", x), "Q1_0", case)
+        theirs = c_quantizer.dequantize("Q1_0", data).reshape(x.shape)
+        finite = np.isfinite(theirs)  # the lab saturates an inf d (fp16 overflow) to ±max
+        assert np.array_equal(
+            qt.dequantize().numpy()[finite].view(np.uint32), theirs[finite].view(np.uint32)
+        ), case
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_any_q1_0_blocks_round_trip_and_dequantize_as_llama_cpp_does(c_quantizer, data):
+    n = data.draw(st.integers(1, 4))
+    blocks = bytearray(data.draw(st.binary(min_size=18 * n, max_size=18 * n)))
+    for i in range(n):
+        blocks[18 * i : 18 * i + 2] = _finite_f16(data.draw)
+    raw = bytes(blocks)
+    qt = QuantizedTensor.from_ggml_bytes(raw, "Q1_0", (n, 128))
+    assert qt.to_ggml_bytes() == raw
+    theirs = c_quantizer.dequantize("Q1_0", raw).reshape(n, 128)
+    assert torch.equal(_bits(qt.dequantize()), _bits(torch.from_numpy(theirs)))
+
+
+def test_q1_0_is_one_bit_and_an_fp16_scale():
+    cfg = QuantConfig.from_name("Q1_0")
+    assert cfg.gguf_type == "Q1_0" and cfg.bits == 1 and cfg.describe() == (
+        "binary g128 s:fp16 llama.cpp"
+    )
+    assert storage_cost((4, 256), cfg).bits_per_element == 1 + 16 / 128  # 1.125
+    assert float(ggml_type("Q1_0").bits_per_weight) == 1.125

@@ -83,6 +83,14 @@ def test_picking_gguf_nvfp4_draws_its_e4m3_scales_without_a_tensor_scale() -> No
     assert metric_value(at, "Bits per element") == "4.5"
 
 
+def test_picking_q1_0_derives_its_scale_from_the_mean_magnitude() -> None:
+    at = new_app(**SYNTHETIC).run()
+    at.selectbox(key="q_preset").set_value("Q1_0").run()
+    no_errors(at)
+    assert r"\operatorname{mean}|x|" in markdown(at)
+    assert metric_value(at, "Bits per element") == "1.125"
+
+
 @pytest.mark.parametrize("name", preset_names())
 def test_every_shipped_format_runs_and_reports_its_bits(name: str) -> None:
     at = new_app(**SYNTHETIC, preset=name).run()

@@ -188,6 +188,18 @@ def stored_formulas(exp: Exploration, nums: StoredNumbers) -> tuple[str, ...]:
             rf"s = \text{{map}}[{nums.code}] \cdot a_2 + \bar{{s}} = \text{{map}}[{nums.code}]"
             rf" \cdot {_f(a2)} + {_p(off)} = {_f(s)}"
         )
+    elif isinstance(sf, FloatScales) and cfg.recipe is Recipe.LLAMA_CPP and (
+        cfg.format is Format.BINARY
+    ):
+        # llama.cpp's Q1_0: the block's mean magnitude, not its absmax
+        values = block_values(exp, nums.block)
+        head = r"s = \operatorname{fp16}(\operatorname{mean}|x|)"
+        if values.numel():
+            head += rf" = \operatorname{{fp16}}({_f(float(values.abs().mean()))})"
+        out.append(
+            rf"{head} = {_f(s)},\quad \hat{{x}} = s \text{{ where }} x \ge 0"
+            r"\text{, else } -s"
+        )
     elif isinstance(sf, FloatScales):
         out.append(rf"s = {_f(s)}\ ({latex_text(cfg.scale_dtype.value)})")
         if cfg.float_offset:
