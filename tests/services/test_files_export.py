@@ -60,7 +60,7 @@ def test_a_lying_export_names_the_problem(tmp_path):
 @pytest.mark.parametrize(
     "name",
     [
-        *("Q4_0", "Q5_1", "Q8_0", "TQ1_0", "MXFP4", "MXFP6_E2M3"),
+        *("Q4_0", "Q5_1", "Q8_0", "TQ1_0", "Q1_0", "MXFP4", "MXFP6_E2M3"),
         *("NVFP4", "NVFP4_GGUF", "NF4_DQ", "BITNET"),
     ],
 )

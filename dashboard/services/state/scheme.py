@@ -398,7 +398,8 @@ def config_from_query(params: Mapping[str, str]) -> QuantConfig:
             ) from None
     d = QuantConfig()
     fmt = _or(_parse_enum(params, "fmt", Format), d.format)
-    bits = _parse_int(params, "bits", (MIN_INT_BITS, MAX_INT_BITS))
+    # a non-integer format has its own width, from 1 bit (binary) on; bits must equal it
+    bits = _parse_int(params, "bits", (MIN_INT_BITS if fmt.bits is None else 1, MAX_INT_BITS))
     if fmt.bits is not None and bits is not None and bits != fmt.bits:
         raise ValueError(
             f"query parameter bits={bits} contradicts fmt={fmt.value} ({fmt.bits} bits)"
