@@ -99,6 +99,8 @@ class Format(enum.Enum):
     TERNARY: ``-1, 0, 1`` (BitNet b1.58, GGUF TQ2_0), code ``c`` holds ``c - 1`` in 2 bits.
     TERNARY_PACKED: the same values, five codes per byte in base 3 (``3^5 = 243 <= 256``),
     1.6 bits each (GGUF TQ1_0).
+    BINARY: ``-1, +1`` in one bit, code ``c`` holds ``2c - 1`` (GGUF Q1_0): a scale times a
+    sign; ``0`` rounds to ``+1``.
     """
 
     INT = "int"
@@ -111,6 +113,7 @@ class Format(enum.Enum):
     IQ4_NL = "iq4_nl"
     TERNARY = "ternary"
     TERNARY_PACKED = "ternary_packed"
+    BINARY = "binary"
 
     @property
     def bits(self) -> int | None:
@@ -156,6 +159,7 @@ _FORMAT_BITS: dict[Format, int | None] = {
     Format.IQ4_NL: 4,
     Format.TERNARY: 2,
     Format.TERNARY_PACKED: 2,
+    Format.BINARY: 1,
 }
 _FLOAT_FORMATS = frozenset(
     {Format.FP4_E2M1, Format.FP6_E3M2, Format.FP6_E2M3, Format.FP8_E4M3, Format.FP8_E5M2}
@@ -298,7 +302,18 @@ class FP8Scales:
     """NVFP4's two levels: each block's scale is an FP8 E4M3 number under one float32
     scale per tensor, ``t = amax_tensor / (448 * max|values|)``: block scale
     ``e4m3(amax_block / max|values| / t)``, value ``t * e4m3 * v``. 8 bits per block and
-    32 per tensor; symmetric formats only."""
+    32 per tensor; symmetric formats only.
+
+    ``tensor_scale=False``: no tensor scale (``t = 1``), the block scale is the E4M3
+    number itself, ``e4m3(amax_block / max|values|)``: GGUF's NVFP4 (llama.cpp's "UE4M3",
+    an E4M3 byte without a sign), 8 bits per block and nothing per tensor. Example, FP4
+    values (``max|values| = 6``), a block with ``amax = 3``: scale ``e4m3(0.5) = 0.5``."""
+
+    tensor_scale: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tensor_scale, bool):
+            raise TypeError(f"FP8Scales tensor_scale must be a bool, got {self.tensor_scale!r}")
 
 
 @dataclass(frozen=True)
@@ -619,6 +634,8 @@ class QuantConfig:
         if isinstance(sf, SuperBlockScales):
             sign = "s" if sf.signed else "u"
             extras.append(f"s:{sign}{sf.bits}/{sf.super_block}:{self.scale_dtype.value}")
+        elif isinstance(sf, FP8Scales) and not sf.tensor_scale:
+            extras.append("s:e4m3")  # no fp32 tensor scale (GGUF's NVFP4)
         elif not isinstance(sf, FloatScales):
             extras.append(f"s:{_SCALE_FORMAT_TAGS[type(sf)]}")
             if isinstance(sf, DoubleQuantScales) and sf.block != 256:

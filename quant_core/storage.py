@@ -97,11 +97,11 @@ def storage_cost(shape: tuple[int, ...] | torch.Size, cfg: QuantConfig) -> Stora
     Q4_0 (int4 symmetric) ``4 + 16/32 = 4.5``, Q8_0 ``8 + 16/32 = 8.5``, Q4_1 (int4
     float-min, an fp16 min) ``4 + 16/32 + 16/32 = 5.0``. Two-level: Q4_K ``4 + (6 + 6)/32 +
     (16 + 16)/256 = 4.5``, Q2_K ``2 + (4 + 4)/16 + 32/256 = 2.625``, MXFP4 ``4 + 8/32 =
-    4.25``, NVFP4 ``4 + 8/16 = 4.5`` (+ 32 bits per tensor), NF4 with double quantization
-    ``4 + 8/64 + 32/(64 * 256) = 4.127`` (+ 32 bits per tensor). Raises ``TypeError`` for a
-    ``cfg`` that is not a ``QuantConfig`` and ``ValueError`` for a shape ``layout_for``
-    rejects (0-d, empty, an axis out of range, a group size that does not divide the last
-    dimension) or whose rows do not divide a format's super-blocks.
+    4.25``, NVFP4 ``4 + 8/16 = 4.5`` (+ 32 bits per tensor; GGUF's NVFP4 has none), NF4
+    with double quantization ``4 + 8/64 + 32/(64 * 256) = 4.127`` (+ 32 bits per tensor).
+    Raises ``TypeError`` for a ``cfg`` that is not a ``QuantConfig`` and ``ValueError`` for
+    a shape ``layout_for`` rejects (0-d, empty, an axis out of range, a group size that
+    does not divide the last dimension) or whose rows do not divide a format's super-blocks.
     """
     if not isinstance(cfg, QuantConfig):
         raise TypeError(f"cfg must be a QuantConfig, got {type(cfg).__name__}")
@@ -138,7 +138,8 @@ def storage_cost(shape: tuple[int, ...] | torch.Size, cfg: QuantConfig) -> Stora
     elif isinstance(sf, FP8Scales):
         scale_bits, zp_bits = 8, 0
         parts.append(StoragePart("FP8 E4M3 scales", n_blocks, 8))
-        parts.append(StoragePart("fp32 tensor scale", 1, 32))
+        if sf.tensor_scale:
+            parts.append(StoragePart("fp32 tensor scale", 1, 32))
     elif isinstance(sf, DoubleQuantScales):
         scale_bits, zp_bits = 8, 0
         parts.append(StoragePart("8-bit scale codes", n_blocks, 8))

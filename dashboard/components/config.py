@@ -75,6 +75,7 @@ _FORMAT_LABELS = {
     Format.IQ4_NL: "IQ4_NL levels (llama.cpp, 4 bit)",
     Format.TERNARY: "Ternary −1 / 0 / 1",
     Format.TERNARY_PACKED: "Ternary, 5 per byte",
+    Format.BINARY: "Binary −1 / +1 (1 bit)",
 }
 # The element formats the custom picker offers (ternary's base-3 packing comes with TQ1_0).
 _PICKER_FORMATS = [f for f in Format if f is not Format.TERNARY_PACKED]
@@ -118,7 +119,8 @@ _STORAGE_HELP = (
     "What each block's scale costs and how exact it is. **fp32/fp16/bf16**: a float per "
     "block. The others quantize the scales too: **E8M0** stores only a power of two (8 "
     "bits, MX formats); **FP8 E4M3** stores an 8-bit float under one fp32 scale per tensor "
-    "(NVFP4); **k-bit ints per 256 values** store each block's scale (and min) as a small "
+    "(NVFP4), or alone, no tensor scale (GGUF's NVFP4: a scale of 2^-9 at the least); "
+    "**k-bit ints per 256 values** store each block's scale (and min) as a small "
     "integer times one fp16 scale per 256-value super-block (llama.cpp's K-quants); "
     "**double quantized** stores 8-bit codes of the scales with one fp32 per 256 scales "
     "(QLoRA). The bits per value count every level."

@@ -66,6 +66,7 @@ _FORMATS = {
     Format.IQ4_NL: "IQ4_NL levels",
     Format.TERNARY: "ternary",
     Format.TERNARY_PACKED: "ternary (5 per byte)",
+    Format.BINARY: "binary ±1",
 }
 _PRESET_LABELS = {p.name: f"{p.label} ({p.family})" for p in presets()}
 _ZERO_POINTS = {

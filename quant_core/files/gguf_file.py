@@ -8,9 +8,9 @@ spread over the parts. Opening any part opens the series; every part must be the
 Decoding (``decode``): float types (F32, F16, BF16, F64, the integer types) become their
 values; the block types the lab models become its ``QuantizedTensor`` through
 ``formats.gguf_bytes`` (bit for bit what llama.cpp stores: the tests check the values
-against ``gguf.quants.dequantize``); any other type (the IQ2/IQ3/IQ1 lattice types, GGUF's
-own NVFP4 of 64-value blocks) is dequantized by the ``gguf`` package and returned as values
-with its type named.
+against ``gguf.quants.dequantize``), GGUF's own NVFP4 of 64-value blocks included (the
+lab's ``NVFP4_GGUF``); any other type (the IQ2/IQ3/IQ1 lattice types) is dequantized by the
+``gguf`` package and returned as values with its type named.
 """
 
 from __future__ import annotations
@@ -46,7 +46,9 @@ _FLOATS: dict[str, torch.dtype] = {
     "I64": torch.int64,
 }
 # Decoded by formats.gguf_bytes itself; the others of the lab's table need kquant_bytes.
-_OWN_BYTES = frozenset({"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0", "MXFP4"})
+_OWN_BYTES = frozenset(
+    {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4", "Q1_0"}
+)
 
 
 def lab_decodes(type_name: str) -> bool:

@@ -1,11 +1,11 @@
 """Value sets of the formats beyond linear: NF4, FP4 E2M1, FP6 E3M2 and E2M3, FP8 E4M3 and
-E5M2, llama.cpp's IQ4_NL levels and ternary.
+E5M2, llama.cpp's IQ4_NL levels, ternary and binary (signs).
 
 Each is a ``Codebook``: the sorted finite values the format can hold and, for each, the
 code stored for it (the index into the NF4 and IQ4_NL tables, the raw FP4/FP6/FP8 bit
-pattern, ``value + 1`` for ternary). A value is scaled by ``s = absmax / max|value set|``
-and mapped to the nearest entry; where it lies exactly between two entries the format's
-tie rule (``Codebook.tie_up``) decides.
+pattern, ``value + 1`` for ternary, ``(value + 1) / 2`` for binary). A value is scaled by
+``s = absmax / max|value set|`` and mapped to the nearest entry; where it lies exactly
+between two entries the format's tie rule (``Codebook.tie_up``) decides.
 """
 
 from __future__ import annotations
@@ -106,6 +106,8 @@ def _tie_rule(fmt: Format, values: torch.Tensor, codes: torch.Tensor) -> tuple[b
         return (True,) * n
     if fmt in (Format.TERNARY, Format.TERNARY_PACKED):
         return tuple(bool(values[k + 1] == 0) for k in range(n))
+    if fmt is Format.BINARY:
+        return (True,)  # 0 is +1: llama.cpp's Q1_0 stores x >= 0 as a set bit
     return tuple(int(codes[k]) % 2 == 1 for k in range(n))
 
 
@@ -167,6 +169,9 @@ def _codebook_cpu(fmt: Format) -> Codebook:
     if fmt in (Format.TERNARY, Format.TERNARY_PACKED):
         values = torch.tensor([-1.0, 0.0, 1.0])
         return _from_pairs(fmt, values, torch.arange(3, dtype=torch.uint8), 4)
+    if fmt is Format.BINARY:
+        values = torch.tensor([-1.0, 1.0])
+        return _from_pairs(fmt, values, torch.arange(2, dtype=torch.uint8), 2)
     if fmt is Format.FP8_E4M3:
         values, codes = _fp8_table(torch.float8_e4m3fn)
     elif fmt is Format.FP8_E5M2:

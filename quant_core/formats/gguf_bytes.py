@@ -11,6 +11,11 @@ Q5_0 (22): ``d`` | ``qh`` (uint32, bit ``j`` = bit 4 of ``u[j]``) | 16 bytes of 
 Q5_1 (24): ``d`` | ``min`` | ``qh`` | 16 bytes.
 Q8_0 (34): ``d`` | 32 int8 codes.
 MXFP4 (17): ``e`` (E8M0) | 16 bytes of FP4 codes, byte ``j`` = ``c[j] | c[j + 16] << 4``.
+NVFP4 (36): 4 scale bytes ``u_0 .. u_3`` (UE4M3, one per 16 values) | 32 bytes of FP4
+  codes, 8 per 16 values: byte ``8 k + j`` = ``c[16 k + j] | c[16 k + j + 8] << 4``. FP4
+  code 8 (``-0``) is llama.cpp's ``+0`` (``kvalues_mxfp4[8] = 0``): it is read as code 0,
+  which its quantizer writes for a zero (the values are then llama.cpp's, bit for bit).
+Q1_0 (18): ``d`` | 16 bytes, bit ``j % 8`` of byte ``j / 8`` = ``c[j]`` (1: ``+d``, 0: ``-d``).
 TQ2_0 (66): 64 bytes | ``d``; value ``128 g + 32 r + k`` (``g < 2``, ``r < 4``, ``k < 32``)
   is bits ``2r, 2r + 1`` of byte ``32 g + k``; trit ``t = q + 1``.
 TQ1_0 (54): 48 bytes of 5 trits | 4 bytes of 4 trits | ``d``. Trits ``t_0 .. t_4`` of a
@@ -30,7 +35,7 @@ import torch
 from ..granularity import layout_for
 from .bytes_kernels import block_codes, block_halves, block_nibbles
 from .gguf_types import GGMLType, ggml_type, gguf_type_of
-from .scales import StoredScales
+from .scales import StoredScales, ue4m3_values
 
 if TYPE_CHECKING:
     from ..quantized_tensor import QuantizedTensor
@@ -166,6 +171,17 @@ def to_ggml_bytes(qt: QuantizedTensor) -> bytes:
     elif name == "MXFP4":
         e = qt.stored.codes.detach().cpu().reshape(n, 1).to(torch.uint8)
         blocks = torch.cat([e, _nibbles(codes.to(torch.uint8))], dim=1)
+    elif name == "NVFP4":
+        u = qt.stored.codes.detach().cpu().reshape(n, 4).to(torch.uint8)
+        c = codes.to(torch.uint8).reshape(n, 4, 16)
+        qs = (c[:, :, :8] | (c[:, :, 8:] << 4)).reshape(n, 32)
+        blocks = torch.cat([u, qs], dim=1)
+    elif name == "Q1_0":
+        c = codes.to(torch.uint8).reshape(n, 16, 8)
+        packed = c[:, :, 0].clone()
+        for k in range(1, 8):  # uint8 ORs: a sum over int64 shifts took 10x longer
+            packed |= c[:, :, k] << k
+        blocks = torch.cat([_f16_bytes(s), packed], dim=1)
     elif name == "TQ2_0":
         t = codes.to(torch.int64).reshape(n, 2, 4, 32) << torch.tensor([0, 2, 4, 6]).reshape(
             1, 1, 4, 1
@@ -233,6 +249,19 @@ def from_ggml_bytes(
         codes = block_nibbles(raw, 1, signed=False)
         z = zeros
         stored = StoredScales(codes=e)
+    elif name == "NVFP4":
+        u = raw[:, :4].to(torch.int32).reshape(-1)
+        s = ue4m3_values(u)
+        qs = raw[:, 4:].reshape(n, 4, 8)
+        codes = torch.cat([qs & 0x0F, qs >> 4], dim=2).reshape(n, 64)
+        codes[codes == 8] = 0  # llama.cpp's code 8 is +0 (module docstring)
+        z = torch.zeros(n * 4, dtype=torch.int32)
+        stored = StoredScales(codes=u)
+    elif name == "Q1_0":
+        s = block_halves(raw, 0)
+        bits = raw[:, 2:].unsqueeze(2) >> torch.arange(8, dtype=torch.uint8)
+        codes = (bits & 1).reshape(n, 128)
+        z = zeros
     elif name == "TQ2_0":
         codes = block_codes(name, raw)
         s = block_halves(raw, 64)

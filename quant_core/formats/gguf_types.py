@@ -28,7 +28,13 @@ IQ4_XS    256    136     8 blocks of 32: ``d (ls - 32) kvalues[q]``, 6-bit ls
 TQ1_0     256    54      ``d (t - 1)``, trits packed 5 per byte (and 4 per byte at the end)
 TQ2_0     256    66      ``d (t - 1)``, trits in 2 bits
 MXFP4     32     17      ``2^(e - 127) fp4[q]``, E8M0 exponent ``e``, FP4 E2M1 codes
+NVFP4     64     36      4 blocks of 16: ``ue4m3(u) fp4[q]``, unsigned E4M3 scale byte ``u``
+Q1_0      128    18      ``d`` or ``-d`` (one bit each): ``d (2 c - 1)``
 ========  =====  ======  ==============================================================
+
+GGUF's NVFP4 is not NVIDIA's (the lab's ``NVFP4`` preset): the same FP4 codes and E4M3
+block scales of 16 values, but no float32 scale per tensor, so a block scale reaches only
+``[2^-9, 448]``, and llama.cpp's own rounding of it (``llama_cpp.ue4m3_from_float``).
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from fractions import Fraction
 from ..config import (
     FloatScales,
     Format,
+    FP8Scales,
     Mode,
     PerGroup,
     PowerOfTwoScales,
@@ -91,9 +98,12 @@ def _cfg(
     super_bits: int | None = None,
     signed: bool = False,
     e8m0: bool = False,
+    ue4m3: bool = False,
 ) -> QuantConfig:
     if e8m0:
         scale_format: object = PowerOfTwoScales()
+    elif ue4m3:
+        scale_format = FP8Scales(tensor_scale=False)
     elif super_bits is not None:
         scale_format = SuperBlockScales(bits=super_bits, super_block=QK_K, signed=signed)
     else:
@@ -127,6 +137,8 @@ def _records() -> tuple[GGMLType, ...]:
         ("TQ1_0", 34, QK_K, 54, _cfg(2, QK_K, fmt=Format.TERNARY_PACKED)),
         ("TQ2_0", 35, QK_K, 66, _cfg(2, QK_K, fmt=Format.TERNARY)),
         ("MXFP4", 39, 32, 17, _cfg(4, 32, fmt=Format.FP4_E2M1, e8m0=True)),
+        ("NVFP4", 40, 64, 36, _cfg(4, 16, fmt=Format.FP4_E2M1, ue4m3=True)),
+        ("Q1_0", 41, 128, 18, _cfg(1, 128, fmt=Format.BINARY)),
     )
     return tuple(GGMLType(n, i, b, t, c) for n, i, b, t, c in rows)
 

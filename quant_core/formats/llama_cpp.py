@@ -16,6 +16,11 @@ Legacy types, per block of 32 (``d``, ``min`` stored as fp16, computed in float3
 - MXFP4: ``e = floor(log2 amax) - 2 + 127``, each value the FP4 level nearest to it on
   ``2^(e - 127)``, an exact tie going to the level listed first in llama.cpp's table
   (``0, 0.5, 1, ... 6``, then ``-0, -0.5, ...``): towards zero, and ``+0`` for ``-0``.
+- Q1_0 (blocks of 128): ``d = (sum |x|) / 128``, the sum in float32 in the block's order
+  (``((0 + |x_0|) + |x_1|) + ...``), a set bit for ``x >= 0`` (``-0`` included).
+- NVFP4 (blocks of 64, scaled per 16): ``ue = ue4m3(amax / 6)`` (llama.cpp's rounding,
+  ``ue4m3_from_float``), each value the FP4 level nearest to it on ``ue4m3(ue)``, ties as
+  MXFP4's.
 
 Here every code is the lab's: ``q = u - 8`` (``- 16``) for Q4_0/Q5_0, ``q = u + qmin`` with
 ``z = qmin`` and ``m = min`` for Q4_1/Q5_1 (``x_hat = s (q - qmin) + m``), ternary and FP4
@@ -42,9 +47,9 @@ from ..config import QuantConfig
 from ..granularity import BlockLayout
 from ..kernels import switch
 from .gguf_types import gguf_type_of
-from .scales import BlockParams, StoredScales, power_of_two
+from .scales import BlockParams, StoredScales, power_of_two, ue4m3_values
 
-__all__ = ["check_importance", "quantize_blocks", "roundf"]
+__all__ = ["check_importance", "quantize_blocks", "roundf", "ue4m3_from_float"]
 
 
 def roundf(v: torch.Tensor) -> torch.Tensor:
@@ -256,23 +261,80 @@ def _mxfp4(blocks: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, BlockP
     # below 2^-125 the package's uint8 cast wraps around; the smallest exponent is kept
     e = torch.from_numpy(np.clip(e_np, 0, 254).astype(np.int32)).to(blocks.device)
     d_half = power_of_two(e.reshape(amax.shape) - 128)  # 2^(e - 128), as torch.ldexp
-    # llama.cpp compares |kv d - x| in float32 over its table, the first index winning a
-    # tie (argmin returns the first minimum).
-    codes = None
-    if switch._usable(blocks):
-        codes = switch._run(_mxfp4_codes, "llama_cpp", blocks, d_half.contiguous())
-        if codes is switch._FAILED:
-            codes = None
-    if codes is None:
-        kv = torch.tensor(_MXFP4_KVALUES, dtype=torch.float32, device=blocks.device)
-        codes = torch.empty(blocks.shape, dtype=torch.uint8, device=blocks.device)
-        step = max(1, (1 << 22) // (blocks.shape[1] * 16))  # rows per piece: ~16 MB of errors
-        for start in range(0, blocks.shape[0], step):
-            sl = slice(start, start + step)
-            errs = (kv * d_half[sl].unsqueeze(-1) - blocks[sl].unsqueeze(-1)).abs()
-            codes[sl] = errs.argmin(dim=-1).to(torch.uint8)
+    codes = _fp4_codes(blocks, d_half)
     s = 2 * d_half  # the lab's FP4 levels are kv / 2: x_hat = 2^(e - 127) fp4[q]
     stored = StoredScales(codes=e.reshape(-1))
+    return codes, BlockParams(s, _zeros(len(s), s.device), None, s, None, stored)
+
+
+def _fp4_codes(blocks: torch.Tensor, d_half: torch.Tensor) -> torch.Tensor:
+    """``best_index_mxfp4`` of every value (uint8 codes): llama.cpp compares
+    ``|kv d_half - x|`` in float32 over its table, the first index winning a tie (argmin
+    returns the first minimum); ``d_half`` ``[n_blocks, 1]``."""
+    if switch._usable(blocks):
+        codes = switch._run(_mxfp4_codes, "llama_cpp", blocks, d_half.contiguous())
+        if codes is not switch._FAILED:
+            return codes
+    kv = torch.tensor(_MXFP4_KVALUES, dtype=torch.float32, device=blocks.device)
+    codes = torch.empty(blocks.shape, dtype=torch.uint8, device=blocks.device)
+    step = max(1, (1 << 22) // (blocks.shape[1] * 16))  # rows per piece: ~16 MB of errors
+    for start in range(0, blocks.shape[0], step):
+        sl = slice(start, start + step)
+        errs = (kv * d_half[sl].unsqueeze(-1) - blocks[sl].unsqueeze(-1)).abs()
+        codes[sl] = errs.argmin(dim=-1).to(torch.uint8)
+    return codes
+
+
+def ue4m3_from_float(x: torch.Tensor) -> torch.Tensor:
+    """llama.cpp's ``ggml_fp32_to_ue4m3`` (int32 codes 0..0x7E) of float32 ``x``, step by
+    step: 0 unless ``x > 0`` (NaN included); ``x`` clamped to 448; with ``E`` its unbiased
+    float32 exponent and ``e = E + 7``:
+
+    - ``e <= 0`` (``x < 2^-6``): the subnormal ``man = trunc(x 512 + 0.5)`` (float32; ``x
+      512`` is exact), clamped to 7 (``x`` in ``[7.5, 8) 2^-9`` stays at ``7 2^-9`` rather
+      than rounding up to ``2^-6``), 0 below 1;
+    - ``e >= 15`` (``x >= 256``): ``0x7E`` (448), as is a mantissa that rounds up into it;
+    - else the top 3 mantissa bits plus the next bit (half away from zero), a carry into
+      the exponent: ``(e << 3) | man``.
+    """
+    x = torch.where(x > 0, x, torch.zeros_like(x)).clamp(max=448.0).contiguous()
+    bits = x.view(torch.int32)
+    e = ((bits >> 23) & 0xFF) - 127 + 7
+    sub = torch.trunc(x * 512.0 + 0.5).clamp(max=7).to(torch.int32)  # < 1 is 0 already
+    man = ((bits >> 20) & 7) + ((bits >> 19) & 1)
+    carry = man > 7
+    e_n = torch.where(carry, e + 1, e)
+    normal = torch.where(e_n >= 15, 0x7E, (e_n << 3) | torch.where(carry, 0, man))
+    code = torch.where(e <= 0, sub, normal)
+    return torch.where(x > 0, code, 0)
+
+
+def _q1_0(blocks: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, BlockParams]:
+    """Q1_0 (``quantize_row_q1_0_ref``): ``d = fp16(sum_abs / 128)``, ``sum_abs`` added up
+    one value at a time from 0 in float32 as the C loop does (a pairwise ``sum`` rounds
+    differently), and the codes ``x >= 0`` (1: ``+d``, 0: ``-d``)."""
+    columns = blocks.abs().t().contiguous()  # [128, n_blocks]: one add per value position
+    acc = columns[0] + 0.0
+    for column in columns[1:]:
+        acc.add_(column)
+    # / 128 is exact (a power of two), as C's division is; true division all the same
+    d = torch.div(acc, torch.full_like(acc, float(blocks.shape[1]))).reshape(-1, 1)
+    s = _fp16(d)
+    codes = (blocks >= 0).to(torch.uint8)
+    return codes, BlockParams(s, _zeros(len(s), s.device), None, s)
+
+
+def _nvfp4(blocks: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, BlockParams]:
+    """GGUF NVFP4 (``quantize_row_nvfp4_ref``) per sub-block of 16: ``ue =
+    ue4m3_from_float(amax / 6)``, ``d = ue4m3(ue) / 2`` and each code
+    ``best_index_mxfp4(x, d)`` (MXFP4's search: ties towards zero). The lab's scale is
+    ``2 d``, the UE4M3 value itself (its FP4 levels are llama.cpp's doubled ones halved)."""
+    amax = _kernel(_absmax_pass, blocks)  # +0 for an all-zero block; inf for an inf
+    # true division (a scalar divisor may become a multiply by 1/6 on some devices)
+    ue = ue4m3_from_float(torch.div(amax, torch.full_like(amax, 6.0)))
+    s = ue4m3_values(ue)
+    codes = _fp4_codes(blocks, s * 0.5)
+    stored = StoredScales(codes=ue.reshape(-1))
     return codes, BlockParams(s, _zeros(len(s), s.device), None, s, None, stored)
 
 
@@ -285,6 +347,8 @@ _QUANTIZERS = {
     "TQ1_0": _ternary,
     "TQ2_0": _ternary,
     "MXFP4": _mxfp4,
+    "NVFP4": _nvfp4,
+    "Q1_0": _q1_0,
 }
 
 

@@ -79,9 +79,16 @@ _GGUF_SUMMARIES = {
     "IQ4_XS": "256-value super-blocks of 8 blocks of 32: non-linear levels, 6-bit scales",
     "TQ1_0": "ternary -1/0/1, 5 per byte, fp16 scale per 256",
     "TQ2_0": "ternary -1/0/1 in 2 bits, fp16 scale per 256",
+    "Q1_0": "blocks of 128: one sign bit each, fp16 scale (the block's mean |x|)",
     "MXFP4": "OCP MXFP4: FP4 E2M1 in blocks of 32, E8M0 power-of-two scale (gpt-oss)",
     "MXFP4_GGUF": "MXFP4 as llama-quantize writes it: ties between FP4 levels towards zero",
+    "NVFP4_GGUF": (
+        "GGUF's NVFP4: FP4 E2M1 in blocks of 16, an unsigned E4M3 scale each, no fp32 "
+        "tensor scale (llama.cpp)"
+    ),
 }
+# GGUF types whose GGUF name is another family's format: the preset takes a suffix.
+_GGUF_RENAMED = {"MXFP4": "MXFP4_GGUF", "NVFP4": "NVFP4_GGUF"}
 
 
 def _mx(fmt: Format, bits: int = 8) -> QuantConfig:
@@ -95,12 +102,14 @@ def _records() -> tuple[Preset, ...]:
     # FP4 levels towards zero (its table's first level) where OCP's reference code (torchao)
     # rounds to the even mantissa (7 on a step of 2: llama.cpp 6, torchao 8). "MXFP4" is
     # the OCP record below (gpt-oss ships it); "MXFP4_GGUF" is llama-quantize's, byte for byte.
+    # GGUF's NVFP4 is not NVIDIA's: no fp32 tensor scale, so its block scales are E4M3
+    # numbers on their own ("NVFP4" is NVIDIA's record, "NVFP4_GGUF" llama.cpp's).
     gguf = [
         Preset(
-            "MXFP4_GGUF" if t.name == "MXFP4" else t.name,
-            "MXFP4 (llama.cpp)" if t.name == "MXFP4" else t.name,
+            _GGUF_RENAMED.get(t.name, t.name),
+            f"{t.name} (llama.cpp)" if t.name in _GGUF_RENAMED else t.name,
             "GGUF",
-            _GGUF_SUMMARIES["MXFP4_GGUF" if t.name == "MXFP4" else t.name],
+            _GGUF_SUMMARIES[_GGUF_RENAMED.get(t.name, t.name)],
             t.config,
         )
         for t in ggml_types()
@@ -146,7 +155,8 @@ def _records() -> tuple[Preset, ...]:
             "NVFP4",
             "NVFP4",
             "NVIDIA",
-            "FP4 E2M1 in blocks of 16, FP8 E4M3 scale, one fp32 scale per tensor",
+            "NVIDIA's NVFP4: FP4 E2M1 in blocks of 16, FP8 E4M3 scale, one fp32 scale per "
+            "tensor",
             QuantConfig(
                 format=Format.FP4_E2M1, granularity=PerGroup(16), scale_format=FP8Scales()
             ),

@@ -14,6 +14,7 @@ as on one level; then it is stored in the config's ``scale_format``:
 - ``FP8Scales`` (NVFP4): a tensor scale ``t = amax / (448 * vmax)`` (float32; 1 for an
   all-zero tensor), block scales ``sc = e4m3(clamp(a / vmax / t, 2^-6, 448))``, dequantized
   as ``(t * sc) * v``; codes round ``x * ((1 / t) / sc)``, torchao's order of operations.
+  Without a tensor scale (``tensor_scale=False``, GGUF's NVFP4 layout) ``t = 1``.
 - ``SuperBlockScales``: per super-block, ``d = max s_j / smax`` in ``scale_dtype`` (fp16),
   block integers ``sc_j = clamp(round(s_j / d), 0, smax)``, scale ``d sc_j`` (exact in
   float32); float-min schemes store the min ``-m_j >= 0`` of each block the same way
@@ -66,6 +67,7 @@ __all__ = [
     "fit_scales",
     "power_of_two",
     "super_block_shape",
+    "ue4m3_values",
 ]
 
 _F32_MIN_NORMAL = 2.0**-126
@@ -141,7 +143,7 @@ def fit_scales(rng: BlockRange, cfg: QuantConfig, layout: BlockLayout) -> BlockP
     if isinstance(sf, PowerOfTwoScales):
         return _power_of_two(rng, cfg)
     if isinstance(sf, FP8Scales):
-        return _fp8(rng, cfg)
+        return _fp8(rng, cfg, sf)
     if isinstance(sf, SuperBlockScales):
         return _super_blocks(rng, cfg, sf, layout)
     if isinstance(sf, DoubleQuantScales):
@@ -199,9 +201,31 @@ def _to_e4m3(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return fp8.to(torch.float32), fp8.view(torch.uint8).to(torch.int32)
 
 
-def _fp8(rng: BlockRange, cfg: QuantConfig) -> BlockParams:
+@functools.cache
+def _ue4m3_table() -> torch.Tensor:
+    b = torch.arange(256, dtype=torch.int32)
+    exp, man = (b >> 3) & 0xF, (b & 7).to(torch.float32)
+    # every value exact in float32: man 2^-9, or (8 + man) 2^(exp - 10)
+    raw = torch.where(exp == 0, man * 2.0**-9, (8 + man) * power_of_two(exp - 10))
+    return torch.where((b == 0) | (b == 0x7F), 0.0, raw)
+
+
+def ue4m3_values(codes: torch.Tensor) -> torch.Tensor:
+    """The float32 scales of GGUF NVFP4's scale bytes ``codes`` (integers 0..255, any
+    shape), as llama.cpp decodes them (``ggml_ue4m3_to_fp32`` without its factor 0.5, which
+    belongs to its doubled FP4 levels): bits ``eeee mmm`` (bit 7 ignored), ``man 2^-9`` for
+    ``e = 0``, else ``(1 + man / 8) 2^(e - 7)``; ``0x00`` and ``0x7F`` are 0. ``0x38`` is
+    1.0, ``0x7E`` 448 (the largest llama.cpp writes), ``0xFF`` 480 (bit 7 ignored)."""
+    table = _ue4m3_table().to(codes.device)
+    return table[codes.to(torch.int64)]
+
+
+def _fp8(rng: BlockRange, cfg: QuantConfig, sf: FP8Scales) -> BlockParams:
     a = _absmax(rng).to(torch.float32)
     vmax = _value_max(cfg)
+    if not sf.tensor_scale:  # the E4M3 number is the scale itself
+        sc, codes = _to_e4m3((a / vmax).clamp(_E4M3_TINY, _E4M3_MAX))
+        return BlockParams(sc, _zeros(sc), None, sc, 1.0 / sc, StoredScales(codes=codes))
     amax = a.max() if a.numel() else torch.zeros((), dtype=torch.float32)
     t = amax / (_E4M3_MAX * vmax)
     t = torch.where(t > 0, t, torch.ones_like(t))  # an all-zero tensor: any scale will do

@@ -87,20 +87,74 @@ def test_k_quants_decode_to_the_lab_tensor(tmp_path, rng, type_name):
     assert np.array_equal(st.dequantize().numpy().view(np.uint32), ref.view(np.uint32))
 
 
-def test_gguf_nvfp4_opens_as_the_packages_values_with_its_type_named(tmp_path, rng):
-    """GGUF's own NVFP4 (64-value blocks, four UE4M3 scales, no tensor scale) is not the
-    lab's NVFP4 preset: the package decodes it, and the note says why."""
-    qtype = GGML.NVFP4
+def test_gguf_nvfp4_decodes_to_the_lab_tensor_bit_for_bit(tmp_path, rng):
+    """GGUF's own NVFP4 (64-value blocks, four UE4M3 scales, no tensor scale; the lab's
+    ``NVFP4_GGUF``, not NVIDIA's ``NVFP4``): any bytes, scale bytes 0x00, 0x7F (both 0),
+    0x80 and 0xFF (bit 7 ignored) and FP4 code 8 included, decode to the lab's tensor, its
+    values bit for bit the package's."""
+    raw = rng.integers(0, 256, size=(4, 512 // 64, 36), dtype=np.uint8)
+    raw[0, :, :4] = [0x00, 0x7F, 0x80, 0xFF]
+    raw[1, 0, 4:] = 0x88  # every code 8 (llama.cpp's +0)
+    blocks = raw.reshape(4, -1)
     path = tmp_path / "nv.gguf"
-    write_gguf(path, {"w": (random_blocks(rng, qtype, 2, 512), qtype)})
-    st = open_quantized(path).load("w")
-    assert st.quantized is None and st.type_name == "NVFP4" and not lab_decodes("NVFP4")
-    assert st.notes == (
-        "NVFP4 is decoded by the gguf package (gguf.quants.dequantize): the lab does not "
-        "model GGUF's NVFP4 blocks",
-    )
+    write_gguf(path, {"w": (blocks, GGML.NVFP4)})
+    f = open_quantized(path)
+    entry = f.entry("w")
+    assert (entry.type_name, entry.shape, entry.bits_per_weight) == ("NVFP4", (4, 512), 4.5)
+    st = f.load("w")
+    assert lab_decodes("NVFP4") and st.quantized is not None and st.notes == ()
+    assert st.quantized.config == ggml_type("NVFP4").config
+    assert st.quantized.config.name == "NVFP4_GGUF"
     ref = _reference(path, "w")
     assert np.array_equal(st.dequantize().numpy().view(np.uint32), ref.view(np.uint32))
+    assert st.quantized.stored.codes.reshape(4, -1)[0, :4].tolist() == [0x00, 0x7F, 0x80, 0xFF]
+    assert st.quantized.scale.reshape(4, -1)[0, :4].tolist() == [0.0, 0.0, 0.0, 480.0]
+
+
+def test_gguf_nvfp4_quantized_by_the_lab_reopens_as_the_same_tensor(tmp_path):
+    x = torch.randn(4, 256, generator=torch.Generator().manual_seed(3))
+    qt = quantize(x, ggml_type("NVFP4").config)
+    raw = np.frombuffer(qt.to_ggml_bytes(), dtype=np.uint8).reshape(4, -1)
+    path = tmp_path / "lab.gguf"
+    write_gguf(path, {"t": (raw, GGML.NVFP4)})
+    back = open_quantized(path).load("t").quantized
+    assert back is not None
+    assert torch.equal(back.codes, qt.codes)
+    assert torch.equal(back.scale, qt.scale)
+    assert torch.equal(back.stored.codes, qt.stored.codes)
+    assert back.to_ggml_bytes() == raw.tobytes()
+    ref = _reference(path, "t")
+    assert np.array_equal(back.dequantize().numpy().view(np.uint32), ref.view(np.uint32))
+    assert np.array_equal(qt.dequantize().numpy().view(np.uint32), ref.view(np.uint32))
+
+
+def _q1_0_values(blocks: np.ndarray) -> np.ndarray:
+    """``dequantize_row_q1_0`` in numpy (the gguf package has no Q1_0 decoder; the C code
+    itself is compared in test_kquants): fp16 ``d``, then bit ``j % 8`` of byte ``j / 8``
+    of the 16 that follow: ``d`` when set, else ``-d``."""
+    b = blocks.reshape(-1, 18)
+    d = b[:, :2].copy().view(np.float16).astype(np.float32)
+    bits = np.unpackbits(b[:, 2:], axis=1, bitorder="little")
+    return np.where(bits == 1, d, -d).astype(np.float32)
+
+
+def test_gguf_q1_0_decodes_to_the_lab_tensor(tmp_path, rng):
+    raw = rng.integers(0, 256, size=(3, 2, 18), dtype=np.uint8)
+    d = rng.uniform(-2, 2, size=(3, 2)).astype(np.float16)
+    raw[:, :, :2] = d.view(np.uint8).reshape(3, 2, 2)
+    raw[0, 0] = [0x00, 0x38, 0x0D] + [0xFF] * 15  # by hand: d = 0.5, bits 0, 2, 3 of byte 0
+    path = tmp_path / "q1.gguf"
+    write_gguf(path, {"w": (raw.reshape(3, -1), GGML.Q1_0)})
+    f = open_quantized(path)
+    assert (f.entry("w").type_name, f.entry("w").bits_per_weight) == ("Q1_0", 1.125)
+    st = f.load("w")
+    assert lab_decodes("Q1_0") and st.quantized is not None and st.notes == ()
+    assert st.quantized.config == ggml_type("Q1_0").config
+    values = st.dequantize().numpy()
+    assert values[0, :5].tolist() == [0.5, -0.5, 0.5, 0.5, -0.5]
+    expected = _q1_0_values(raw).reshape(values.shape)
+    assert np.array_equal(values.view(np.uint32), expected.view(np.uint32))
+    assert st.quantized.to_ggml_bytes() == raw.tobytes()
 
 
 @pytest.mark.parametrize("type_name", LATTICE)

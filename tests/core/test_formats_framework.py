@@ -10,6 +10,7 @@ import torch
 
 from quant_core import (
     Format,
+    FP8Scales,
     Mode,
     PerBlock,
     PerChannel,
@@ -28,6 +29,7 @@ from quant_core import (
     quantize,
     storage_cost,
 )
+from quant_core.formats.registry import SHIPPED_SET, family_of, presets
 
 
 def test_per_block_tiles_round_trip_and_number_tiles_row_by_row() -> None:
@@ -97,6 +99,53 @@ def test_gguf_types_are_the_llama_cpp_recipe_and_mxfp4_also_the_labs() -> None:
     assert QuantConfig.from_name("MXFP4").gguf_type == "MXFP4"  # recipe: the lab's (OCP)
     assert QuantConfig(bits=4, granularity=PerGroup(32)).gguf_type is None
     assert ggml_type("q4_k").config == q4k
+
+
+def test_gguf_nvfp4_is_its_own_preset_beside_nvidias() -> None:
+    gg, nv = QuantConfig.from_name("NVFP4_GGUF"), QuantConfig.from_name("nvfp4")
+    assert gg.gguf_type == "NVFP4" and gg.recipe is Recipe.LLAMA_CPP and nv.gguf_type is None
+    assert gg == ggml_type("NVFP4").config and gg.scale_format == FP8Scales(tensor_scale=False)
+    assert (family_of(gg), family_of(nv)) == ("GGUF", "NVIDIA")
+    labels = {p.name: p for p in presets()}
+    assert labels["NVFP4_GGUF"].label == "NVFP4 (llama.cpp)"
+    assert "no fp32 tensor scale" in labels["NVFP4_GGUF"].summary
+    assert "one fp32 scale per tensor" in labels["NVFP4"].summary
+    assert gg.describe() == "fp4_e2m1 g16 s:e4m3 llama.cpp"
+    assert nv.describe() == "fp4_e2m1 g16 s:e4m3+fp32"
+    lab = replace(gg, recipe=Recipe.LAB)  # E4M3 scales without a tensor scale, torch's cast
+    assert lab.gguf_type is None and lab.name == "fp4_e2m1 g16 s:e4m3"
+    assert "NVFP4_GGUF" not in SHIPPED_SET  # the sweep's one click keeps NVIDIA's
+    with pytest.raises(TypeError, match="tensor_scale must be a bool"):
+        FP8Scales(tensor_scale=1)  # type: ignore[arg-type]
+    # rows that 64 does not divide: no fallback type, llama-quantize keeps them in F16
+    assert fallback_type("NVFP4", 128) == "NVFP4" and fallback_type("NVFP4", 96) == "F16"
+
+
+def test_gguf_q1_0_is_binary_codes_under_an_fp16_scale() -> None:
+    cfg = QuantConfig.from_name("Q1_0")
+    assert cfg.format is Format.BINARY and cfg.bits == 1 and cfg.gguf_type == "Q1_0"
+    assert family_of(cfg) == "GGUF" and cfg == ggml_type("Q1_0").config
+    assert fallback_type("Q1_0", 256) == "Q1_0" and fallback_type("Q1_0", 320) == "F16"
+    # the lab's recipe on the same layout: an absmean scale, 0 rounding to +1 as in Q1_0
+    lab = QuantConfig(format=Format.BINARY, granularity=PerGroup(4),
+                      range_method=RangeMethod.ABSMEAN)
+    qt = quantize(torch.tensor([[2.0, -1.0, 0.0, -1.0]]), lab)
+    assert qt.codes.tolist() == [[1, 0, 1, 0]] and qt.scale.tolist() == [[1.0]]
+    assert qt.dequantize().tolist() == [[1.0, -1.0, 1.0, -1.0]]
+
+
+def test_lab_e4m3_scales_without_a_tensor_scale() -> None:
+    # the lab's recipe: the scale is e4m3(amax / 6) itself, IEEE-rounded and clamped to
+    # [2^-6, 448] as torchao clamps NVIDIA's block scales
+    cfg = QuantConfig(format=Format.FP4_E2M1, granularity=PerGroup(16),
+                      scale_format=FP8Scales(tensor_scale=False))
+    x = torch.zeros(3, 16)
+    x[0, 0], x[1, 0], x[2, 0] = 6.375, 1e-9, 6000.0  # 1.0625 rounds to the even 1.0
+    qt = quantize(x, cfg)
+    assert qt.scale.reshape(-1).tolist() == [1.0, 2.0**-6, 448.0]
+    assert qt.stored.codes.reshape(-1).tolist() == [0x38, 0x08, 0x7E]
+    assert qt.stored.super_scale is None
+    assert storage_cost((4, 64), cfg).bits_per_element == 4.5
 
 
 # llama.cpp's tensor_type_fallback (src/llama-quant.cpp), by hand: a row that a 256-value

@@ -377,6 +377,7 @@ _N = 256 * 1024  # a [256, 1024] tensor: whole runs of 256 NF4 scales, whole 128
         ("MXFP8_E5M2", 8 + 8 / 32),
         ("MXINT8", 8 + 8 / 32),
         ("NVFP4", 4 + 8 / 16 + 32 / _N),  # 4.5, + one fp32 per tensor
+        ("NVFP4_GGUF", 4 + 8 / 16),  # 4.5: GGUF's NVFP4 has no tensor scale
         ("NF4_DQ", 4 + 8 / 64 + 32 / (64 * 256) + 32 / _N),  # 4.127, + the fp32 offset
         ("FP8_BLOCK", 8 + 32 / (128 * 128)),  # 8.00195
         ("BITNET", 2 + 32 / _N),  # ternary in 2 bits, one fp32 scale
@@ -392,10 +393,10 @@ def test_bits_per_weight_of_the_shipped_formats(name: str, bits: float) -> None:
     [
         *("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"),
         *("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"),
-        *("IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0", "MXFP4"),
+        *("IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4_GGUF", "Q1_0"),
     ],
 )
 def test_gguf_bits_per_weight_are_llama_cpps_block_sizes(name: str) -> None:
-    block, size = GGML_QUANT_SIZES[GGMLQuantizationType[name]]
+    block, size = GGML_QUANT_SIZES[GGMLQuantizationType[name.removesuffix("_GGUF")]]
     cost = storage_cost((256, 1024), QuantConfig.from_name(name))
     assert cost.bits_per_element == 8 * size / block

@@ -1,5 +1,8 @@
-"""llama.cpp's K-quants and IQ4 (Q2_K .. Q6_K, IQ4_NL, IQ4_XS): bytes equal to llama.cpp's
-own C quantizers, values equal to the ``gguf`` package's dequantization, bytes round-trip.
+"""llama.cpp's K-quants and IQ4 (Q2_K .. Q6_K, IQ4_NL, IQ4_XS), GGUF's NVFP4 and Q1_0: bytes
+equal to llama.cpp's own C quantizers, values equal to the ``gguf`` package's
+dequantization (Q1_0, which the package does not decode: to llama.cpp's C
+``dequantize_row_q1_0`` and to a block derived by hand), bytes round-trip (NVFP4's FP4 code
+8, llama.cpp's ``+0``, reads as code 0).
 
 References:
 - ``data/kquants_reference.npz``: inputs and the bytes llama.cpp's C code (``quantize_<type>``
@@ -22,17 +25,25 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quant_core import QuantConfig, QuantizedTensor, quantize
+from quant_core import QuantConfig, QuantizedTensor, quantize, storage_cost
 from quant_core.formats.gguf_types import ggml_type
+from quant_core.formats.llama_cpp import ue4m3_from_float
+from quant_core.formats.scales import ue4m3_values
 from tests.tools import llama_cpp_reference as ref
 
-TYPES = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS")
+TYPES = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "NVFP4")
+C_TYPES = (*TYPES, "Q1_0")  # compared with the C code; the gguf package lacks Q1_0's decoder
 FIXTURE = Path(__file__).parent / "data" / "kquants_reference.npz"
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
     """Float32 values as their bit patterns (so ``-0`` differs from ``+0``)."""
     return t.detach().cpu().contiguous().view(torch.int32)
+
+
+def _preset(name: str) -> str:
+    """The registry name of the GGUF type ``name`` (GGUF's NVFP4 is ``NVFP4_GGUF``)."""
+    return "NVFP4_GGUF" if name == "NVFP4" else name
 
 
 def _blocks(data: bytes, name: str) -> np.ndarray:
@@ -68,10 +79,10 @@ def _fixture_cases() -> list[str]:
 
 
 @pytest.mark.parametrize("case", _fixture_cases())
-@pytest.mark.parametrize("name", TYPES)
+@pytest.mark.parametrize("name", C_TYPES)
 def test_bytes_equal_the_committed_llama_cpp_reference(fixture_data, name, case):
     x = fixture_data[f"x/{case}"]
-    qt = quantize(torch.from_numpy(x), QuantConfig.from_name(name))
+    qt = quantize(torch.from_numpy(x), QuantConfig.from_name(_preset(name)))
     _assert_same_blocks(qt.to_ggml_bytes(), fixture_data[f"{name}/{case}"].tobytes(), name, case)
 
 
@@ -103,10 +114,10 @@ def _random_cases(seed: int) -> dict[str, np.ndarray]:
     }
 
 
-@pytest.mark.parametrize("name", TYPES)
+@pytest.mark.parametrize("name", C_TYPES)
 def test_bytes_equal_llama_cpp_built_from_source(c_quantizer, name):
     for case, x in _random_cases(7).items():
-        qt = quantize(torch.from_numpy(x), QuantConfig.from_name(name))
+        qt = quantize(torch.from_numpy(x), QuantConfig.from_name(_preset(name)))
         _assert_same_blocks(qt.to_ggml_bytes(), c_quantizer.quantize(name, x), name, case)
 
 
@@ -124,9 +135,9 @@ def minilm_rows() -> torch.Tensor:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", TYPES)
+@pytest.mark.parametrize("name", C_TYPES)
 def test_bytes_equal_llama_cpp_on_minilm(c_quantizer, minilm_rows, name):
-    qt = quantize(minilm_rows, QuantConfig.from_name(name))
+    qt = quantize(minilm_rows, QuantConfig.from_name(_preset(name)))
     expected = c_quantizer.quantize(name, minilm_rows.numpy())
     _assert_same_blocks(qt.to_ggml_bytes(), expected, name, "MiniLM")
 
@@ -156,7 +167,7 @@ def _cases(gen: torch.Generator) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize("name", TYPES)
 def test_dequantize_equals_gguf_dequantize_bit_for_bit(gen, name):
-    cfg = QuantConfig.from_name(name)
+    cfg = QuantConfig.from_name(_preset(name))
     for case, x in _cases(gen).items():
         qt = quantize(x, cfg)
         theirs = _gguf_values(qt.to_ggml_bytes(), name, tuple(x.shape))
@@ -166,17 +177,17 @@ def test_dequantize_equals_gguf_dequantize_bit_for_bit(gen, name):
 @pytest.mark.parametrize("name", TYPES)
 def test_minilm_weights_dequantize_as_gguf_does(minilm_rows, name):
     x = minilm_rows[:576]
-    qt = quantize(x, QuantConfig.from_name(name))
+    qt = quantize(x, QuantConfig.from_name(_preset(name)))
     theirs = _gguf_values(qt.to_ggml_bytes(), name, tuple(x.shape))
     assert torch.equal(_bits(qt.dequantize()), _bits(torch.from_numpy(theirs)))
     err = (qt.dequantize() - x).square().mean() / x.square().mean()
     assert err < 0.2  # a sanity bound (Q2_K, the coarsest, loses ~10% of the energy)
 
 
-@pytest.mark.parametrize("name", TYPES)
+@pytest.mark.parametrize("name", C_TYPES)
 def test_bytes_round_trip_codes_scales_and_stored_scales(gen, name):
     x = _cases(gen)["zeros"]
-    qt = quantize(x, QuantConfig.from_name(name))
+    qt = quantize(x, QuantConfig.from_name(_preset(name)))
     data = qt.to_ggml_bytes()
     back = QuantizedTensor.from_ggml_bytes(data, name, tuple(x.shape))
     assert torch.equal(back.codes, qt.codes) and back.codes.dtype == qt.codes.dtype
@@ -224,7 +235,7 @@ def test_codes_and_scales_are_the_labs_convention(gen):
 @pytest.mark.parametrize("name", ["Q4_K", "IQ4_XS", "Q6_K"])
 def test_rows_that_do_not_divide_a_super_block_are_refused_naming_it(name):
     with pytest.raises(ValueError, match="super-blocks of 256"):
-        quantize(torch.randn(4, 384), QuantConfig.from_name(name))
+        quantize(torch.randn(4, 384), QuantConfig.from_name(_preset(name)))
 
 
 def test_nan_is_refused():
@@ -269,8 +280,20 @@ def raw_blocks(draw: st.DrawFn) -> tuple[str, bytes, tuple[int, ...]]:
 
 _F16_OFFSETS = {
     "Q2_K": (80, 82), "Q3_K": (108,), "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,),
-    "IQ4_NL": (0,), "IQ4_XS": (0,),
+    "IQ4_NL": (0,), "IQ4_XS": (0,), "NVFP4": (),
 }  # fmt: skip
+
+
+def _canonical(data: bytes, name: str) -> bytes:
+    """``data`` as the lab writes it back: NVFP4's FP4 code 8 (llama.cpp's ``+0``, the value
+    of code 0) as code 0; the other types' bytes unchanged."""
+    if name != "NVFP4":
+        return data
+    b = np.frombuffer(data, dtype=np.uint8).reshape(-1, 36).copy()
+    qs = b[:, 4:]
+    lo, hi = qs & 0x0F, qs >> 4
+    b[:, 4:] = np.where(lo == 8, 0, lo) | (np.where(hi == 8, 0, hi) << 4)
+    return b.tobytes()
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -278,7 +301,7 @@ _F16_OFFSETS = {
 def test_any_blocks_round_trip_and_dequantize_as_gguf_does(case):
     name, data, shape = case
     qt = QuantizedTensor.from_ggml_bytes(data, name, shape)
-    assert qt.to_ggml_bytes() == data
+    assert qt.to_ggml_bytes() == _canonical(data, name)
     theirs = _gguf_values(data, name, shape)
     assert torch.equal(_bits(qt.dequantize()), _bits(torch.from_numpy(theirs)))
 
@@ -293,8 +316,169 @@ def test_any_blocks_round_trip_and_dequantize_as_gguf_does(case):
     ),
 )
 def test_quantized_values_are_the_bytes_values(name, x):
-    qt = quantize(torch.from_numpy(x), QuantConfig.from_name(name))
+    qt = quantize(torch.from_numpy(x), QuantConfig.from_name(_preset(name)))
     data = qt.to_ggml_bytes()
     assert len(data) == x.size // ggml_type(name).block_size * ggml_type(name).type_size
     theirs = _gguf_values(data, name, x.shape)
     assert torch.equal(_bits(qt.dequantize()), _bits(torch.from_numpy(theirs)))
+
+
+# -- GGUF's NVFP4: llama.cpp's UE4M3 scale rounding and its corners ------------------------
+
+
+def test_nvfp4_scale_rounding_is_ggml_fp32_to_ue4m3():
+    # by hand: ties of the 3-bit mantissa go up (1.0625 -> 1.125, where an IEEE cast to
+    # E4M3 keeps the even 1.0); from 256 on everything is 0x7E (448); [7.5, 8) 2^-9 stays on
+    # the subnormal 7 2^-9; 0, negatives and NaN are 0, inf clamps to 448
+    cases = [
+        (1.0, 0x38), (1.0625, 0x39), (1.1875, 0x3A), (448.0, 0x7E), (256.0, 0x7E),
+        (255.0, 0x7E), (240.0, 0x77), (2.0**-6, 0x08), (7.5 * 2**-9, 0x07),
+        (7.49 * 2**-9, 0x07), (6.5 * 2**-9, 0x07), (6.49 * 2**-9, 0x06), (0.5 * 2**-9, 0x01),
+        (0.49 * 2**-9, 0x00), (1e-45, 0x00), (0.0, 0x00), (-0.0, 0x00), (-1.0, 0x00),
+        (float("nan"), 0x00), (float("inf"), 0x7E), (3.4e38, 0x7E),
+    ]  # fmt: skip
+    x = torch.tensor([v for v, _ in cases], dtype=torch.float32)
+    assert ue4m3_from_float(x).tolist() == [code for _, code in cases]
+    assert float(ue4m3_values(torch.tensor(0x39))) == 1.125
+    # every 4099th positive float32 (and inf): the gguf package's port of the same function
+    bits = np.arange(0, 0x7F800001, 4099, dtype=np.int64).astype(np.uint32)
+    v = bits.view(np.float32)
+    theirs = gguf.quants.NVFP4.fp32_to_ue4m3(v).astype(np.int32)
+    assert np.array_equal(ue4m3_from_float(torch.from_numpy(v.copy())).numpy(), theirs)
+
+
+def test_nvfp4_block_by_hand(backend):
+    # amax 6: ue4m3(6 / 6) = 0x38 (1.0), levels 1.0 x 0, 0.5, 1, 1.5, 2, 3, 4, 6; 0.25 and
+    # 5 are ties that go towards zero (llama.cpp's table order); sub-blocks 1..3 are zero
+    x = torch.zeros(1, 64)
+    x[0, :5] = torch.tensor([6.0, 3.0, -1.5, 0.25, 5.0])
+    x[0, 8] = -6.0  # the high nibble of byte 0
+    qt = quantize(x, QuantConfig.from_name("NVFP4_GGUF"))
+    expected = bytes([0x38, 0, 0, 0, 0x07 | 0xF0, 0x05, 0x0B, 0x00, 0x06]) + bytes(27)
+    assert qt.to_ggml_bytes() == expected
+    assert qt.dequantize()[0, :9].tolist() == [6.0, 3.0, -1.5, 0.0, 4.0, 0.0, 0.0, 0.0, -6.0]
+    assert qt.scale.tolist() == [[1.0, 0.0, 0.0, 0.0]]
+
+
+def _nvfp4_corners(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Blocks at the corners of ``quantize_row_nvfp4_ref``: ``amax / 6`` on and beside every
+    UE4M3 rounding boundary, in its subnormal range and beyond 256, up to float32's max,
+    exact ties between FP4 levels, zeros and -0."""
+    boundaries = []
+    for e in range(-12, 10):
+        for m in range(16):  # the 3-bit mantissas and the midpoints between them
+            boundaries.append((1 + m / 16) * 2.0**e * 6)
+    b = np.array(boundaries, dtype=np.float32)
+    beside = np.concatenate([b, np.nextafter(b, 0), np.nextafter(b, np.inf)])
+    edges = (rng.uniform(-1, 1, (len(beside), 64)) * beside[:, None]).astype(np.float32)
+    edges[:, 0] = beside
+    negative_zero = np.full((2, 64), -0.0, dtype=np.float32)
+    negative_zero[1, 3] = -1e-30
+    big = np.finfo(np.float32).max
+    return {
+        "edges": edges,
+        "subnormal_scales": (
+            rng.uniform(-1, 1, (64, 256)) * np.exp2(rng.uniform(-14, -2, (64, 1)))
+        ).astype(np.float32),
+        "beyond_256": rng.uniform(200 * 6, 300 * 6, (4, 256)).astype(np.float32),
+        "float32_max": (rng.uniform(-1, 1, (4, 256)) * big).astype(np.float32),
+        "ties": (rng.integers(-24, 25, (16, 256)) * 0.25).astype(np.float32),
+        "zeros_and_negative_zero": negative_zero,
+        "all_scales": (
+            rng.standard_normal((64, 256)) * np.exp2(rng.uniform(-140, 120, (64, 1)))
+        ).astype(np.float32),
+    }
+
+
+def test_nvfp4_corners_equal_llama_cpp_built_from_source(c_quantizer, backend):
+    # on both kernel backends (the compiled one for every tensor, however small)
+    for case, x in _nvfp4_corners(np.random.default_rng(5)).items():
+        qt = quantize(torch.from_numpy(x), QuantConfig.from_name("NVFP4_GGUF"))
+        data = qt.to_ggml_bytes()
+        _assert_same_blocks(data, c_quantizer.quantize("NVFP4", x), "NVFP4", case)
+        theirs = _gguf_values(data, "NVFP4", x.shape)
+        assert torch.equal(_bits(qt.dequantize()), _bits(torch.from_numpy(theirs))), case
+
+
+def test_nvfp4_is_not_nvidias_nvfp4():
+    # the same FP4 codes and E4M3 block scales of 16, but no fp32 tensor scale: a block
+    # scale of its own reaches 2^-9 at the least, where NVIDIA's is relative to the tensor
+    gguf_cfg, nvidia = QuantConfig.from_name("NVFP4_GGUF"), QuantConfig.from_name("NVFP4")
+    assert gguf_cfg.gguf_type == "NVFP4" and nvidia.gguf_type is None
+    assert storage_cost((4, 64), gguf_cfg).bits_per_element == 4.5
+    assert storage_cost((4, 64), nvidia).bits_per_element == 4.5 + 32 / 256
+    x = torch.full((1, 64), 1e-4)
+    assert float(quantize(x, nvidia).dequantize()[0, 0]) == pytest.approx(1e-4, rel=0.1)
+    assert float(quantize(x, gguf_cfg).dequantize()[0, 0]) == 0.0  # 1e-4 / 6 < 2^-10
+
+
+# -- Q1_0: signs and the block's mean magnitude ---------------------------------------------
+
+
+def test_q1_0_block_by_hand(backend):
+    # |x| sums to 40 + 20 + 4 = 64, so d = 64 / 128 = 0.5 (fp16 0x3800); x >= 0 sets its
+    # bit, 0 and -0 included: byte 0 has bits 0, 2 and 3 (x[1] and x[4..7] are negative),
+    # bytes 1..15 every bit
+    x = torch.zeros(1, 128)
+    x[0, :8] = torch.tensor([40.0, -20.0, 0.0, -0.0, -1.0, -1.0, -1.0, -1.0])
+    qt = quantize(x, QuantConfig.from_name("Q1_0"))
+    expected = bytes([0x00, 0x38, 0b0000_1101]) + bytes([0xFF] * 15)
+    assert qt.to_ggml_bytes() == expected
+    assert qt.scale.tolist() == [[0.5]]
+    assert qt.dequantize()[0, :9].tolist() == [0.5, -0.5, 0.5, 0.5, -0.5, -0.5, -0.5, -0.5, 0.5]
+
+
+def _q1_0_cases(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    normal = rng.standard_normal((32, 256)).astype(np.float32)
+    zeros = normal.copy()
+    zeros[:4] = 0.0
+    zeros[4:8, :128] = -0.0
+    return {
+        "normal": normal,
+        "zeros_and_negative_zero": zeros,
+        "all_scales": (
+            rng.standard_normal((64, 256)) * np.exp2(rng.uniform(-150, 15, (64, 1)))
+        ).astype(np.float32),
+        "fp16_rounding": (  # d near fp16's largest finite values and its subnormals
+            rng.uniform(0.9, 1.1, (16, 256)) * np.exp2(rng.integers(-26, 16, (16, 1)))
+        ).astype(np.float32),
+        "one_large_value": np.concatenate(  # order matters: a large first term
+            [np.full((8, 1), 3e3, np.float32), rng.uniform(0, 1e-3, (8, 127))], axis=1
+        ).astype(np.float32),
+    }
+
+
+def test_q1_0_equals_llama_cpp_built_from_source(c_quantizer, backend):
+    # on both backends; the values against dequantize_row_q1_0 (the package has no Q1_0)
+    for case, x in _q1_0_cases(np.random.default_rng(9)).items():
+        qt = quantize(torch.from_numpy(x), QuantConfig.from_name("Q1_0"))
+        data = qt.to_ggml_bytes()
+        _assert_same_blocks(data, c_quantizer.quantize("Q1_0", x), "Q1_0", case)
+        theirs = c_quantizer.dequantize("Q1_0", data).reshape(x.shape)
+        finite = np.isfinite(theirs)  # the lab saturates an inf d (fp16 overflow) to ±max
+        assert np.array_equal(
+            qt.dequantize().numpy()[finite].view(np.uint32), theirs[finite].view(np.uint32)
+        ), case
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_any_q1_0_blocks_round_trip_and_dequantize_as_llama_cpp_does(c_quantizer, data):
+    n = data.draw(st.integers(1, 4))
+    blocks = bytearray(data.draw(st.binary(min_size=18 * n, max_size=18 * n)))
+    for i in range(n):
+        blocks[18 * i : 18 * i + 2] = _finite_f16(data.draw)
+    raw = bytes(blocks)
+    qt = QuantizedTensor.from_ggml_bytes(raw, "Q1_0", (n, 128))
+    assert qt.to_ggml_bytes() == raw
+    theirs = c_quantizer.dequantize("Q1_0", raw).reshape(n, 128)
+    assert torch.equal(_bits(qt.dequantize()), _bits(torch.from_numpy(theirs)))
+
+
+def test_q1_0_is_one_bit_and_an_fp16_scale():
+    cfg = QuantConfig.from_name("Q1_0")
+    assert cfg.gguf_type == "Q1_0" and cfg.bits == 1 and cfg.describe() == (
+        "binary g128 s:fp16 llama.cpp"
+    )
+    assert storage_cost((4, 256), cfg).bits_per_element == 1 + 16 / 128  # 1.125
+    assert float(ggml_type("Q1_0").bits_per_weight) == 1.125

@@ -73,6 +73,24 @@ def test_picking_nvfp4_draws_its_fp8_scales_and_the_tensor_scale() -> None:
     assert "fp32 per tensor" in markdown(at)
 
 
+def test_picking_gguf_nvfp4_draws_its_e4m3_scales_without_a_tensor_scale() -> None:
+    at = new_app(**SYNTHETIC).run()
+    at.selectbox(key="q_preset").set_value("NVFP4_GGUF").run()
+    no_errors(at)
+    assert any("E4M3 values (no tensor scale)" in t for t in titles(at)), titles(at)
+    text = markdown(at)
+    assert "unsigned E4M3, no tensor scale" in text and "fp32 per tensor" not in text
+    assert metric_value(at, "Bits per element") == "4.5"
+
+
+def test_picking_q1_0_derives_its_scale_from_the_mean_magnitude() -> None:
+    at = new_app(**SYNTHETIC).run()
+    at.selectbox(key="q_preset").set_value("Q1_0").run()
+    no_errors(at)
+    assert r"\operatorname{mean}|x|" in markdown(at)
+    assert metric_value(at, "Bits per element") == "1.125"
+
+
 @pytest.mark.parametrize("name", preset_names())
 def test_every_shipped_format_runs_and_reports_its_bits(name: str) -> None:
     at = new_app(**SYNTHETIC, preset=name).run()

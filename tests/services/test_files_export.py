@@ -58,7 +58,11 @@ def test_a_lying_export_names_the_problem(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "name", ["Q4_0", "Q5_1", "Q8_0", "TQ1_0", "MXFP4", "MXFP6_E2M3", "NVFP4", "NF4_DQ", "BITNET"]
+    "name",
+    [
+        *("Q4_0", "Q5_1", "Q8_0", "TQ1_0", "Q1_0", "MXFP4", "MXFP6_E2M3"),
+        *("NVFP4", "NVFP4_GGUF", "NF4_DQ", "BITNET"),
+    ],
 )
 def test_shipped_formats_reopen_bit_for_bit(tmp_path, name):
     """A shipped format's export reopens as the same tensor: the same config, codes,

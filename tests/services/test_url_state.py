@@ -63,6 +63,7 @@ granularities = st.one_of(
 SCALE_FORMATS = [
     PowerOfTwoScales(),
     FP8Scales(),
+    FP8Scales(tensor_scale=False),
     SuperBlockScales(6, 256),
     SuperBlockScales(4, 512, signed=False),
     SuperBlockScales(8, 256, signed=True),

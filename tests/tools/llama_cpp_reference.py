@@ -47,6 +47,14 @@ TYPES: dict[str, tuple[int, int, int, str]] = {
     "Q6_K": (14, 256, 210, "quantize_q6_K"),
     "IQ4_NL": (20, 32, 18, "quantize_iq4_nl"),
     "IQ4_XS": (23, 256, 136, "quantize_iq4_xs"),
+    "NVFP4": (40, 64, 36, "quantize_nvfp4"),
+    "Q1_0": (41, 128, 18, "quantize_q1_0"),
+}
+# name -> C function decoding a row of blocks (``dequantize_row_<type>``), for types the
+# gguf package does not decode (Q1_0) and as a second reference (NVFP4)
+DEQUANTIZERS: dict[str, str] = {
+    "NVFP4": "dequantize_row_nvfp4",
+    "Q1_0": "dequantize_row_q1_0",
 }
 
 _STUBS = r"""
@@ -120,7 +128,23 @@ class CQuantizer:
             f.restype = ctypes.c_size_t
             f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                           ctypes.c_void_p]
+        for fn in DEQUANTIZERS.values():
+            f = getattr(lib, fn)
+            f.restype = None
+            f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
         return cls(lib)
+
+    def dequantize(self, name: str, data: bytes) -> np.ndarray:
+        """The float32 values (flat) of the blocks ``data`` of type ``name`` under
+        ``dequantize_row_<type>`` (``DEQUANTIZERS``)."""
+        _, blck, size, _ = TYPES[name]
+        raw = np.frombuffer(data, dtype=np.uint8)
+        if raw.size % size:
+            raise ValueError(f"{raw.size} bytes are not whole {name} blocks of {size}")
+        raw = np.ascontiguousarray(raw)
+        out = np.zeros(raw.size // size * blck, dtype=np.float32)
+        getattr(self.lib, DEQUANTIZERS[name])(raw.ctypes.data, out.ctypes.data, out.size)
+        return out
 
     def quantize(self, name: str, x: np.ndarray, importance: np.ndarray | None = None) -> bytes:
         """The bytes of ``x`` (float32 ``[rows, n]``, ``n`` a multiple of the type's block)

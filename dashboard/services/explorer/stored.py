@@ -29,6 +29,7 @@ from quant_core import (
     QuantConfig,
     Recipe,
     SuperBlockScales,
+    codebook_for,
 )
 
 from ..display.reduce import Reduction, reduce_2d
@@ -166,11 +167,38 @@ def stored_formulas(exp: Exploration, nums: StoredNumbers) -> tuple[str, ...]:
             rf"t = {_f(t)}\ (\text{{fp32 per tensor}}),\quad sc = \operatorname{{e4m3}}"
             rf"(\text{{0x{nums.code:02x}}}) = {_f(sc)},\quad s = t \cdot sc = {_f(s)}"
         )
+    elif isinstance(sf, FP8Scales) and nums.code is not None and not sf.tensor_scale:
+        # GGUF's NVFP4: the E4M3 byte is the scale, no tensor scale above it
+        values = block_values(exp, nums.block)
+        head = "s"
+        if values.numel():
+            amax = float(values.abs().max())
+            vmax = _p(codebook_for(cfg.format).max_abs)
+            head = (
+                rf"s = \operatorname{{e4m3}}(\max|x| / {vmax}) = \operatorname{{e4m3}}"
+                rf"({_f(amax)} / {vmax})"
+            )
+        out.append(
+            rf"{head} = \operatorname{{e4m3}}(\text{{0x{nums.code:02x}}}) = {_f(s)}\ "
+            r"(\text{unsigned E4M3, no tensor scale})"
+        )
     elif isinstance(sf, DoubleQuantScales) and nums.code is not None:
         a2, off = nums.super_scale or 0.0, nums.super_min or 0.0
         out.append(
             rf"s = \text{{map}}[{nums.code}] \cdot a_2 + \bar{{s}} = \text{{map}}[{nums.code}]"
             rf" \cdot {_f(a2)} + {_p(off)} = {_f(s)}"
+        )
+    elif isinstance(sf, FloatScales) and cfg.recipe is Recipe.LLAMA_CPP and (
+        cfg.format is Format.BINARY
+    ):
+        # llama.cpp's Q1_0: the block's mean magnitude, not its absmax
+        values = block_values(exp, nums.block)
+        head = r"s = \operatorname{fp16}(\operatorname{mean}|x|)"
+        if values.numel():
+            head += rf" = \operatorname{{fp16}}({_f(float(values.abs().mean()))})"
+        out.append(
+            rf"{head} = {_f(s)},\quad \hat{{x}} = s \text{{ where }} x \ge 0"
+            r"\text{, else } -s"
         )
     elif isinstance(sf, FloatScales):
         out.append(rf"s = {_f(s)}\ ({latex_text(cfg.scale_dtype.value)})")
@@ -296,6 +324,11 @@ def scale_maps(exp: Exploration) -> tuple[ScaleMap, ...]:
             ScaleMap("e", "Block exponents as stored: E8M0 e (scale 2^(e−127))",
                      _grid(st.codes, cfg), "e", cell)
         )
+    elif st is not None and isinstance(sf, FP8Scales) and not sf.tensor_scale:
+        maps.append(
+            ScaleMap("sc", "Block scales as stored: E4M3 values (no tensor scale)",
+                     _grid(qt.scale, cfg), "E4M3 scale", cell)
+        )
     elif st is not None and isinstance(sf, FP8Scales):
         t = float(st.super_scale) if st.super_scale is not None else 1.0
         maps.append(
@@ -407,6 +440,8 @@ def stored_symbols(exp: Exploration) -> str:
             ]
     elif isinstance(sf, PowerOfTwoScales):
         parts.append("*e*: the block's 8-bit E8M0 exponent (a power of two, no mantissa)")
+    elif isinstance(sf, FP8Scales) and not sf.tensor_scale:
+        parts.append("*s*: the block's E4M3 scale byte's value (unsigned; no tensor scale)")
     elif isinstance(sf, FP8Scales):
         parts += ["*sc*: the block's FP8 E4M3 scale", "*t*: one fp32 scale for the tensor"]
     elif isinstance(sf, DoubleQuantScales):

@@ -51,6 +51,12 @@ SCALE_STORAGES: tuple[ScaleStorage, ...] = (
         "fp8", "FP8 E4M3 per block + fp32 per tensor (NVFP4)", FP8Scales(), ScaleDtype.FP32
     ),
     ScaleStorage(
+        "e4m3",
+        "E4M3 per block, no tensor scale (GGUF's NVFP4)",
+        FP8Scales(tensor_scale=False),
+        ScaleDtype.FP32,
+    ),
+    ScaleStorage(
         "u6s256",
         "6-bit ints x fp16 per 256 values (Q4_K)",
         SuperBlockScales(6, 256, signed=False),

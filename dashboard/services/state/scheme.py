@@ -23,7 +23,8 @@ sdtype     ``fp32`` | ``fp16`` | ``bf16``                         ``scale_dtype`
 zp         ``include_zero`` | ``float_min`` | ``course_clamp``;   ``zero_point``
            only with ``fmt=int&mode=asymmetric``
 tile       ``RxC`` (e.g. ``128x128``); only with ``gran=block``   ``PerBlock(R, C)``
-sfmt       ``float`` | ``e8m0`` | ``fp8`` | ``super`` | ``dq``    ``scale_format`` kind
+sfmt       ``float`` | ``e8m0`` | ``fp8`` | ``e4m3`` | ``super``  ``scale_format`` kind
+           | ``dq`` (``e4m3``: ``fp8`` without the tensor scale)
 sbits      integer 2..8; only with ``sfmt=super`` (default 6)     ``SuperBlockScales.bits``
 ssigned    ``0`` | ``1``; only with ``sfmt=super``                ``SuperBlockScales.signed``
 sblock     integer 2..65536; with ``sfmt=super`` (default 256)    ``super_block`` / ``block``
@@ -143,11 +144,14 @@ class ScaleFormatKind(enum.Enum):
     FLOAT = "float"
     E8M0 = "e8m0"
     FP8 = "fp8"
+    E4M3 = "e4m3"  # FP8 E4M3 block scales without the fp32 tensor scale (GGUF's NVFP4)
     SUPER = "super"
     DQ = "dq"
 
     @classmethod
     def of(cls, sf: ScaleFormat) -> ScaleFormatKind:
+        if isinstance(sf, FP8Scales) and not sf.tensor_scale:
+            return cls.E4M3
         return _SCALE_FORMAT_KINDS[type(sf)]
 
 
@@ -363,6 +367,8 @@ def _scale_format(params: Mapping[str, str]) -> ScaleFormat:
         return PowerOfTwoScales()
     if kind is ScaleFormatKind.FP8:
         return FP8Scales()
+    if kind is ScaleFormatKind.E4M3:
+        return FP8Scales(tensor_scale=False)
     return FloatScales()
 
 
@@ -392,7 +398,8 @@ def config_from_query(params: Mapping[str, str]) -> QuantConfig:
             ) from None
     d = QuantConfig()
     fmt = _or(_parse_enum(params, "fmt", Format), d.format)
-    bits = _parse_int(params, "bits", (MIN_INT_BITS, MAX_INT_BITS))
+    # a non-integer format has its own width, from 1 bit (binary) on; bits must equal it
+    bits = _parse_int(params, "bits", (MIN_INT_BITS if fmt.bits is None else 1, MAX_INT_BITS))
     if fmt.bits is not None and bits is not None and bits != fmt.bits:
         raise ValueError(
             f"query parameter bits={bits} contradicts fmt={fmt.value} ({fmt.bits} bits)"
