@@ -59,13 +59,14 @@ The 0.5B-scale model is Qwen2-0.5B's shape (hidden 896, 24 layers, MLP 4864, 14 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -161,13 +162,41 @@ def task_benchmark(work: Path, reps: int) -> None:
             times.append(time.perf_counter() - start)
         return statistics.median(times)
 
-    read_s = timed(read)
-    task_s = timed(lambda: measure_tensor("w", read(), SIX, importance=a))
+    def cold(fn: Callable[[], object]) -> float:
+        """Median of ``reps`` runs of ``fn``, each after the file's pages are evicted."""
+        times = []
+        for _ in range(reps):
+            drop_cache([path])
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    def task() -> object:
+        return measure_tensor("w", read(), SIX, importance=a)
+
+    # alternating, so that the machine's other work falls on each alike
+    warm_s, cold_s, task_s, task_cold_s, before_s = [], [], [], [], []
+    for _ in range(reps):
+        warm_s.append(timed(read))
+        cold_s.append(cold(read))
+        task_s.append(timed(task))
+        task_cold_s.append(cold(task))
+        with without_fused_pass():
+            before_s.append(timed(task))
+    warm_r, cold_r, t_warm, t_cold, t_before = (
+        statistics.median(x) for x in (warm_s, cold_s, task_s, task_cold_s, before_s)
+    )
     n = w.numel()
     print(
-        f"one task, 4096x11008 bf16 x {len(SIX)} schemes (median of {reps}): plain read "
-        f"{read_s:.3f} s; read + table {task_s:.2f} s = x{task_s / read_s:.0f} the read, "
-        f"{n * len(SIX) / task_s / 1e6:.1f}M element-schemes/s"
+        f"one task, 4096x11008 bf16 x {len(SIX)} schemes (medians of {reps}x{reps}): plain "
+        f"read {warm_r:.3f} s from the page cache, {cold_r:.3f} s evicted (cold)\n"
+        f"  read + table {t_warm:.3f} s = x{t_warm / warm_r:.1f} the warm read "
+        f"({n * len(SIX) / t_warm / 1e6:.0f}M element-schemes/s); cold read + table "
+        f"{t_cold:.3f} s = x{t_cold / cold_r:.1f} the cold read\n"
+        f"  without the fused pass (quantize, dequantize, sums: the path before) "
+        f"{t_before:.3f} s = x{t_before / warm_r:.1f} the warm read, "
+        f"x{t_before / cold_r:.1f} the cold read; the fused pass x{t_before / t_warm:.2f}"
     )
     w32 = w.to(torch.float32)
     parts = []
@@ -177,6 +206,22 @@ def task_benchmark(work: Path, reps: int) -> None:
         new = timed(error_sums, w32, w_hat, a)
         parts.append(f"{cand.name} {old:.2f} -> {new:.3f} s (x{old / new:.1f})")
     print("  error sums per scheme, float64 formula -> one compiled pass: " + "; ".join(parts))
+
+
+@contextlib.contextmanager
+def without_fused_pass() -> Iterator[None]:
+    """``measure_tensor`` as it was before ``sums.scheme_error_sums``: each scheme quantized,
+    dequantized (or its codes decoded) and summed, with extremes of its own."""
+    from quant_core.mixed import sensitivity, sums
+
+    fused, prepare = sensitivity.scheme_error_sums, sums.RowExtremes.prepare
+    sensitivity.scheme_error_sums = lambda *args: None  # type: ignore[assignment]
+    sums.RowExtremes.prepare = lambda self, lengths: None  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        sensitivity.scheme_error_sums = fused
+        sums.RowExtremes.prepare = prepare  # type: ignore[method-assign]
 
 
 def warm(placement: Placement, folder: Path) -> None:
@@ -191,7 +236,7 @@ def warm(placement: Placement, folder: Path) -> None:
 
 
 def table_pass(label: str, placement: Placement, tasks: tuple[TableTask, ...], paths: list[Path],
-               plain_s: float) -> None:  # fmt: skip
+               plain_s: float, warm_s: float) -> None:  # fmt: skip
     drop_cache(paths)
     start = time.perf_counter()
     results = fill_table(TableStore(), label, tasks, placement)
@@ -199,7 +244,8 @@ def table_pass(label: str, placement: Placement, tasks: tuple[TableTask, ...], p
     elements = sum(t.n_elements for t in tasks)
     read_s = sum(r.read_seconds for r in results.values())
     print(
-        f"  {label:26s} {took:7.1f} s = x{took / plain_s:5.1f} the plain read; "
+        f"  {label:26s} {took:7.1f} s = x{took / plain_s:5.1f} the cold read, "
+        f"x{took / warm_s:5.1f} the warm read; "
         f"{elements / took / 1e6:6.2f}M elements/s ({elements * len(SIX) / took / 1e6:6.1f}M "
         f"element-schemes/s); reads {read_s:.1f} s of worker time; "
         f"{len({r.worker for r in results.values()})} worker process(es)"
@@ -222,14 +268,17 @@ def table_benchmark(work: Path, n_layers: int, skip_ray: bool) -> None:
     )
     drop_cache(paths)
     nbytes, elements, plain_s = plain_read(paths)
+    # again at once: from the page cache where it holds the checkpoint
+    _, _, warm_s = plain_read(paths)
     print(
-        f"  plain safe_open read       {plain_s:7.1f} s ({nbytes / 1e9 / plain_s:.2f} GB/s, "
-        f"{elements / plain_s / 1e6:.0f}M elements/s)"
+        f"  plain safe_open read       {plain_s:7.1f} s cold, evicted from the page cache "
+        f"({nbytes / 1e9 / plain_s:.2f} GB/s, {elements / plain_s / 1e6:.0f}M elements/s); "
+        f"{warm_s:.1f} s warm, read again at once ({nbytes / 1e9 / warm_s:.2f} GB/s)"
     )
     for workers in (1, 2):
         placement = Placement(Where.LOCAL, workers)
         warm(placement, work)
-        table_pass(f"{workers} local worker(s)", placement, tasks, paths, plain_s)
+        table_pass(f"{workers} local worker(s)", placement, tasks, paths, plain_s, warm_s)
         shutdown_pools()
     if skip_ray:
         return
@@ -244,7 +293,7 @@ def table_benchmark(work: Path, n_layers: int, skip_ray: bool) -> None:
     try:
         placement = Placement(Where.RAY, 2, "local")
         warm(placement, work)
-        table_pass("local Ray (num_cpus=2)", placement, tasks, paths, plain_s)
+        table_pass("local Ray (num_cpus=2)", placement, tasks, paths, plain_s, warm_s)
     finally:
         ray.shutdown()
 
