@@ -17,6 +17,12 @@ dequantizes into one reused buffer (integer codes) and takes both error sums in 
 over ``W`` and ``Ŵ`` (``sums``: a compiled kernel summing float32 rows, within
 ``(in + 2) 2^-24`` of float64's column sums); a codebook format's pass decodes its codes
 itself, so its ``Ŵ`` is never stored; ``D`` itself is made only for held-out inputs.
+Without held-out inputs, a scheme of the lab's recipe with nearest rounding, one-level
+scales and blocks that are runs of a row's values (``PerChannel(0)``, ``PerGroup``) takes
+one compiled pass instead (``sums.scheme_error_sums``: code, dequantized value and both
+sums per element, no codes or ``Ŵ`` stored; block sums within ``(L + 2) 2^-24``), on
+block extremes that all such schemes share (one pass over ``W`` for ``g32``, ``g64``,
+``g128`` and per channel).
 
 A GGUF type whose blocks do not divide the rows is measured in llama-quantize's fallback
 type (``stored_as``). A scheme that cannot take the weight's shape (a group size that does
