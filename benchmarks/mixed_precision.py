@@ -12,11 +12,14 @@ parameters take the better part of an hour.
 Run: ``PYTHONPATH=. python benchmarks/mixed_precision.py`` (about 2 GB of disk in a
 temporary folder, removed afterwards; ``--skip-ray`` without Ray, ``--skip-05b`` without the
 0.5B model, ``--skip-lm`` without either causal LM, ``--layers 1`` for a 0.20B checkpoint,
-``--task-only`` for one table task only).
+``--task-only`` for one table task only; ``--skip-lm --skip-rates`` for the table alone,
+about 5 minutes).
 
 The checkpoint is ``checkpoint.py``'s: 5 decoder layers of Llama-7B's shape, bf16, one
 shard per layer, 1.01B parameters. Before each timed pass the shards' pages are dropped
-from the page cache, so every pass reads from disk. Each runner's worker processes are
+from the page cache, so every pass reads from disk; the plain read is timed so (cold) and
+again at once (warm, from the page cache), and every table time is printed as a ratio to
+both. Each runner's worker processes are
 started and their kernels compiled on a small tensor before the clock starts (a process's
 first quantize compiles quant_core's kernels, about 20 s here; the page keeps its workers).
 
@@ -40,12 +43,28 @@ the read (55M to 128M element-schemes/s) against the original's x18 to x56 in ru
 apart; these runs swing by x2 with the machine's other work (a 2-worker run gave x14 one
 time and x41 another), so the same-process task figures above are the ones to compare.
 
-The target of 3x the read is not met and cannot be by ``quant_core.mixed`` alone: what
-remains is quantize and dequantize themselves, 6 passes each over every element (FP4 g32's
-codebook encoding is the largest single part of a task, then NF4's and the integer formats'
-quantize), against a read at 0.3 to 1.1 GB/s. The next step is a fused quantize-to-error
-kernel per format family in ``quant_core.kernels`` (codes never stored), which would also
-bring the integer formats' dequantize into the error pass.
+Now (``sums.scheme_error_sums``) each scheme is one compiled pass from ``W`` to its two
+error sums: the code, its dequantized value and ``D²`` per element, nothing stored, on
+block extremes shared by the 6 schemes (one pass at g32; g64, g128 and per channel from
+it). The same process, versions alternating (2-core AMD EPYC, load 1.8), one task
+4096 x 11008: without the fused pass 2.11 s (x27.6 the warm read, x18.3 the cold one),
+with it 1.22 s (x16.0 the warm read; cold read + table 1.26 s = x10.9 the cold read);
+x1.73. The whole 1.01B checkpoint (same run): plain read 2.7 s cold (evicted with
+``POSIX_FADV_DONTNEED``), 1.9 s warm; 1 local worker 60.9 s (x22 cold, x32 warm), 2 local
+workers 76.1 s (x28, x40), local Ray with 2 CPUs 31.2 s (x11.5 cold, x16.2 warm).
+
+The target of 3x the read is not met. What remains per task (in-process profile): the
+fused passes ~0.63 s, of which the three codebook formats take ~0.5 s (NF4's 15 midpoint
+compares to encode and a 15-select tree to decode, FP4's 7 and its bits, FP8's float8
+cast: compute, not memory; the integer formats' passes run at ~35 ms, about 2 reads of
+``W`` in float32), the per-block parameters ~0.09 s (eager, on 0.7M to 1.4M blocks), the
+energy and shared extremes ~0.08 s, and the bf16 -> float32 copy, Python and allocation
+the rest. A read is one pass over 2 bytes per element; the table is at least 6 passes of
+~10 to 60 vector operations per element, so on 2 cores it is compute-bound. Both scale
+with the parameters, so a 70B checkpoint changes the ratio only through the disk: against
+this machine's cold read (0.74 GB/s, 370M elements/s) 3x needs ~120M elements/s, 3.7x
+Ray's 32M; a disk at ~0.2 GB/s (a 70B checkpoint on a network volume) would put Ray's
+rate at ~3x its read.
 
 Allocation of 1,000 x 10: 17 to 75 ms (one run 175 ms at load 19.5), of which solving is
 under 1 ms. KL and perplexity: the tiny Llama 0.6 to 4.9 s on 256 tokens; the 0.5B-scale
