@@ -12,11 +12,14 @@ parameters take the better part of an hour.
 Run: ``PYTHONPATH=. python benchmarks/mixed_precision.py`` (about 2 GB of disk in a
 temporary folder, removed afterwards; ``--skip-ray`` without Ray, ``--skip-05b`` without the
 0.5B model, ``--skip-lm`` without either causal LM, ``--layers 1`` for a 0.20B checkpoint,
-``--task-only`` for one table task only).
+``--task-only`` for one table task only; ``--skip-lm --skip-rates`` for the table alone,
+about 5 minutes).
 
 The checkpoint is ``checkpoint.py``'s: 5 decoder layers of Llama-7B's shape, bf16, one
 shard per layer, 1.01B parameters. Before each timed pass the shards' pages are dropped
-from the page cache, so every pass reads from disk. Each runner's worker processes are
+from the page cache, so every pass reads from disk; the plain read is timed so (cold) and
+again at once (warm, from the page cache), and every table time is printed as a ratio to
+both. Each runner's worker processes are
 started and their kernels compiled on a small tensor before the clock starts (a process's
 first quantize compiles quant_core's kernels, about 20 s here; the page keeps its workers).
 
@@ -40,12 +43,28 @@ the read (55M to 128M element-schemes/s) against the original's x18 to x56 in ru
 apart; these runs swing by x2 with the machine's other work (a 2-worker run gave x14 one
 time and x41 another), so the same-process task figures above are the ones to compare.
 
-The target of 3x the read is not met and cannot be by ``quant_core.mixed`` alone: what
-remains is quantize and dequantize themselves, 6 passes each over every element (FP4 g32's
-codebook encoding is the largest single part of a task, then NF4's and the integer formats'
-quantize), against a read at 0.3 to 1.1 GB/s. The next step is a fused quantize-to-error
-kernel per format family in ``quant_core.kernels`` (codes never stored), which would also
-bring the integer formats' dequantize into the error pass.
+Now (``sums.scheme_error_sums``) each scheme is one compiled pass from ``W`` to its two
+error sums: the code, its dequantized value and ``D²`` per element, nothing stored, on
+block extremes shared by the 6 schemes (one pass at g32; g64, g128 and per channel from
+it). The same process, versions alternating (2-core AMD EPYC, load 1.8), one task
+4096 x 11008: without the fused pass 2.11 s (x27.6 the warm read, x18.3 the cold one),
+with it 1.22 s (x16.0 the warm read; cold read + table 1.26 s = x10.9 the cold read);
+x1.73. The whole 1.01B checkpoint (same run): plain read 2.7 s cold (evicted with
+``POSIX_FADV_DONTNEED``), 1.9 s warm; 1 local worker 60.9 s (x22 cold, x32 warm), 2 local
+workers 76.1 s (x28, x40), local Ray with 2 CPUs 31.2 s (x11.5 cold, x16.2 warm).
+
+The target of 3x the read is not met. What remains per task (in-process profile): the
+fused passes ~0.63 s, of which the three codebook formats take ~0.5 s (NF4's 15 midpoint
+compares to encode and a 15-select tree to decode, FP4's 7 and its bits, FP8's float8
+cast: compute, not memory; the integer formats' passes run at ~35 ms, about 2 reads of
+``W`` in float32), the per-block parameters ~0.09 s (eager, on 0.7M to 1.4M blocks), the
+energy and shared extremes ~0.08 s, and the bf16 -> float32 copy, Python and allocation
+the rest. A read is one pass over 2 bytes per element; the table is at least 6 passes of
+~10 to 60 vector operations per element, so on 2 cores it is compute-bound. Both scale
+with the parameters, so a 70B checkpoint changes the ratio only through the disk: against
+this machine's cold read (0.74 GB/s, 370M elements/s) 3x needs ~120M elements/s, 3.7x
+Ray's 32M; a disk at ~0.2 GB/s (a 70B checkpoint on a network volume) would put Ray's
+rate at ~3x its read.
 
 Allocation of 1,000 x 10: 17 to 75 ms (one run 175 ms at load 19.5), of which solving is
 under 1 ms. KL and perplexity: the tiny Llama 0.6 to 4.9 s on 256 tokens; the 0.5B-scale
@@ -59,13 +78,14 @@ The 0.5B-scale model is Qwen2-0.5B's shape (hidden 896, 24 layers, MLP 4864, 14 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -161,13 +181,41 @@ def task_benchmark(work: Path, reps: int) -> None:
             times.append(time.perf_counter() - start)
         return statistics.median(times)
 
-    read_s = timed(read)
-    task_s = timed(lambda: measure_tensor("w", read(), SIX, importance=a))
+    def cold(fn: Callable[[], object]) -> float:
+        """Median of ``reps`` runs of ``fn``, each after the file's pages are evicted."""
+        times = []
+        for _ in range(reps):
+            drop_cache([path])
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    def task() -> object:
+        return measure_tensor("w", read(), SIX, importance=a)
+
+    # alternating, so that the machine's other work falls on each alike
+    warm_s, cold_s, task_s, task_cold_s, before_s = [], [], [], [], []
+    for _ in range(reps):
+        warm_s.append(timed(read))
+        cold_s.append(cold(read))
+        task_s.append(timed(task))
+        task_cold_s.append(cold(task))
+        with without_fused_pass():
+            before_s.append(timed(task))
+    warm_r, cold_r, t_warm, t_cold, t_before = (
+        statistics.median(x) for x in (warm_s, cold_s, task_s, task_cold_s, before_s)
+    )
     n = w.numel()
     print(
-        f"one task, 4096x11008 bf16 x {len(SIX)} schemes (median of {reps}): plain read "
-        f"{read_s:.3f} s; read + table {task_s:.2f} s = x{task_s / read_s:.0f} the read, "
-        f"{n * len(SIX) / task_s / 1e6:.1f}M element-schemes/s"
+        f"one task, 4096x11008 bf16 x {len(SIX)} schemes (medians of {reps}x{reps}): plain "
+        f"read {warm_r:.3f} s from the page cache, {cold_r:.3f} s evicted (cold)\n"
+        f"  read + table {t_warm:.3f} s = x{t_warm / warm_r:.1f} the warm read "
+        f"({n * len(SIX) / t_warm / 1e6:.0f}M element-schemes/s); cold read + table "
+        f"{t_cold:.3f} s = x{t_cold / cold_r:.1f} the cold read\n"
+        f"  without the fused pass (quantize, dequantize, sums: the path before) "
+        f"{t_before:.3f} s = x{t_before / warm_r:.1f} the warm read, "
+        f"x{t_before / cold_r:.1f} the cold read; the fused pass x{t_before / t_warm:.2f}"
     )
     w32 = w.to(torch.float32)
     parts = []
@@ -177,6 +225,22 @@ def task_benchmark(work: Path, reps: int) -> None:
         new = timed(error_sums, w32, w_hat, a)
         parts.append(f"{cand.name} {old:.2f} -> {new:.3f} s (x{old / new:.1f})")
     print("  error sums per scheme, float64 formula -> one compiled pass: " + "; ".join(parts))
+
+
+@contextlib.contextmanager
+def without_fused_pass() -> Iterator[None]:
+    """``measure_tensor`` as it was before ``sums.scheme_error_sums``: each scheme quantized,
+    dequantized (or its codes decoded) and summed, with extremes of its own."""
+    from quant_core.mixed import sensitivity, sums
+
+    fused, prepare = sensitivity.scheme_error_sums, sums.RowExtremes.prepare
+    sensitivity.scheme_error_sums = lambda *args: None  # type: ignore[assignment]
+    sums.RowExtremes.prepare = lambda self, lengths: None  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        sensitivity.scheme_error_sums = fused
+        sums.RowExtremes.prepare = prepare  # type: ignore[method-assign]
 
 
 def warm(placement: Placement, folder: Path) -> None:
@@ -191,7 +255,7 @@ def warm(placement: Placement, folder: Path) -> None:
 
 
 def table_pass(label: str, placement: Placement, tasks: tuple[TableTask, ...], paths: list[Path],
-               plain_s: float) -> None:  # fmt: skip
+               plain_s: float, warm_s: float) -> None:  # fmt: skip
     drop_cache(paths)
     start = time.perf_counter()
     results = fill_table(TableStore(), label, tasks, placement)
@@ -199,7 +263,8 @@ def table_pass(label: str, placement: Placement, tasks: tuple[TableTask, ...], p
     elements = sum(t.n_elements for t in tasks)
     read_s = sum(r.read_seconds for r in results.values())
     print(
-        f"  {label:26s} {took:7.1f} s = x{took / plain_s:5.1f} the plain read; "
+        f"  {label:26s} {took:7.1f} s = x{took / plain_s:5.1f} the cold read, "
+        f"x{took / warm_s:5.1f} the warm read; "
         f"{elements / took / 1e6:6.2f}M elements/s ({elements * len(SIX) / took / 1e6:6.1f}M "
         f"element-schemes/s); reads {read_s:.1f} s of worker time; "
         f"{len({r.worker for r in results.values()})} worker process(es)"
@@ -222,14 +287,17 @@ def table_benchmark(work: Path, n_layers: int, skip_ray: bool) -> None:
     )
     drop_cache(paths)
     nbytes, elements, plain_s = plain_read(paths)
+    # again at once: from the page cache where it holds the checkpoint
+    _, _, warm_s = plain_read(paths)
     print(
-        f"  plain safe_open read       {plain_s:7.1f} s ({nbytes / 1e9 / plain_s:.2f} GB/s, "
-        f"{elements / plain_s / 1e6:.0f}M elements/s)"
+        f"  plain safe_open read       {plain_s:7.1f} s cold, evicted from the page cache "
+        f"({nbytes / 1e9 / plain_s:.2f} GB/s, {elements / plain_s / 1e6:.0f}M elements/s); "
+        f"{warm_s:.1f} s warm, read again at once ({nbytes / 1e9 / warm_s:.2f} GB/s)"
     )
     for workers in (1, 2):
         placement = Placement(Where.LOCAL, workers)
         warm(placement, work)
-        table_pass(f"{workers} local worker(s)", placement, tasks, paths, plain_s)
+        table_pass(f"{workers} local worker(s)", placement, tasks, paths, plain_s, warm_s)
         shutdown_pools()
     if skip_ray:
         return
@@ -244,7 +312,7 @@ def table_benchmark(work: Path, n_layers: int, skip_ray: bool) -> None:
     try:
         placement = Placement(Where.RAY, 2, "local")
         warm(placement, work)
-        table_pass("local Ray (num_cpus=2)", placement, tasks, paths, plain_s)
+        table_pass("local Ray (num_cpus=2)", placement, tasks, paths, plain_s, warm_s)
     finally:
         ray.shutdown()
 

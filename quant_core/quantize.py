@@ -252,13 +252,7 @@ def quantize(
         rng = _given_ranges(ranges, layout.n_blocks, cfg.mode, blocks.device)
     else:
         rng = choose_range(blocks, cfg, _squared_error_fn(cfg, cb), BlockRange(lo, hi), mask_blocks)
-    if cfg.two_level:
-        params = fit_scales(rng, cfg, layout)
-    else:
-        s, z, m = map_rows(
-            lambda lo, hi: _block_qparams(BlockRange(lo, hi), cfg, cb), rng.lo, rng.hi
-        )
-        params = BlockParams(s, z, m if cfg.float_offset else None, s)
+    params = _fit(rng, cfg, cb, layout)
     if cb is None:
         m_enc = params.offset if params.offset is not None else torch.zeros_like(params.scale)
         codes = encode_int(blocks, params.encode_scale, params.zero_point, m_enc, cfg, generator)
@@ -267,6 +261,31 @@ def quantize(
             blocks, params.encode_scale, cb, cfg, generator, params.encode_inverse
         )
     return _result(x, cfg, layout, codes, params, rng)
+
+
+def _fit(
+    rng: BlockRange, cfg: QuantConfig, cb: Codebook | None, layout: BlockLayout
+) -> BlockParams:
+    """The block parameters of blocks with ranges ``rng`` (the module's formulas)."""
+    if cfg.two_level:
+        return fit_scales(rng, cfg, layout)
+    s, z, m = map_rows(lambda lo, hi: _block_qparams(BlockRange(lo, hi), cfg, cb), rng.lo, rng.hi)
+    return BlockParams(s, z, m if cfg.float_offset else None, s)
+
+
+def block_params(
+    blocks: torch.Tensor, cfg: QuantConfig, layout: BlockLayout, extremes: BlockRange
+) -> tuple[BlockParams, Codebook | None]:
+    """What ``quantize(x, cfg)`` computes before its codes, for a lab-recipe ``cfg`` with
+    ``blocks = layout.to_blocks(x)`` (float32, finite) and ``extremes`` their per-block
+    ``(min, max)`` (``chunks.block_extremes``'): each block's parameters (the same code,
+    so the same bits) and ``cfg``'s codebook (``None`` for ``Format.INT``). For a caller
+    that needs the quantization error but not the codes (``quant_core.mixed.sums``)."""
+    if cfg.recipe is not Recipe.LAB:
+        raise ValueError(f"block_params is for the lab's recipe, not {cfg.describe()!r}")
+    cb = None if cfg.format is Format.INT else codebook_for(cfg.format, blocks.device)
+    rng = choose_range(blocks, cfg, _squared_error_fn(cfg, cb), extremes)
+    return _fit(rng, cfg, cb, layout), cb
 
 
 def _quantize_tiles(

@@ -139,6 +139,12 @@ def _decode_small_table(q: torch.Tensor, table: torch.Tensor, s: torch.Tensor) -
     clamped as by the gather. Inductor turns a gather into a scalar loop; these compares
     and selects vectorize (4096 x 4096 FP4: 118 ms -> ~60 ms on one thread). A code beyond
     the table (which the eager gather refuses) picks the last entry."""
+    q.copy_((_small_table_values(q, table) * s).clamp(-_F32_MAX, _F32_MAX))
+
+
+def _small_table_values(q: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """``table[q]`` of codes ``q`` (float32, exact integers) by ``_decode_small_table``'s
+    tree of selects (also traced into the table's fused error pass, ``mixed.sums``)."""
     groups = [table[i] for i in range(table.shape[0])]
     width = 1
     while len(groups) > 1:
@@ -147,7 +153,7 @@ def _decode_small_table(q: torch.Tensor, table: torch.Tensor, s: torch.Tensor) -
             for j in range(len(groups) // 2)
         ]
         width *= 2
-    q.copy_((groups[0] * s).clamp(-_F32_MAX, _F32_MAX))
+    return groups[0]
 
 
 SMALL_TABLE_MAX = 64

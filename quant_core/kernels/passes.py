@@ -81,6 +81,8 @@ def _per_block(t: torch.Tensor, blocks: torch.Tensor) -> torch.Tensor:
     4-D tile view ``[R/r, r, C/c, c]`` of a matrix, ``[R/r, 1, C/c, 1]``."""
     if blocks.dim() == 2:
         return _column(t)
+    if blocks.dim() == 3:  # [rows, blocks per row, L]: a matrix's row-run blocks
+        return t.reshape(blocks.shape[0], blocks.shape[1], 1).to(torch.float32)
     return t.reshape(blocks.shape[0], 1, blocks.shape[2], 1).to(torch.float32)
 
 
@@ -227,6 +229,18 @@ def encode_codebook(
     without gathering tiles into rows)."""
     if blocks.dtype != torch.float32 or not _usable(blocks):
         return None
+    kernel, args, name = codebook_encoder_args(blocks, s, cb, inverse)
+    out = _run(kernel, name, *args)
+    return None if out is _FAILED else out
+
+
+def codebook_encoder_args(
+    blocks: torch.Tensor, s: torch.Tensor, cb: Codebook, inverse: torch.Tensor | None = None
+) -> tuple[Any, tuple[torch.Tensor, ...], str]:
+    """``encode_codebook``'s kernel body, its arguments (``blocks`` first) and its name:
+    ``blocks`` 2-D ``[n, L]``, 3-D ``[rows, n, L]`` (one ``s`` per ``[rows, n]``) or a
+    4-D tile view. Shared with the table's fused error pass (``mixed.sums``), which traces
+    the same body."""
     kernel = _codebook_encoder(cb.format, multiply=inverse is not None or cb.format is Format.NF4)
     if inverse is not None:
         args: tuple[torch.Tensor, ...] = (_kernel_layout(blocks), _per_block(inverse, blocks))
@@ -241,8 +255,7 @@ def encode_codebook(
         args = (_kernel_layout(blocks), _per_block(s, blocks), cb.codes)
     # the compiled variant is keyed by name: one per format and per division/multiplication
     name = f"codebook_{cb.format.value}" + ("_inverse" if inverse is not None else "")
-    out = _run(kernel, name, *args)
-    return None if out is _FAILED else out
+    return kernel, args, name
 
 
 def decode_codebook(

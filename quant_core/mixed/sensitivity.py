@@ -17,6 +17,12 @@ dequantizes into one reused buffer (integer codes) and takes both error sums in 
 over ``W`` and ``Ŵ`` (``sums``: a compiled kernel summing float32 rows, within
 ``(in + 2) 2^-24`` of float64's column sums); a codebook format's pass decodes its codes
 itself, so its ``Ŵ`` is never stored; ``D`` itself is made only for held-out inputs.
+Without held-out inputs, a scheme of the lab's recipe with nearest rounding, one-level
+scales and blocks that are runs of a row's values (``PerChannel(0)``, ``PerGroup``) takes
+one compiled pass instead (``sums.scheme_error_sums``: code, dequantized value and both
+sums per element, no codes or ``Ŵ`` stored; block sums within ``(L + 2) 2^-24``), on
+block extremes that all such schemes share (one pass over ``W`` for ``g32``, ``g64``,
+``g128`` and per channel).
 
 A GGUF type whose blocks do not divide the rows is measured in llama-quantize's fallback
 type (``stored_as``). A scheme that cannot take the weight's shape (a group size that does
@@ -37,7 +43,15 @@ from ..config import Format
 from ..quantize import quantize
 from ..storage import storage_cost
 from .candidates import Candidate, check_candidates, config_for
-from .sums import codebook_error_sums, energy_sums, error_sums
+from .sums import (
+    RowExtremes,
+    codebook_error_sums,
+    energy_sums,
+    error_sums,
+    fuses,
+    row_run_length,
+    scheme_error_sums,
+)
 
 __all__ = ["ROW_FIELDS", "SensitivityRow", "measure_tensor"]
 
@@ -105,6 +119,21 @@ ROW_FIELDS: tuple[str, ...] = (
 )
 
 
+def _run_lengths(cands: Sequence[Candidate], shape: tuple[int, ...]) -> list[int]:
+    """The block lengths of the candidates whose sums ``scheme_error_sums`` takes and whose
+    blocks are runs of a row's values (the shared extremes' lengths)."""
+    lengths = []
+    for cand in cands:
+        try:
+            cfg = config_for(cand, shape)
+        except ValueError:
+            continue
+        block_len = row_run_length(cfg, shape) if fuses(cfg) else None
+        if block_len is not None:
+            lengths.append(block_len)
+    return lengths
+
+
 def measure_tensor(
     name: str,
     w: torch.Tensor,
@@ -150,13 +179,19 @@ def measure_tensor(
     if a is None:
         energy = plain_energy
     buffer: torch.Tensor | None = None  # one dequantized copy, reused by every scheme
+    # Without held-out inputs a scheme's sums come from one fused pass (no codes, no Ŵ),
+    # on block extremes shared by every scheme whose blocks are runs of a row's values.
+    extremes = RowExtremes(w32)
+    if held_out is None:
+        extremes.prepare(_run_lengths(cands, shape))
     rows = []
     for cand in cands:
         start = time.perf_counter()
         try:
             cfg = config_for(cand, shape)
             cost = storage_cost(shape, cfg)
-            qt = quantize(w32, cfg)
+            fused = None if held_out is not None else scheme_error_sums(w32, cfg, a, extremes)
+            qt = quantize(w32, cfg) if fused is None else None
         except ValueError as exc:
             rows.append(
                 SensitivityRow(
@@ -166,9 +201,11 @@ def measure_tensor(
             )  # fmt: skip
             continue
         out_mse = None
+        sums = fused
         # A codebook's error is taken straight from its codes (no Ŵ in memory) unless the
         # held-out inputs need D itself.
-        sums = None if held_out is not None else codebook_error_sums(w32, qt, a)
+        if sums is None and held_out is None:
+            sums = codebook_error_sums(w32, qt, a)
         if sums is None:
             if buffer is None:
                 buffer = torch.empty_like(w32)

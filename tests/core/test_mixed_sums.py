@@ -17,18 +17,28 @@ import torch
 from quant_core import (
     Backend,
     Format,
+    Mode,
     PerChannel,
     PerGroup,
     PerTensor,
     QuantConfig,
+    Rounding,
     ScaleDtype,
+    ZeroPoint,
+    chunks,
     kernels,
     quantize,
     use_backend,
 )
 from quant_core.mixed import LAB_CANDIDATES, Candidate, candidate_named, measure_tensor
 from quant_core.mixed import sums as sums_module
-from quant_core.mixed.sums import codebook_error_sums, energy_sums, error_sums
+from quant_core.mixed.sums import (
+    RowExtremes,
+    codebook_error_sums,
+    energy_sums,
+    error_sums,
+    scheme_error_sums,
+)
 
 FORCED_EAGER = kernels.backend_from_env() is Backend.EAGER
 needs_compiled = pytest.mark.skipif(FORCED_EAGER, reason="QLAB_COMPILE=0 forces the eager path")
@@ -176,3 +186,77 @@ def test_codebook_sums_leave_what_they_do_not_fit_to_dequantize(gen: torch.Gener
         assert codebook_error_sums(w, quantize(w, cfg)) is None, cfg.describe()
     with use_backend(Backend.EAGER):
         assert codebook_error_sums(w, quantize(w, CODEBOOKS[0])) is None
+
+
+FUSED = [
+    QuantConfig(bits=8, granularity=PerChannel(0), scale_dtype=ScaleDtype.FP16),
+    QuantConfig(bits=4, mode=Mode.ASYMMETRIC, granularity=PerGroup(128)),
+    QuantConfig(bits=3, mode=Mode.ASYMMETRIC, granularity=PerGroup(64),
+                zero_point=ZeroPoint.FLOAT_MIN),
+    QuantConfig(bits=2, mode=Mode.ASYMMETRIC, granularity=PerGroup(32),
+                zero_point=ZeroPoint.COURSE_CLAMP),
+    QuantConfig(bits=12, granularity=PerGroup(256)),  # int16 codes
+    *CODEBOOKS,
+    QuantConfig(format=Format.FP8_E5M2, granularity=PerGroup(128)),
+    QuantConfig(format=Format.FP6_E2M3, granularity=PerGroup(32)),
+    QuantConfig(format=Format.IQ4_NL, granularity=PerGroup(32)),
+    QuantConfig(format=Format.TERNARY, granularity=PerGroup(64)),
+]  # fmt: skip
+
+
+@needs_compiled
+@pytest.mark.parametrize("cfg", FUSED, ids=lambda c: c.describe())
+@pytest.mark.parametrize("weighted", [False, True], ids=["plain", "weighted"])
+def test_the_fused_pass_is_quantize_dequantize_and_the_sums(
+    gen: torch.Generator, compiled_only: None, cfg: QuantConfig, weighted: bool
+) -> None:
+    """One pass without codes or Ŵ: the same D as ``quantize(...).dequantize()`` (so the
+    float64 formula's sums within the float32 bound), on extremes shared by lengths."""
+    shape = (33, 1536)
+    w = torch.randn(shape, generator=gen) * 0.02
+    w[3, :64] = 0.0  # a block of zeros: +0 extremes, s = 1
+    a = torch.rand(shape[1], generator=gen, dtype=torch.float64) if weighted else None
+    extremes = RowExtremes(w)
+    extremes.prepare([32, 64, 128, 256, 1536])
+    with use_backend(Backend.COMPILED):
+        got = scheme_error_sums(w, cfg, a, extremes)
+        want = slow_sums(w, quantize(w, cfg).dequantize(), a)
+    assert got is not None
+    rel = rel_tolerance(shape)
+    assert got[0] == pytest.approx(want[0], rel=rel)
+    assert got[1] == pytest.approx(want[1], rel=rel)
+    if not weighted:
+        assert got[0] == got[1]
+
+
+def test_shared_extremes_are_those_of_each_layout(gen: torch.Generator) -> None:
+    w = torch.randn(8, 768, generator=gen)
+    w[1, :96] = 0.0
+    w[2, :32] = -0.0
+    extremes = RowExtremes(w)
+    extremes.prepare([32, 96, 768])
+    for block_len in (32, 96, 192, 768):
+        rng = extremes.get(block_len)
+        lo, hi = rng.lo, rng.hi
+        blocks = w.reshape(-1, block_len)
+        with use_backend(Backend.EAGER):
+            want = chunks.block_extremes(blocks)
+        assert torch.equal(lo.view(torch.int32), want[0].view(torch.int32)), block_len
+        assert torch.equal(hi.view(torch.int32), want[1].view(torch.int32)), block_len
+
+
+def test_the_fused_pass_leaves_what_it_does_not_fit(gen: torch.Generator) -> None:
+    w = torch.randn(96, 1024, generator=gen)
+    extremes = RowExtremes(w)
+    for cfg in (
+        QuantConfig(format=Format.FP8_E4M3, granularity=PerChannel(1)),  # blocks are columns
+        QuantConfig(format=Format.NF4, granularity=PerTensor()),  # one block over all rows
+        QuantConfig(bits=4, rounding=Rounding.STOCHASTIC),
+        QuantConfig.from_name("Q4_K"),  # llama.cpp's recipe
+        QuantConfig.from_name("MXFP4"),  # two-level scales
+    ):
+        assert scheme_error_sums(w, cfg, None, extremes) is None, cfg.describe()
+    with use_backend(Backend.EAGER):
+        assert scheme_error_sums(w, FUSED[0], None, extremes) is None
+    with pytest.raises(ValueError, match="group size"):
+        scheme_error_sums(w, QuantConfig(granularity=PerGroup(100)), None, extremes)
