@@ -59,6 +59,7 @@ and runs eagerly from then on; no error reaches the caller.
 from __future__ import annotations
 
 from .passes import (
+    absmean,
     bin_indices,
     canonical_zeros,
     count_beyond,
@@ -87,6 +88,7 @@ __all__ = [
     "ENV_VAR",
     "MIN_ELEMENTS",
     "Backend",
+    "absmean",
     "active_backend",
     "backend_from_env",
     "bin_indices",
