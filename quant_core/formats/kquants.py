@@ -577,8 +577,9 @@ _IQ4_MIDS = tuple(
 def _iq4_trial_levels(
     x: torch.Tensor, first: torch.Tensor, lo_id: torch.Tensor, hi_id: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per value of ``x`` ``[32, B]`` (one ``first``, ``lo_id``, ``hi_id`` per block: the
-    first trial's ``id`` and the trials ``k = -7`` and ``k = 7``), what ``_iq4_trial_sums``
+    """Per value of ``x`` ``[B, 32]`` (one ``first``, ``lo_id``, ``hi_id`` per block,
+    ``[B, 1]``: the first trial's ``id`` and the trials ``k = -7`` and ``k = 7``), what
+    ``_iq4_trial_sums``
     needs to pick the level of every trial without a search:
 
     - ``q0``, the first trial's level ``best_index_int8(first x)``;
@@ -631,50 +632,65 @@ def _iq4_trial_sums(
     ``k = -7..7``): ``sumqx = sum (w q) x``, ``sumq2 = sum (w q) q`` over the 32 positions
     in order (``[B, 16]``), ``q`` the first trial's ``q0``, else ``nxt`` where ``id x >=
     mid_up`` and ``lvl`` otherwise (``_iq4_trial_levels``: the level ``best_index_int8``
-    picks). Blocks by trials, so that a block's 16 sums stay in registers while its 32
-    values are read once."""
+    picks). Every input per value is ``[B, 32]``, blocks by positions, and the sums blocks
+    by trials: a block's 32 values of each input are read from one place, and its 16 sums
+    stay in registers."""
     first = torch.arange(inv_t.shape[1], device=inv_t.device) == 0
     sumqx = torch.zeros_like(inv_t)
     sumq2 = torch.zeros_like(inv_t)
-    for i in range(x.shape[0]):
-        xi = x[i].unsqueeze(1)
-        up = inv_t * xi >= mid_up[i].unsqueeze(1)
-        q = torch.where(up, nxt[i].unsqueeze(1), lvl[i].unsqueeze(1))
-        q = torch.where(first, q0[i].unsqueeze(1), q)
-        wq = w[i].unsqueeze(1) * q
+    for i in range(x.shape[1]):
+        xi = x[:, i : i + 1]
+        up = inv_t * xi >= mid_up[:, i : i + 1]
+        q = torch.where(up, nxt[:, i : i + 1], lvl[:, i : i + 1])
+        q = torch.where(first, q0[:, i : i + 1], q)
+        wq = w[:, i : i + 1] * q
         sumqx = sumqx + wq * xi
         sumq2 = sumq2 + wq * q
     return sumqx, sumq2
 
 
 def _iq4_block_scales(
-    x: torch.Tensor, values: torch.Tensor, w: torch.Tensor | None = None
+    x: torch.Tensor,
+    values: torch.Tensor,
+    w: torch.Tensor | None = None,
+    blocks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The block scale of ``quantize_row_iq4_nl_impl`` (``ntry = 7``) for ``x`` ``[32,
-    B]``, weights ``w`` (``x^2`` without importance): 0 for an all-zero block (amax below
+    B]`` (``blocks``: the same as ``[B, 32]``, contiguous, where the caller has it),
+    weights ``w`` (``x^2`` where ``None``): 0 for an all-zero block (amax below
     1e-15), else the weighted least-squares scale of the levels at ``id = 127 / max`` and
     then of the trials ``id = (k - 127) / max``, ``k = -7..7``, each replacing the best
     when ``sumqx^2 > best sumq2``. Two passes compute every trial's sums (the levels'
     brackets, then the sums: ``_iq4_trial_levels``)."""
     zero_block, _, mx = _first_absmax_rows(x)
-    if w is None:
-        w = x * x
     first = _div_const(-mx, float(IQ4_NL_VALUES[0])).reciprocal()
     ks = torch.tensor(
         [float(k + IQ4_NL_VALUES[0]) for k in range(-_IQ4_NTRY, _IQ4_NTRY + 1)],
         device=x.device,
     ).unsqueeze(1)
     inv = torch.cat([first.unsqueeze(0), ks / mx])  # [16, B], true divisions
-    levels = _kernel(_iq4_trial_levels, x, inv[0], inv[1], inv[-1])
-    sums = _kernel(_iq4_trial_sums, x, w, *levels, inv.t().contiguous())
-    sumqx, sumq2 = sums[0].t(), sums[1].t()
-    d = torch.where(sumq2[0] > 0, sumqx[0] / torch.where(sumq2[0] > 0, sumq2[0], 1.0), 0.0)
-    best = d * sumqx[0]
-    for t in range(1, inv.shape[0]):
-        better = (sumq2[t] > 0) & (sumqx[t] * sumqx[t] > best * sumq2[t])
-        d = torch.where(better, sumqx[t] / sumq2[t], d)
-        best = torch.where(better, d * sumqx[t], best)
-    return torch.where(zero_block, 0.0, d)
+    # the trials' passes read each block's values together: blocks by positions
+    xb = x.t().contiguous() if blocks is None else blocks.contiguous()
+    wb = xb * xb if w is None else w.t().contiguous()
+    inv_t = inv.t().contiguous()
+    levels = _kernel(_iq4_trial_levels, xb, inv_t[:, :1], inv_t[:, 1:2], inv_t[:, -1:])
+    sumqx, sumq2 = _kernel(_iq4_trial_sums, xb, wb, *levels, inv_t)
+    return torch.where(zero_block, 0.0, _kernel(_iq4_pick, sumqx, sumq2))
+
+
+def _iq4_pick(sumqx: torch.Tensor, sumq2: torch.Tensor) -> torch.Tensor:
+    """The C code's choice among the trials' sums (``[B, T]``, the first trial first):
+    ``d = sumqx / sumq2`` of the first (0 where ``sumq2 <= 0``), then each trial's where
+    ``sumq2 > 0`` and ``sumqx^2 > best sumq2``, ``best = d sumqx``; ``[B]``."""
+    qx, q2 = sumqx[:, 0], sumq2[:, 0]
+    d = torch.where(q2 > 0, qx / torch.where(q2 > 0, q2, 1.0), 0.0)
+    best = d * qx
+    for t in range(1, sumqx.shape[1]):
+        qx, q2 = sumqx[:, t], sumq2[:, t]
+        better = (q2 > 0) & (qx * qx > best * q2)
+        d = torch.where(better, qx / q2, d)
+        best = torch.where(better, d * qx, best)
+    return d
 
 
 def _safe_inverse(d: torch.Tensor) -> torch.Tensor:
@@ -866,11 +882,14 @@ def _q6_k(x: torch.Tensor, qw: torch.Tensor | None) -> _Piece:
     return _Piece(u, sc, None, d, None)
 
 
-def _iq4_weights(x: torch.Tensor, xs: torch.Tensor, qw: torch.Tensor | None) -> torch.Tensor:
-    """``quantize_row_iq4_nl_impl``'s weights: ``x^2``, or ``qw sqrtf(sigma2 + x^2)`` with
-    ``sigma2 = 2 / n sum x^2`` over the super-block of ``n`` (``x`` ``[S, n]``)."""
+def _iq4_weights(
+    x: torch.Tensor, xs: torch.Tensor, qw: torch.Tensor | None
+) -> torch.Tensor | None:
+    """``quantize_row_iq4_nl_impl``'s weights ``qw sqrtf(sigma2 + x^2)`` with ``sigma2 = 2
+    / n sum x^2`` over the super-block of ``n`` (``x`` ``[S, n]``); ``None`` for ``x^2``
+    (without importance), which ``_iq4_block_scales`` computes itself."""
     if qw is None:
-        return xs * xs
+        return None
     return _importance_weights(x, xs, qw, 32, 2 / x.shape[1])
 
 
@@ -878,7 +897,7 @@ def _iq4_nl(x: torch.Tensor, qw: torch.Tensor | None) -> _Piece:
     """``quantize_iq4_nl``: each block of 32 its own super-block."""
     values = _iq4_values(x.device)
     xs = _positions(x, 32)
-    scale = _iq4_block_scales(xs, values, _iq4_weights(x, xs, qw))
+    scale = _iq4_block_scales(xs, values, _iq4_weights(x, xs, qw), x)
     u = _best_index_int8(_safe_inverse(scale) * xs, values)
     return _Piece(_blocks(u).to(torch.int32), None, None, _fp16(scale), None)
 
@@ -887,7 +906,8 @@ def _iq4_xs(x: torch.Tensor, qw: torch.Tensor | None) -> _Piece:
     """``quantize_iq4_xs``."""
     values = _iq4_values(x.device)
     xs = _positions(x, 32)
-    scales = _iq4_block_scales(xs, values, _iq4_weights(x, xs, qw)).reshape(-1, 8)
+    scales = _iq4_block_scales(xs, values, _iq4_weights(x, xs, qw), x.reshape(-1, 32))
+    scales = scales.reshape(-1, 8)
     _, max_scale = _first_absmax(scales, 1)
     d = _div_const(-max_scale, _f32(32.0)).unsqueeze(1)
     ls = _nearest_int(_safe_inverse(d) * scales).clamp_(-32, 31)

@@ -127,8 +127,9 @@ def test_trial_sums_equal_the_search_at_every_trial(name: str, compiled: bool) -
             return out
         return fn(*args)
 
-    levels = run(K._iq4_trial_levels, x, inv[0], inv[1], inv[-1])
-    sums = run(K._iq4_trial_sums, x, w, *levels, inv.t().contiguous())
+    xb, wb, inv_t = x.t().contiguous(), w.t().contiguous(), inv.t().contiguous()
+    levels = run(K._iq4_trial_levels, xb, inv_t[:, :1], inv_t[:, 1:2], inv_t[:, -1:])
+    sums = run(K._iq4_trial_sums, xb, wb, *levels, inv_t)
     for got, want in zip((sums[0].t(), sums[1].t()), ref, strict=True):
         assert torch.equal(got.contiguous().view(torch.int32), want.view(torch.int32))
 
