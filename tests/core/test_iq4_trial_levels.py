@@ -147,3 +147,31 @@ def test_compiled_iq4_bytes_equal_eager(name: str) -> None:
     with use_backend(Backend.EAGER):
         ref = quantize(x, cfg).to_ggml_bytes()
     assert fast == ref
+
+
+@pytest.fixture(scope="module")
+def c_quantizer(tmp_path_factory):  # type: ignore[no-untyped-def]
+    from tests.tools import llama_cpp_reference as ref
+
+    why = ref.available()
+    if why:
+        pytest.skip(f"llama.cpp's C reference cannot be built here: {why}")
+    return ref.CQuantizer.load(ref.build(ref.DEFAULT_SOURCE, tmp_path_factory.mktemp("ggml")))
+
+
+@pytest.mark.parametrize("backend", [Backend.EAGER, Backend.COMPILED], ids=["eager", "compiled"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["plain", "importance"])
+@pytest.mark.parametrize("name", ["IQ4_NL", "IQ4_XS"])
+def test_bytes_equal_llama_cpp_on_both_paths(c_quantizer, name, weighted, backend) -> None:  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((96, 512)) * np.exp(rng.uniform(-8, 8, (96, 1)))).astype(np.float32)
+    x[0, :64] = 0
+    x[1, :15] = np.array(K._IQ4_MIDS, dtype=np.float32)
+    imp = rng.exponential(1.0, 512).astype(np.float32) if weighted else None
+    with use_backend(backend, min_elements=1):
+        qt = quantize(
+            torch.from_numpy(x),
+            QuantConfig.from_name(name),
+            importance=None if imp is None else torch.from_numpy(imp),
+        )
+    assert qt.to_ggml_bytes() == c_quantizer.quantize(name, x, imp)
