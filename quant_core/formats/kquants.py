@@ -146,11 +146,6 @@ def _positions(x: torch.Tensor, n: int) -> torch.Tensor:
     return x.reshape(-1, n).t().contiguous()
 
 
-def _blocks(p: torch.Tensor) -> torch.Tensor:
-    """Inverse of ``_positions``: ``[n, blocks]`` -> ``[blocks, n]``."""
-    return p.t().contiguous()
-
-
 # ---------------------------------------------------------------------------------------
 # The scale searches (ggml-quants.c), on [n, B]: n positions of B blocks.
 #
@@ -556,16 +551,10 @@ def _iq4_nearest(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.where(lower, below, below + 1.0), torch.where(lower, lo, hi)
 
 
-def _iq4_codes(a: torch.Tensor) -> torch.Tensor:
-    """``best_index_int8`` of every value of ``a``, int32 (a kernel: see ``_iq4_nearest``)."""
-    return _iq4_nearest(a)[0].to(torch.int32)
-
-
-def _best_index_int8(a: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """``best_index_int8(16, kvalues_iq4nl, a)`` elementwise (int64): the index of the
-    level nearest to ``a`` (float32 differences), a tie going to the upper level; 0 and
-    15 at and beyond the ends. ``values``: ``_iq4_values``."""
-    return _kernel(_iq4_codes, a).to(torch.int64)
+def _iq4_scaled_codes(x: torch.Tensor, inv: torch.Tensor) -> torch.Tensor:
+    """``best_index_int8(inv x)`` (uint8) of blocks ``x`` ``[B, 32]``, ``inv`` ``[B, 1]``
+    (a kernel): the codes in the blocks' own layout, as stored, in one pass."""
+    return _iq4_nearest(inv * x)[0].to(torch.uint8)
 
 
 _IQ4_MIDS = tuple(
@@ -706,7 +695,7 @@ def _safe_inverse(d: torch.Tensor) -> torch.Tensor:
 @dataclass(frozen=True)
 class _Piece:
     """One piece's result as llama.cpp stores it: codes ``u`` (int32 ``[S, 256]``: the
-    stored level, ``0..2^b - 1``; IQ4: index), block integers ``sc`` (int32 ``[S, nb]``,
+    stored level, ``0..2^b - 1``; IQ4: index, uint8), block integers ``sc`` (int32 ``[S, nb]``,
     signed value for Q3_K, Q6_K, IQ4_XS; ``None`` for IQ4_NL) and ``m`` (``None`` but for
     the min types), ``d`` and ``dmin`` (float32 ``[S]``, fp16 values; ``dmin`` as ``m``)."""
 
@@ -898,8 +887,8 @@ def _iq4_nl(x: torch.Tensor, qw: torch.Tensor | None) -> _Piece:
     values = _iq4_values(x.device)
     xs = _positions(x, 32)
     scale = _iq4_block_scales(xs, values, _iq4_weights(x, xs, qw), x)
-    u = _best_index_int8(_safe_inverse(scale) * xs, values)
-    return _Piece(_blocks(u).to(torch.int32), None, None, _fp16(scale), None)
+    u = _kernel(_iq4_scaled_codes, x, _safe_inverse(scale).unsqueeze(1))
+    return _Piece(u, None, None, _fp16(scale), None)
 
 
 def _iq4_xs(x: torch.Tensor, qw: torch.Tensor | None) -> _Piece:
@@ -913,8 +902,8 @@ def _iq4_xs(x: torch.Tensor, qw: torch.Tensor | None) -> _Piece:
     ls = _nearest_int(_safe_inverse(d) * scales).clamp_(-32, 31)
     # the codes divide by the float32 d l, not by the fp16 d stored
     dl = (d * ls.to(torch.float32)).reshape(1, -1)
-    u = _best_index_int8(_safe_inverse(dl) * xs, values)
-    u = _blocks(u).to(torch.int32).reshape(-1, _QK_K)
+    u = _kernel(_iq4_scaled_codes, x.reshape(-1, 32), _safe_inverse(dl).reshape(-1, 1))
+    u = u.reshape(-1, _QK_K)
     return _Piece(u, ls, None, _fp16(d).squeeze(1), None)
 
 
