@@ -528,10 +528,6 @@ def _importance_weights(
 _IQ4_NTRY = 7  # quantize_iq4_nl / quantize_iq4_xs (what llama-quantize runs)
 
 
-def _iq4_values(device: torch.device) -> torch.Tensor:
-    return torch.tensor(IQ4_NL_VALUES, dtype=torch.float32, device=device)
-
-
 def _iq4_nearest(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``best_index_int8(16, kvalues_iq4nl, a)`` elementwise: ``(index, level)`` (float32)
     of the level nearest to ``a`` (float32 differences), a tie going to the upper level; 0
@@ -638,28 +634,23 @@ def _iq4_trial_sums(
     return sumqx, sumq2
 
 
-def _iq4_block_scales(
-    x: torch.Tensor,
-    values: torch.Tensor,
-    w: torch.Tensor | None = None,
-    blocks: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """The block scale of ``quantize_row_iq4_nl_impl`` (``ntry = 7``) for ``x`` ``[32,
-    B]`` (``blocks``: the same as ``[B, 32]``, contiguous, where the caller has it),
-    weights ``w`` (``x^2`` where ``None``): 0 for an all-zero block (amax below
-    1e-15), else the weighted least-squares scale of the levels at ``id = 127 / max`` and
-    then of the trials ``id = (k - 127) / max``, ``k = -7..7``, each replacing the best
-    when ``sumqx^2 > best sumq2``. Two passes compute every trial's sums (the levels'
-    brackets, then the sums: ``_iq4_trial_levels``)."""
-    zero_block, _, mx = _first_absmax_rows(x)
+def _iq4_block_scales(x: torch.Tensor, w: torch.Tensor | None = None) -> torch.Tensor:
+    """The block scale of ``quantize_row_iq4_nl_impl`` (``ntry = 7``) for blocks ``x``
+    ``[B, 32]``, weights ``w`` (positions by blocks, ``[32, B]``; ``x^2`` where ``None``):
+    0 for an all-zero block (amax below 1e-15), else the weighted least-squares scale of
+    the levels at ``id = 127 / max`` and then of the trials ``id = (k - 127) / max``,
+    ``k = -7..7``, each replacing the best when ``sumqx^2 > best sumq2``. Two passes
+    compute every trial's sums (the levels' brackets, then the sums:
+    ``_iq4_trial_levels``), both reading each block's values together."""
+    x = x.contiguous()
+    zero_block, _, mx = _first_absmax_rows(x.t())  # the C loop's order: along positions
     first = _div_const(-mx, float(IQ4_NL_VALUES[0])).reciprocal()
     ks = torch.tensor(
         [float(k + IQ4_NL_VALUES[0]) for k in range(-_IQ4_NTRY, _IQ4_NTRY + 1)],
         device=x.device,
     ).unsqueeze(1)
     inv = torch.cat([first.unsqueeze(0), ks / mx])  # [16, B], true divisions
-    # the trials' passes read each block's values together: blocks by positions
-    xb = x.t().contiguous() if blocks is None else blocks.contiguous()
+    xb = x
     wb = xb * xb if w is None else w.t().contiguous()
     inv_t = inv.t().contiguous()
     levels = _kernel(_iq4_trial_levels, xb, inv_t[:, :1], inv_t[:, 1:2], inv_t[:, -1:])
@@ -871,31 +862,25 @@ def _q6_k(x: torch.Tensor, qw: torch.Tensor | None) -> _Piece:
     return _Piece(u, sc, None, d, None)
 
 
-def _iq4_weights(
-    x: torch.Tensor, xs: torch.Tensor, qw: torch.Tensor | None
-) -> torch.Tensor | None:
+def _iq4_weights(x: torch.Tensor, qw: torch.Tensor | None) -> torch.Tensor | None:
     """``quantize_row_iq4_nl_impl``'s weights ``qw sqrtf(sigma2 + x^2)`` with ``sigma2 = 2
     / n sum x^2`` over the super-block of ``n`` (``x`` ``[S, n]``); ``None`` for ``x^2``
     (without importance), which ``_iq4_block_scales`` computes itself."""
     if qw is None:
         return None
-    return _importance_weights(x, xs, qw, 32, 2 / x.shape[1])
+    return _importance_weights(x, _positions(x, 32), qw, 32, 2 / x.shape[1])
 
 
 def _iq4_nl(x: torch.Tensor, qw: torch.Tensor | None) -> _Piece:
     """``quantize_iq4_nl``: each block of 32 its own super-block."""
-    values = _iq4_values(x.device)
-    xs = _positions(x, 32)
-    scale = _iq4_block_scales(xs, values, _iq4_weights(x, xs, qw), x)
+    scale = _iq4_block_scales(x, _iq4_weights(x, qw))
     u = _kernel(_iq4_scaled_codes, x, _safe_inverse(scale).unsqueeze(1))
     return _Piece(u, None, None, _fp16(scale), None)
 
 
 def _iq4_xs(x: torch.Tensor, qw: torch.Tensor | None) -> _Piece:
     """``quantize_iq4_xs``."""
-    values = _iq4_values(x.device)
-    xs = _positions(x, 32)
-    scales = _iq4_block_scales(xs, values, _iq4_weights(x, xs, qw), x.reshape(-1, 32))
+    scales = _iq4_block_scales(x.reshape(-1, 32), _iq4_weights(x, qw))
     scales = scales.reshape(-1, 8)
     _, max_scale = _first_absmax(scales, 1)
     d = _div_const(-max_scale, _f32(32.0)).unsqueeze(1)
