@@ -655,18 +655,20 @@ def _iq4_block_scales(x: torch.Tensor, w: torch.Tensor | None = None) -> torch.T
     inv_t = inv.t().contiguous()
     levels = _kernel(_iq4_trial_levels, xb, inv_t[:, :1], inv_t[:, 1:2], inv_t[:, -1:])
     sumqx, sumq2 = _kernel(_iq4_trial_sums, xb, wb, *levels, inv_t)
-    return torch.where(zero_block, 0.0, _kernel(_iq4_pick, sumqx, sumq2))
+    # trials by blocks for the choice: each trial's sums contiguous, so it vectorizes
+    picked = _kernel(_iq4_pick, sumqx.t().contiguous(), sumq2.t().contiguous())
+    return torch.where(zero_block, 0.0, picked)
 
 
 def _iq4_pick(sumqx: torch.Tensor, sumq2: torch.Tensor) -> torch.Tensor:
-    """The C code's choice among the trials' sums (``[B, T]``, the first trial first):
+    """The C code's choice among the trials' sums (``[T, B]``, the first trial first):
     ``d = sumqx / sumq2`` of the first (0 where ``sumq2 <= 0``), then each trial's where
     ``sumq2 > 0`` and ``sumqx^2 > best sumq2``, ``best = d sumqx``; ``[B]``."""
-    qx, q2 = sumqx[:, 0], sumq2[:, 0]
+    qx, q2 = sumqx[0], sumq2[0]
     d = torch.where(q2 > 0, qx / torch.where(q2 > 0, q2, 1.0), 0.0)
     best = d * qx
-    for t in range(1, sumqx.shape[1]):
-        qx, q2 = sumqx[:, t], sumq2[:, t]
+    for t in range(1, sumqx.shape[0]):
+        qx, q2 = sumqx[t], sumq2[t]
         better = (q2 > 0) & (qx * qx > best * q2)
         d = torch.where(better, qx / q2, d)
         best = torch.where(better, d * qx, best)
