@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import kernels
 from .chunks import block_extremes, map_rows
 from .config import Mode, QuantConfig, RangeMethod
 
@@ -96,7 +97,13 @@ def _masked_percentile(
 
 def _absmean(blocks: torch.Tensor, mask: torch.Tensor | None = None) -> BlockRange:
     """``[-a, a]`` with ``a = mean|r|`` over each block's kept cells (all without a mask),
-    summed in float64 so the mean does not depend on the block's length."""
+    summed in float64 so the mean does not depend on the block's length. Without a mask,
+    ``kernels.absmean`` gives the same float in one compiled pass where it can prove it
+    (see there), without the float64 copy below."""
+    if mask is None:
+        fast = kernels.absmean(blocks)
+        if fast is not None:
+            return BlockRange(-fast, fast)
     # |r| in float64 by one conversion and an in-place abs: the same float64 tensor as
     # abs then conversion (both exact), so the same sum in the same order, without the
     # float32 intermediate (4096 x 4096 per tensor: ~3 copies' time -> ~1.2)

@@ -15,7 +15,17 @@ from dataclasses import dataclass
 import torch
 
 from .analysis import clip_stats, histogram
-from .config import Format, Mode, PerChannel, PerGroup, PerTensor, QuantConfig, Rounding, ZeroPoint
+from .config import (
+    Format,
+    Mode,
+    PerChannel,
+    PerGroup,
+    PerTensor,
+    QuantConfig,
+    RangeMethod,
+    Rounding,
+    ZeroPoint,
+)
 from .formats.bytes_kernels import block_codes, block_codes_types
 from .formats.gguf_bytes import from_ggml_bytes
 from .formats.gguf_types import ggml_type
@@ -71,6 +81,10 @@ def _probe_cases() -> list[tuple[tuple[int, ...], QuantConfig]]:
     for fmt in (Format.NF4, Format.FP4_E2M1, Format.FP8_E4M3):
         for gran in (PerTensor(), PerGroup(64)):
             cases.append(((128, 256), QuantConfig(format=fmt, granularity=gran)))
+    # BitNet's absmean range: the compiled float64 sum and its window (kernels.absmean)
+    cases.append(
+        ((128, 256), QuantConfig(format=Format.TERNARY, range_method=RangeMethod.ABSMEAN))
+    )
     return cases
 
 

@@ -146,11 +146,6 @@ def _positions(x: torch.Tensor, n: int) -> torch.Tensor:
     return x.reshape(-1, n).t().contiguous()
 
 
-def _blocks(p: torch.Tensor) -> torch.Tensor:
-    """Inverse of ``_positions``: ``[n, blocks]`` -> ``[blocks, n]``."""
-    return p.t().contiguous()
-
-
 # ---------------------------------------------------------------------------------------
 # The scale searches (ggml-quants.c), on [n, B]: n positions of B blocks.
 #
@@ -533,10 +528,6 @@ def _importance_weights(
 _IQ4_NTRY = 7  # quantize_iq4_nl / quantize_iq4_xs (what llama-quantize runs)
 
 
-def _iq4_values(device: torch.device) -> torch.Tensor:
-    return torch.tensor(IQ4_NL_VALUES, dtype=torch.float32, device=device)
-
-
 def _iq4_nearest(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``best_index_int8(16, kvalues_iq4nl, a)`` elementwise: ``(index, level)`` (float32)
     of the level nearest to ``a`` (float32 differences), a tie going to the upper level; 0
@@ -556,58 +547,132 @@ def _iq4_nearest(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.where(lower, below, below + 1.0), torch.where(lower, lo, hi)
 
 
-def _iq4_codes(a: torch.Tensor) -> torch.Tensor:
-    """``best_index_int8`` of every value of ``a``, int32 (a kernel: see ``_iq4_nearest``)."""
-    return _iq4_nearest(a)[0].to(torch.int32)
+def _iq4_scaled_codes(x: torch.Tensor, inv: torch.Tensor) -> torch.Tensor:
+    """``best_index_int8(inv x)`` (uint8) of blocks ``x`` ``[B, 32]``, ``inv`` ``[B, 1]``
+    (a kernel): the codes in the blocks' own layout, as stored, in one pass."""
+    return _iq4_nearest(inv * x)[0].to(torch.uint8)
 
 
-def _best_index_int8(a: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """``best_index_int8(16, kvalues_iq4nl, a)`` elementwise (int64): the index of the
-    level nearest to ``a`` (float32 differences), a tie going to the upper level; 0 and
-    15 at and beyond the ends. ``values``: ``_iq4_values``."""
-    return _kernel(_iq4_codes, a).to(torch.int64)
+_IQ4_MIDS = tuple(
+    (IQ4_NL_VALUES[k] + IQ4_NL_VALUES[k + 1]) / 2 for k in range(len(IQ4_NL_VALUES) - 1)
+)
+"""The midpoints between neighbouring IQ4_NL levels: half-integers, exact in float32."""
 
 
-def _iq4_sums(
-    x: torch.Tensor, w: torch.Tensor, inv: torch.Tensor, values: torch.Tensor
+def _iq4_trial_levels(
+    x: torch.Tensor, first: torch.Tensor, lo_id: torch.Tensor, hi_id: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per value of ``x`` ``[B, 32]`` (one ``first``, ``lo_id``, ``hi_id`` per block,
+    ``[B, 1]``: the first trial's ``id`` and the trials ``k = -7`` and ``k = 7``), what
+    ``_iq4_trial_sums``
+    needs to pick the level of every trial without a search:
+
+    - ``q0``, the first trial's level ``best_index_int8(first x)``;
+    - ``lvl``, ``nxt``, ``mid``: the level at ``a = min(lo_id x, hi_id x)``, the next level
+      up and the midpoint between them (``inf`` above the top level).
+
+    ``best_index_int8(a)`` is ``v[#{k: a >= mid_k}]``: the C code compares the float32
+    differences ``a - v[mu-1] < v[mu] - a``; near a midpoint both are exact (multiples
+    of ``a``'s last bit below ``2^24`` of them: ``|a - v| < 8`` at the midpoints -4.5
+    and 7, where ``4 <= |a| < 8``, and ``<= 12`` at the others, where ``|a| >= 8``), and
+    further away rounding cannot make them equal or reorder them, so the compare is
+    ``a < mid`` exactly, a tie going up (``test_iq4_trial_levels``).
+
+    For the trials ``id_k = (k - 127) / max``, ``k = -7..7``: ``id_k`` and ``id_k x`` are
+    monotone in ``k`` (correctly rounded quotients and products of one ``max`` and one
+    ``x``), so every trial's ``a_k`` lies between the two ends, whose ratio is ``120 /
+    134`` (same sign); no two midpoints lie that close (the closest ratio of two
+    same-signed ones is ``93.5 / 115.5``), so across the trials the level moves by at
+    most one step: ``a_k >= mid`` picks ``nxt``, else ``lvl``. About 64 operations per
+    value here and 8 per trial there, instead of ~70 per trial for a 14-compare bracket
+    search."""
+    v = [float(c) for c in IQ4_NL_VALUES]
+    a = first * x
+    q0 = torch.full_like(x, v[0])
+    for k, mid in enumerate(_IQ4_MIDS):
+        q0 = torch.where(a >= mid, v[k + 1], q0)
+    lowest = torch.minimum(lo_id * x, hi_id * x)
+    lvl = torch.full_like(x, v[0])
+    nxt = torch.full_like(x, v[1])
+    mid_up = torch.full_like(x, _IQ4_MIDS[0])
+    top = len(_IQ4_MIDS) - 1
+    for k, mid in enumerate(_IQ4_MIDS):
+        ge = lowest >= mid
+        lvl = torch.where(ge, v[k + 1], lvl)
+        nxt = torch.where(ge, v[min(k + 2, top + 1)], nxt)
+        mid_up = torch.where(ge, _IQ4_MIDS[k + 1] if k < top else float("inf"), mid_up)
+    return q0, lvl, nxt, mid_up
+
+
+def _iq4_trial_sums(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    q0: torch.Tensor,
+    lvl: torch.Tensor,
+    nxt: torch.Tensor,
+    mid_up: torch.Tensor,
+    inv_t: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """For each trial (``inv`` ``[T, B]``): ``sumqx = sum (w q) x``, ``sumq2 = sum (w q) q``
-    in order, ``q`` the level ``best_index_int8`` picks for ``inv x``."""
-    sumqx = torch.zeros_like(inv)
-    sumq2 = torch.zeros_like(inv)
-    for i in range(x.shape[0]):
-        q = _iq4_nearest(inv * x[i])[1]
-        wq = w[i] * q
-        sumqx = sumqx + wq * x[i]
+    """For each block and trial (``inv_t`` ``[B, 16]``: the first trial's ``id``, then
+    ``k = -7..7``): ``sumqx = sum (w q) x``, ``sumq2 = sum (w q) q`` over the 32 positions
+    in order (``[B, 16]``), ``q`` the first trial's ``q0``, else ``nxt`` where ``id x >=
+    mid_up`` and ``lvl`` otherwise (``_iq4_trial_levels``: the level ``best_index_int8``
+    picks). Every input per value is ``[B, 32]``, blocks by positions, and the sums blocks
+    by trials: a block's 32 values of each input are read from one place, and its 16 sums
+    stay in registers."""
+    first = torch.arange(inv_t.shape[1], device=inv_t.device) == 0
+    sumqx = torch.zeros_like(inv_t)
+    sumq2 = torch.zeros_like(inv_t)
+    for i in range(x.shape[1]):
+        xi = x[:, i : i + 1]
+        up = inv_t * xi >= mid_up[:, i : i + 1]
+        q = torch.where(up, nxt[:, i : i + 1], lvl[:, i : i + 1])
+        q = torch.where(first, q0[:, i : i + 1], q)
+        wq = w[:, i : i + 1] * q
+        sumqx = sumqx + wq * xi
         sumq2 = sumq2 + wq * q
     return sumqx, sumq2
 
 
-def _iq4_block_scales(
-    x: torch.Tensor, values: torch.Tensor, w: torch.Tensor | None = None
-) -> torch.Tensor:
-    """The block scale of ``quantize_row_iq4_nl_impl`` (``ntry = 7``) for ``x`` ``[32,
-    B]``, weights ``w`` (``x^2`` without importance): 0 for an all-zero block (amax below
-    1e-15), else the weighted least-squares scale of the levels at ``id = 127 / max`` and
-    then of the trials ``id = (k - 127) / max``, ``k = -7..7``, each replacing the best
-    when ``sumqx^2 > best sumq2``. One pass computes every trial's sums."""
-    zero_block, _, mx = _first_absmax_rows(x)
-    if w is None:
-        w = x * x
+def _iq4_block_scales(x: torch.Tensor, w: torch.Tensor | None = None) -> torch.Tensor:
+    """The block scale of ``quantize_row_iq4_nl_impl`` (``ntry = 7``) for blocks ``x``
+    ``[B, 32]``, weights ``w`` (positions by blocks, ``[32, B]``; ``x^2`` where ``None``):
+    0 for an all-zero block (amax below 1e-15), else the weighted least-squares scale of
+    the levels at ``id = 127 / max`` and then of the trials ``id = (k - 127) / max``,
+    ``k = -7..7``, each replacing the best when ``sumqx^2 > best sumq2``. Two passes
+    compute every trial's sums (the levels' brackets, then the sums:
+    ``_iq4_trial_levels``), both reading each block's values together."""
+    x = x.contiguous()
+    zero_block, _, mx = _first_absmax_rows(x.t())  # the C loop's order: along positions
     first = _div_const(-mx, float(IQ4_NL_VALUES[0])).reciprocal()
     ks = torch.tensor(
         [float(k + IQ4_NL_VALUES[0]) for k in range(-_IQ4_NTRY, _IQ4_NTRY + 1)],
         device=x.device,
     ).unsqueeze(1)
     inv = torch.cat([first.unsqueeze(0), ks / mx])  # [16, B], true divisions
-    sumqx, sumq2 = _kernel(_iq4_sums, x, w, inv, values)
-    d = torch.where(sumq2[0] > 0, sumqx[0] / torch.where(sumq2[0] > 0, sumq2[0], 1.0), 0.0)
-    best = d * sumqx[0]
-    for t in range(1, inv.shape[0]):
-        better = (sumq2[t] > 0) & (sumqx[t] * sumqx[t] > best * sumq2[t])
-        d = torch.where(better, sumqx[t] / sumq2[t], d)
-        best = torch.where(better, d * sumqx[t], best)
-    return torch.where(zero_block, 0.0, d)
+    xb = x
+    wb = xb * xb if w is None else w.t().contiguous()
+    inv_t = inv.t().contiguous()
+    levels = _kernel(_iq4_trial_levels, xb, inv_t[:, :1], inv_t[:, 1:2], inv_t[:, -1:])
+    sumqx, sumq2 = _kernel(_iq4_trial_sums, xb, wb, *levels, inv_t)
+    # trials by blocks for the choice: each trial's sums contiguous, so it vectorizes
+    picked = _kernel(_iq4_pick, sumqx.t().contiguous(), sumq2.t().contiguous())
+    return torch.where(zero_block, 0.0, picked)
+
+
+def _iq4_pick(sumqx: torch.Tensor, sumq2: torch.Tensor) -> torch.Tensor:
+    """The C code's choice among the trials' sums (``[T, B]``, the first trial first):
+    ``d = sumqx / sumq2`` of the first (0 where ``sumq2 <= 0``), then each trial's where
+    ``sumq2 > 0`` and ``sumqx^2 > best sumq2``, ``best = d sumqx``; ``[B]``."""
+    qx, q2 = sumqx[0], sumq2[0]
+    d = torch.where(q2 > 0, qx / torch.where(q2 > 0, q2, 1.0), 0.0)
+    best = d * qx
+    for t in range(1, sumqx.shape[0]):
+        qx, q2 = sumqx[t], sumq2[t]
+        better = (q2 > 0) & (qx * qx > best * q2)
+        d = torch.where(better, qx / q2, d)
+        best = torch.where(better, d * qx, best)
+    return d
 
 
 def _safe_inverse(d: torch.Tensor) -> torch.Tensor:
@@ -623,7 +688,7 @@ def _safe_inverse(d: torch.Tensor) -> torch.Tensor:
 @dataclass(frozen=True)
 class _Piece:
     """One piece's result as llama.cpp stores it: codes ``u`` (int32 ``[S, 256]``: the
-    stored level, ``0..2^b - 1``; IQ4: index), block integers ``sc`` (int32 ``[S, nb]``,
+    stored level, ``0..2^b - 1``; IQ4: index, uint8), block integers ``sc`` (int32 ``[S, nb]``,
     signed value for Q3_K, Q6_K, IQ4_XS; ``None`` for IQ4_NL) and ``m`` (``None`` but for
     the min types), ``d`` and ``dmin`` (float32 ``[S]``, fp16 values; ``dmin`` as ``m``)."""
 
@@ -799,35 +864,33 @@ def _q6_k(x: torch.Tensor, qw: torch.Tensor | None) -> _Piece:
     return _Piece(u, sc, None, d, None)
 
 
-def _iq4_weights(x: torch.Tensor, xs: torch.Tensor, qw: torch.Tensor | None) -> torch.Tensor:
-    """``quantize_row_iq4_nl_impl``'s weights: ``x^2``, or ``qw sqrtf(sigma2 + x^2)`` with
-    ``sigma2 = 2 / n sum x^2`` over the super-block of ``n`` (``x`` ``[S, n]``)."""
+def _iq4_weights(x: torch.Tensor, qw: torch.Tensor | None) -> torch.Tensor | None:
+    """``quantize_row_iq4_nl_impl``'s weights ``qw sqrtf(sigma2 + x^2)`` with ``sigma2 = 2
+    / n sum x^2`` over the super-block of ``n`` (``x`` ``[S, n]``); ``None`` for ``x^2``
+    (without importance), which ``_iq4_block_scales`` computes itself."""
     if qw is None:
-        return xs * xs
-    return _importance_weights(x, xs, qw, 32, 2 / x.shape[1])
+        return None
+    return _importance_weights(x, _positions(x, 32), qw, 32, 2 / x.shape[1])
 
 
 def _iq4_nl(x: torch.Tensor, qw: torch.Tensor | None) -> _Piece:
     """``quantize_iq4_nl``: each block of 32 its own super-block."""
-    values = _iq4_values(x.device)
-    xs = _positions(x, 32)
-    scale = _iq4_block_scales(xs, values, _iq4_weights(x, xs, qw))
-    u = _best_index_int8(_safe_inverse(scale) * xs, values)
-    return _Piece(_blocks(u).to(torch.int32), None, None, _fp16(scale), None)
+    scale = _iq4_block_scales(x, _iq4_weights(x, qw))
+    u = _kernel(_iq4_scaled_codes, x, _safe_inverse(scale).unsqueeze(1))
+    return _Piece(u, None, None, _fp16(scale), None)
 
 
 def _iq4_xs(x: torch.Tensor, qw: torch.Tensor | None) -> _Piece:
     """``quantize_iq4_xs``."""
-    values = _iq4_values(x.device)
-    xs = _positions(x, 32)
-    scales = _iq4_block_scales(xs, values, _iq4_weights(x, xs, qw)).reshape(-1, 8)
+    scales = _iq4_block_scales(x.reshape(-1, 32), _iq4_weights(x, qw))
+    scales = scales.reshape(-1, 8)
     _, max_scale = _first_absmax(scales, 1)
     d = _div_const(-max_scale, _f32(32.0)).unsqueeze(1)
     ls = _nearest_int(_safe_inverse(d) * scales).clamp_(-32, 31)
     # the codes divide by the float32 d l, not by the fp16 d stored
     dl = (d * ls.to(torch.float32)).reshape(1, -1)
-    u = _best_index_int8(_safe_inverse(dl) * xs, values)
-    u = _blocks(u).to(torch.int32).reshape(-1, _QK_K)
+    u = _kernel(_iq4_scaled_codes, x.reshape(-1, 32), _safe_inverse(dl).reshape(-1, 1))
+    u = u.reshape(-1, _QK_K)
     return _Piece(u, ls, None, _fp16(d).squeeze(1), None)
 
 

@@ -14,6 +14,9 @@ and dequantized values exactly:
 - Only elementwise passes and min/max are compiled. Per-block arithmetic (scales, zero
   points, offsets on ``[n_blocks, 1]`` tensors) runs eagerly, in both paths, and so do sums
   whose order decides a result (the MSE search's errors): Inductor may sum in another order.
+  One exception, ``absmean`` (BitNet's ``mean|r|``): a compiled float64 sum whose float32
+  mean is returned only where an error bound valid for every order of summation, torch's
+  included, proves it equal to the eager one (else the eager path runs).
 - Every elementwise formula does eager's IEEE operations in eager's order: Inductor keeps
   the graph's order, does not contract ``a * b + c`` into an FMA (torch builds its C++ with
   ``-ffp-contract=off`` and without unsafe math) and divides by a tensor as division on CPU.
@@ -59,6 +62,7 @@ and runs eagerly from then on; no error reaches the caller.
 from __future__ import annotations
 
 from .passes import (
+    absmean,
     bin_indices,
     canonical_zeros,
     count_beyond,
@@ -87,6 +91,7 @@ __all__ = [
     "ENV_VAR",
     "MIN_ELEMENTS",
     "Backend",
+    "absmean",
     "active_backend",
     "backend_from_env",
     "bin_indices",

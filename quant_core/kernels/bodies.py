@@ -466,6 +466,12 @@ def _error_sums_kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     )
 
 
+def _abs_sum_kernel(parts: torch.Tensor) -> torch.Tensor:
+    """``sum |r|`` in float64 over the last dimension of ``parts`` (float32 ``[n, m, c]``):
+    ``[n, m]`` partial sums of ``|r|`` (exact in float64), added in Inductor's order."""
+    return parts.abs().to(torch.float64).sum(dim=-1)
+
+
 def _beyond_kernel(blocks: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
     return torch.stack([(blocks < lo).sum(), (blocks > hi).sum()])
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import torch
@@ -15,6 +16,7 @@ from .bodies import (
     _ENCODE_STOCHASTIC,
     _FLOAT8,
     SMALL_TABLE_MAX,
+    _abs_sum_kernel,
     _beyond_kernel,
     _bin_kernel,
     _codebook_encoder,
@@ -35,6 +37,7 @@ from .bodies import (
 from .switch import _FAILED, _run, _usable
 
 __all__ = [
+    "absmean",
     "bin_indices",
     "canonical_zeros",
     "count_beyond",
@@ -323,6 +326,88 @@ def error_sums(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor | None:
         options=_float64_options(),
     )
     return None if out is _FAILED else out
+
+
+_U = 2.0**-53
+"""float64's unit roundoff: one rounded addition is ``(a + b)(1 + d)``, ``|d| <= u``."""
+_SPLIT_MIN = 1 << 16
+"""Rows of at least this many values are summed as ``m`` pieces of ``c`` (``absmean``)."""
+
+
+def _gamma(k: int) -> float:
+    """Higham's ``gamma_k = k u / (1 - k u)``: float64 additions of non-negative terms in
+    which no term goes through more than ``k`` roundings give ``S (1 + t)``, ``|t| <=
+    gamma_k`` (Higham, *Accuracy and Stability of Numerical Algorithms*, section 4.2)."""
+    return k * _U / (1.0 - k * _U)
+
+
+@functools.lru_cache(maxsize=64)
+def _pieces(length: int) -> int:
+    """``m``, the number of pieces a row of ``length`` values is summed in: the largest
+    divisor of ``length`` not above its square root (so the pieces, ``c = length / m``
+    long, are at least as long as there are pieces), or 1 for rows below ``_SPLIT_MIN``."""
+    if length < _SPLIT_MIN:
+        return 1
+    for m in range(math.isqrt(length), 0, -1):
+        if length % m == 0:
+            return m
+    return 1
+
+
+def absmean(blocks: torch.Tensor) -> torch.Tensor | None:
+    """``mean |r|`` of each row of ``blocks`` (float32 ``[n, L]``) as float32 ``[n, 1]``,
+    the very float the eager path's float64 mean rounds to, or ``None``: run eagerly.
+
+    The eager path computes ``a = f32(f64(S_t / L))``, ``S_t`` torch's float64 sum of the
+    ``|r|`` (exact in float64) in torch's own order, which depends on the thread count,
+    the layout and the torch version (``mean`` is that sum then a true division by ``L``;
+    the tests check it). Here: one compiled pass gives ``m`` partial float64 sums of ``c``
+    values per row (``m c = L``, see ``_pieces``), added eagerly into ``S``. Both are
+    trees of rounded float64 additions of the same non-negative terms (no underflow: a
+    nonzero partial sum is at least ``2^-149``, far above float64's smallest normal; no
+    overflow: ``L * 2^128 < 2^1024``), so with ``S*`` the exact sum
+
+    - ``S_t = S* (1 + t)``, ``|t| <= gamma_{L-1}`` (a term goes through at most ``L - 1``
+      additions, in whatever order torch adds), and
+    - ``S = S* (1 + t')``, ``|t'| <= gamma_h``, ``h = (c - 1) + (m - 1)``,
+
+    hence ``S_t`` lies in ``[S (1 - r), S (1 + r)]`` with ``r`` of ``_window``. Since
+    ``x -> f32(f64(x / L))`` does not decrease, when both ends give the same float32, that
+    float is ``a``; otherwise (a float32 rounding boundary inside the window: for a 4096 x
+    4096 tensor ``r`` is about ``2^-29``, which catches 3 to 6 % of tensors) ``None``,
+    and the eager path computes ``a`` itself. One read of ``blocks`` instead of a float64
+    copy of it (4096 x 4096, one thread: ~100 ms -> ~5 ms)."""
+    if blocks.dtype != torch.float32 or blocks.dim() != 2 or not _usable(blocks):
+        return None
+    n, length = blocks.shape
+    m = _pieces(length) if blocks.is_contiguous() else 1
+    parts = _kernel_layout(blocks) if m == 1 else blocks.view(n, m, length // m)
+    partial = _run(_abs_sum_kernel, "abs_sum", parts, options=_float64_options())
+    if partial is _FAILED:
+        return None
+    r = _window(length, (length // m - 1) + (m - 1))
+    if r is None:
+        return None
+    total = partial.reshape(n, -1).sum(dim=1, keepdim=True)
+    lo = (total * (1.0 - r) / length).to(torch.float32)
+    hi = (total * (1.0 + r) / length).to(torch.float32)
+    if not torch.equal(lo, hi):  # NaN (from an Inf) is unequal too: eager decides
+        return None
+    return hi
+
+
+def _window(length: int, h: int) -> float | None:
+    """``r`` with ``S_t`` in ``[S (1 - r), S (1 + r)]`` (``absmean``), or ``None`` for
+    rows too long to bound this way (``gamma_h > 2^-11``, beyond ``2^41`` values).
+
+    ``S* = S / (1 + t')``, so ``S_t / S`` lies within ``(1 - gamma_t) / (1 + gamma_h)``
+    and ``(1 + gamma_t) / (1 - gamma_h)``, within ``1 -+ (gamma_t + gamma_h) (1 +
+    2^-10)`` when ``gamma_h <= 2^-11``; ``2^-50`` more covers the roundings of ``1 -+ r``
+    and of the products by them (at most ``u`` each)."""
+    g_h = _gamma(h)
+    if g_h > 2.0**-11 or length - 1 >= 1 / _U:
+        return None
+    return (_gamma(length - 1) + g_h) * (1.0 + 2.0**-10) + 2.0**-50
 
 
 def count_beyond(
