@@ -101,6 +101,18 @@ def medians(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, flo
     return {k: statistics.median(v) for k, v in times.items()}
 
 
+def _gguf_decodes(rows: np.ndarray, qtype: object) -> bool:
+    """Whether the ``gguf`` package dequantizes ``qtype`` (it names some types it has no
+    numpy code for, such as Q1_0): tried on the first row of ``rows``."""
+    import gguf
+
+    try:
+        gguf.quants.dequantize(rows[:1], qtype)
+    except NotImplementedError:
+        return False
+    return True
+
+
 def time_format(x: torch.Tensor, name: str, repeats: int) -> FormatTiming:
     """One preset's ``FormatTiming`` on the float32 matrix ``x``."""
     import gguf
@@ -117,7 +129,8 @@ def time_format(x: torch.Tensor, name: str, repeats: int) -> FormatTiming:
         rows = np.frombuffer(data, dtype=np.uint8).reshape(x.shape[0], -1)
         shape = tuple(x.shape)
         fns["decode"] = lambda: QuantizedTensor.from_ggml_bytes(data, type_name, shape).dequantize()
-        fns["gguf_decode"] = lambda: gguf.quants.dequantize(rows, qtype)
+        if _gguf_decodes(rows, qtype):
+            fns["gguf_decode"] = lambda: gguf.quants.dequantize(rows, qtype)
         if name in GGUF_QUANTIZED:
             x_np = x.numpy()
             fns["gguf"] = lambda: gguf.quants.dequantize(gguf.quants.quantize(x_np, qtype), qtype)

@@ -58,6 +58,9 @@ def test_format_timing_compares_with_the_gguf_package_where_it_can():
     # no GGUF bytes at all
     nvfp4 = bench_formats.time_format(x, "NVFP4", repeats=1)
     assert (nvfp4.gguf_s, nvfp4.decode_s, nvfp4.gguf_decode_s) == (None, None, None)
+    # a GGUF type the package names but has no numpy code for: the lab's decode alone
+    q1 = bench_formats.time_format(x, "Q1_0", repeats=1)
+    assert q1.decode_s is not None and (q1.gguf_s, q1.gguf_decode_s) == (None, None)
 
 
 @pytest.mark.parametrize(
