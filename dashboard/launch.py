@@ -136,8 +136,21 @@ def _beside_the_server() -> None:
     # A user who opens the page at once gets its first run before the compiler: that run
     # starts the warm-up itself, after its own start, as under `streamlit run`.
     time.sleep(WARM_UP_DELAY_S)
-    started = "started" if start_warm_up() is not None else "off (eager backend)"
+    begun = time.perf_counter()
+    warm_up = start_warm_up()
+    started = "started" if warm_up is not None else "off (eager backend)"
     print(f"Quantization Lab: kernel warm-up {started}", file=sys.stderr, flush=True)
+    if warm_up is not None:
+        from dashboard.served import HEAP_FROZEN
+
+        # for whoever operates (or tests) the server: from here on the process is warm
+        HEAP_FROZEN.wait()
+        print(
+            f"Quantization Lab: kernel warm-up done, heap frozen, "
+            f"{time.perf_counter() - begun:.0f} s after it started",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def exit_status(code: object) -> int:

@@ -90,6 +90,8 @@ _log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _threads_set = False
 _frozen = False
+HEAP_FROZEN = threading.Event()
+"""Set once ``freeze_after_warm_up``'s thread has frozen the heap (the warm-up done)."""
 _nodelay_set = False
 
 
@@ -164,6 +166,7 @@ def freeze_after_warm_up(warm_up: threading.Thread | None) -> threading.Thread |
             warm_up.join()
         gc.collect()
         gc.freeze()
+        HEAP_FROZEN.set()
 
     thread = threading.Thread(target=freeze, name="qlab-gc-freeze", daemon=True)
     thread.start()

@@ -132,20 +132,28 @@ def model_picker() -> ModelFile | ModelFolder | QuantizedModel | None:
                 else:
                     return ModelFolder(checkpoint, folder_label(checkpoint.folder))
         else:
-            chosen = _upload()
-            if chosen is not None:
-                return chosen
+            try:
+                chosen = _upload()
+            except ValueError as exc:  # QuantizedFileError: a header that lies, a bad layout
+                problem = str(exc)
+            else:
+                if chosen is not None:
+                    return chosen
     if which == "folder":
         if problem is None:
             st.info(f"Give the path of a model folder inside {literal(roots.describe())}.")
         else:
             st.error(f"Model folder refused: {literal(problem)}")
-    else:
+    elif problem is None:
         st.info("Upload a .safetensors file to analyse its linear layers.")
+    else:
+        st.error(f"Upload refused: {literal(problem)}")
     return None
 
 
 def _upload() -> ModelFile | QuantizedModel | None:
+    """The uploaded model, or ``None`` without one; ``ValueError`` (``QuantizedFileError``)
+    for a file whose header the quantized-file reader refuses."""
     upload = st.file_uploader(
         "Model (.safetensors, .gguf)", type=["safetensors", "gguf"], key="m_upload"
     )
