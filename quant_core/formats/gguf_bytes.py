@@ -11,6 +11,8 @@ Q5_0 (22): ``d`` | ``qh`` (uint32, bit ``j`` = bit 4 of ``u[j]``) | 16 bytes of 
 Q5_1 (24): ``d`` | ``min`` | ``qh`` | 16 bytes.
 Q8_0 (34): ``d`` | 32 int8 codes.
 MXFP4 (17): ``e`` (E8M0) | 16 bytes of FP4 codes, byte ``j`` = ``c[j] | c[j + 16] << 4``.
+  FP4 code 8 is ``+0`` here too (``kvalues_mxfp4[8] = 0``, where OCP's code 8 is ``-0``):
+  read as code 0, as for NVFP4 below.
 NVFP4 (36): 4 scale bytes ``u_0 .. u_3`` (UE4M3, one per 16 values) | 32 bytes of FP4
   codes, 8 per 16 values: byte ``8 k + j`` = ``c[16 k + j] | c[16 k + j + 8] << 4``. FP4
   code 8 (``-0``) is llama.cpp's ``+0`` (``kvalues_mxfp4[8] = 0``): it is read as code 0,
@@ -247,6 +249,7 @@ def from_ggml_bytes(
         e = raw[:, 0].to(torch.int32)
         s = torch.ldexp(torch.ones(n), (e - 127).to(torch.float32))
         codes = block_nibbles(raw, 1, signed=False)
+        codes[codes == 8] = 0  # llama.cpp's code 8 is +0 (module docstring)
         z = zeros
         stored = StoredScales(codes=e)
     elif name == "NVFP4":

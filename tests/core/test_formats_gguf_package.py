@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from quant_core import QuantConfig, quantize
+from quant_core import QuantConfig, QuantizedTensor, quantize
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -88,3 +88,27 @@ def test_mxfp4_ocp_and_llama_cpp_differ_exactly_on_ties() -> None:
     assert ocp[0, :5].tolist() == [8.0, 8.0, -8.0, 4.0, 1.0]
     expected = gguf.quants.quantize(x.numpy(), GGML.MXFP4).reshape(-1)
     assert np.array_equal(_lab_bytes(x.numpy(), "MXFP4_GGUF"), expected)
+
+
+def test_mxfp4_blocks_decode_as_the_package_does_signed_zeros_included() -> None:
+    """Any MXFP4 block bytes: every E8M0 byte up to 253, and FP4 code 8, which is ``-0`` in
+    OCP's table but ``+0`` in llama.cpp's (``kvalues_mxfp4[8] = 0``): the lab's values equal
+    the package's bit for bit (the sign of a zero included), and its bytes come back with
+    code 8 written as code 0, what llama.cpp's quantizer writes for a zero. (Bytes 254 and
+    255, scales of 2^127 and 2^128 that llama.cpp's quantizer never writes: there the lab
+    saturates to float32's range where the package overflows to inf, and 255 is OCP's NaN.)"""
+    rng = np.random.default_rng(5)
+    raw = rng.integers(0, 256, size=(256, 17), dtype=np.uint8)
+    raw[:, 0] = np.arange(256) % 254  # every E8M0 scale byte to 253
+    raw[::3, 1:] = 0x88  # whole blocks of code 8
+    raw[1::3, 1:] = 0x80  # code 8 in the high nibbles, code 0 in the low ones
+    data = raw.tobytes()
+    qt = QuantizedTensor.from_ggml_bytes(data, "MXFP4", (8, 1024))
+    theirs = gguf.quants.dequantize(raw.reshape(-1), GGML.MXFP4).reshape(8, 1024)
+    ours = qt.dequantize().numpy()
+    assert np.array_equal(ours.view(np.uint32), theirs.astype(np.float32).view(np.uint32))
+    assert not np.signbit(ours[ours == 0]).any()
+    lo, hi = raw[:, 1:] & 0x0F, raw[:, 1:] >> 4
+    canonical = raw.copy()
+    canonical[:, 1:] = np.where(lo == 8, 0, lo) | (np.where(hi == 8, 0, hi) << 4)
+    assert qt.to_ggml_bytes() == canonical.tobytes()
