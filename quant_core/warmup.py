@@ -34,6 +34,7 @@ from .kernels import switch
 from .kernels.switch import Backend, _compiler_ok, active_backend, use_backend
 from .metrics import error_metrics
 from .quantize import quantize
+from .quantized_tensor import QuantizedTensor
 
 __all__ = ["WarmUp", "warm_up", "warm_up_in_background"]
 
@@ -100,6 +101,35 @@ def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
     return torch.equal(a, b)
 
 
+def _first_difference(
+    fast: QuantizedTensor,
+    fast_hat: torch.Tensor,
+    ref: QuantizedTensor,
+    ref_hat: torch.Tensor,
+    label: str,
+) -> str | None:
+    """The first of the codes, scales, zero points, offsets, dequantized values and stored
+    scale levels (where either has them) in which the compiled path's ``fast`` differs from
+    the eager path's ``ref``, described with ``label`` (the config), or None."""
+    pairs = {
+        "codes": (fast.codes, ref.codes),
+        "scales": (fast.scale, ref.scale),
+        "zero points": (fast.zero_point, ref.zero_point),
+        "offsets": (fast.offset, ref.offset),
+        "dequantized": (fast_hat, ref_hat),
+    }
+    if fast.stored is not None or ref.stored is not None:
+        for field in ("codes", "min_codes", "super_scale", "super_min"):
+            pairs[f"stored {field}"] = (
+                getattr(fast.stored, field, None),
+                getattr(ref.stored, field, None),
+            )
+    for what, (a, b) in pairs.items():
+        if not _same(a, b):
+            return f"{what} of {label} differ from the eager path's"
+    return None
+
+
 def _check_probe(shape: tuple[int, ...], cfg: QuantConfig) -> str | None:
     """Quantize a probe on both paths; a description of the first difference, or None."""
     x = torch.randn(shape, generator=torch.Generator().manual_seed(0)) * 3 + 0.5
@@ -122,17 +152,7 @@ def _check_probe(shape: tuple[int, ...], cfg: QuantConfig) -> str | None:
         ref_hist = histogram(x.reshape(-1), 50, -2.0, 3.0)
     if not torch.equal(fast_hist, ref_hist):
         return "histogram counts differ from the eager path's"
-    pairs = {
-        "codes": (fast.codes, ref.codes),
-        "scales": (fast.scale, ref.scale),
-        "zero points": (fast.zero_point, ref.zero_point),
-        "offsets": (fast.offset, ref.offset),
-        "dequantized": (fast_hat, ref_hat),
-    }
-    for name, (a, b) in pairs.items():
-        if not _same(a, b):
-            return f"{name} of {cfg.describe()} differ from the eager path's"
-    return None
+    return _first_difference(fast, fast_hat, ref, ref_hat, cfg.describe())
 
 
 def _check_bytes_probe() -> str | None:
@@ -180,22 +200,9 @@ def _check_format_probe(name: str) -> str | None:
         ref = quantize(x, cfg)
         ref_hat = ref.dequantize()
         ref_bytes = ref.to_ggml_bytes() if cfg.gguf_type is not None else b""
-    pairs = {
-        "codes": (fast.codes, ref.codes),
-        "scales": (fast.scale, ref.scale),
-        "zero points": (fast.zero_point, ref.zero_point),
-        "offsets": (fast.offset, ref.offset),
-        "dequantized": (fast_hat, ref_hat),
-    }
-    if fast.stored is not None or ref.stored is not None:
-        for field in ("codes", "min_codes", "super_scale", "super_min"):
-            pairs[f"stored {field}"] = (
-                getattr(fast.stored, field, None),
-                getattr(ref.stored, field, None),
-            )
-    for what, (a, b) in pairs.items():
-        if not _same(a, b):
-            return f"{what} of {name} differ from the eager path's"
+    problem = _first_difference(fast, fast_hat, ref, ref_hat, name)
+    if problem is not None:
+        return problem
     if fast_bytes != ref_bytes:
         return f"the GGUF bytes of {name} differ from the eager path's"
     return None
