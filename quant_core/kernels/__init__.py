@@ -61,6 +61,13 @@ and runs eagerly from then on; no error reaches the caller.
 
 from __future__ import annotations
 
+from .error_passes import (
+    codebook_square_sums,
+    decodes_without_gather,
+    fused_codebook_block_sums,
+    fused_int_block_sums,
+    row_square_sums,
+)
 from .passes import (
     absmean,
     bin_indices,
@@ -83,6 +90,7 @@ from .switch import (
     active_backend,
     backend_from_env,
     compile_failure,
+    runs_compiled,
     set_backend,
     use_backend,
 )
@@ -96,16 +104,22 @@ __all__ = [
     "backend_from_env",
     "bin_indices",
     "canonical_zeros",
+    "codebook_square_sums",
     "compile_failure",
     "count_beyond",
     "decode_codebook",
     "decode_int",
     "decode_int_offset",
+    "decodes_without_gather",
     "encode_codebook",
     "encode_int",
     "error_sums",
     "extremes",
+    "fused_codebook_block_sums",
+    "fused_int_block_sums",
     "int_squared_error",
+    "row_square_sums",
+    "runs_compiled",
     "set_backend",
     "tile_extremes",
     "use_backend",
