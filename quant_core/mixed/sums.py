@@ -21,8 +21,11 @@ For ``W`` and ``Ŵ`` ``[out, in]`` float32 and an importance ``a`` ``[in]`` (or 
 
 The reference (``Backend.EAGER``, and every tensor the compiled path does not take) squares
 float32 values and sums columns in float64, a few rows at a time (no full-size temporary):
-the table's formula before this module. The compiled path (``quant_core.kernels``' machinery:
-``torch.compile``, eager fallback, ``QLAB_COMPILE``) reads ``W`` and ``Ŵ`` once, squares
+the table's formula before this module. The compiled path (``quant_core.kernels``' entry
+points ``row_square_sums``, ``codebook_square_sums``, ``fused_int_block_sums`` and
+``fused_codebook_block_sums``, with its machinery: ``torch.compile``, eager fallback,
+``QLAB_COMPILE``; each returns ``None`` where this module's reference must run) reads ``W``
+and ``Ŵ`` once, squares
 the same float32 differences (one IEEE subtraction and one multiplication, as the reference),
 and sums each row in float32 (``a`` rounded to float32, one more multiplication for the
 weighted sum); the ``out`` row sums are added in float64. A sum of ``n`` non-negative
