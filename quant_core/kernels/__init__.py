@@ -57,10 +57,24 @@ least ``MIN_ELEMENTS`` elements (a kernel call costs tens of microseconds before
 ``use_backend(Backend.COMPILED, min_elements=1)`` lowers it); anything else runs eagerly.
 A machine where compiling fails (no C++ compiler, an unsupported platform) logs one warning
 and runs eagerly from then on; no error reaches the caller.
+
+The mixed-precision table's sums of squares (``quant_core.mixed.sums``) have their passes
+here too (``error_passes``): ``row_square_sums``, ``codebook_square_sums`` and the fused
+quantize-dequantize-error passes ``fused_int_block_sums`` and ``fused_codebook_block_sums``
+(float32 sums in Inductor's order, which the caller adds in float64; its reference is the
+float64 formula, not a bit-for-bit twin). ``runs_compiled`` says whether a compiled pass
+would run, for callers that prepare its inputs at some cost.
 """
 
 from __future__ import annotations
 
+from .error_passes import (
+    codebook_square_sums,
+    decodes_without_gather,
+    fused_codebook_block_sums,
+    fused_int_block_sums,
+    row_square_sums,
+)
 from .passes import (
     absmean,
     bin_indices,
@@ -83,6 +97,7 @@ from .switch import (
     active_backend,
     backend_from_env,
     compile_failure,
+    runs_compiled,
     set_backend,
     use_backend,
 )
@@ -96,16 +111,22 @@ __all__ = [
     "backend_from_env",
     "bin_indices",
     "canonical_zeros",
+    "codebook_square_sums",
     "compile_failure",
     "count_beyond",
     "decode_codebook",
     "decode_int",
     "decode_int_offset",
+    "decodes_without_gather",
     "encode_codebook",
     "encode_int",
     "error_sums",
     "extremes",
+    "fused_codebook_block_sums",
+    "fused_int_block_sums",
     "int_squared_error",
+    "row_square_sums",
+    "runs_compiled",
     "set_backend",
     "tile_extremes",
     "use_backend",

@@ -144,7 +144,7 @@ def _decode_small_table(q: torch.Tensor, table: torch.Tensor, s: torch.Tensor) -
 
 def _small_table_values(q: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     """``table[q]`` of codes ``q`` (float32, exact integers) by ``_decode_small_table``'s
-    tree of selects (also traced into the table's fused error pass, ``mixed.sums``)."""
+    tree of selects (also traced into the table's fused error pass, ``error_passes``)."""
     groups = [table[i] for i in range(table.shape[0])]
     width = 1
     while len(groups) > 1:

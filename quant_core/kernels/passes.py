@@ -242,7 +242,7 @@ def codebook_encoder_args(
 ) -> tuple[Any, tuple[torch.Tensor, ...], str]:
     """``encode_codebook``'s kernel body, its arguments (``blocks`` first) and its name:
     ``blocks`` 2-D ``[n, L]``, 3-D ``[rows, n, L]`` (one ``s`` per ``[rows, n]``) or a
-    4-D tile view. Shared with the table's fused error pass (``mixed.sums``), which traces
+    4-D tile view. Shared with the table's fused error pass (``error_passes``), which traces
     the same body."""
     kernel = _codebook_encoder(cb.format, multiply=inverse is not None or cb.format is Format.NF4)
     if inverse is not None:

@@ -24,6 +24,7 @@ __all__ = [
     "active_backend",
     "backend_from_env",
     "compile_failure",
+    "runs_compiled",
     "set_backend",
     "use_backend",
 ]
@@ -191,6 +192,13 @@ def _usable(*tensors: torch.Tensor) -> bool:
     if warming is not None and warming is not threading.current_thread():
         return False  # the kernels are being compiled: run eagerly rather than wait
     return _compiler_ok()
+
+
+def runs_compiled(*tensors: torch.Tensor) -> bool:
+    """Whether a compiled pass over ``tensors`` would run now (``_usable``): for a caller
+    that prepares a kernel's inputs at some cost, to skip that work where the entry point
+    would return ``None`` anyway."""
+    return _usable(*tensors)
 
 
 def _variant(

@@ -21,8 +21,11 @@ For ``W`` and ``Ŵ`` ``[out, in]`` float32 and an importance ``a`` ``[in]`` (or 
 
 The reference (``Backend.EAGER``, and every tensor the compiled path does not take) squares
 float32 values and sums columns in float64, a few rows at a time (no full-size temporary):
-the table's formula before this module. The compiled path (``quant_core.kernels``' machinery:
-``torch.compile``, eager fallback, ``QLAB_COMPILE``) reads ``W`` and ``Ŵ`` once, squares
+the table's formula before this module. The compiled path (``quant_core.kernels``' entry
+points ``row_square_sums``, ``codebook_square_sums``, ``fused_int_block_sums`` and
+``fused_codebook_block_sums``, with its machinery: ``torch.compile``, eager fallback,
+``QLAB_COMPILE``; each returns ``None`` where this module's reference must run) reads ``W``
+and ``Ŵ`` once, squares
 the same float32 differences (one IEEE subtraction and one multiplication, as the reference),
 and sums each row in float32 (``a`` rounded to float32, one more multiplication for the
 weighted sum); the ``out`` row sums are added in float64. A sum of ``n`` non-negative
@@ -43,10 +46,8 @@ quantize's codes pass, dequantize and the sums (and 5 of 6 extremes passes) in t
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import torch
 
@@ -55,23 +56,17 @@ from ..config import Format, QuantConfig, Recipe, Rounding
 from ..formats import codebook_for
 from ..formats.scales import check_super_blocks
 from ..granularity import layout_for
-from ..kernels.bodies import (
-    _FLOAT8,
-    SMALL_TABLE_MAX,
-    _codebook_encoder,
-    _minifloat,
-    _minifloat_for_table,
-    _minifloat_values,
-    _small_table_values,
-    _unrounded,
+from ..kernels import (
+    codebook_square_sums,
+    decodes_without_gather,
+    fused_codebook_block_sums,
+    fused_int_block_sums,
+    row_square_sums,
+    runs_compiled,
 )
-from ..kernels.passes import codebook_encoder_args
-from ..kernels.switch import _FAILED, _run, _usable
 from ..quantize import block_params
 from ..quantized_tensor import QuantizedTensor
 from ..ranges import BlockRange
-
-_F32_MAX = torch.finfo(torch.float32).max
 
 __all__ = [
     "RowExtremes",
@@ -84,132 +79,6 @@ __all__ = [
 ]
 
 _ROWS = 64  # rows per piece of the reference: 64 x 11008 float32 is 2.8 MB
-
-
-def _error_kernel(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    d = x - y
-    return (d * d).sum(dim=1)
-
-
-def _error_weighted_kernel(
-    x: torch.Tensor, y: torch.Tensor, a: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    d = x - y
-    d2 = d * d
-    return d2.sum(dim=1), (d2 * a).sum(dim=1)
-
-
-def _energy_kernel(x: torch.Tensor) -> torch.Tensor:
-    return (x * x).sum(dim=1)
-
-
-def _energy_weighted_kernel(x: torch.Tensor, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    x2 = x * x
-    return x2.sum(dim=1), (x2 * a).sum(dim=1)
-
-
-def _codebook_kernel(
-    x: torch.Tensor, q: torch.Tensor, s: torch.Tensor, table: torch.Tensor
-) -> torch.Tensor:
-    # dequantize's formula (kernels' _decode_table), its operations in its order
-    x_hat = (table[q.to(torch.int64)] * s).clamp(-_F32_MAX, _F32_MAX)
-    d = x - x_hat
-    return (d * d).sum(dim=(1, 2))
-
-
-def _codebook_weighted_kernel(
-    x: torch.Tensor, q: torch.Tensor, s: torch.Tensor, table: torch.Tensor, a: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    x_hat = (table[q.to(torch.int64)] * s).clamp(-_F32_MAX, _F32_MAX)
-    d = x - x_hat
-    d2 = d * d
-    return d2.sum(dim=(1, 2)), (d2 * a).sum(dim=(1, 2))
-
-
-# -- the table's fused pass: quantize, dequantize and the error sums in one loop --------------
-
-
-def _int_error(
-    x: torch.Tensor,
-    s: torch.Tensor,
-    z: torch.Tensor,
-    m: torch.Tensor,
-    zd: torch.Tensor,
-    md: torch.Tensor,
-    qmin: torch.Tensor,
-    qmax: torch.Tensor,
-) -> torch.Tensor:
-    """``D`` of integer codes: ``encode_int``'s code (``bodies._unrounded``, rounded and
-    clamped: exact integers, so its int8/int16 cast and back changes nothing), then
-    ``dequantize``'s ``clamp((q - z) s + m)`` with its zero point and offset (zeros where
-    it has none: ``q - 0`` is ``q`` and ``v + 0`` is ``v`` but for the sign of a zero,
-    which no square shows)."""
-    q = _unrounded(x, s, z, m).round().clamp(qmin, qmax)
-    return x - ((q - zd.to(torch.float32)) * s + md).clamp(-_F32_MAX, _F32_MAX)
-
-
-def _block_sums(d: torch.Tensor) -> torch.Tensor:
-    """``Σ D²`` of each block (``d``: ``[rows, blocks per row, L]``), in float32."""
-    return (d * d).sum(dim=2)
-
-
-def _weighted_block_sums(
-    d: torch.Tensor, a: torch.Tensor, one: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(Σ D², Σ D² a)`` of each block in one loop. ``one`` (``a``'s shape, all ones:
-    ``v * 1`` is ``v``) gives the plain sum ``a``'s indexing: Inductor loops over
-    ``[rows, blocks]`` as one range for a sum that reads only ``D`` and as two for one that
-    reads ``a``, and two reductions with different loops do not fuse (both sums then
-    compute ``D``, 2.5x the time of one)."""
-    d2 = d * d
-    return (d2 * one).sum(dim=2), (d2 * a).sum(dim=2)
-
-
-def _int_fused_kernel(x, s, z, m, zd, md, qmin, qmax):
-    return _block_sums(_int_error(x, s, z, m, zd, md, qmin, qmax))
-
-
-def _int_fused_weighted_kernel(x, s, z, m, zd, md, qmin, qmax, a, one):
-    return _weighted_block_sums(_int_error(x, s, z, m, zd, md, qmin, qmax), a, one)
-
-
-@functools.cache
-def _codebook_fused_kernel(fmt: Format, multiply: bool, weighted: bool) -> Callable[..., Any]:
-    """The fused pass of codebook ``fmt``: ``encode_codebook``'s kernel body (the same
-    codes), the value of each code as ``decode_codebook``'s compiled kernels find it (from
-    the code's bits for the float formats, a tree of selects for the other tables: the
-    table's entry exactly, no gather), scaled and clamped as there, and the sums of
-    ``D²``. ``args``: ``x``, the encoder's arguments after the blocks, the scales ``s``
-    dequantize multiplies by and, where weighted, ``a``."""
-    encode = _codebook_encoder(fmt, multiply)
-    mf = _minifloat(fmt)
-    n_enc = 1 if fmt in _FLOAT8 else 2  # the encoder's arguments after the blocks
-
-    def error(x: torch.Tensor, *args: torch.Tensor) -> torch.Tensor:
-        codes = encode(x, *args[:n_enc]).to(torch.float32)
-        s = args[n_enc]
-        if mf is not None:
-            v = _minifloat_values(codes, mf) * s
-            # decode_minifloat's clamp by selects (the same numbers as clamp)
-            x_hat = torch.where(v > _F32_MAX, _F32_MAX, torch.where(v < -_F32_MAX, -_F32_MAX, v))
-        else:
-            x_hat = (_small_table_values(codes, args[n_enc + 1]) * s).clamp(-_F32_MAX, _F32_MAX)
-        return x - x_hat
-
-    def fused(x: torch.Tensor, *args: torch.Tensor) -> torch.Tensor:
-        return _block_sums(error(x, *args))
-
-    def fused_weighted(x: torch.Tensor, *args: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return _weighted_block_sums(error(x, *args[:-2]), *args[-2:])
-
-    return fused_weighted if weighted else fused
-
-
-def _decodes_without_gather(table: torch.Tensor) -> bool:
-    """Whether ``decode_codebook`` decodes this table without a gather (as the fused pass
-    does): a float format's, or one of at most ``SMALL_TABLE_MAX`` entries, a power of 2."""
-    n = table.shape[0]
-    return _minifloat_for_table(table) is not None or (n <= SMALL_TABLE_MAX and not n & (n - 1))
 
 
 class RowExtremes:
@@ -226,7 +95,7 @@ class RowExtremes:
         self._by_len: dict[int, BlockRange] = {}
 
     def prepare(self, lengths: Sequence[int]) -> None:
-        if not _usable(self._w):
+        if not runs_compiled(self._w):
             return  # scheme_error_sums will not run: no pass for nothing
         n_in = self._w.shape[1]
         base = math.gcd(*lengths) if lengths else 0
@@ -248,16 +117,6 @@ class RowExtremes:
         found = self._by_len[block_len] = BlockRange(lo, hi)
         return found
 
-
-_ONE_LOOP = {
-    "realize_reads_threshold": 1_000,
-    "realize_cpu_opcount_threshold": 10_000,
-    "realize_cpu_acc_reads_threshold": 1_000,
-}
-"""Inductor settings for the fused passes: ``D²`` feeds two sums, and Inductor stores a
-value that several reductions read once its formula reads more than 4 inputs or passes 50
-operations (a full-size buffer written, then read by a second loop: 2x to 4x the time
-here); these thresholds keep both sums in the loop that computes ``D``."""
 
 def _merge(t: torch.Tensor, k: int, pick: Callable[..., torch.Tensor]) -> torch.Tensor:
     """``[n * k, 1]`` -> ``[n, 1]``: ``pick`` (min or max, exact) of each run of ``k``.
@@ -307,9 +166,10 @@ def scheme_error_sums(
 ) -> tuple[float, float] | None:
     """``error_sums(w, quantize(w, cfg).dequantize(), importance)`` in one compiled pass
     that keeps neither codes nor ``Ŵ``: each block's parameters as ``quantize`` computes
-    them (``quantize.block_params``, from ``extremes``), then per element the code,
-    its dequantized value and ``D²`` (``_int_error``, ``_codebook_fused_kernel``), summed
-    per row in float32 and over rows in float64 as ``error_sums``' compiled path. ``None``
+    them (``quantize.block_params``, from ``extremes``), then per element the code, its
+    dequantized value and ``D²`` (``kernels.fused_int_block_sums``,
+    ``kernels.fused_codebook_block_sums``), summed per block in float32 and over blocks in
+    float64 as ``error_sums``' compiled path does over rows. ``None``
     where it does not apply (then quantize and dequantize): another recipe, stochastic
     rounding, two-level scales, blocks that are not runs of a row's values, a codebook
     decoded by a gather, the eager path. ``ValueError`` as ``quantize`` raises it for a
@@ -319,50 +179,36 @@ def scheme_error_sums(
     layout = layout_for(w.shape, cfg.granularity)  # quantize's ValueError, if any
     check_super_blocks(layout, cfg)
     block_len = row_run_length(cfg, tuple(w.shape))
-    if block_len is None or not _usable(w):
+    if block_len is None or not runs_compiled(w):
         return None
     rows, n_in = w.shape
     shape = (rows, n_in // block_len, block_len)
     if cfg.format is not Format.INT:
         table = codebook_for(cfg.format, w.device).decode_table
-        if not _decodes_without_gather(table):
+        if not decodes_without_gather(table):
             return None
     _check(w, None, importance)
     blocks = w.view(-1, block_len)
     params, cb = block_params(blocks, cfg, layout, extremes.get(block_len))
     x = w.view(shape)
-
-    def per_block(t: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        return t.reshape(rows, shape[1], 1).to(dtype)
-
-    s = per_block(params.scale)
-    weighted = importance is not None
-    a: tuple[torch.Tensor, ...] = ()
-    if weighted:
-        a32 = importance.to(device=w.device, dtype=torch.float32).reshape(1, shape[1], block_len)
-        a = (a32, torch.ones_like(a32))
     if cb is None:
-        z = per_block(params.zero_point, torch.int32)
-        m = per_block(params.offset) if params.offset is not None else torch.zeros_like(s)
-        zd = z if cfg.has_zero_point else torch.zeros_like(z)
-        bounds = torch.tensor([cfg.qmin, cfg.qmax], dtype=torch.float32)
-        kernel = _int_fused_weighted_kernel if weighted else _int_fused_kernel
-        args = (x, per_block(params.encode_scale), z, m, zd, m, bounds[0], bounds[1], *a)
-        name = kernel.__name__.strip("_")
-    else:
-        encoder, enc_args, enc_name = codebook_encoder_args(
-            x, params.encode_scale, cb, params.encode_inverse
+        out = fused_int_block_sums(
+            x,
+            params.encode_scale,
+            params.zero_point,
+            params.offset,
+            cfg.qmin,
+            cfg.qmax,
+            has_zero_point=cfg.has_zero_point,
+            a=importance,
         )
-        del encoder
-        multiply = params.encode_inverse is not None or cb.format is Format.NF4
-        kernel = _codebook_fused_kernel(cb.format, multiply, weighted)
-        extra = () if _minifloat(cb.format) is not None else (cb.decode_table,)
-        args = (*enc_args, s, *extra, *a)
-        name = f"fused_{enc_name}" + ("_weighted" if weighted else "")
-    out = _run(kernel, name, *args, options=_ONE_LOOP)
-    if out is _FAILED:
+    else:
+        out = fused_codebook_block_sums(
+            x, params.encode_scale, cb, params.encode_inverse, params.scale, a=importance
+        )
+    if out is None:
         return None
-    plain, weighted_rows = out if weighted else (out, out)
+    plain, weighted_rows = out
     # the block sums in float64 by rows, then the rows' (torch's float64 sum of the whole
     # float32 [rows, blocks] converts one value at a time: 3 to 16 ms here, against 0.5)
     sums = (
@@ -403,23 +249,10 @@ def _compiled(
     w: torch.Tensor, w_hat: torch.Tensor | None, a: torch.Tensor | None
 ) -> tuple[float, float] | None:
     """The compiled pass, or ``None`` where the reference must run (module docstring)."""
-    inputs = (w,) if w_hat is None else (w, w_hat)
-    if not _usable(*inputs):
+    out = row_square_sums(w, w_hat, a)
+    if out is None:
         return None
-    args = [t.contiguous() for t in inputs]
-    if a is None:
-        kernel = _energy_kernel if w_hat is None else _error_kernel
-        out = _run(kernel, kernel.__name__.strip("_"), *args)
-        if out is _FAILED:
-            return None
-        plain = weighted = out
-    else:
-        kernel = _energy_weighted_kernel if w_hat is None else _error_weighted_kernel
-        a32 = a.to(device=w.device, dtype=torch.float32).reshape(1, -1)
-        out = _run(kernel, kernel.__name__.strip("_"), *args, a32)
-        if out is _FAILED:
-            return None
-        plain, weighted = out
+    plain, weighted = out
     sums = (float(plain.sum(dtype=torch.float64)), float(weighted.sum(dtype=torch.float64)))
     if not (math.isfinite(sums[0]) and math.isfinite(sums[1])):
         return None  # a float32 row sum overflowed, or the weight is not finite
@@ -448,25 +281,17 @@ def codebook_error_sums(
     ):
         return None
     _check(w, None, importance)
-    if not _usable(w, qt.codes):
+    if not runs_compiled(w, qt.codes):
         return None
     rows, n_in = w.shape
     shape = (rows, n_in // layout.block_len, layout.block_len)
     x = w.contiguous().view(shape)
     q = qt.codes.contiguous().view(shape)
-    s = qt.scale.reshape(rows, shape[1], 1).to(torch.float32)
     table = codebook_for(qt.config.format, w.device).decode_table
-    if importance is None:
-        out = _run(_codebook_kernel, "codebook_error", x, q, s, table)
-        if out is _FAILED:
-            return None
-        plain = weighted = out
-    else:
-        a = importance.to(device=w.device, dtype=torch.float32).reshape(1, shape[1], shape[2])
-        out = _run(_codebook_weighted_kernel, "codebook_error_weighted", x, q, s, table, a)
-        if out is _FAILED:
-            return None
-        plain, weighted = out
+    out = codebook_square_sums(x, q, qt.scale, table, importance)
+    if out is None:
+        return None
+    plain, weighted = out
     sums = (float(plain.sum(dtype=torch.float64)), float(weighted.sum(dtype=torch.float64)))
     if not (math.isfinite(sums[0]) and math.isfinite(sums[1])):
         return None

@@ -30,6 +30,7 @@ from quant_core import (
     quantize,
     use_backend,
 )
+from quant_core.formats import codebook_for
 from quant_core.mixed import LAB_CANDIDATES, Candidate, candidate_named, measure_tensor
 from quant_core.mixed import sums as sums_module
 from quant_core.mixed.sums import (
@@ -260,3 +261,27 @@ def test_the_fused_pass_leaves_what_it_does_not_fit(gen: torch.Generator) -> Non
         assert scheme_error_sums(w, FUSED[0], None, extremes) is None
     with pytest.raises(ValueError, match="group size"):
         scheme_error_sums(w, QuantConfig(granularity=PerGroup(100)), None, extremes)
+
+
+def test_the_kernel_entry_points_leave_the_eager_path_to_the_caller(gen: torch.Generator) -> None:
+    """``kernels``' table passes return ``None`` (the caller's reference runs) on the eager
+    path, and ``runs_compiled`` says so before any input is prepared."""
+    w = torch.randn(96, 1024, generator=gen)
+    a = torch.rand(1024, generator=gen)
+    x = w.view(96, 32, 32)
+    q = torch.zeros(x.shape, dtype=torch.uint8)
+    s = torch.ones(96 * 32)
+    nf4 = codebook_for(Format.NF4)
+    with use_backend(Backend.EAGER):
+        assert not kernels.runs_compiled(w)
+        assert kernels.row_square_sums(w, w, a) is None
+        assert kernels.codebook_square_sums(x, q, s, nf4.decode_table, a) is None
+        assert kernels.fused_int_block_sums(x, s, s, None, -8, 7, has_zero_point=False) is None
+        assert kernels.fused_codebook_block_sums(x, s, nf4, None, s, a) is None
+
+
+def test_decodes_without_gather_names_the_tables_the_fused_pass_takes() -> None:
+    for fmt in (Format.NF4, Format.FP4_E2M1, Format.FP6_E2M3, Format.FP8_E4M3, Format.IQ4_NL):
+        assert kernels.decodes_without_gather(codebook_for(fmt).decode_table), fmt
+    assert not kernels.decodes_without_gather(torch.linspace(-1, 1, 5))  # not a power of 2
+    assert not kernels.decodes_without_gather(torch.linspace(-1, 1, 128))  # above 64, no float
