@@ -244,14 +244,22 @@ def without_fused_pass() -> Iterator[None]:
 
 
 def warm(placement: Placement, folder: Path) -> None:
-    """Start the placement's workers and compile their kernels on one small tensor each."""
-    small = folder / "warm"
-    small.mkdir(exist_ok=True)
-    write_sharded(small, iter([{f"w{i}.weight": torch.randn(256, 1024).to(torch.bfloat16)
-                                for i in range(4)}]), 1)  # fmt: skip
-    ckpt = open_checkpoint(small, parse_roots(str(folder)))
-    tasks = tasks_for(ckpt, SIX, parse_roots(str(folder)))
-    fill_table(TableStore(), "warm", tasks, placement)
+    """Start the placement's workers and compile their kernels before the clock starts: a
+    pass of small weights, then one of weights with rows longer than 4096. Dynamo's dynamic
+    kernels carry guards from the shapes they first saw (a row of at most 4096 values, as
+    many blocks per row as values per block for 1024 = 32 x 32), and the first weight that
+    breaks one compiles again: 5 to 9 s more in each worker's first real task when the
+    workers were warmed on the small weights alone. Two tasks per worker per pass, so each
+    worker takes some of each while the others compile."""
+    for i, shape in enumerate(((256, 1024), (64, 11008))):
+        small = folder / f"warm{i}"
+        small.mkdir(exist_ok=True)
+        weights = {f"w{k}.weight": torch.randn(*shape).to(torch.bfloat16)
+                   for k in range(2 * placement.workers)}  # fmt: skip
+        write_sharded(small, iter([weights]), 1)
+        ckpt = open_checkpoint(small, parse_roots(str(folder)))
+        tasks = tasks_for(ckpt, SIX, parse_roots(str(folder)))
+        fill_table(TableStore(), f"warm{i}", tasks, placement)
 
 
 def table_pass(label: str, placement: Placement, tasks: tuple[TableTask, ...], paths: list[Path],
