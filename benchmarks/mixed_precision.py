@@ -53,6 +53,16 @@ x1.73. The whole 1.01B checkpoint (same run): plain read 2.7 s cold (evicted wit
 ``POSIX_FADV_DONTNEED``), 1.9 s warm; 1 local worker 60.9 s (x22 cold, x32 warm), 2 local
 workers 76.1 s (x28, x40), local Ray with 2 CPUs 31.2 s (x11.5 cold, x16.2 warm).
 
+Two local workers slower than one: the workers were warmed on 256 x 1024 weights only, and
+Dynamo's dynamic kernels kept guards from them (a row of at most 4096 values; 32 blocks of
+32 to a row, equal sizes that it merges), so each worker's first real weight compiled again
+inside the timed pass (its first task 7 to 9 s against 1.5 s in the next pass, 0.20B
+checkpoint). ``warm`` now adds a pass of weights with rows of 11008; both passes then take
+the same time. The 1.01B checkpoint after that, quiet machine (load 1.4): plain read
+1.5 s cold, 0.9 s warm; 1 local worker 18.0 s (x11.7 cold, x19.1 warm), 2 local workers
+13.5 s (x8.8, x14.3), local Ray with 2 CPUs 10.9 s (x7.1, x11.6); one task 0.61 s with a
+cold read, x5.9 the cold read (0.102 s).
+
 The target of 3x the read is not met. What remains per task (in-process profile): the
 fused passes ~0.63 s, of which the three codebook formats take ~0.5 s (NF4's 15 midpoint
 compares to encode and a 15-select tree to decode, FP4's 7 and its bits, FP8's float8
