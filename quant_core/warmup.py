@@ -157,8 +157,9 @@ def _check_probe(shape: tuple[int, ...], cfg: QuantConfig) -> str | None:
 
 def _check_bytes_probe() -> str | None:
     """Decode random Q4_K blocks (``formats.bytes_kernels``: the nibbles and the scale
-    words, NaN and infinite ``d`` included) and random blocks of each ``block_codes`` type
-    on both paths; a description of the first difference, or None."""
+    words, NaN and infinite ``d`` included), random blocks of each ``block_codes`` type and
+    random MXFP4 and NVFP4 blocks (``fp4_plus_zero``) on both paths; a description of the
+    first difference, or None."""
     gen = torch.Generator().manual_seed(0)
     data = torch.randint(0, 256, (16 * 144,), dtype=torch.uint8, generator=gen).numpy().tobytes()
     with use_backend(Backend.COMPILED, min_elements=1):
@@ -178,6 +179,17 @@ def _check_bytes_probe() -> str | None:
         with use_backend(Backend.COMPILED, min_elements=1):
             fast_codes = block_codes(type_name, raw)
         if not _same(fast_codes, block_codes(type_name, raw, eager=True)):
+            return f"{type_name} bytes decode to codes that differ from the eager path's"
+    for type_name in ("MXFP4", "NVFP4"):
+        # random bytes: FP4 code 8 (llama.cpp's +0) in every byte position of a word
+        record = ggml_type(type_name)
+        raw = torch.randint(0, 256, (16 * record.type_size,), dtype=torch.uint8, generator=gen)
+        shape = (4, 4 * record.block_size)
+        with use_backend(Backend.COMPILED, min_elements=1):
+            fast = from_ggml_bytes(raw.numpy().tobytes(), type_name, shape)
+        with use_backend(Backend.EAGER):
+            ref = from_ggml_bytes(raw.numpy().tobytes(), type_name, shape)
+        if not _same(fast.codes, ref.codes):
             return f"{type_name} bytes decode to codes that differ from the eager path's"
     return None
 

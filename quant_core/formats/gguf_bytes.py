@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..granularity import layout_for
-from .bytes_kernels import block_codes, block_halves, block_nibbles
+from .bytes_kernels import block_codes, block_halves, block_nibbles, fp4_plus_zero
 from .gguf_types import GGMLType, ggml_type, gguf_type_of
 from .scales import StoredScales, ue4m3_values
 
@@ -248,16 +248,14 @@ def from_ggml_bytes(
     elif name == "MXFP4":
         e = raw[:, 0].to(torch.int32)
         s = torch.ldexp(torch.ones(n), (e - 127).to(torch.float32))
-        codes = block_nibbles(raw, 1, signed=False)
-        codes[codes == 8] = 0  # llama.cpp's code 8 is +0 (module docstring)
+        codes = fp4_plus_zero(block_nibbles(raw, 1, signed=False))  # module docstring
         z = zeros
         stored = StoredScales(codes=e)
     elif name == "NVFP4":
         u = raw[:, :4].to(torch.int32).reshape(-1)
         s = ue4m3_values(u)
         qs = raw[:, 4:].reshape(n, 4, 8)
-        codes = torch.cat([qs & 0x0F, qs >> 4], dim=2).reshape(n, 64)
-        codes[codes == 8] = 0  # llama.cpp's code 8 is +0 (module docstring)
+        codes = fp4_plus_zero(torch.cat([qs & 0x0F, qs >> 4], dim=2).reshape(n, 64))
         z = torch.zeros(n * 4, dtype=torch.int32)
         stored = StoredScales(codes=u)
     elif name == "Q1_0":

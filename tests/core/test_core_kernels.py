@@ -582,8 +582,9 @@ def test_shapes_and_bit_widths_reuse_the_warm_kernels():
 @needs_compiled
 def test_shipped_presets_reuse_the_warm_kernels():
     """After ``warm_up``, every shipped preset (llama.cpp's types, MX, NVFP4, FP8 blocks,
-    BitNet, double quantization) quantizes, dequantizes and writes its GGUF bytes at real
-    weight shapes without compiling anything: a first pick on a page does not wait."""
+    BitNet, double quantization) quantizes, dequantizes, writes its GGUF bytes and reads
+    them back at real weight shapes without compiling anything: a first pick on a page, or
+    a first GGUF file, does not wait."""
     report = warm_up()
     assert report.backend is Backend.COMPILED and report.failure is None
     before = counters["stats"]["unique_graphs"]
@@ -595,7 +596,9 @@ def test_shipped_presets_reuse_the_warm_kernels():
                 qt = quantize(x, QuantConfig.from_name(name))
                 qt.dequantize()
                 if qt.config.gguf_type is not None:
-                    qt.to_ggml_bytes()
+                    # and reopened, as a GGUF file's tensor is
+                    data = qt.to_ggml_bytes()
+                    QuantizedTensor.from_ggml_bytes(data, qt.config.gguf_type, (rows, cols))
     assert counters["stats"]["unique_graphs"] == before
 
 

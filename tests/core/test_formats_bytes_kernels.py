@@ -134,3 +134,25 @@ def test_block_codes_follow_the_readable_layouts(gen, monkeypatch, type_name):
         assert got.dtype == want.dtype and got.shape == want.shape
         assert torch.equal(got, want)
         assert torch.equal(bytes_kernels.block_codes(type_name, source, eager=True), want)
+
+
+@pytest.mark.parametrize("shape", [(4096, 32), (3, 64), (5, 3), (16,)])
+def test_fp4_plus_zero_maps_code_8_to_0_and_keeps_the_rest(gen, shape):
+    """Every code 0..15 in every byte position of a word (a random draw of 131k codes),
+    and shapes whose codes do not fill whole words (the eager path): code 8 becomes 0,
+    the others stay, on both backends."""
+    codes = torch.randint(0, 16, shape, dtype=torch.uint8, generator=gen)
+    codes.view(-1)[:16] = torch.arange(16, dtype=torch.uint8)[: codes.numel()]
+    before = codes.clone()
+    got = bytes_kernels.fp4_plus_zero(codes)
+    want = codes.clone()
+    want[want == 8] = 0
+    assert int((codes == 8).sum()) > 0
+    assert got.dtype == torch.uint8 and got.shape == codes.shape
+    assert torch.equal(got, want)
+    assert torch.equal(codes, before)  # a new tensor: the input is not written
+
+
+def test_fp4_plus_zero_refuses_other_dtypes():
+    with pytest.raises(TypeError, match="uint8"):
+        bytes_kernels.fp4_plus_zero(torch.zeros(8, dtype=torch.int8))
