@@ -102,13 +102,19 @@ class QuantizedTensor:
 
     @classmethod
     def from_ggml_bytes(
-        cls, data: bytes | bytearray | memoryview, type_name: str, shape: tuple[int, ...]
+        cls,
+        data: bytes | bytearray | memoryview,
+        type_name: str,
+        shape: tuple[int, ...],
+        *,
+        signed_zero: bool = False,
     ) -> QuantizedTensor:
         """The tensor that GGUF block bytes ``data`` of type ``type_name`` (``"Q4_K"``) and
-        ``shape`` store; ``formats.gguf_bytes``."""
+        ``shape`` store, read as llama.cpp reads them (``signed_zero``: FP4 code 8 stays
+        OCP's ``-0``); ``formats.gguf_bytes``."""
         from .formats.gguf_bytes import from_ggml_bytes
 
-        return from_ggml_bytes(data, type_name, shape)
+        return from_ggml_bytes(data, type_name, shape, signed_zero=signed_zero)
 
     @property
     def n_blocks(self) -> int:

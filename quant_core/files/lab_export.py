@@ -45,6 +45,7 @@ from ..config import (
     ZeroPoint,
 )
 from ..formats.gguf_bytes import from_ggml_bytes, ggml_byte_size
+from ..formats.gguf_types import ggml_type
 from ..formats.scales import StoredScales
 from ..granularity import layout_for
 from ..packing import packed_size, unpack
@@ -211,8 +212,11 @@ def read_lab_export(blob: Blob, header: STHeader, max_elements: int) -> Quantize
         except ValueError as err:
             raise QuantizedFileError(f"{shown}: {err}") from None
         blocks = part("ggml_blocks", ("U8",), want)
-        qt = from_ggml_bytes(blocks.numpy().tobytes(), type_name, shape)
-        return dataclasses.replace(qt, config=cfg)  # the lab's MXFP4 is llama.cpp's too
+        # The lab's OCP MXFP4 shares llama.cpp's MXFP4 blocks, but its FP4 code 8 is -0
+        # (llama.cpp reads +0): its own export keeps the code it wrote.
+        own_zero = cfg != ggml_type(type_name).config
+        qt = from_ggml_bytes(blocks.numpy().tobytes(), type_name, shape, signed_zero=own_zero)
+        return dataclasses.replace(qt, config=cfg)
     packed = part("codes", ("U8",), packed_size(numel, cfg.bits))
     signed = cfg.format is Format.INT
     codes = unpack(packed, cfg.bits, numel, signed=signed).reshape(shape)

@@ -199,11 +199,17 @@ def to_ggml_bytes(qt: QuantizedTensor) -> bytes:
 
 
 def from_ggml_bytes(
-    data: bytes | bytearray | memoryview, type_name: str, shape: tuple[int, ...]
+    data: bytes | bytearray | memoryview,
+    type_name: str,
+    shape: tuple[int, ...],
+    *,
+    signed_zero: bool = False,
 ) -> QuantizedTensor:
     """The ``QuantizedTensor`` (float32 on CPU, config ``ggml_type(type_name).config``) that
     the GGUF bytes ``data`` of a tensor of ``shape`` store; ``ValueError`` naming the
-    type, shape and sizes when the bytes do not fit."""
+    type, shape and sizes when the bytes do not fit. MXFP4's and NVFP4's FP4 code 8 is read
+    as llama.cpp reads it, code 0 (``+0``), unless ``signed_zero``: then it stays OCP's
+    ``-0`` (the lab's own export of its OCP MXFP4, which stores those blocks)."""
     from ..quantized_tensor import QuantizedTensor
 
     record = ggml_type(type_name)
@@ -248,14 +254,18 @@ def from_ggml_bytes(
     elif name == "MXFP4":
         e = raw[:, 0].to(torch.int32)
         s = torch.ldexp(torch.ones(n), (e - 127).to(torch.float32))
-        codes = fp4_plus_zero(block_nibbles(raw, 1, signed=False))  # module docstring
+        codes = block_nibbles(raw, 1, signed=False)
+        if not signed_zero:
+            codes = fp4_plus_zero(codes)  # llama.cpp's code 8 is +0 (module docstring)
         z = zeros
         stored = StoredScales(codes=e)
     elif name == "NVFP4":
         u = raw[:, :4].to(torch.int32).reshape(-1)
         s = ue4m3_values(u)
         qs = raw[:, 4:].reshape(n, 4, 8)
-        codes = fp4_plus_zero(torch.cat([qs & 0x0F, qs >> 4], dim=2).reshape(n, 64))
+        codes = torch.cat([qs & 0x0F, qs >> 4], dim=2).reshape(n, 64)
+        if not signed_zero:
+            codes = fp4_plus_zero(codes)  # llama.cpp's code 8 is +0 (module docstring)
         z = torch.zeros(n * 4, dtype=torch.int32)
         stored = StoredScales(codes=u)
     elif name == "Q1_0":

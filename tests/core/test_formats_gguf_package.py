@@ -112,3 +112,7 @@ def test_mxfp4_blocks_decode_as_the_package_does_signed_zeros_included() -> None
     canonical = raw.copy()
     canonical[:, 1:] = np.where(lo == 8, 0, lo) | (np.where(hi == 8, 0, hi) << 4)
     assert qt.to_ggml_bytes() == canonical.tobytes()
+    # the lab's own export of its OCP MXFP4 keeps code 8 (-0), and its bytes as written
+    own = QuantizedTensor.from_ggml_bytes(data, "MXFP4", (8, 1024), signed_zero=True)
+    assert int((own.codes == 8).sum()) == int((lo == 8).sum() + (hi == 8).sum()) > 0
+    assert own.to_ggml_bytes() == data
