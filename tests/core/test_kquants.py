@@ -25,7 +25,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quant_core import QuantConfig, QuantizedTensor, quantize, storage_cost
+from quant_core import Backend, QuantConfig, QuantizedTensor, kernels, quantize, storage_cost
 from quant_core.formats.gguf_types import ggml_type
 from quant_core.formats.llama_cpp import ue4m3_from_float
 from quant_core.formats.scales import ue4m3_values
@@ -140,6 +140,47 @@ def test_bytes_equal_llama_cpp_on_minilm(c_quantizer, minilm_rows, name):
     qt = quantize(minilm_rows, QuantConfig.from_name(_preset(name)))
     expected = c_quantizer.quantize(name, minilm_rows.numpy())
     _assert_same_blocks(qt.to_ggml_bytes(), expected, name, "MiniLM")
+
+
+MIN_SEARCH_TYPES = ("Q2_K", "Q4_K", "Q5_K")  # make_qkx2_quants / make_qkx3_quants
+
+
+def _min_search_cases(seed: int) -> dict[str, np.ndarray]:
+    """The C comparisons' random cases, and blocks where the search's corners fall: all
+    zero, constant, all negative (``max < 0``, the min clamped to 0 never), one outlier,
+    subnormals, and values near float32's largest (``max - min`` overflows)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((16, 256)).astype(np.float32)
+    x[0] = 0
+    x[1] = -0.75
+    x[2] = -np.abs(x[2]) - 1
+    x[3, 17] = 1e4
+    x[4] *= np.float32(1e-41)
+    x[5] = np.where(x[5] < 0, -3.0e38, 3.0e38).astype(np.float32)
+    x[6, :32] = 0
+    return {**_random_cases(seed), "corners": x}
+
+
+@pytest.mark.parametrize("backend", list(Backend), ids=lambda b: b.value)
+@pytest.mark.parametrize("weighted", [False, True], ids=["plain", "importance"])
+@pytest.mark.parametrize("name", MIN_SEARCH_TYPES)
+def test_min_searches_equal_llama_cpp_on_both_paths(c_quantizer, name, weighted, backend):
+    # The compiled search runs on tiles of 8 blocks, position by position, the eager one
+    # on [positions, blocks]: both must give llama.cpp's bytes, with and without an
+    # importance matrix (make_qkx3_quants, 37 trials), min_elements=1 so small inputs
+    # compile too.
+    if backend is Backend.COMPILED and kernels.backend_from_env() is Backend.EAGER:
+        pytest.skip(f"{kernels.ENV_VAR}=0 forces the eager path")
+    rng = np.random.default_rng(3)
+    for case, x in _min_search_cases(11).items():
+        imp = rng.exponential(1.0, x.shape[1]).astype(np.float32) if weighted else None
+        with kernels.use_backend(backend, min_elements=1):
+            qt = quantize(
+                torch.from_numpy(x),
+                QuantConfig.from_name(name),
+                importance=None if imp is None else torch.from_numpy(imp),
+            )
+        _assert_same_blocks(qt.to_ggml_bytes(), c_quantizer.quantize(name, x, imp), name, case)
 
 
 # -- values equal to the gguf package's dequantization -----------------------------------
