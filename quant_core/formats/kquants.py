@@ -189,6 +189,13 @@ def _tiles(v: torch.Tensor) -> torch.Tensor:
     return v.reshape(n, -1, _TILE).permute(1, 0, 2).contiguous()
 
 
+def _on_tiles(x: torch.Tensor) -> bool:
+    """Whether a search over ``x`` (``[n, B]``) runs compiled on tiles: where
+    ``quant_core.kernels`` runs compiled passes and ``B`` fills whole tiles (always, but for
+    the per-super-block scales' own searches)."""
+    return x.shape[1] % _TILE == 0 and switch._usable(x)
+
+
 def _across(v: torch.Tensor, dim: int) -> torch.Tensor:
     """A per-block value (``[B]``, or ``[B/8, 8]`` on tiles) shaped to broadcast over the
     positions' axis ``dim``."""
@@ -469,7 +476,7 @@ def _make_qkx2_quants(
     ``use_mad``) is strictly smaller, and the next trials use its min. Compiled on tiles
     where ``quant_core.kernels`` runs compiled passes, else eagerly on ``[n, B]``."""
     factors = _qkx2_factors(nmax, rmin, rdelta, nstep)
-    if switch._usable(x):
+    if _on_tiles(x):
         found = _qkx2_on_tiles(start, x, nmax, factors, use_mad, weights)
         if found is not None:
             return found
@@ -487,17 +494,38 @@ def _make_qkx2_quants(
 
 
 def _qx_sums(
-    x: torch.Tensor, w: torch.Tensor, iscale: torch.Tensor, nmax: torch.Tensor
+    x: torch.Tensor, w: torch.Tensor, iscale: torch.Tensor, nmax: torch.Tensor, dim: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """For each trial ``t`` (``iscale`` ``[T, B]``): ``sumlx = sum (w x) l`` and ``suml2 =
-    sum (w l) l`` in order, ``l = clamp(nearest(iscale x), -nmax, nmax - 1)``."""
+    """For each trial ``t`` (``iscale`` ``[T, B]``, or ``[T, B/8, 8]`` on tiles): ``sumlx =
+    sum (w x) l`` and ``suml2 = sum (w l) l`` in order over the positions (axis ``dim`` of
+    ``x``, ``w``), ``l = clamp(nearest(iscale x), -nmax, nmax - 1)``."""
     sumlx = torch.zeros_like(iscale)
     suml2 = torch.zeros_like(iscale)
-    for i in range(x.shape[0]):
-        lv = _nearest_int(iscale * x[i]).clamp(min=-nmax).to(torch.float32).clamp(max=nmax - 1)
-        sumlx = sumlx + (w[i] * x[i]) * lv
-        suml2 = suml2 + (w[i] * lv) * lv
+    for xi, wi in zip(x.unbind(dim), w.unbind(dim), strict=True):
+        lv = _nearest_int(iscale * xi).clamp(min=-nmax).to(torch.float32).clamp(max=nmax - 1)
+        sumlx = sumlx + (wi * xi) * lv
+        suml2 = suml2 + (wi * lv) * lv
     return sumlx, suml2
+
+
+def _qx_sums_tiles(*args):  # type: ignore[no-untyped-def]
+    return _qx_sums(*args, 1)
+
+
+def _qx_pick(
+    sumlx: torch.Tensor, suml2: torch.Tensor, iscales: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``make_qx_quants``' choice among its trials (``[T, B]`` sums, trial 0 the start):
+    ``(scale, iscale)``; a trial replaces the best when ``sumlx^2 > best suml2``."""
+    scale = torch.where(suml2[0] != 0, sumlx[0] / torch.where(suml2[0] != 0, suml2[0], 1.0), 0.0)
+    best = scale * sumlx[0]
+    iscale = iscales[0]
+    for t in range(1, sumlx.shape[0]):
+        better = (suml2[t] > 0) & (sumlx[t] * sumlx[t] > best * suml2[t])
+        scale = torch.where(better, sumlx[t] / suml2[t], scale)
+        best = torch.where(better, scale * sumlx[t], best)
+        iscale = torch.where(better, iscales[t], iscale)
+    return scale, iscale
 
 
 @dataclass(frozen=True)
@@ -556,15 +584,16 @@ def _make_qx_quants(x: torch.Tensor, nmax: int, w: torch.Tensor | None = None) -
     ]
     f = torch.tensor([float(v) for v in factors], device=x.device).unsqueeze(1)
     iscales = f / mx  # [T, B], one true division each
-    sumlx, suml2 = _kernel(_qx_sums, x, w, iscales, torch.tensor(float(nmax), device=x.device))
-    scale = torch.where(suml2[0] != 0, sumlx[0] / torch.where(suml2[0] != 0, suml2[0], 1.0), 0.0)
-    best = scale * sumlx[0]
-    iscale = iscales[0]
-    for t in range(1, len(factors)):
-        better = (suml2[t] > 0) & (sumlx[t] * sumlx[t] > best * suml2[t])
-        scale = torch.where(better, sumlx[t] / suml2[t], scale)
-        best = torch.where(better, scale * sumlx[t], best)
-        iscale = torch.where(better, iscales[t], iscale)
+    nmax_t = torch.tensor(float(nmax), device=x.device)
+    sums = switch._FAILED
+    if _on_tiles(x):
+        per_trial = iscales.reshape(len(factors), -1, _TILE)
+        sums = switch._run(_qx_sums_tiles, "kquants", _tiles(x), _tiles(w), per_trial, nmax_t)
+    if sums is switch._FAILED:
+        sumlx, suml2 = _qx_sums(x, w, iscales, nmax_t)
+    else:
+        sumlx, suml2 = (v.reshape(len(factors), -1) for v in sums)
+    scale, iscale = _kernel(_qx_pick, sumlx, suml2, iscales)
     return _SignedSearch(torch.where(zero_block, 0.0, scale), zero_block, iscale=iscale)
 
 
@@ -1119,9 +1148,13 @@ def quantize_blocks(
     def cat(field: str) -> torch.Tensor:
         return torch.cat([getattr(p, field) for p in pieces])
 
+    def stored_codes(u: torch.Tensor) -> torch.Tensor:
+        return u.to(torch.uint8) if kind.shift is None else (u + kind.shift).to(torch.int8)
+
     n, block_len = blocks.shape
-    u, d = cat("u").reshape(n, block_len), cat("d")
-    codes = u.to(torch.uint8) if kind.shift is None else (u + kind.shift).to(torch.int8)
+    # each piece's codes to one byte while they are in cache, before they are joined
+    codes = torch.cat([stored_codes(p.u) for p in pieces]).reshape(n, block_len)
+    d = cat("d")
     zeros = torch.zeros((n, 1), dtype=torch.int32, device=blocks.device)
     if name == "IQ4_NL":  # one level: d itself
         return codes, BlockParams(d.reshape(n, 1), zeros, None, d.reshape(n, 1))

@@ -142,15 +142,15 @@ def test_bytes_equal_llama_cpp_on_minilm(c_quantizer, minilm_rows, name):
     _assert_same_blocks(qt.to_ggml_bytes(), expected, name, "MiniLM")
 
 
-MIN_SEARCH_TYPES = ("Q2_K", "Q4_K", "Q5_K")  # make_qkx2_quants / make_qkx3_quants
+K_TYPES = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
 
 
-def _min_search_cases(seed: int) -> dict[str, np.ndarray]:
-    """The C comparisons' random cases, and blocks where the search's corners fall: all
-    zero, constant, all negative (``max < 0``, the min clamped to 0 never), one outlier,
-    subnormals, and values near float32's largest (``max - min`` overflows)."""
+def _search_cases(seed: int) -> dict[str, np.ndarray]:
+    """The C comparisons' random cases, and 13 super-blocks where the searches' corners
+    fall: all zero, constant, all negative, one outlier, subnormals, values near float32's
+    largest (``max - min`` overflows), an all-zero block."""
     rng = np.random.default_rng(seed)
-    x = rng.standard_normal((16, 256)).astype(np.float32)
+    x = rng.standard_normal((13, 256)).astype(np.float32)  # 13 super-blocks: no whole tile
     x[0] = 0
     x[1] = -0.75
     x[2] = -np.abs(x[2]) - 1
@@ -163,16 +163,18 @@ def _min_search_cases(seed: int) -> dict[str, np.ndarray]:
 
 @pytest.mark.parametrize("backend", list(Backend), ids=lambda b: b.value)
 @pytest.mark.parametrize("weighted", [False, True], ids=["plain", "importance"])
-@pytest.mark.parametrize("name", MIN_SEARCH_TYPES)
-def test_min_searches_equal_llama_cpp_on_both_paths(c_quantizer, name, weighted, backend):
-    # The compiled search runs on tiles of 8 blocks, position by position, the eager one
+@pytest.mark.parametrize("name", K_TYPES)
+def test_k_quant_searches_equal_llama_cpp_on_both_paths(c_quantizer, name, weighted, backend):
+    # The compiled searches run on tiles of 8 blocks, position by position, the eager ones
     # on [positions, blocks]: both must give llama.cpp's bytes, with and without an
-    # importance matrix (make_qkx3_quants, 37 trials), min_elements=1 so small inputs
+    # importance matrix (make_qkx3_quants: 37 trials; Q3_K and Q6_K: make_qx_quants with
+    # weights, and the scales' own search over 16 per super-block, which fills no whole
+    # tile where the super-blocks do not divide by 8), min_elements=1 so that small inputs
     # compile too.
     if backend is Backend.COMPILED and kernels.backend_from_env() is Backend.EAGER:
         pytest.skip(f"{kernels.ENV_VAR}=0 forces the eager path")
     rng = np.random.default_rng(3)
-    for case, x in _min_search_cases(11).items():
+    for case, x in _search_cases(11).items():
         imp = rng.exponential(1.0, x.shape[1]).astype(np.float32) if weighted else None
         with kernels.use_backend(backend, min_elements=1):
             qt = quantize(
