@@ -44,6 +44,7 @@ __all__ = [
     "block_nibbles",
     "fp4_plus_zero",
     "k4_scales",
+    "q4_k_blocks",
     "signed_nibbles",
     "signed_nibbles_eager",
 ]
@@ -197,6 +198,45 @@ def k4_scales(
         if out is not switch._FAILED:
             return out
     return _k4_scales_kernel(w)
+
+
+def _q4_k_codes(w: torch.Tensor) -> torch.Tensor:
+    """``[n, 36]`` int32 words of whole Q4_K blocks -> ``[n, 4, 2, 8]`` words of codes (as
+    ``_signed_nibbles_kernel`` on words 4..35). The 4 and 8 are constants of the graph, so
+    that Inductor's loop over a block's 32 words has fixed bounds (no tail test, no
+    division of a symbolic size per vector)."""
+    y = w[:, 4:].reshape(-1, 4, 1, 8) ^ _FLIP
+    return torch.cat([_sign_extend(y & _LOW), _sign_extend((y >> 4) & _LOW)], dim=2)
+
+
+def _q4_k_kernel(
+    w: torch.Tensor,
+) -> tuple[torch.Tensor, ...]:
+    return (*_k4_scales_kernel(w[:, :4]), _q4_k_codes(w))
+
+
+def _q4_k_eager(w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (*_k4_scales_kernel(w[:, :4]), signed_nibbles_eager(w[:, 4:].reshape(-1, 4, 8)))
+
+
+def q4_k_blocks(
+    w: torch.Tensor,
+) -> tuple[
+    torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor
+]:
+    """Whole Q4_K blocks as int32 words ``w`` ``[n, 36]`` (contiguous rows of 144 bytes:
+    ``d | dmin``, 3 words of scales, 32 words of nibbles) -> ``k4_scales``' six tensors
+    (``d``, ``dmin``, ``sc``, ``m``, ``d sc``, ``-(dmin m)``) and the codes ``[n, 4, 2, 8]``
+    int32 words whose bytes are int8 ``u - 8`` (``signed_nibbles`` of words 4..35).
+
+    One compiled kernel where ``quant_core.kernels`` allows (one call for the whole decode
+    rather than two, the 32 nibble words per block a loop of fixed bounds), else the same
+    formulas eagerly: the same bits either way."""
+    if switch._usable(w):
+        out = switch._run(_q4_k_kernel, "q4_k_blocks", w)
+        if out is not switch._FAILED:
+            return out
+    return _q4_k_eager(w)
 
 
 # --- word kernels over int16 views of blocks of any even size ---------------------------
