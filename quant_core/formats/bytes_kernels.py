@@ -204,8 +204,18 @@ def _q4_k_codes(w: torch.Tensor) -> torch.Tensor:
     """``[n, 36]`` int32 words of whole Q4_K blocks -> ``[n, 4, 2, 8]`` words of codes (as
     ``_signed_nibbles_kernel`` on words 4..35). The 4 and 8 are constants of the graph, so
     that Inductor's loop over a block's 32 words has fixed bounds (no tail test, no
-    division of a symbolic size per vector)."""
-    y = w[:, 4:].reshape(-1, 4, 1, 8) ^ _FLIP
+    division of a symbolic size per vector).
+
+    The nibble words are read through a ``pad`` by one empty row of 8 words, dropped at
+    once: the values are the same, but Inductor then reads each vector of 8 words with a
+    masked load (``VecMask::loadu``, one ``vpmaskmovd``) instead of
+    ``Vectorized<int32_t>::loadu(ptr, 8)``, which copies the 32 bytes into a stack buffer
+    (g++ 12 moves them as two 16-byte halves) and reads them back as one 32-byte vector:
+    a store-forwarding stall on every vector read. That stall, not the memory, made the
+    nibble pass write its 16.8 MB of codes (4096 x 4096) at about a quarter of a copy's
+    speed; the mask (``row < 4`` inside a loop of 4 rows) folds away when compiled."""
+    q = torch.nn.functional.pad(w[:, 4:].reshape(-1, 4, 8), (0, 0, 0, 1))[:, :4]
+    y = q.unsqueeze(2) ^ _FLIP
     return torch.cat([_sign_extend(y & _LOW), _sign_extend((y >> 4) & _LOW)], dim=2)
 
 
