@@ -17,7 +17,10 @@ a temporary folder removed afterwards: they take almost no disk).
    ``gguf`` package): ``QuantizedFile.load`` (read and decode into the lab's tensor) and
    load plus ``dequantize()``, against a plain ``os.pread`` of its bytes (median of 5),
    from the page cache and from disk (its pages dropped first, ``posix_fadvise``).
-   Target for Q4_K: within 5x the read.
+   Target for Q4_K: within 5x the read. December 6, one thread: not met, 7.6x to 14x here
+   (6.0 to 9.7 ms against a read of 0.6 to 0.9 ms, on 2 shared cores; 9.5x to 13x before
+   ``bytes_kernels.q4_k_blocks``). Writing the decode's outputs into fresh pages alone takes
+   about 4x this read: ``docs/maintainers.md``, "Reading one GGUF tensor".
 
 ``--threads`` (default: one fewer than the machine's cores, at least 1: what the served
 app gives torch, ``dashboard/served.py``): torch's threads, so that runs on a shared

@@ -156,22 +156,25 @@ def _check_probe(shape: tuple[int, ...], cfg: QuantConfig) -> str | None:
 
 
 def _check_bytes_probe() -> str | None:
-    """Decode random Q4_K blocks (``formats.bytes_kernels``: the nibbles and the scale
-    words, NaN and infinite ``d`` included), random blocks of each ``block_codes`` type and
-    random MXFP4 and NVFP4 blocks (``fp4_plus_zero``) on both paths; a description of the
-    first difference, or None."""
+    """Decode random Q4_K and Q5_K blocks (``formats.bytes_kernels``: Q4_K's whole-block
+    kernel ``q4_k_blocks``, Q5_K's scale words ``k4_scales``, NaN and infinite ``d``
+    included), random blocks of each ``block_codes`` type and random MXFP4 and NVFP4 blocks
+    (``fp4_plus_zero``) on both paths; a description of the first difference, or None."""
     gen = torch.Generator().manual_seed(0)
-    data = torch.randint(0, 256, (16 * 144,), dtype=torch.uint8, generator=gen).numpy().tobytes()
-    with use_backend(Backend.COMPILED, min_elements=1):
-        fast = from_ggml_bytes(data, "Q4_K", (8, 512))
-    with use_backend(Backend.EAGER):
-        ref = from_ggml_bytes(data, "Q4_K", (8, 512))
-    for name in ("codes", "scale", "zero_point", "offset"):
-        if not _same(getattr(fast, name), getattr(ref, name)):
-            return f"Q4_K bytes decode to {name} that differ from the eager path's"
-    for name in ("codes", "min_codes", "super_scale", "super_min"):
-        if not _same(getattr(fast.stored, name), getattr(ref.stored, name)):
-            return f"Q4_K bytes decode to stored {name} that differ from the eager path's"
+    for k_name in ("Q4_K", "Q5_K"):
+        size = ggml_type(k_name).type_size
+        data = torch.randint(0, 256, (16 * size,), dtype=torch.uint8, generator=gen)
+        data = data.numpy().tobytes()
+        with use_backend(Backend.COMPILED, min_elements=1):
+            fast = from_ggml_bytes(data, k_name, (8, 512))
+        with use_backend(Backend.EAGER):
+            ref = from_ggml_bytes(data, k_name, (8, 512))
+        for name in ("codes", "scale", "zero_point", "offset"):
+            if not _same(getattr(fast, name), getattr(ref, name)):
+                return f"{k_name} bytes decode to {name} that differ from the eager path's"
+        for name in ("codes", "min_codes", "super_scale", "super_min"):
+            if not _same(getattr(fast.stored, name), getattr(ref.stored, name)):
+                return f"{k_name} bytes decode to stored {name} that differ from the eager path's"
     for type_name in block_codes_types:
         # random bytes: every code pattern of each word kernel (Q5_0 ... TQ1_0)
         size = ggml_type(type_name).type_size

@@ -7,6 +7,8 @@
   same bits as their eager paths (integer operations, exact fp16 -> float32 conversions,
   one IEEE multiply per value); ``tests/core/test_formats_bytes_kernels.py`` checks both
   against the readable formulas.
+- ``q4_k_blocks``: a whole Q4_K decode (``k4_scales`` and the codes) in one compiled
+  kernel over the blocks' int32 words, what ``kquant_bytes`` runs for Q4_K.
 - ``block_nibbles``, ``block_halves``: eager, for the 17- and 18-byte blocks (Q4_0, Q4_1,
   IQ4_NL, MXFP4), and the fp16 scales of every block type.
 - ``block_codes``: the codes of Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0, Q2_K, Q3_K, Q5_K and
@@ -23,6 +25,19 @@ per row, more than its arithmetic. The nibble kernel reads each 32-bit word of p
 nibbles once and writes the two words of codes it holds, 8 words at a time in SIMD lanes
 (SWAR: per byte of a word, no carry crosses a byte). It took the decode from 12x to 5x a
 copy of the bytes (``benchmarks/formats_speed.py``, one thread).
+
+Reading int32 vectors. Inductor's C++ reads a vector of 8 int32 as
+``Vectorized<int32_t>::loadu(ptr, 8)``, which (torch 2.13, unlike its float version)
+copies the 32 bytes into a stack buffer and loads them back; g++ 12 (``-march=native``,
+znver3 here) moves them as two 16-byte halves, and the 32-byte load back waits for both
+stores: a store-forwarding stall on every vector read. It, not the memory, held the
+nibble pass to about 3 GB/s of codes (4096 x 4096 Q4_K: 5.7 ms of an 8.6 ms decode, and
+in a C++ copy of the loop 0.7 ms -> 2.4 ms from that load alone). ``q4_k_blocks`` reads
+its nibble words through a ``pad`` that Inductor turns into masked loads
+(``vpmaskmovd``, no stack copy; g++ folds the mask, which is always true). The other
+kernels here that read int32 vectors still pay it (``fp4_plus_zero``, ``signed_nibbles``,
+and ``block_codes``' last pass: Q6_K's compiles to two scalar loops over the int16 halves
+and a vector pass over an int32 temporary).
 
 Signed nibbles (Q4_K's ``u - 8``): byte ``b = u_lo | u_hi << 4``; with ``y = b ^ 0x88``
 each nibble ``v`` of ``y`` is ``u ^ 8``, and ``u - 8`` is ``v`` sign-extended from 4 bits:
@@ -44,6 +59,7 @@ __all__ = [
     "block_nibbles",
     "fp4_plus_zero",
     "k4_scales",
+    "q4_k_blocks",
     "signed_nibbles",
     "signed_nibbles_eager",
 ]
@@ -197,6 +213,55 @@ def k4_scales(
         if out is not switch._FAILED:
             return out
     return _k4_scales_kernel(w)
+
+
+def _q4_k_codes(w: torch.Tensor) -> torch.Tensor:
+    """``[n, 36]`` int32 words of whole Q4_K blocks -> ``[n, 4, 2, 8]`` words of codes (as
+    ``_signed_nibbles_kernel`` on words 4..35). The 4 and 8 are constants of the graph, so
+    that Inductor's loop over a block's 32 words has fixed bounds (no tail test, no
+    division of a symbolic size per vector).
+
+    The nibble words are read through a ``pad`` by one empty row of 8 words, dropped at
+    once: the values are the same, but Inductor then reads each vector of 8 words with a
+    masked load (``VecMask::loadu``, one ``vpmaskmovd``) instead of
+    ``Vectorized<int32_t>::loadu(ptr, 8)``, which copies the 32 bytes into a stack buffer
+    (g++ 12 moves them as two 16-byte halves) and reads them back as one 32-byte vector:
+    a store-forwarding stall on every vector read. That stall, not the memory, made the
+    nibble pass write its 16.8 MB of codes (4096 x 4096) at about a quarter of a copy's
+    speed; the mask (``row < 4`` inside a loop of 4 rows) folds away when compiled."""
+    q = torch.nn.functional.pad(w[:, 4:].reshape(-1, 4, 8), (0, 0, 0, 1))[:, :4]
+    y = q.unsqueeze(2) ^ _FLIP
+    return torch.cat([_sign_extend(y & _LOW), _sign_extend((y >> 4) & _LOW)], dim=2)
+
+
+def _q4_k_kernel(
+    w: torch.Tensor,
+) -> tuple[torch.Tensor, ...]:
+    return (*_k4_scales_kernel(w[:, :4]), _q4_k_codes(w))
+
+
+def _q4_k_eager(w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (*_k4_scales_kernel(w[:, :4]), signed_nibbles_eager(w[:, 4:].reshape(-1, 4, 8)))
+
+
+def q4_k_blocks(
+    w: torch.Tensor,
+) -> tuple[
+    torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor
+]:
+    """Whole Q4_K blocks as int32 words ``w`` ``[n, 36]`` (contiguous rows of 144 bytes:
+    ``d | dmin``, 3 words of scales, 32 words of nibbles) -> ``k4_scales``' six tensors
+    (``d``, ``dmin``, ``sc``, ``m``, ``d sc``, ``-(dmin m)``) and the codes ``[n, 4, 2, 8]``
+    int32 words whose bytes are int8 ``u - 8`` (``signed_nibbles`` of words 4..35).
+
+    One compiled kernel where ``quant_core.kernels`` allows (one call for the whole decode
+    rather than two, the 32 nibble words per block a loop of fixed bounds), else the same
+    formulas eagerly: the same bits either way."""
+    if switch._usable(w):
+        out = switch._run(_q4_k_kernel, "q4_k_blocks", w)
+        if out is not switch._FAILED:
+            return out
+    return _q4_k_eager(w)
 
 
 # --- word kernels over int16 views of blocks of any even size ---------------------------

@@ -49,7 +49,7 @@ from .bytes_kernels import (
     block_halves,
     block_nibbles,
     k4_scales,
-    signed_nibbles,
+    q4_k_blocks,
 )
 from .gguf_types import QK_K, ggml_type
 from .scales import StoredScales, super_block_shape
@@ -279,10 +279,11 @@ def from_blocks(name: str, raw: torch.Tensor, shape: tuple[int, ...]) -> Quantiz
             else:
                 raw = aligned(raw)
                 w = raw.view(torch.int32)
-                d, dmin, sc, m, scale, offset = k4_scales(w[:, :4])  # d | dmin | scales
-                if name == "Q4_K":
-                    codes = signed_nibbles(w[:, 4:].reshape(n, 4, 8)).view(torch.int8)
+                if name == "Q4_K":  # d | dmin | scales | nibbles: one kernel
+                    d, dmin, sc, m, scale, offset, words = q4_k_blocks(w)
+                    codes = words.view(torch.int8)
                 else:
+                    d, dmin, sc, m, scale, offset = k4_scales(w[:, :4])  # d | dmin | scales
                     codes = _k_codes(name, raw, cfg.qmin, -16)
             if name == "Q2_K":
                 scale = d.unsqueeze(1) * sc.to(torch.float32)

@@ -51,6 +51,18 @@ def test_k4_scales_follow_get_scale_min_k4_and_convert_every_half(gen):
     assert torch.equal(_bits(offset), _bits(-(halves[:, 1:] * want_m.to(torch.float32))))
 
 
+def test_q4_k_blocks_are_the_scales_and_the_nibbles_of_whole_blocks(gen):
+    rows = _random_words(gen, (300, 36))  # whole Q4_K blocks: scale words, then nibbles
+    rows[:, 0] = torch.arange(300, dtype=torch.int32) * 219 | (0x7C00 << 16)  # inf dmin
+    *scales, codes = bytes_kernels.q4_k_blocks(rows)
+    want_codes = bytes_kernels.signed_nibbles_eager(rows[:, 4:].reshape(300, 4, 8))
+    assert codes.shape == (300, 4, 2, 8) and codes.dtype == torch.int32
+    assert torch.equal(codes, want_codes)
+    for got, want in zip(scales, bytes_kernels.k4_scales(rows[:, :4]), strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert torch.equal(_bits(got), _bits(want))
+
+
 @pytest.mark.parametrize("type_name", ["Q4_K", "Q5_K"])
 def test_decoding_does_not_depend_on_the_backend_or_the_bytes_alignment(gen, type_name):
     x = torch.randn(8, 512, generator=gen)
