@@ -6,8 +6,9 @@ causal LM and on a 0.5B-scale one.
 
 The 6 schemes (``SIX``) are int8 per-channel, int4 g128 and four more of the lab's recipe
 (NF4 g64, FP8 E4M3 per channel, FP4 g32, int3 g64): the shipped formats' llama.cpp recipes
-run at a few million elements per second here, which would make one pass over 1B
-parameters take the better part of an hour.
+are slower here (the K-quants 25M to 35M elements per second on one thread, after their
+searches moved to tiles; a few million before), so a pass of them over 1B parameters takes
+minutes.
 
 Run: ``PYTHONPATH=. python benchmarks/mixed_precision.py`` (about 2 GB of disk in a
 temporary folder, removed afterwards; ``--skip-ray`` without Ray, ``--skip-05b`` without the
@@ -126,9 +127,10 @@ def _fp16(name: str, **kw: object) -> Candidate:
     return Candidate(name, QuantConfig(scale_dtype=ScaleDtype.FP16, **kw))  # type: ignore[arg-type]
 
 
-# The table's 6 schemes: the lab's recipe, whose compiled kernels run at tens of millions of
-# elements per second on this machine (the shipped formats' llama.cpp recipes run at a few
-# million: ``preset_rates`` prints each on one weight).
+# The table's 6 schemes: the lab's recipe, whose compiled kernels run at hundreds of millions
+# of elements per second on this machine (the shipped formats' llama.cpp recipes at 25M to
+# 180M, the K-quants slowest: ``preset_rates`` prints each on one weight; December 6, one
+# thread: Q4_K 25M/s, Q5_K 29M/s, Q6_K 35M/s, IQ4_XS 40M/s, Q4_0 118M/s, int8_pc 911M/s).
 SIX = (
     candidate_named("int8_pc"),
     candidate_named("int4_g128"),
