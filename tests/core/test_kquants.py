@@ -488,7 +488,20 @@ def _q1_0_cases(rng: np.random.Generator) -> dict[str, np.ndarray]:
         "one_large_value": np.concatenate(  # order matters: a large first term
             [np.full((8, 1), 3e3, np.float32), rng.uniform(0, 1e-3, (8, 127))], axis=1
         ).astype(np.float32),
+        "order_decides_d": _q1_0_order_block(),
     }
+
+
+def _q1_0_order_block() -> np.ndarray:
+    """One block (two rows of 128) whose fp16 ``d`` only the C loop's order gives: ``8196 -
+    2^-10`` first, then 127 halves of its last bit (``2^-11``). In order, the first half
+    rounds the sum up to 8196 (to even) and the rest are lost (ties to even): ``d = 8196 /
+    128 = 64.03125``, fp16's tie between 64 and 64.0625, which goes to 64. Summed in any
+    order that adds the small values first they count (``sum ~ 8196.06``): ``d`` rounds to
+    64.0625."""
+    row = np.full(128, 2.0**-11, np.float32)
+    row[0] = np.float32(8196 - 2.0**-10)
+    return np.stack([row, row[::-1].copy()])
 
 
 def test_q1_0_equals_llama_cpp_built_from_source(c_quantizer, backend):
