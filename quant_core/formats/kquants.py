@@ -327,56 +327,40 @@ def _qkx2_trial(
     factor: torch.Tensor,
     nmax: torch.Tensor,
     use_mad: bool,
+    per_position: bool = False,
 ) -> tuple[torch.Tensor, ...]:
-    """One trial of ``make_qkx2_quants`` on ``[n, B]``: ``iscale = factor / (max - min)``
-    (``min`` as left by the trials before), the codes' weighted least-squares scale and min,
-    and, where its error is strictly below ``best``, the new ``(best, scale, best_iscale,
-    best_min, min)``: ``best_iscale`` and ``best_min`` give the best codes back
-    (``clamp(nearest(best_iscale (x - best_min)), 0, nmax)``)."""
+    """One trial of ``make_qkx2_quants`` on ``[n, B]`` (``per_position``: on tiles ``[B/8,
+    n, 8]``, one position at a time, per-block values ``[B/8, 8]``; the same operations in
+    the same order): ``iscale = factor / (max - min)`` (``min`` as left by the trials
+    before), the codes' weighted least-squares scale and min, and, where its error is
+    strictly below ``best``, the new ``(best, scale, best_iscale, best_min, min)``:
+    ``best_iscale`` and ``best_min`` give the best codes back (``clamp(nearest(best_iscale
+    (x - best_min)), 0, nmax)``)."""
     iscale = factor / torch.where(flat, 1.0, mx - mn)
-    lv = _nearest_int(iscale * (x - mn)).clamp(min=0).to(torch.float32).clamp(max=nmax)
-    wl = w * lv
-    valid, this_scale, this_min = _qkx2_fit(
-        sum_w, sum_x, _ordered_sum(wl), _ordered_sum(wl * lv), _ordered_sum(wl * x)
-    )
-    cur = _ordered_sum(w * _squared_or_absolute(this_scale * lv + this_min - x, use_mad))
-    better = valid & (cur < best) & ~flat
-    return _qkx2_keep(
-        better, cur, this_scale, iscale, mn, this_min, best, scale, best_iscale, best_min
-    )
 
+    def levels(v: torch.Tensor) -> torch.Tensor:
+        return _nearest_int(iscale * (v - mn)).clamp(min=0).to(torch.float32).clamp(max=nmax)
 
-def _qkx2_trial_per_position(
-    x: torch.Tensor,
-    w: torch.Tensor,
-    mx: torch.Tensor,
-    mn: torch.Tensor,
-    flat: torch.Tensor,
-    sum_w: torch.Tensor,
-    sum_x: torch.Tensor,
-    best: torch.Tensor,
-    scale: torch.Tensor,
-    best_iscale: torch.Tensor,
-    best_min: torch.Tensor,
-    factor: torch.Tensor,
-    nmax: torch.Tensor,
-    use_mad: bool,
-) -> tuple[torch.Tensor, ...]:
-    """``_qkx2_trial`` on tiles ``[B/8, n, 8]``, one position at a time (per-block values
-    ``[B/8, 8]``): the same operations in the same order."""
-    iscale = factor / torch.where(flat, 1.0, mx - mn)
-    xs, ws = x.unbind(1), w.unbind(1)
-    levels = []
-    sum_l = sum_l2 = sum_xl = torch.zeros_like(mn)
-    for xi, wi in zip(xs, ws, strict=True):
-        lv = _nearest_int(iscale * (xi - mn)).clamp(min=0).to(torch.float32).clamp(max=nmax)
-        levels.append(lv)
-        wl = wi * lv
-        sum_l, sum_l2, sum_xl = sum_l + wl, sum_l2 + wl * lv, sum_xl + wl * xi
-    valid, this_scale, this_min = _qkx2_fit(sum_w, sum_x, sum_l, sum_l2, sum_xl)
-    cur = torch.zeros_like(mn)
-    for xi, wi, lv in zip(xs, ws, levels, strict=True):
-        cur = cur + wi * _squared_or_absolute(this_scale * lv + this_min - xi, use_mad)
+    if per_position:
+        xs, ws = x.unbind(1), w.unbind(1)
+        lvs = []
+        sum_l = sum_l2 = sum_xl = torch.zeros_like(mn)
+        for xi, wi in zip(xs, ws, strict=True):
+            lv = levels(xi)
+            lvs.append(lv)
+            wl = wi * lv
+            sum_l, sum_l2, sum_xl = sum_l + wl, sum_l2 + wl * lv, sum_xl + wl * xi
+        valid, this_scale, this_min = _qkx2_fit(sum_w, sum_x, sum_l, sum_l2, sum_xl)
+        cur = torch.zeros_like(mn)
+        for xi, wi, lv in zip(xs, ws, lvs, strict=True):
+            cur = cur + wi * _squared_or_absolute(this_scale * lv + this_min - xi, use_mad)
+    else:
+        lv = levels(x)
+        wl = w * lv
+        valid, this_scale, this_min = _qkx2_fit(
+            sum_w, sum_x, _ordered_sum(wl), _ordered_sum(wl * lv), _ordered_sum(wl * x)
+        )
+        cur = _ordered_sum(w * _squared_or_absolute(this_scale * lv + this_min - x, use_mad))
     better = valid & (cur < best) & ~flat
     return _qkx2_keep(
         better, cur, this_scale, iscale, mn, this_min, best, scale, best_iscale, best_min
@@ -392,11 +376,11 @@ def _qkx2_trial_mad(*args):  # type: ignore[no-untyped-def]
 
 
 def _qkx2_trial_tiles_sq(*args):  # type: ignore[no-untyped-def]
-    return _qkx2_trial_per_position(*args, False)
+    return _qkx2_trial(*args, False, True)
 
 
 def _qkx2_trial_tiles_mad(*args):  # type: ignore[no-untyped-def]
-    return _qkx2_trial_per_position(*args, True)
+    return _qkx2_trial(*args, True, True)
 
 
 @dataclass(frozen=True)
