@@ -1,14 +1,13 @@
 """Decoding GGUF block bytes in few passes over memory (used by ``gguf_bytes`` and
 ``kquant_bytes``):
 
-- ``signed_nibbles`` (Q4_K's codes) and ``k4_scales`` (Q4_K's and Q5_K's ``d``, ``dmin``,
-  6-bit scales and mins, and the products ``d sc``, ``-(dmin m)``): one compiled loop each
-  (``quant_core.kernels``' machinery: ``torch.compile`` where it may run, else eager), the
-  same bits as their eager paths (integer operations, exact fp16 -> float32 conversions,
-  one IEEE multiply per value); ``tests/core/test_formats_bytes_kernels.py`` checks both
-  against the readable formulas.
-- ``q4_k_blocks``: a whole Q4_K decode (``k4_scales`` and the codes) in one compiled
-  kernel over the blocks' int32 words, what ``kquant_bytes`` runs for Q4_K.
+- ``k4_scales`` (Q4_K's and Q5_K's ``d``, ``dmin``, 6-bit scales and mins, and the
+  products ``d sc``, ``-(dmin m)``) and ``q4_k_blocks`` (a whole Q4_K decode: those and the
+  signed nibbles, Q4_K's codes): one compiled loop each (``quant_core.kernels``' machinery:
+  ``torch.compile`` where it may run, else eager: ``signed_nibbles_eager`` for the codes),
+  the same bits as their eager paths (integer operations, exact fp16 -> float32
+  conversions, one IEEE multiply per value); ``tests/core/test_formats_bytes_kernels.py``
+  checks both against the readable formulas.
 - ``block_nibbles``, ``block_halves``: eager, for the 17- and 18-byte blocks (Q4_0, Q4_1,
   IQ4_NL, MXFP4), and the fp16 scales of every block type.
 - ``block_codes``: the codes of Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0, Q2_K, Q3_K, Q5_K and
@@ -35,9 +34,9 @@ nibble pass to about 3 GB/s of codes (4096 x 4096 Q4_K: 5.7 ms of an 8.6 ms deco
 in a C++ copy of the loop 0.7 ms -> 2.4 ms from that load alone). ``q4_k_blocks`` reads
 its nibble words through a ``pad`` that Inductor turns into masked loads
 (``vpmaskmovd``, no stack copy; g++ folds the mask, which is always true). The other
-kernels here that read int32 vectors still pay it (``fp4_plus_zero``, ``signed_nibbles``,
-and ``block_codes``' last pass: Q6_K's compiles to two scalar loops over the int16 halves
-and a vector pass over an int32 temporary).
+kernels here that read int32 vectors still pay it (``fp4_plus_zero``, and
+``block_codes``' last pass: Q6_K's compiles to two scalar loops over the int16 halves and
+a vector pass over an int32 temporary).
 
 Signed nibbles (Q4_K's ``u - 8``): byte ``b = u_lo | u_hi << 4``; with ``y = b ^ 0x88``
 each nibble ``v`` of ``y`` is ``u ^ 8``, and ``u - 8`` is ``v`` sign-extended from 4 bits:
@@ -60,7 +59,6 @@ __all__ = [
     "fp4_plus_zero",
     "k4_scales",
     "q4_k_blocks",
-    "signed_nibbles",
     "signed_nibbles_eager",
 ]
 
@@ -144,35 +142,18 @@ def _sign_extend(v: torch.Tensor) -> torch.Tensor:
     return v | ((v & _BIT3) * 30)
 
 
-def _signed_nibbles_kernel(w: torch.Tensor) -> torch.Tensor:
-    y = w ^ _FLIP
-    lo = _sign_extend(y & _LOW)
-    hi = _sign_extend((y >> 4) & _LOW)
-    return torch.stack([lo, hi], dim=-2)
-
-
 def signed_nibbles_eager(w: torch.Tensor) -> torch.Tensor:
-    """``signed_nibbles`` with torch operators on bytes: four passes (flip, the high
-    nibbles' arithmetic shift, the low ones' shift up and back) and one copy that
+    """``[..., k]`` int32 words of packed nibbles (byte ``j``: ``u_j | v_j << 4``) ->
+    ``[..., 2, k]`` int32 words whose bytes are int8 codes: ``[..., 0, :]`` the low
+    nibbles ``u - 8``, ``[..., 1, :]`` the high ones ``v - 8``, byte for byte in order
+    (``w`` may be a strided view: rows of a block layout). Q4_K's codes on the eager path
+    (``q4_k_blocks`` compiles them), with torch operators on bytes: four passes (flip, the
+    high nibbles' arithmetic shift, the low ones' shift up and back) and one copy that
     interleaves them (``cat`` of contiguous pieces: a memory copy per run)."""
     y = torch.bitwise_xor(w.view(torch.uint8), 0x88).view(torch.int8)
     hi = y >> 4  # arithmetic: the high nibble of y, sign-extended
     y.bitwise_left_shift_(4).bitwise_right_shift_(4)  # the low nibble, sign-extended
     return torch.stack([y, hi], dim=-2).view(torch.int32)
-
-
-def signed_nibbles(w: torch.Tensor) -> torch.Tensor:
-    """``[..., k]`` int32 words of packed nibbles (byte ``j``: ``u_j | v_j << 4``) ->
-    ``[..., 2, k]`` int32 words whose bytes are int8 codes: ``[..., 0, :]`` the low
-    nibbles ``u - 8``, ``[..., 1, :]`` the high ones ``v - 8``, byte for byte in order.
-    ``w`` may be a strided view (rows of a block layout). Compiled where
-    ``quant_core.kernels`` runs compiled passes, else ``signed_nibbles_eager``: the same
-    bits."""
-    if switch._usable(w):
-        out = switch._run(_signed_nibbles_kernel, "signed_nibbles", w)
-        if out is not switch._FAILED:
-            return out
-    return signed_nibbles_eager(w)
 
 
 def _half(h: torch.Tensor) -> torch.Tensor:
@@ -217,7 +198,7 @@ def k4_scales(
 
 def _q4_k_codes(w: torch.Tensor) -> torch.Tensor:
     """``[n, 36]`` int32 words of whole Q4_K blocks -> ``[n, 4, 2, 8]`` words of codes (as
-    ``_signed_nibbles_kernel`` on words 4..35). The 4 and 8 are constants of the graph, so
+    ``signed_nibbles_eager`` of words 4..35) The 4 and 8 are constants of the graph, so
     that Inductor's loop over a block's 32 words has fixed bounds (no tail test, no
     division of a symbolic size per vector).
 
@@ -252,7 +233,7 @@ def q4_k_blocks(
     """Whole Q4_K blocks as int32 words ``w`` ``[n, 36]`` (contiguous rows of 144 bytes:
     ``d | dmin``, 3 words of scales, 32 words of nibbles) -> ``k4_scales``' six tensors
     (``d``, ``dmin``, ``sc``, ``m``, ``d sc``, ``-(dmin m)``) and the codes ``[n, 4, 2, 8]``
-    int32 words whose bytes are int8 ``u - 8`` (``signed_nibbles`` of words 4..35).
+    int32 words whose bytes are int8 ``u - 8`` (``signed_nibbles_eager`` of words 4..35).
 
     One compiled kernel where ``quant_core.kernels`` allows (one call for the whole decode
     rather than two, the 32 nibble words per block a loop of fixed bounds), else the same
