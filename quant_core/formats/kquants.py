@@ -160,11 +160,7 @@ def _kernel(fn: Callable[..., Any], *args: torch.Tensor) -> Any:
     """``fn(*args)``: compiled where ``quant_core.kernels`` runs compiled passes (CPU, the
     compiled backend, ``args[0]`` large enough), else eagerly; the same bits either way
     (Inductor keeps the order of the operations and contracts none into an FMA)."""
-    if switch._usable(args[0]):
-        out = switch._run(fn, "kquants", *args)
-        if out is not switch._FAILED:
-            return out
-    return fn(*args)
+    return switch.compiled_or(fn, "kquants", *args)
 
 
 def _squared_or_absolute(diff: torch.Tensor, use_mad: bool) -> torch.Tensor:

@@ -87,11 +87,7 @@ def _kernel(fn: Callable[..., Any], *args: torch.Tensor) -> Any:
     the same bits either way (Inductor keeps the order of the operations and contracts none
     into an FMA). Eagerly, these formulas are chains of full-size temporaries: Q8_0 over
     4096 x 4096 took 4.7x ``gguf.quants``' numpy."""
-    if switch._usable(args[0]):
-        out = switch._run(fn, "llama_cpp", *args)
-        if out is not switch._FAILED:
-            return out
-    return fn(*args)
+    return switch.compiled_or(fn, "llama_cpp", *args)
 
 
 def _signed_absmax_pass(blocks: torch.Tensor) -> torch.Tensor:
@@ -271,10 +267,13 @@ def _fp4_codes(blocks: torch.Tensor, d_half: torch.Tensor) -> torch.Tensor:
     """``best_index_mxfp4`` of every value (uint8 codes): llama.cpp compares
     ``|kv d_half - x|`` in float32 over its table, the first index winning a tie (argmin
     returns the first minimum); ``d_half`` ``[n_blocks, 1]``."""
-    if switch._usable(blocks):
-        codes = switch._run(_mxfp4_codes, "llama_cpp", blocks, d_half.contiguous())
-        if codes is not switch._FAILED:
-            return codes
+    return switch.compiled_or(
+        _mxfp4_codes, "llama_cpp", blocks, d_half.contiguous(), fallback=_fp4_codes_eager
+    )
+
+
+def _fp4_codes_eager(blocks: torch.Tensor, d_half: torch.Tensor) -> torch.Tensor:
+    """``_fp4_codes`` in pieces of rows (each value's 16 errors at once, ~16 MB a piece)."""
     kv = torch.tensor(_MXFP4_KVALUES, dtype=torch.float32, device=blocks.device)
     codes = torch.empty(blocks.shape, dtype=torch.uint8, device=blocks.device)
     step = max(1, (1 << 22) // (blocks.shape[1] * 16))  # rows per piece: ~16 MB of errors
@@ -320,17 +319,24 @@ def _abs_sums_in_order(blocks: torch.Tensor) -> torch.Tensor:
     return acc
 
 
+def _abs_sums_transposed(blocks: torch.Tensor) -> torch.Tensor:
+    """``_abs_sums_in_order`` eagerly: the blocks transposed (``[n, n_blocks]``), then one
+    add per position, in place."""
+    columns = blocks.abs().t().contiguous()
+    acc = columns[0] + 0.0
+    for column in columns[1:]:
+        acc.add_(column)
+    return acc
+
+
 def _q1_0(blocks: torch.Tensor, cfg: QuantConfig) -> tuple[torch.Tensor, BlockParams]:
     """Q1_0 (``quantize_row_q1_0_ref``): ``d = fp16(sum_abs / 128)``, ``sum_abs`` added up
     one value at a time from 0 in float32 as the C loop does (``_abs_sums_in_order``), and
     the codes ``x >= 0`` (1: ``+d``, 0: ``-d``). 4096 x 4096, one thread: the sums 249 ms
     eagerly (transposed), 24 ms compiled."""
-    acc = switch._run(_abs_sums_in_order, "llama_cpp", blocks) if switch._usable(blocks) else None
-    if acc is None or acc is switch._FAILED:
-        columns = blocks.abs().t().contiguous()  # [128, n_blocks]: one add per position
-        acc = columns[0] + 0.0
-        for column in columns[1:]:
-            acc.add_(column)
+    acc = switch.compiled_or(
+        _abs_sums_in_order, "llama_cpp", blocks, fallback=_abs_sums_transposed
+    )
     # / 128 is exact (a power of two), as C's division is; true division all the same
     d = torch.div(acc, torch.full_like(acc, float(blocks.shape[1]))).reshape(-1, 1)
     s = _fp16(d)

@@ -248,3 +248,26 @@ def _run(
     except Exception as exc:
         _fail(_describe(exc))
         return _FAILED
+
+
+def compiled_or(
+    fn: Callable[..., Any],
+    key: str,
+    *args: torch.Tensor,
+    fallback: Callable[..., Any] | None = None,
+    options: dict[str, Any] | None = None,
+) -> Any:
+    """``fn(*args)`` as one compiled kernel (variant ``key``, Inductor ``options``: see
+    ``_variant``) where this call may run compiled (``runs_compiled(*args)``: the compiled
+    backend, CPU tensors, ``args[0]`` large enough, no warm-up in another thread), else
+    ``fallback(*args)`` (default: ``fn`` itself, eagerly). A failed compile turns the
+    compiled path off for the process (``_run``) and this call falls back.
+
+    ``fallback`` must give the same bits: a kernel written for Inductor's loops (one value
+    at a time, tiles) may have a faster eager twin written for torch's whole-tensor
+    operators."""
+    if _usable(*args):
+        out = _run(fn, key, *args, options=options)
+        if out is not _FAILED:
+            return out
+    return (fn if fallback is None else fallback)(*args)
