@@ -237,14 +237,24 @@ def _mxfp4_codes(blocks: torch.Tensor, d_half: torch.Tensor) -> torch.Tensor:
     same float32 errors (``kv_i d_half`` is exact, a small integer times a power of two),
     kept as a running minimum in the table's order with a strict ``<``, so the first
     smallest wins as in ``argmin``. The eager argmin over a ``[rows, 32, 16]`` tensor of
-    errors took 1.3 s for 4096 x 4096 on one thread (30x a copy)."""
-    best = blocks.abs()  # |0 d_half - x|, code 0
+    errors took 1.3 s for 4096 x 4096 on one thread (30x a copy).
+
+    Only the 7 levels of ``|x|``'s sign are tried, on ``a = |x|``: a level of the other
+    sign has the error ``fl(k d + a) >= a``, code 0's, so it never wins a strict ``<``
+    (nor does code 8, llama.cpp's second zero: its error is ``a`` too), and a level
+    ``-k`` of a negative ``x`` has the error ``fl(|a - k d|)``, level ``k``'s on ``a``
+    (rounding to nearest is symmetric). A negative ``x`` whose best ``a`` level is
+    ``k > 0`` takes code ``k + 8``; ``-0`` is not negative and stays at code 0. Half the
+    operations of the 15 comparisons: 4096 x 4096, one thread, 23 ms against 43 ms."""
+    a = blocks.abs()
+    best = a  # |0 d_half - x|, code 0
     code = torch.zeros_like(blocks, dtype=torch.int32)
-    for i, kv in enumerate(_MXFP4_KVALUES[1:], start=1):
-        err = (kv * d_half - blocks).abs()
+    for i, kv in enumerate(_MXFP4_KVALUES[1:8], start=1):
+        err = (kv * d_half - a).abs()
         better = err < best
         best = torch.where(better, err, best)
         code = torch.where(better, i, code)
+    code = torch.where((blocks < 0) & (code > 0), code + 8, code)
     return code.to(torch.uint8)
 
 

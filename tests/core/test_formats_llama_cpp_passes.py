@@ -111,3 +111,48 @@ def test_degenerate_blocks_equal_the_gguf_package(name: str, backend: kernels.Ba
         expected = gguf.quants.quantize(x.numpy(), gguf.GGMLQuantizationType[name]).reshape(-1)
     got = np.frombuffer(_quantize(x, name, backend).to_ggml_bytes(), dtype=np.uint8)
     assert np.array_equal(got, expected)
+
+
+def _fp4_search_corners() -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows of values around every midpoint of llama.cpp's FP4 levels (``0, 1, 2, 3, 4, 6,
+    8, 12`` times ``d``: each midpoint and 3 float32 steps either side, both signs, ``-0``),
+    one ``d`` per row: powers of two from subnormal to large (MXFP4's ``d_half``) and
+    UE4M3 values over 2 with 3 mantissa bits (NVFP4's)."""
+    levels = (0, 1, 2, 3, 4, 6, 8, 12)
+    ds = [2.0**e for e in range(-133, 120, 9)]
+    ds += [m / 16 * 2.0**e for m in (9, 11, 15) for e in (-7, 0, 5)]
+    rows = []
+    for d in ds:
+        d32 = np.float32(d)
+        pts = {0.0, float(np.float32(13) * d32)}
+        for i, lo in enumerate(levels):
+            for hi in levels[i:]:
+                v = np.float32((lo + hi) / 2) * d32
+                for step in (np.inf, -np.inf):
+                    w = v
+                    for _ in range(4):
+                        pts.add(float(w))
+                        w = np.nextafter(w, np.float32(step), dtype=np.float32)
+        row = sorted(pts)
+        rows.append(([*row, *(-v for v in row), -0.0], float(d32)))
+    width = -(-max(len(r) for r, _ in rows) // 32) * 32
+    x = torch.zeros(len(rows), width)
+    d_half = torch.zeros(len(rows), 1)
+    for i, (row, d) in enumerate(rows):
+        x[i, : len(row)] = torch.tensor(row)
+        d_half[i, 0] = d
+    return x, d_half
+
+
+@_NEEDS_COMPILED
+def test_fp4_search_compiled_equals_the_eager_argmin_at_every_midpoint() -> None:
+    # the compiled search tries only the 7 levels of x's sign; the eager one is llama.cpp's
+    # loop over all 16 (an argmin of float32 errors): the same code on every tie and near-tie
+    from quant_core.formats import llama_cpp
+
+    x, d_half = _fp4_search_corners()
+    with kernels.use_backend(kernels.Backend.COMPILED, min_elements=1):
+        compiled = llama_cpp._fp4_codes(x, d_half)
+    eager = llama_cpp._fp4_codes_eager(x, d_half)
+    assert torch.equal(compiled, eager)
+    assert int((eager >= 9).sum()) > 0 and int(((eager > 0) & (eager < 8)).sum()) > 0
