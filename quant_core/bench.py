@@ -3,7 +3,7 @@ and against a plain copy of the input.
 
     python -m quant_core.bench [--size N] [--repeats K] [--backend eager|compiled]
                                [--part linear|formats|all] [--formats Q4_K,MXFP4,...]
-                               [--format-repeats K]
+                               [--format-repeats K] [--huge-pages | --no-huge-pages]
 
 For an ``N x N`` float32 tensor (default 4096) and each granularity (per tensor, per
 channel on axis 0, groups of 128) in both modes at 8 bits:
@@ -26,6 +26,13 @@ preset of ``QuantConfig.from_name``, quantize + dequantize against ``x.clone()``
 <= 3x) and, for the GGUF types, against the ``gguf`` package's numpy code (target >= 20x
 faster); see ``quant_core.bench_formats``. Median of ``--format-repeats`` runs (default 3:
 a K-quant search takes seconds here).
+
+Pages: a copy into fresh memory pays a page fault per 4 kB page unless torch puts large
+buffers on transparent huge pages (``THP_MEM_ALLOC_ENABLE=1``, which the served app sets:
+``dashboard/served.py``). The faults roughly quadruple the clone (64 MiB: about 40 ms
+against 10 ms here) and add less to the formats' heavier passes, so every ratio to the
+clone is lower on 4 kB pages. ``--huge-pages`` / ``--no-huge-pages`` choose; by default
+the environment's setting holds (off when unset), and the header says which ran.
 
 Exit status 0 when every target is met, 1 otherwise.
 """
@@ -215,6 +222,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--formats", help="comma-separated preset names (default: all)")
     parser.add_argument("--format-repeats", type=int, default=3, help="runs per format")
+    parser.add_argument(
+        "--huge-pages",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="torch's large buffers on transparent huge pages (THP_MEM_ALLOC_ENABLE=1, as the "
+        "served app runs) or not; default: the environment's setting (off when unset)",
+    )
     parser.add_argument("--memory-case", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.size < 128 or args.size % 128:
@@ -227,6 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in args.format_names if n not in preset_names()]
     if unknown:
         parser.error(f"--formats: unknown preset(s) {', '.join(unknown)}")
+    if args.huge_pages is not None:
+        # torch's allocator reads it at each allocation (dashboard/served.py); the memory
+        # cases' subprocesses inherit it
+        os.environ["THP_MEM_ALLOC_ENABLE"] = "1" if args.huge_pages else "0"
     if args.backend is not None:
         kernels.set_backend(args.backend)
     try:
@@ -248,6 +266,14 @@ def _run(args: argparse.Namespace) -> int:
         f"quant_core benchmark: x float32 [{args.size}, {args.size}] ({mib:.1f} MiB), "
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
         f"median of {args.repeats} runs after 1 warm-up"
+    )
+    # a plain copy into fresh 4 kB pages pays a fault per page (64 MiB: ~4x the copy on
+    # huge pages), which flatters every ratio to it: say which the run used
+    huge = os.environ.get("THP_MEM_ALLOC_ENABLE", "0") == "1"
+    print(
+        f"THP_MEM_ALLOC_ENABLE={'1' if huge else '0'}: "
+        + ("large buffers on huge pages, as the served app" if huge else
+           "4 kB pages (the served app runs on huge pages: --huge-pages)")
     )
     backend = f"backend {warm.backend.value}"
     if warm.failure is not None:
