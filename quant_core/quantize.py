@@ -209,12 +209,15 @@ def quantize(
         if tiled is not None:
             return tiled
     blocks = layout.to_blocks(x.detach().to(torch.float32))
-    # One pass gives each block's extremes, the finiteness check (NaN propagates; an Inf,
-    # or a float64 value beyond float32, is an extreme) and the min-max range.
-    lo, hi = block_extremes(blocks)
-    (finite,) = map_rows(_all_finite_rows, lo, hi)
-    if not bool(finite.all()):
-        raise_nonfinite(x)
+    # llama.cpp's legacy types check finiteness on their own pass's per-block reduction
+    late_check = cfg.recipe is Recipe.LLAMA_CPP and llama_cpp.checks_finiteness(cfg)
+    if not late_check:
+        # One pass gives each block's extremes, the finiteness check (NaN propagates; an
+        # Inf, or a float64 value beyond float32, is an extreme) and the min-max range.
+        lo, hi = block_extremes(blocks)
+        (finite,) = map_rows(_all_finite_rows, lo, hi)
+        if not bool(finite.all()):
+            raise_nonfinite(x)
     if cfg.rounding is Rounding.STOCHASTIC and generator is None:
         generator = torch.Generator(device=x.device).manual_seed(cfg.seed)
 
@@ -231,8 +234,12 @@ def quantize(
             )
         if importance is not None:
             importance = llama_cpp.check_importance(importance, x.shape[-1])
-        codes, params = llama_cpp.quantize_blocks(blocks, cfg, layout, importance)
-        return _result(x, cfg, layout, codes, params, None)
+        done = llama_cpp.quantize_blocks(blocks, cfg, layout, importance)
+        if late_check:
+            peaks = blocks if done.peaks is None else done.peaks
+            if not bool(torch.isfinite(peaks).all()):
+                raise_nonfinite(x)
+        return _result(x, cfg, layout, done.codes, done.params, None)
     cb = None if cfg.format is Format.INT else codebook_for(cfg.format, x.device)
     mask_blocks = None
     if range_mask is not None and ranges is not None:

@@ -156,3 +156,28 @@ def test_fp4_search_compiled_equals_the_eager_argmin_at_every_midpoint() -> None
     eager = llama_cpp._fp4_codes_eager(x, d_half)
     assert torch.equal(compiled, eager)
     assert int((eager >= 9).sum()) > 0 and int(((eager > 0) & (eager < 8)).sum()) > 0
+
+
+_NON_FINITE = {
+    "nan": (float("nan"), torch.float32, r"1 NaN and 0 Inf value\(s\) out of 1024"),
+    "-inf": (float("-inf"), torch.float32, r"0 NaN and 1 Inf value\(s\) out of 1024"),
+    "float64-overflow": (1e300, torch.float64, r"1 torch\.float64 value\(s\) beyond the float32"),
+}
+
+
+@pytest.mark.parametrize("name", [*COMPILED_TYPES, "Q4_K", "IQ4_NL"])
+@pytest.mark.parametrize("case", list(_NON_FINITE))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_non_finite_input_is_refused(name: str, case: str, backend: kernels.Backend) -> None:
+    # the legacy types check finiteness on their own pass's per-block peaks, after it
+    # (``llama_cpp.checks_finiteness``); the others before: the same error either way, for
+    # a bad value in any block, and beside values whose fp16 scale overflows
+    value, dtype, message = _NON_FINITE[case]
+    for where in (0, 700):
+        x = torch.randn(4, 256, generator=torch.Generator().manual_seed(3)).to(dtype)
+        x[1, :32] = 6.0e4 * 127  # Q8_0's d overflows fp16 here: finite all the same
+        x.view(-1)[where] = value
+        with pytest.raises(ValueError, match=message):
+            _quantize(x, name, backend)
+        x.view(-1)[where] = 1.0
+        _quantize(x, name, backend)
