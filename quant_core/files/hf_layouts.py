@@ -678,13 +678,14 @@ def _decode_bnb(entry: TensorEntry, geo: _Geometry, t: Mapping[str, torch.Tensor
     blocksize = geo.group_size or 1
     numel = entry.numel
     codes = _bnb_codes(t["weight"], numel)
-    qmap = t["quant_map"].to(torch.float32)
+    # the code tables are indexed by code: flat, whatever shape the header gives them
+    qmap = t["quant_map"].to(torch.float32).reshape(-1)
     nested = "nested_absmax" in t
     stored = None
     if nested:
         dq_codes = t["absmax"].reshape(-1).to(torch.int64)
         nb = int(state["nested_blocksize"])
-        nested_map = t["nested_quant_map"].to(torch.float32)
+        nested_map = t["nested_quant_map"].to(torch.float32).reshape(-1)
         run_absmax = t["nested_absmax"].to(torch.float32).reshape(-1)
         offset = torch.tensor(float(state["nested_offset"]), dtype=torch.float32)
         runs = run_absmax[torch.arange(dq_codes.numel()) // nb]

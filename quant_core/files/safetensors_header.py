@@ -150,8 +150,8 @@ def _entry(shown: str, name: str, spec: object, data_start: int) -> STEntry:
     if not isinstance(spec, dict) or not {"dtype", "shape", "data_offsets"} <= spec.keys():
         raise QuantizedFileError(f"{where} needs 'dtype', 'shape' and 'data_offsets'")
     dtype, shape, offsets = spec["dtype"], spec["shape"], spec["data_offsets"]
-    if dtype not in DTYPES:
-        raise QuantizedFileError(f"{where} has dtype {dtype!r}, which is not read here")
+    if not isinstance(dtype, str) or dtype not in DTYPES:  # a list or an object is unhashable
+        raise QuantizedFileError(f"{where} has dtype {str(dtype)[:40]!r}, which is not read here")
     if not isinstance(shape, list) or len(shape) > MAX_DIMS or not all(map(_count, shape)):
         raise QuantizedFileError(f"{where}: shape {str(shape)[:80]} is not a list of sizes")
     if not (

@@ -373,3 +373,48 @@ def test_corrupted_safetensors_uploads_read_or_say_why(data):
             f.load(t.name, max_elements=2**20)
     except QuantizedFileError:
         pass
+
+
+# -- found by fuzzing (issue 26): each was another exception type before ------------------------
+
+
+@pytest.mark.parametrize("dtype", [["F32"], {"F32": 1}], ids=["list", "object"])
+def test_a_dtype_that_is_not_text_is_named(tmp_path, dtype):
+    """A list or an object as ``dtype`` made the ``dtype in DTYPES`` lookup a TypeError."""
+    _gptq_folder(tmp_path)
+    path = tmp_path / "model.safetensors"
+    header, data = _header(path.read_bytes())
+    header[f"{MODULE}.scales"]["dtype"] = dtype
+    path.write_bytes(_with_header(header, data))
+    with pytest.raises(
+        QuantizedFileError, match=rf"model\.safetensors: tensor '{MODULE}\.scales' has dtype"
+    ):
+        open_quantized(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("part", "shape"),
+    [("quant_map", [1, 4, 4]), ("quant_map", [16, 1]), ("nested_quant_map", [1, 256])],
+)
+def test_bitsandbytes_code_tables_of_another_shape_decode_the_same(tmp_path, part, shape):
+    """``quant_map`` (16 values) and ``nested_quant_map`` (256) are indexed by code; a header
+    giving them another shape over the same bytes indexed their first dimension (an
+    IndexError at load). Their values are what counts, flattened."""
+    from quantized_files import bnb_state_dict
+
+    sd = bnb_state_dict(torch.randn(16, 128, generator=torch.Generator().manual_seed(0)), MODULE)
+    write_folder(tmp_path / "a", sd, None)
+    want = open_quantized(tmp_path / "a").load(MODULE + ".weight").dequantize()
+    sd[f"{MODULE}.weight.{part}"] = sd[f"{MODULE}.weight.{part}"].reshape(shape)
+    write_folder(tmp_path / "b", sd, None)
+    got = open_quantized(tmp_path / "b").load(MODULE + ".weight").dequantize()
+    assert torch.equal(got, want)
+
+
+def test_a_gguf_type_nothing_decodes_names_the_file(tmp_path):
+    """Q8_1 (llama.cpp's intermediate type) is listed but neither the lab nor the gguf
+    package decodes it: the message names the file as well as the tensor."""
+    raw = raw_gguf([("w", (32, 2), int(GGML.Q8_1), 0)], bytes(2 * 36 * 4))
+    f = _open(tmp_path, raw)
+    with pytest.raises(QuantizedFileError, match=r"m\.gguf: tensor 'w' is Q8_1, which neither"):
+        f.load("w")
