@@ -429,7 +429,8 @@ def _bnb_geometry(
         layer,
         f"{_dims(state_e)}; a quant state of at most {_MAX_STATE_BYTES:,} bytes was expected",
     )
-    raw = bytes(read_small(layer.parts["state"]).to(torch.uint8).tolist())
+    # bytes of any shape (a header may store them as [1, n]): flattened before decoding
+    raw = bytes(read_small(layer.parts["state"]).to(torch.uint8).reshape(-1).tolist())
     try:
         state = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as err:

@@ -394,12 +394,18 @@ def test_a_dtype_that_is_not_text_is_named(tmp_path, dtype):
 
 @pytest.mark.parametrize(
     ("part", "shape"),
-    [("quant_map", [1, 4, 4]), ("quant_map", [16, 1]), ("nested_quant_map", [1, 256])],
+    [
+        ("quant_map", [1, 4, 4]),
+        ("quant_map", [16, 1]),
+        ("nested_quant_map", [1, 256]),
+        ("quant_state.bitsandbytes__nf4", [1, -1]),
+    ],
 )
 def test_bitsandbytes_code_tables_of_another_shape_decode_the_same(tmp_path, part, shape):
     """``quant_map`` (16 values) and ``nested_quant_map`` (256) are indexed by code; a header
     giving them another shape over the same bytes indexed their first dimension (an
-    IndexError at load). Their values are what counts, flattened."""
+    IndexError at load). The quant state's JSON bytes as ``[1, n]`` made ``bytes()`` of a
+    nested list a TypeError. Their values are what counts, flattened."""
     from quantized_files import bnb_state_dict
 
     sd = bnb_state_dict(torch.randn(16, 128, generator=torch.Generator().manual_seed(0)), MODULE)
