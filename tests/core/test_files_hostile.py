@@ -17,7 +17,16 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from quantized_files import GGML, pack_gptq, prefixed, random_int_layer, write_folder, write_gguf
+from quantized_files import (
+    GGML,
+    pack_compressed,
+    pack_gptq,
+    prefixed,
+    random_int_layer,
+    random_signed_layer,
+    write_folder,
+    write_gguf,
+)
 from safetensors.torch import save
 
 from quant_core.files import QuantizedFileError, open_quantized, open_quantized_bytes
@@ -424,3 +433,60 @@ def test_a_gguf_type_nothing_decodes_names_the_file(tmp_path):
     f = _open(tmp_path, raw)
     with pytest.raises(QuantizedFileError, match=r"m\.gguf: tensor 'w' is Q8_1, which neither"):
         f.load("w")
+
+
+def _two_group_ct_config(targets: list[str]) -> dict:
+    weights = {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group"}
+    return {
+        "quant_method": "compressed-tensors",
+        "format": "pack-quantized",
+        "config_groups": {
+            "group_0": {"targets": targets, "weights": {**weights, "group_size": 32}},
+            "group_1": {"targets": ["Linear"], "weights": {**weights, "group_size": 64}},
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("re:(.*)*X", "it nests repeats"),
+        ("re:(?:.|.)*X", "it repeats an alternation"),
+        ("re:.*.*.*.*X", "more than 3 unbounded repeats"),
+        ("re:(a)\\1", "it uses a backreference"),
+        ("re:" + "a" * 2000, "2,000 characters"),
+    ],
+    ids=["nested", "alternation", "four-stars", "backref", "long"],
+)
+def test_a_target_regex_that_backtracks_for_ever_is_refused(tmp_path, target, message):
+    """compressed-tensors' ``re:`` targets are matched with Python's ``re`` against every
+    packed module's name, with no time limit: ``(.*)*X`` takes seconds on a 24-character
+    name and hours on ``model.layers.10.self_attn.q_proj``. Refused when the config is
+    read (the module here is short, so that the unfixed reader is quick to fail this)."""
+    layer = random_signed_layer(np.random.default_rng(0), 8, 64, 4, 32, symmetric=True)
+    write_folder(
+        tmp_path,
+        prefixed("m.q", pack_compressed(layer, 4)),
+        _two_group_ct_config([target, "Linear"]),
+    )
+    with pytest.raises(
+        QuantizedFileError, match=rf"config\.json group 'group_0': target .* is refused: {message}"
+    ):
+        open_quantized(tmp_path)
+
+
+def test_a_module_name_too_long_for_target_regexes_is_refused(tmp_path):
+    """With several config groups each packed module's name is matched against ``re:``
+    targets; a header's names are unbounded, and ``.*.*.*`` costs the cube of the name's
+    length: names over 256 characters are refused there."""
+    layer = random_signed_layer(np.random.default_rng(0), 8, 64, 4, 32, symmetric=True)
+    module = "model." + "x" * 300
+    write_folder(
+        tmp_path,
+        prefixed(module, pack_compressed(layer, 4)),
+        _two_group_ct_config(["re:.*\\.q_proj$"]),
+    )
+    with pytest.raises(
+        QuantizedFileError, match=r"model\.safetensors: weight .*a module name of 306 characters"
+    ):
+        open_quantized(tmp_path)
