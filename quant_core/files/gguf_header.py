@@ -44,6 +44,8 @@ from .access import Blob, QuantizedFileError
 __all__ = [
     "MAX_DIMS",
     "MAX_HEADER_BYTES",
+    "MAX_KEPT_ITEMS",
+    "MAX_KV",
     "MAX_TENSORS",
     "GGUFArray",
     "GGUFHeader",
@@ -60,6 +62,16 @@ MAX_DIMS = 4  # GGML_MAX_DIMS
 MAX_KEY_BYTES = 65_536
 MAX_NESTING = 4
 _KEPT_ITEMS = 64  # arrays up to this long keep their values in the metadata
+MAX_KV = 65_536
+"""The most metadata entries a header may list (real files: under 100). Each is a Python
+key and value: a 200 MB upload of 17-byte entries would be 12 million of them, seconds
+per million and about 120 MB held per million."""
+MAX_KEPT_ITEMS = 65_536
+"""The most array items kept in the metadata over the whole header (nested short arrays
+would otherwise keep 64^4 items each)."""
+MAX_WALKED_ARRAYS = 1 << 16
+"""The most arrays nested in metadata arrays that are walked, one Python call each (about
+9 s per million; real files nest none)."""
 _CHUNK = 1 << 20
 
 _SCALARS: dict[int, tuple[str, int]] = {
@@ -131,6 +143,8 @@ class _Cursor:
         self.limit = min(limit, blob.size)
         self.buf = bytearray()
         self.pos = 0
+        self.kept = 0  # array items kept in the metadata so far
+        self.walked = 0  # arrays inside arrays walked so far
 
     def remaining(self) -> int:
         return self.blob.size - self.pos
@@ -207,7 +221,10 @@ class _Cursor:
             raise QuantizedFileError(f"{self.blob.shown}: {what} is not UTF-8 ({err})") from None
 
 
-def _value(cur: _Cursor, code: int, what: str, depth: int = 0) -> Any:
+def _value(cur: _Cursor, code: int, what: str, depth: int = 0, keep: bool = True) -> Any:
+    """One metadata value. Arrays keep their items (``keep``) only when short and while
+    the header's kept items stay within ``MAX_KEPT_ITEMS``; the others are walked, an
+    array of arrays one item at a time, at most ``MAX_WALKED_ARRAYS`` in all."""
     if code in _SCALARS:
         return cur.scalar(code, what)
     if code == _STRING:
@@ -218,18 +235,18 @@ def _value(cur: _Cursor, code: int, what: str, depth: int = 0) -> Any:
         raise QuantizedFileError(f"{cur.blob.shown}: {what} nests arrays deeper than {MAX_NESTING}")
     item = cur.u32(what)
     count = cur.u64(what)
+    keep = keep and count <= _KEPT_ITEMS and cur.kept + count <= MAX_KEPT_ITEMS
+    if keep:
+        cur.kept += count
     if item in _SCALARS:
-        size = _SCALARS[item][1]
+        fmt, size = _SCALARS[item]
         if count * size > cur.remaining():
             raise QuantizedFileError(
                 f"{cur.blob.shown}: {what} claims {count:,} items of {size} bytes but only "
                 f"{cur.remaining():,} bytes remain in the file"
             )
-        if count <= _KEPT_ITEMS:
-            values = tuple(cur.scalar(item, what) for _ in range(count))
-        else:
-            cur.take(count * size, what)
-            values = None
+        raw = cur.take(count * size, what)
+        values = struct.unpack(f"<{count}{fmt[1:]}", raw) if keep else None
         return GGUFArray(gguf.GGUFValueType(item).name, count, values)
     if item not in (_STRING, _ARRAY):
         raise QuantizedFileError(f"{cur.blob.shown}: {what} has unknown item type {item}")
@@ -240,14 +257,26 @@ def _value(cur: _Cursor, code: int, what: str, depth: int = 0) -> Any:
             "bytes remain in the file"
         )
     name = gguf.GGUFValueType(item).name
-    if count > _KEPT_ITEMS:  # walked, not kept (a vocabulary, its merges)
-        if item == _STRING:
-            cur.skip_strings(count, what)
-        else:
-            for _ in range(count):
-                _value(cur, item, what, depth + 1)
-        return GGUFArray(name, count, None)
-    return GGUFArray(name, count, tuple(_value(cur, item, what, depth + 1) for _ in range(count)))
+    if item == _ARRAY:
+        # each costs a Python call: a 200 MB upload of 12-byte empty arrays would be 17
+        # million of them
+        cur.walked += count
+        if cur.walked > MAX_WALKED_ARRAYS:
+            raise QuantizedFileError(
+                f"{cur.blob.shown}: {what} nests more than {MAX_WALKED_ARRAYS:,} arrays in "
+                "the header; refused"
+            )
+    if keep:
+        return GGUFArray(
+            name, count, tuple(_value(cur, item, what, depth + 1) for _ in range(count))
+        )
+    # walked, not kept (a vocabulary, its merges)
+    if item == _STRING:
+        cur.skip_strings(count, what)
+    else:
+        for _ in range(count):
+            _value(cur, item, what, depth + 1, keep=False)
+    return GGUFArray(name, count, None)
 
 
 def read_header(blob: Blob) -> GGUFHeader:
@@ -282,6 +311,10 @@ def read_header(blob: Blob) -> GGUFHeader:
     if n_tensors > MAX_TENSORS:
         raise QuantizedFileError(
             f"{shown} lists {n_tensors:,} tensors; the limit is {MAX_TENSORS:,}"
+        )
+    if n_kv > MAX_KV:
+        raise QuantizedFileError(
+            f"{shown} lists {n_kv:,} metadata entries; the limit is {MAX_KV:,}"
         )
     metadata: dict[str, Any] = {}
     for i in range(n_kv):

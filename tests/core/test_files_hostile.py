@@ -30,6 +30,7 @@ from quantized_files import (
 from safetensors.torch import save
 
 from quant_core.files import QuantizedFileError, open_quantized, open_quantized_bytes
+from quant_core.files.gguf_header import GGUFArray
 
 MODULE = "model.layers.0.mlp.up_proj"
 
@@ -490,3 +491,49 @@ def test_a_module_name_too_long_for_target_regexes_is_refused(tmp_path):
         QuantizedFileError, match=r"model\.safetensors: weight .*a module name of 306 characters"
     ):
         open_quantized(tmp_path)
+
+
+def _kv_u8(i: int) -> bytes:
+    return _s(f"k{i:x}") + struct.pack("<IB", 0, 1)
+
+
+def test_a_header_of_many_metadata_entries_is_refused_at_once(tmp_path):
+    """Each metadata entry is a Python key and value: 17-byte entries made a 17 MB file
+    1,000,000 of them (6 to 12 s, 120 MB held), a 200 MB upload minutes and gigabytes.
+    Over 65,536 (real files list under 100) the count is refused before any is read."""
+    n = 70_000
+    raw = raw_gguf(GOOD, GOOD_DATA, kv=b"".join(_kv_u8(i) for i in range(n)), n_kv=n)
+    with pytest.raises(QuantizedFileError, match=r"m\.gguf lists 70,000 metadata entries"):
+        _open(tmp_path, raw)
+
+
+def _array(item: int, items: list[bytes]) -> bytes:
+    return struct.pack("<IQ", item, len(items)) + b"".join(items)
+
+
+def test_nested_short_arrays_keep_a_bounded_number_of_items(tmp_path):
+    """Arrays of at most 64 items keep their values; nested three deep, one 300 kB entry
+    kept 64^3 = 262,144 values (16 such entries: 4 s and 47 MB for a 4.8 MB file). The
+    header keeps 65,536 items in all; the rest is walked and summarised."""
+    top = _array(9, [_array(9, [_array(0, [b"\1"] * 64)] * 64)] * 64)
+    kv = b"".join(_s(f"k{i}") + struct.pack("<I", 9) + top for i in range(3))
+    f = _open(tmp_path, raw_gguf(GOOD, GOOD_DATA, kv=kv, n_kv=3))
+
+    def kept(value) -> int:
+        if not isinstance(value, GGUFArray) or value.values is None:
+            return 0
+        return sum(kept(v) if isinstance(v, GGUFArray) else 1 for v in value.values)
+
+    assert [f.metadata[f"k{i}"].count for i in range(3)] == [64, 64, 64]
+    assert 0 < sum(kept(f.metadata[f"k{i}"]) for i in range(3)) <= 65_536
+    assert torch.equal(f.load("w").dequantize(), torch.arange(16.0).reshape(2, 8))
+
+
+def test_arrays_of_arrays_walked_one_by_one_are_bounded(tmp_path):
+    """An array of arrays is walked item by item (a Python call each); 12-byte empty
+    arrays would be 17 million calls in a 200 MB upload (2^20 of them: 9 s). Over 2^16 is
+    refused."""
+    n = (1 << 16) + 1
+    kv = _s("k") + struct.pack("<IIQ", 9, 9, n) + struct.pack("<IQ", 0, 0) * n
+    with pytest.raises(QuantizedFileError, match=r"metadata 'k' nests more than 65,536 arrays"):
+        _open(tmp_path, raw_gguf(GOOD, GOOD_DATA, kv=kv, n_kv=1))
