@@ -57,7 +57,9 @@ __all__ = [
 MAX_HEADER_BYTES = 512 * 2**20
 """A header (metadata and tensor list) may take at most this many bytes: a 256k-token
 vocabulary with its merges takes about 30 MB."""
-MAX_TENSORS = 1_000_000
+MAX_TENSORS = 100_000
+"""The most tensors a header may list (real files: about 300 to 2,000; 1,000,000 would
+take some 25 s and 550 MB to list)."""
 MAX_DIMS = 4  # GGML_MAX_DIMS
 MAX_KEY_BYTES = 65_536
 MAX_NESTING = 4

@@ -537,3 +537,36 @@ def test_arrays_of_arrays_walked_one_by_one_are_bounded(tmp_path):
     kv = _s("k") + struct.pack("<IIQ", 9, 9, n) + struct.pack("<IQ", 0, 0) * n
     with pytest.raises(QuantizedFileError, match=r"metadata 'k' nests more than 65,536 arrays"):
         _open(tmp_path, raw_gguf(GOOD, GOOD_DATA, kv=kv, n_kv=1))
+
+
+def test_a_gguf_listing_too_many_tensors_is_refused_before_reading_them(tmp_path):
+    """Each listed tensor costs Python objects (1,000,000, the old limit: some 25 s and
+    550 MB); real files list a few thousand at most."""
+    raw = raw_gguf([], b"\0" * (24 * 100_001), n_tensors=100_001)
+    with pytest.raises(QuantizedFileError, match=r"m\.gguf lists 100,001 tensors; the limit"):
+        _open(tmp_path, raw)
+
+
+def test_a_safetensors_header_of_too_many_tensors_is_refused_while_parsing(tmp_path):
+    """1,000,000 tensors fit the 100 MB header limit and took over a minute (60 us of
+    Python each) and 900 MB; the JSON parse stops past 100,000."""
+    n = 100_001
+    header = {f"t{i}": {"dtype": "U8", "shape": [1], "data_offsets": [i, i + 1]} for i in range(n)}
+    path = tmp_path / "x.safetensors"
+    path.write_bytes(_with_header(header, bytes(n)))
+    with pytest.raises(QuantizedFileError, match=r"x\.safetensors lists 100,001 tensors"):
+        open_quantized(path)
+    header[""] = {"dtype": "U8", "shape": [0], "data_offsets": [n, n]}  # one object more
+    path.write_bytes(_with_header(header, bytes(n)))
+    with pytest.raises(QuantizedFileError, match=r"more than 100,002 JSON objects"):
+        open_quantized(path)
+
+
+def test_a_safetensors_metadata_of_too_many_entries_is_refused(tmp_path):
+    """``__metadata__`` is kept as the file's metadata: 2,000,000 entries took 12 s and
+    held 360 MB."""
+    meta = {f"k{i}": "" for i in range(65_537)}
+    path = tmp_path / "x.safetensors"
+    path.write_bytes(_with_header({"__metadata__": meta}, b""))
+    with pytest.raises(QuantizedFileError, match=r"x\.safetensors: __metadata__ holds 65,537"):
+        open_quantized(path)
