@@ -338,7 +338,12 @@ def read_header(blob: Blob) -> GGUFHeader:
         offset = cur.u64(f"tensor {name!r}'s offset")
         raw_tensors.append((name, dims, type_id, offset))
     alignment = metadata.get("general.alignment", gguf.GGUF_DEFAULT_ALIGNMENT)
-    if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
+    if (
+        isinstance(alignment, bool)  # a BOOL value: True would pass as 1
+        or not isinstance(alignment, int)
+        or alignment <= 0
+        or alignment & (alignment - 1)
+    ):
         raise QuantizedFileError(
             f"{shown}: general.alignment {alignment!r} is not a positive power of two"
         )

@@ -138,6 +138,12 @@ def test_the_hand_written_file_is_valid(tmp_path):
             ),
             "general.alignment 24 is not a positive power of two",
         ),
+        (
+            raw_gguf(
+                GOOD, GOOD_DATA, kv=_s("general.alignment") + struct.pack("<IB", 7, 1), n_kv=1
+            ),
+            "general.alignment True is not a positive power of two",
+        ),
     ],
     ids=lambda v: v if isinstance(v, str) else "",
 )
