@@ -123,7 +123,7 @@ def decode(entry: TensorEntry, raw: bytes) -> StoredTensor:
         try:
             qt = from_ggml_bytes(raw, name, entry.shape)
         except ValueError as err:
-            raise QuantizedFileError(f"tensor {entry.name!r}: {err}") from err
+            raise QuantizedFileError(f"{entry.file}: tensor {entry.name!r}: {err}") from err
         return StoredTensor(entry, qt)
     qtype = gguf.GGMLQuantizationType[name]
     block, type_size = gguf.GGML_QUANT_SIZES[qtype]
@@ -132,7 +132,8 @@ def decode(entry: TensorEntry, raw: bytes) -> StoredTensor:
         values = gguf.quants.dequantize(rows, qtype)
     except NotImplementedError:
         raise QuantizedFileError(
-            f"tensor {entry.name!r} is {name}, which neither the lab nor the gguf package decodes"
+            f"{entry.file}: tensor {entry.name!r} is {name}, which neither the lab nor the gguf "
+            "package decodes"
         ) from None
     note = f"{name} is decoded by the gguf package (gguf.quants.dequantize): " + (
         "the lab does not model its lattice codebooks"

@@ -44,6 +44,8 @@ from .access import Blob, QuantizedFileError
 __all__ = [
     "MAX_DIMS",
     "MAX_HEADER_BYTES",
+    "MAX_KEPT_ITEMS",
+    "MAX_KV",
     "MAX_TENSORS",
     "GGUFArray",
     "GGUFHeader",
@@ -55,11 +57,23 @@ __all__ = [
 MAX_HEADER_BYTES = 512 * 2**20
 """A header (metadata and tensor list) may take at most this many bytes: a 256k-token
 vocabulary with its merges takes about 30 MB."""
-MAX_TENSORS = 1_000_000
+MAX_TENSORS = 100_000
+"""The most tensors a header may list (real files: about 300 to 2,000; 1,000,000 would
+take some 25 s and 550 MB to list)."""
 MAX_DIMS = 4  # GGML_MAX_DIMS
 MAX_KEY_BYTES = 65_536
 MAX_NESTING = 4
 _KEPT_ITEMS = 64  # arrays up to this long keep their values in the metadata
+MAX_KV = 65_536
+"""The most metadata entries a header may list (real files: under 100). Each is a Python
+key and value: a 200 MB upload of 17-byte entries would be 12 million of them, seconds
+per million and about 120 MB held per million."""
+MAX_KEPT_ITEMS = 65_536
+"""The most array items kept in the metadata over the whole header (nested short arrays
+would otherwise keep 64^4 items each)."""
+MAX_WALKED_ARRAYS = 1 << 16
+"""The most arrays nested in metadata arrays that are walked, one Python call each (about
+9 s per million; real files nest none)."""
 _CHUNK = 1 << 20
 
 _SCALARS: dict[int, tuple[str, int]] = {
@@ -131,6 +145,8 @@ class _Cursor:
         self.limit = min(limit, blob.size)
         self.buf = bytearray()
         self.pos = 0
+        self.kept = 0  # array items kept in the metadata so far
+        self.walked = 0  # arrays inside arrays walked so far
 
     def remaining(self) -> int:
         return self.blob.size - self.pos
@@ -207,7 +223,10 @@ class _Cursor:
             raise QuantizedFileError(f"{self.blob.shown}: {what} is not UTF-8 ({err})") from None
 
 
-def _value(cur: _Cursor, code: int, what: str, depth: int = 0) -> Any:
+def _value(cur: _Cursor, code: int, what: str, depth: int = 0, keep: bool = True) -> Any:
+    """One metadata value. Arrays keep their items (``keep``) only when short and while
+    the header's kept items stay within ``MAX_KEPT_ITEMS``; the others are walked, an
+    array of arrays one item at a time, at most ``MAX_WALKED_ARRAYS`` in all."""
     if code in _SCALARS:
         return cur.scalar(code, what)
     if code == _STRING:
@@ -218,18 +237,18 @@ def _value(cur: _Cursor, code: int, what: str, depth: int = 0) -> Any:
         raise QuantizedFileError(f"{cur.blob.shown}: {what} nests arrays deeper than {MAX_NESTING}")
     item = cur.u32(what)
     count = cur.u64(what)
+    keep = keep and count <= _KEPT_ITEMS and cur.kept + count <= MAX_KEPT_ITEMS
+    if keep:
+        cur.kept += count
     if item in _SCALARS:
-        size = _SCALARS[item][1]
+        fmt, size = _SCALARS[item]
         if count * size > cur.remaining():
             raise QuantizedFileError(
                 f"{cur.blob.shown}: {what} claims {count:,} items of {size} bytes but only "
                 f"{cur.remaining():,} bytes remain in the file"
             )
-        if count <= _KEPT_ITEMS:
-            values = tuple(cur.scalar(item, what) for _ in range(count))
-        else:
-            cur.take(count * size, what)
-            values = None
+        raw = cur.take(count * size, what)
+        values = struct.unpack(f"<{count}{fmt[1:]}", raw) if keep else None
         return GGUFArray(gguf.GGUFValueType(item).name, count, values)
     if item not in (_STRING, _ARRAY):
         raise QuantizedFileError(f"{cur.blob.shown}: {what} has unknown item type {item}")
@@ -240,14 +259,26 @@ def _value(cur: _Cursor, code: int, what: str, depth: int = 0) -> Any:
             "bytes remain in the file"
         )
     name = gguf.GGUFValueType(item).name
-    if count > _KEPT_ITEMS:  # walked, not kept (a vocabulary, its merges)
-        if item == _STRING:
-            cur.skip_strings(count, what)
-        else:
-            for _ in range(count):
-                _value(cur, item, what, depth + 1)
-        return GGUFArray(name, count, None)
-    return GGUFArray(name, count, tuple(_value(cur, item, what, depth + 1) for _ in range(count)))
+    if item == _ARRAY:
+        # each costs a Python call: a 200 MB upload of 12-byte empty arrays would be 17
+        # million of them
+        cur.walked += count
+        if cur.walked > MAX_WALKED_ARRAYS:
+            raise QuantizedFileError(
+                f"{cur.blob.shown}: {what} nests more than {MAX_WALKED_ARRAYS:,} arrays in "
+                "the header; refused"
+            )
+    if keep:
+        return GGUFArray(
+            name, count, tuple(_value(cur, item, what, depth + 1) for _ in range(count))
+        )
+    # walked, not kept (a vocabulary, its merges)
+    if item == _STRING:
+        cur.skip_strings(count, what)
+    else:
+        for _ in range(count):
+            _value(cur, item, what, depth + 1, keep=False)
+    return GGUFArray(name, count, None)
 
 
 def read_header(blob: Blob) -> GGUFHeader:
@@ -283,6 +314,10 @@ def read_header(blob: Blob) -> GGUFHeader:
         raise QuantizedFileError(
             f"{shown} lists {n_tensors:,} tensors; the limit is {MAX_TENSORS:,}"
         )
+    if n_kv > MAX_KV:
+        raise QuantizedFileError(
+            f"{shown} lists {n_kv:,} metadata entries; the limit is {MAX_KV:,}"
+        )
     metadata: dict[str, Any] = {}
     for i in range(n_kv):
         key = cur.string(f"metadata entry {i}'s key", MAX_KEY_BYTES)
@@ -303,7 +338,12 @@ def read_header(blob: Blob) -> GGUFHeader:
         offset = cur.u64(f"tensor {name!r}'s offset")
         raw_tensors.append((name, dims, type_id, offset))
     alignment = metadata.get("general.alignment", gguf.GGUF_DEFAULT_ALIGNMENT)
-    if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
+    if (
+        isinstance(alignment, bool)  # a BOOL value: True would pass as 1
+        or not isinstance(alignment, int)
+        or alignment <= 0
+        or alignment & (alignment - 1)
+    ):
         raise QuantizedFileError(
             f"{shown}: general.alignment {alignment!r} is not a positive power of two"
         )

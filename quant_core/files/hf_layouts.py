@@ -67,7 +67,7 @@ from ..granularity import layout_for
 from ..quantized_tensor import QuantizedTensor
 from .access import QuantizedFileError
 from .entries import FileKind, StoredTensor, TensorEntry
-from .hf_config import AWQSpec, CTGroup, CTSpec, GPTQSpec, QuantSpec
+from .hf_config import MAX_MATCHED_NAME, AWQSpec, CTGroup, CTSpec, GPTQSpec, QuantSpec
 from .int32_packing import column_order, unpack_int32
 from .safetensors_header import FLOAT_DTYPES, STEntry
 
@@ -324,8 +324,19 @@ def _gptq_geometry(
     return _Geometry((out_f, in_f), label + (" act-order" if desc else ""), bits, g, extra)
 
 
-def _ct_group(layer: Layer, spec: CTSpec) -> CTGroup:
+def _ct_group(layer: Layer, spec: CTSpec, shown: str) -> CTGroup:
+    """The config group whose targets name ``layer``'s module (the first group when none
+    does, or when there is only one: no regex is run then). The ``re:`` targets passed
+    ``regex_risk`` when the config was read; the name they run on is bounded here."""
+    if len(spec.groups) == 1:
+        return spec.groups[0]
     module = layer.name[: -len(".weight")]
+    if len(module) > MAX_MATCHED_NAME:
+        raise QuantizedFileError(
+            f"{shown}: weight {layer.name[:80]!r}…: a module name of {len(module):,} "
+            f"characters is not matched against {spec.source}'s targets (at most "
+            f"{MAX_MATCHED_NAME})"
+        )
     for group in spec.groups:
         for target in group.targets:
             if target.startswith("re:"):
@@ -353,7 +364,7 @@ def _ct_geometry(
             "folder's config.json has no compressed-tensors quantization_config (its bits "
             "and groups)"
         )
-    group = _ct_group(layer, spec)
+    group = _ct_group(layer, spec, shown)
     packed, scale, shape_e = e["packed"], e["scale"], e["shape"]
     _check(
         packed.dtype == "I32" and len(packed.shape) == 2,
@@ -429,7 +440,8 @@ def _bnb_geometry(
         layer,
         f"{_dims(state_e)}; a quant state of at most {_MAX_STATE_BYTES:,} bytes was expected",
     )
-    raw = bytes(read_small(layer.parts["state"]).to(torch.uint8).tolist())
+    # bytes of any shape (a header may store them as [1, n]): flattened before decoding
+    raw = bytes(read_small(layer.parts["state"]).to(torch.uint8).reshape(-1).tolist())
     try:
         state = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
@@ -678,13 +690,14 @@ def _decode_bnb(entry: TensorEntry, geo: _Geometry, t: Mapping[str, torch.Tensor
     blocksize = geo.group_size or 1
     numel = entry.numel
     codes = _bnb_codes(t["weight"], numel)
-    qmap = t["quant_map"].to(torch.float32)
+    # the code tables are indexed by code: flat, whatever shape the header gives them
+    qmap = t["quant_map"].to(torch.float32).reshape(-1)
     nested = "nested_absmax" in t
     stored = None
     if nested:
         dq_codes = t["absmax"].reshape(-1).to(torch.int64)
         nb = int(state["nested_blocksize"])
-        nested_map = t["nested_quant_map"].to(torch.float32)
+        nested_map = t["nested_quant_map"].to(torch.float32).reshape(-1)
         run_absmax = t["nested_absmax"].to(torch.float32).reshape(-1)
         offset = torch.tensor(float(state["nested_offset"]), dtype=torch.float32)
         runs = run_absmax[torch.arange(dq_codes.numel()) // nb]

@@ -17,10 +17,20 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from quantized_files import GGML, pack_gptq, prefixed, random_int_layer, write_folder, write_gguf
+from quantized_files import (
+    GGML,
+    pack_compressed,
+    pack_gptq,
+    prefixed,
+    random_int_layer,
+    random_signed_layer,
+    write_folder,
+    write_gguf,
+)
 from safetensors.torch import save
 
 from quant_core.files import QuantizedFileError, open_quantized, open_quantized_bytes
+from quant_core.files.gguf_header import GGUFArray
 
 MODULE = "model.layers.0.mlp.up_proj"
 
@@ -127,6 +137,12 @@ def test_the_hand_written_file_is_valid(tmp_path):
                 GOOD, GOOD_DATA, kv=_s("general.alignment") + struct.pack("<II", 4, 24), n_kv=1
             ),
             "general.alignment 24 is not a positive power of two",
+        ),
+        (
+            raw_gguf(
+                GOOD, GOOD_DATA, kv=_s("general.alignment") + struct.pack("<IB", 7, 1), n_kv=1
+            ),
+            "general.alignment True is not a positive power of two",
         ),
     ],
     ids=lambda v: v if isinstance(v, str) else "",
@@ -373,3 +389,190 @@ def test_corrupted_safetensors_uploads_read_or_say_why(data):
             f.load(t.name, max_elements=2**20)
     except QuantizedFileError:
         pass
+
+
+# -- found by fuzzing (issue 26): each was another exception type before ------------------------
+
+
+@pytest.mark.parametrize("dtype", [["F32"], {"F32": 1}], ids=["list", "object"])
+def test_a_dtype_that_is_not_text_is_named(tmp_path, dtype):
+    """A list or an object as ``dtype`` made the ``dtype in DTYPES`` lookup a TypeError."""
+    _gptq_folder(tmp_path)
+    path = tmp_path / "model.safetensors"
+    header, data = _header(path.read_bytes())
+    header[f"{MODULE}.scales"]["dtype"] = dtype
+    path.write_bytes(_with_header(header, data))
+    with pytest.raises(
+        QuantizedFileError, match=rf"model\.safetensors: tensor '{MODULE}\.scales' has dtype"
+    ):
+        open_quantized(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("part", "shape"),
+    [
+        ("quant_map", [1, 4, 4]),
+        ("quant_map", [16, 1]),
+        ("nested_quant_map", [1, 256]),
+        ("quant_state.bitsandbytes__nf4", [1, -1]),
+    ],
+)
+def test_bitsandbytes_code_tables_of_another_shape_decode_the_same(tmp_path, part, shape):
+    """``quant_map`` (16 values) and ``nested_quant_map`` (256) are indexed by code; a header
+    giving them another shape over the same bytes indexed their first dimension (an
+    IndexError at load). The quant state's JSON bytes as ``[1, n]`` made ``bytes()`` of a
+    nested list a TypeError. Their values are what counts, flattened."""
+    from quantized_files import bnb_state_dict
+
+    sd = bnb_state_dict(torch.randn(16, 128, generator=torch.Generator().manual_seed(0)), MODULE)
+    write_folder(tmp_path / "a", sd, None)
+    want = open_quantized(tmp_path / "a").load(MODULE + ".weight").dequantize()
+    sd[f"{MODULE}.weight.{part}"] = sd[f"{MODULE}.weight.{part}"].reshape(shape)
+    write_folder(tmp_path / "b", sd, None)
+    got = open_quantized(tmp_path / "b").load(MODULE + ".weight").dequantize()
+    assert torch.equal(got, want)
+
+
+def test_a_gguf_type_nothing_decodes_names_the_file(tmp_path):
+    """Q8_1 (llama.cpp's intermediate type) is listed but neither the lab nor the gguf
+    package decodes it: the message names the file as well as the tensor."""
+    raw = raw_gguf([("w", (32, 2), int(GGML.Q8_1), 0)], bytes(2 * 36 * 4))
+    f = _open(tmp_path, raw)
+    with pytest.raises(QuantizedFileError, match=r"m\.gguf: tensor 'w' is Q8_1, which neither"):
+        f.load("w")
+
+
+def _two_group_ct_config(targets: list[str]) -> dict:
+    weights = {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group"}
+    return {
+        "quant_method": "compressed-tensors",
+        "format": "pack-quantized",
+        "config_groups": {
+            "group_0": {"targets": targets, "weights": {**weights, "group_size": 32}},
+            "group_1": {"targets": ["Linear"], "weights": {**weights, "group_size": 64}},
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("re:(.*)*X", "it nests repeats"),
+        ("re:(?:.|.)*X", "it repeats an alternation"),
+        ("re:.*.*.*.*X", "more than 3 unbounded repeats"),
+        ("re:(a)\\1", "it uses a backreference"),
+        ("re:" + "a" * 2000, "2,000 characters"),
+    ],
+    ids=["nested", "alternation", "four-stars", "backref", "long"],
+)
+def test_a_target_regex_that_backtracks_for_ever_is_refused(tmp_path, target, message):
+    """compressed-tensors' ``re:`` targets are matched with Python's ``re`` against every
+    packed module's name, with no time limit: ``(.*)*X`` takes seconds on a 24-character
+    name and hours on ``model.layers.10.self_attn.q_proj``. Refused when the config is
+    read (the module here is short, so that the unfixed reader is quick to fail this)."""
+    layer = random_signed_layer(np.random.default_rng(0), 8, 64, 4, 32, symmetric=True)
+    write_folder(
+        tmp_path,
+        prefixed("m.q", pack_compressed(layer, 4)),
+        _two_group_ct_config([target, "Linear"]),
+    )
+    with pytest.raises(
+        QuantizedFileError, match=rf"config\.json group 'group_0': target .* is refused: {message}"
+    ):
+        open_quantized(tmp_path)
+
+
+def test_a_module_name_too_long_for_target_regexes_is_refused(tmp_path):
+    """With several config groups each packed module's name is matched against ``re:``
+    targets; a header's names are unbounded, and ``.*.*.*`` costs the cube of the name's
+    length: names over 256 characters are refused there."""
+    layer = random_signed_layer(np.random.default_rng(0), 8, 64, 4, 32, symmetric=True)
+    module = "model." + "x" * 300
+    write_folder(
+        tmp_path,
+        prefixed(module, pack_compressed(layer, 4)),
+        _two_group_ct_config(["re:.*\\.q_proj$"]),
+    )
+    with pytest.raises(
+        QuantizedFileError, match=r"model\.safetensors: weight .*a module name of 306 characters"
+    ):
+        open_quantized(tmp_path)
+
+
+def _kv_u8(i: int) -> bytes:
+    return _s(f"k{i:x}") + struct.pack("<IB", 0, 1)
+
+
+def test_a_header_of_many_metadata_entries_is_refused_at_once(tmp_path):
+    """Each metadata entry is a Python key and value: 17-byte entries made a 17 MB file
+    1,000,000 of them (6 to 12 s, 120 MB held), a 200 MB upload minutes and gigabytes.
+    Over 65,536 (real files list under 100) the count is refused before any is read."""
+    n = 70_000
+    raw = raw_gguf(GOOD, GOOD_DATA, kv=b"".join(_kv_u8(i) for i in range(n)), n_kv=n)
+    with pytest.raises(QuantizedFileError, match=r"m\.gguf lists 70,000 metadata entries"):
+        _open(tmp_path, raw)
+
+
+def _array(item: int, items: list[bytes]) -> bytes:
+    return struct.pack("<IQ", item, len(items)) + b"".join(items)
+
+
+def test_nested_short_arrays_keep_a_bounded_number_of_items(tmp_path):
+    """Arrays of at most 64 items keep their values; nested three deep, one 300 kB entry
+    kept 64^3 = 262,144 values (16 such entries: 4 s and 47 MB for a 4.8 MB file). The
+    header keeps 65,536 items in all; the rest is walked and summarised."""
+    top = _array(9, [_array(9, [_array(0, [b"\1"] * 64)] * 64)] * 64)
+    kv = b"".join(_s(f"k{i}") + struct.pack("<I", 9) + top for i in range(3))
+    f = _open(tmp_path, raw_gguf(GOOD, GOOD_DATA, kv=kv, n_kv=3))
+
+    def kept(value) -> int:
+        if not isinstance(value, GGUFArray) or value.values is None:
+            return 0
+        return sum(kept(v) if isinstance(v, GGUFArray) else 1 for v in value.values)
+
+    assert [f.metadata[f"k{i}"].count for i in range(3)] == [64, 64, 64]
+    assert 0 < sum(kept(f.metadata[f"k{i}"]) for i in range(3)) <= 65_536
+    assert torch.equal(f.load("w").dequantize(), torch.arange(16.0).reshape(2, 8))
+
+
+def test_arrays_of_arrays_walked_one_by_one_are_bounded(tmp_path):
+    """An array of arrays is walked item by item (a Python call each); 12-byte empty
+    arrays would be 17 million calls in a 200 MB upload (2^20 of them: 9 s). Over 2^16 is
+    refused."""
+    n = (1 << 16) + 1
+    kv = _s("k") + struct.pack("<IIQ", 9, 9, n) + struct.pack("<IQ", 0, 0) * n
+    with pytest.raises(QuantizedFileError, match=r"metadata 'k' nests more than 65,536 arrays"):
+        _open(tmp_path, raw_gguf(GOOD, GOOD_DATA, kv=kv, n_kv=1))
+
+
+def test_a_gguf_listing_too_many_tensors_is_refused_before_reading_them(tmp_path):
+    """Each listed tensor costs Python objects (1,000,000, the old limit: some 25 s and
+    550 MB); real files list a few thousand at most."""
+    raw = raw_gguf([], b"\0" * (24 * 100_001), n_tensors=100_001)
+    with pytest.raises(QuantizedFileError, match=r"m\.gguf lists 100,001 tensors; the limit"):
+        _open(tmp_path, raw)
+
+
+def test_a_safetensors_header_of_too_many_tensors_is_refused_while_parsing(tmp_path):
+    """1,000,000 tensors fit the 100 MB header limit and took over a minute (60 us of
+    Python each) and 900 MB; the JSON parse stops past 100,000."""
+    n = 100_001
+    header = {f"t{i}": {"dtype": "U8", "shape": [1], "data_offsets": [i, i + 1]} for i in range(n)}
+    path = tmp_path / "x.safetensors"
+    path.write_bytes(_with_header(header, bytes(n)))
+    with pytest.raises(QuantizedFileError, match=r"x\.safetensors lists 100,001 tensors"):
+        open_quantized(path)
+    header[""] = {"dtype": "U8", "shape": [0], "data_offsets": [n, n]}  # one object more
+    path.write_bytes(_with_header(header, bytes(n)))
+    with pytest.raises(QuantizedFileError, match=r"more than 100,002 JSON objects"):
+        open_quantized(path)
+
+
+def test_a_safetensors_metadata_of_too_many_entries_is_refused(tmp_path):
+    """``__metadata__`` is kept as the file's metadata: 2,000,000 entries took 12 s and
+    held 360 MB."""
+    meta = {f"k{i}": "" for i in range(65_537)}
+    path = tmp_path / "x.safetensors"
+    path.write_bytes(_with_header({"__metadata__": meta}, b""))
+    with pytest.raises(QuantizedFileError, match=r"x\.safetensors: __metadata__ holds 65,537"):
+        open_quantized(path)
