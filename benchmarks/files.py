@@ -237,16 +237,25 @@ def bench_decode(tmp: Path) -> None:
         .view(np.uint8)
         .reshape(4096, -1, 4)
     )
+    block, size = gguf.GGML_QUANT_SIZES[GGML.Q6_K]
+    raw6 = rng.integers(0, 256, size=(4096, 4096 // block, size), dtype=np.uint8)
+    raw6[..., 208:] = (  # d last: ql | qh | int8 scales | d
+        (rng.uniform(0.5, 1.5, size=(4096, 4096 // block, 1)) * 0.01)
+        .astype(np.float16)
+        .view(np.uint8)
+    )
     path = tmp / "one.gguf"
     writer = gguf.GGUFWriter(path, "llama")
     writer.add_tensor("k", raw.reshape(4096, -1), raw_dtype=GGML.Q4_K)
     writer.add_tensor("l", gguf.quants.quantize(x, GGML.Q4_0), raw_dtype=GGML.Q4_0)
+    writer.add_tensor("e", gguf.quants.quantize(x, GGML.Q8_0), raw_dtype=GGML.Q8_0)
+    writer.add_tensor("s", raw6.reshape(4096, -1), raw_dtype=GGML.Q6_K)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
     f = open_quantized(path)
-    for name, type_name in (("k", "Q4_K"), ("l", "Q4_0")):
+    for name, type_name in (("k", "Q4_K"), ("l", "Q4_0"), ("e", "Q8_0"), ("s", "Q6_K")):
         info = f._source._where[name][1]
         fd = os.open(path, os.O_RDONLY)
 
