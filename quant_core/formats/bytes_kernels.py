@@ -59,6 +59,7 @@ __all__ = [
     "fp4_plus_zero",
     "k4_scales",
     "legacy_blocks",
+    "legacy_blocks_types",
     "q4_k_blocks",
     "q6_k_blocks",
     "signed_nibbles_eager",
@@ -497,8 +498,8 @@ def legacy_blocks(
                 return words.view(torch.int8).reshape(n, 32), d
     if name == "Q4_0":
         codes = block_nibbles(raw, 2, signed=True)
-    else:
-        codes = block_codes(name, raw, eager=eager)
+    else:  # eager: the compiled path is off, too small, or failed just now
+        codes = block_codes(name, raw, eager=True)
     return codes, block_halves(raw, 0)
 
 
