@@ -87,7 +87,10 @@ def block_halves(raw: torch.Tensor, start: int) -> torch.Tensor:
         column = raw.view(torch.int16)[:, start // 2].view(torch.float16)
         # contiguous_format: a single block's column keeps its stride under preserve_format
         return column.to(torch.float32, memory_format=torch.contiguous_format)
-    return raw[:, start : start + 2].contiguous().view(torch.float16).reshape(n).float()
+    # clone, not contiguous(): one block's two bytes are contiguous already, and a view
+    # at an odd storage offset cannot be read as fp16
+    pair = raw[:, start : start + 2].clone(memory_format=torch.contiguous_format)
+    return pair.view(torch.float16).reshape(n).float()
 
 
 def block_nibbles(raw: torch.Tensor, start: int, signed: bool) -> torch.Tensor:
