@@ -8,8 +8,11 @@
   the same bits as their eager paths (integer operations, exact fp16 -> float32
   conversions, one IEEE multiply per value); ``tests/core/test_formats_bytes_kernels.py``
   checks both against the readable formulas.
-- ``block_nibbles``, ``block_halves``: eager, for the 17- and 18-byte blocks (Q4_0, Q4_1,
-  IQ4_NL, MXFP4), and the fp16 scales of every block type.
+- ``legacy_blocks`` (Q4_0, Q8_0: the codes and ``d``) and ``q6_k_blocks`` (Q6_K: codes,
+  int8 scales, ``d``, ``d sc``; two blocks at a time as 105 aligned int32 words): one
+  compiled call each, eagerly the functions below (the same bits).
+- ``block_nibbles``, ``block_halves``: eager, for the 17- and 18-byte blocks (Q4_0's eager
+  path, Q4_1, IQ4_NL, MXFP4), and the fp16 scales of every block type.
 - ``block_codes``: the codes of Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0, Q2_K, Q3_K, Q5_K and
   Q6_K blocks (any even size) in one compiled loop each, over int32 words made of two
   int16 halves; eagerly the same function. 4096 x 4096 float32 randn, one thread: the
@@ -36,7 +39,8 @@ its nibble words through a ``pad`` that Inductor turns into masked loads
 (``vpmaskmovd``, no stack copy; g++ folds the mask, which is always true). The other
 kernels here that read int32 vectors still pay it (``fp4_plus_zero``, and
 ``block_codes``' last pass: Q6_K's compiles to two scalar loops over the int16 halves and
-a vector pass over an int32 temporary).
+a vector pass over an int32 temporary; ``q6_k_blocks`` reads through the pad instead, and
+``legacy_blocks``' loops are scalar: the 4 words of a Q4_0 block are half a vector).
 
 Signed nibbles (Q4_K's ``u - 8``): byte ``b = u_lo | u_hi << 4``; with ``y = b ^ 0x88``
 each nibble ``v`` of ``y`` is ``u ^ 8``, and ``u - 8`` is ``v`` sign-extended from 4 bits:
