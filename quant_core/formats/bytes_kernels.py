@@ -65,6 +65,7 @@ __all__ = [
     "legacy_blocks",
     "legacy_blocks_types",
     "q4_k_blocks",
+    "q5_k_blocks",
     "q6_k_blocks",
     "signed_nibbles_eager",
 ]
@@ -254,6 +255,51 @@ def q4_k_blocks(
         if out is not switch._FAILED:
             return out
     return _q4_k_eager(w)
+
+
+def _q5_k_codes(w: torch.Tensor) -> torch.Tensor:
+    """``[n, 44]`` int32 words of whole Q5_K blocks -> ``[n, 4, 2, 8]`` words of int8
+    ``u - 16`` (``block_codes("Q5_K")``'s, in its order: per 64 values ``c``, the low
+    nibbles of ``qs`` word row ``c``, then the high ones; bit 4 is bit ``2 c`` or ``2 c + 1``
+    of the ``qh`` byte of the same position). ``qh`` (words 4..11) and ``qs`` (12..43) are
+    read through a pad, as ``_q4_k_codes`` reads its nibbles (masked loads, no
+    store-forwarding stall), and ``u - 16`` per byte is ``((u | 0x80) - 16) ^ 0x80``
+    (``_q6_k_code_words``: ``u`` used once)."""
+    pad = torch.nn.functional.pad
+    qh = pad(w[:, 4:12].reshape(-1, 1, 8), (0, 0, 0, 1))[:, :1]  # [n, 1, 8]
+    qs = pad(w[:, 12:44].reshape(-1, 4, 8), (0, 0, 0, 1))[:, :4]  # [n, 4, 8]
+    nibble = (torch.arange(2, dtype=torch.int32, device=w.device) * 4).reshape(1, 1, 2, 1)
+    lo = (qs.unsqueeze(2) >> nibble) & _LOW  # [n, c, half, 8]
+    bit = torch.arange(8, dtype=torch.int32, device=w.device).reshape(1, 4, 2, 1)
+    u = lo | (((qh.unsqueeze(1) >> bit) & 0x01010101) << 4)
+    return ((u | _TOP) - 0x10101010) ^ _TOP
+
+
+def _q5_k_blocks_kernel(w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (*_k4_scales_kernel(w[:, :4]), _q5_k_codes(w))
+
+
+def q5_k_blocks(
+    raw: torch.Tensor, eager: bool = False
+) -> tuple[
+    torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor
+]:
+    """``[n, 176]`` uint8 Q5_K blocks (contiguous, any address) -> ``k4_scales``' six
+    tensors (``d``, ``dmin``, ``sc``, ``m``, ``d sc``, ``-(dmin m)``) and the codes ``[n,
+    256]`` int8 ``u - 16`` (``block_codes("Q5_K", raw)``).
+
+    A Q5_K block is 44 whole int32 words: one compiled kernel where ``quant_core.kernels``
+    allows, as ``q4_k_blocks`` (``block_codes`` read int16 halves one at a time, and the
+    scales were a second call); else (``eager``: always) ``_k4_scales_kernel`` and
+    ``block_codes`` eagerly: the same bits either way."""
+    n = raw.shape[0]
+    w = aligned(raw).reshape(-1).view(torch.int32).reshape(n, 44)
+    if not eager and switch._usable(w):
+        out = switch._run(_q5_k_blocks_kernel, "q5_k_blocks", w)
+        if out is not switch._FAILED:
+            *scales, words = out
+            return (*scales, words.view(torch.int8).reshape(n, 256))
+    return (*_k4_scales_kernel(w[:, :4]), block_codes("Q5_K", raw, eager=True))
 
 
 # --- word kernels over int16 views of blocks of any even size ---------------------------

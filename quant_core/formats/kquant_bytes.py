@@ -50,6 +50,7 @@ from .bytes_kernels import (
     block_nibbles,
     k4_scales,
     q4_k_blocks,
+    q5_k_blocks,
     q6_k_blocks,
 )
 from .gguf_types import QK_K, ggml_type
@@ -283,9 +284,11 @@ def from_blocks(name: str, raw: torch.Tensor, shape: tuple[int, ...]) -> Quantiz
                 if name == "Q4_K":  # d | dmin | scales | nibbles: one kernel
                     d, dmin, sc, m, scale, offset, words = q4_k_blocks(w)
                     codes = words.view(torch.int8)
+                elif cfg.qmin == -16:  # d | dmin | scales | qh | qs: one kernel
+                    d, dmin, sc, m, scale, offset, codes = q5_k_blocks(raw)
                 else:
                     d, dmin, sc, m, scale, offset = k4_scales(w[:, :4])  # d | dmin | scales
-                    codes = _k_codes(name, raw, cfg.qmin, -16)
+                    codes = _readable_codes(name, raw, cfg.qmin)
             if name == "Q2_K":
                 scale = d.unsqueeze(1) * sc.to(torch.float32)
                 offset = -(dmin.unsqueeze(1) * m.to(torch.float32))

@@ -203,7 +203,42 @@ def test_q6_k_blocks_are_the_codes_scales_and_d_of_whole_blocks(gen, n):
             assert torch.equal(_bits(scale), _bits(want_scale))
 
 
-@pytest.mark.parametrize("type_name", ["Q4_0", "Q8_0", "Q6_K"])
+@pytest.mark.parametrize("n", [1, 2, 3, 301, 4096])
+def test_q5_k_blocks_are_the_scales_and_codes_of_whole_blocks(gen, n):
+    # random bytes (every code pattern), an odd address, both paths. d and dmin finite
+    # in the short and odd counts: k4_scales' compiled tail loop (n % 8 rows) converts
+    # some fp16 NaNs to other NaN bits than eager torch (before q5_k_blocks too); 4096
+    # blocks (whole vectors) take 4096 patterns of each, NaNs and infinities included
+    raw = torch.randint(0, 256, (n, 176), dtype=torch.uint8, generator=gen)
+    if n == 4096:
+        h = torch.arange(4096, dtype=torch.int32) * 16
+        raw[:, :4] = (h | (h.flip(0) << 16)).view(torch.uint8).reshape(n, 4)
+    else:
+        raw[:, 1] &= 0xBF  # fp16 exponents below 31: d, dmin finite
+        raw[:, 3] &= 0xBF
+    want_codes = _readable_codes("Q5_K", raw, -16)
+    head = raw[:, :16].clone(memory_format=torch.contiguous_format)  # d | dmin | scales
+    halves = head[:, :4].reshape(-1).view(torch.float16).reshape(n, 2).to(torch.float32)
+    want_sc, want_m = _unk4_scales(head[:, 4:])
+    want = (
+        halves[:, 0],
+        halves[:, 1],
+        want_sc,
+        want_m,
+        halves[:, :1] * want_sc.to(torch.float32),
+        -(halves[:, 1:] * want_m.to(torch.float32)),
+        want_codes,
+    )
+    shifted = torch.cat([torch.zeros(1, dtype=torch.uint8), raw.reshape(-1)])[1:]
+    for source in (raw, shifted.reshape(n, 176)):
+        for eager in (False, True):
+            got = bytes_kernels.q5_k_blocks(source, eager=eager)
+            for a, b in zip(got, want, strict=True):
+                assert a.dtype == b.dtype and a.shape == b.shape
+                assert torch.equal(_bits(a), _bits(b))
+
+
+@pytest.mark.parametrize("type_name", ["Q4_0", "Q8_0", "Q6_K", "Q5_K"])
 def test_whole_block_decodes_do_not_depend_on_the_backend(gen, type_name):
     """``from_ggml_bytes`` of random blocks (an even and an odd count of them): every
     field, dtype and shape the same compiled (the fixture's backend) and eagerly."""
@@ -211,7 +246,10 @@ def test_whole_block_decodes_do_not_depend_on_the_backend(gen, type_name):
     for rows in (6, 3):
         shape = (rows, 2 * record.block_size)
         size = 2 * rows * record.type_size
-        data = torch.randint(0, 256, (size,), dtype=torch.uint8, generator=gen).numpy().tobytes()
+        raw = torch.randint(0, 256, (size,), dtype=torch.uint8, generator=gen)
+        if type_name == "Q5_K":  # finite d, dmin (the Q5_K test above says why)
+            raw.view(-1, 176)[:, [1, 3]] &= 0xBF
+        data = raw.numpy().tobytes()
         got = QuantizedTensor.from_ggml_bytes(data, type_name, shape)
         with kernels.use_backend(Backend.EAGER):
             want = QuantizedTensor.from_ggml_bytes(data, type_name, shape)
