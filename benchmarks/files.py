@@ -13,7 +13,7 @@ a temporary folder removed afterwards: they take almost no disk).
 2. A GPTQ folder of the same model (int4 g128, fp16 scales, ``g_idx``), 4 shards and the
    index; headers written by hand, data a hole. Listing: ``open_quantized`` against a
    ``safetensors.safe_open`` of every shard (its keys). Target: under 1 s.
-3. One 4096 x 4096 tensor in a GGUF (Q4_K and Q6_K: random valid blocks; Q4_0 and Q8_0:
+3. One 4096 x 4096 tensor in a GGUF (Q4_K, Q5_K, Q6_K: random valid blocks; Q4_0, Q8_0:
    quantized by the ``gguf`` package): ``QuantizedFile.load`` (read and decode into the
    lab's tensor) and load plus ``dequantize()``, against a plain ``os.pread`` of its bytes
    (median of ``--repeat``, default 5),
@@ -22,10 +22,11 @@ a temporary folder removed afterwards: they take almost no disk).
    (6.0 to 9.7 ms against a read of 0.6 to 0.9 ms, on 2 shared cores; 9.5x to 13x before
    ``bytes_kernels.q4_k_blocks``). Writing the decode's outputs into fresh pages alone takes
    about 4x this read: ``docs/maintainers.md``, "Reading one GGUF tensor". Q4_0, Q8_0,
-   Q6_K (``bytes_kernels.legacy_blocks``, ``q6_k_blocks``), same process, old and new
-   alternating (median of 41, fresh reads; "Reading Q4_0, Q8_0 and Q6_K tensors"): Q4_0
-   15.3x -> 9.7x the read (12.1 -> 7.7 ms), Q8_0 3.0x -> 2.8x (5.4 -> 5.1 ms), Q6_K
-   12.8x -> 9.9x (19.3 -> 14.9 ms), on 2 loaded shared cores.
+   Q6_K, Q5_K (``bytes_kernels.legacy_blocks``, ``q6_k_blocks``, ``q5_k_blocks``), same
+   process, old and new alternating (median of 41, fresh reads; "Reading Q4_0, Q8_0, Q6_K
+   and Q5_K tensors"): Q4_0 15.3x -> 9.7x the read (12.1 -> 7.7 ms), Q8_0 3.0x -> 2.8x
+   (5.4 -> 5.1 ms), Q6_K 12.8x -> 9.9x (19.3 -> 14.9 ms), Q5_K 8.8x -> 4.3x (11.2 -> 5.5
+   ms), on 2 loaded shared cores.
 
 ``--threads`` (default: one fewer than the machine's cores, at least 1: what the served
 app gives torch, ``dashboard/served.py``): torch's threads, so that runs on a shared
@@ -249,18 +250,23 @@ def bench_decode(tmp: Path, repeat: int = 5) -> None:
         .astype(np.float16)
         .view(np.uint8)
     )
+    block, size = gguf.GGML_QUANT_SIZES[GGML.Q5_K]
+    raw5 = rng.integers(0, 256, size=(4096, 4096 // block, size), dtype=np.uint8)
+    raw5[..., :4] = raw[..., :4]  # d | dmin as Q4_K's: finite
     path = tmp / "one.gguf"
     writer = gguf.GGUFWriter(path, "llama")
     writer.add_tensor("k", raw.reshape(4096, -1), raw_dtype=GGML.Q4_K)
     writer.add_tensor("l", gguf.quants.quantize(x, GGML.Q4_0), raw_dtype=GGML.Q4_0)
     writer.add_tensor("e", gguf.quants.quantize(x, GGML.Q8_0), raw_dtype=GGML.Q8_0)
     writer.add_tensor("s", raw6.reshape(4096, -1), raw_dtype=GGML.Q6_K)
+    writer.add_tensor("f", raw5.reshape(4096, -1), raw_dtype=GGML.Q5_K)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
     f = open_quantized(path)
-    for name, type_name in (("k", "Q4_K"), ("l", "Q4_0"), ("e", "Q8_0"), ("s", "Q6_K")):
+    tensors = (("k", "Q4_K"), ("l", "Q4_0"), ("e", "Q8_0"), ("s", "Q6_K"), ("f", "Q5_K"))
+    for name, type_name in tensors:
         info = f._source._where[name][1]
         fd = os.open(path, os.O_RDONLY)
 
