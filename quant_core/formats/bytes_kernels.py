@@ -8,8 +8,9 @@
   the same bits as their eager paths (integer operations, exact fp16 -> float32
   conversions, one IEEE multiply per value); ``tests/core/test_formats_bytes_kernels.py``
   checks both against the readable formulas.
-- ``legacy_blocks`` (Q4_0, Q8_0: the codes and ``d``) and ``q6_k_blocks`` (Q6_K: codes,
-  int8 scales, ``d``, ``d sc``; two blocks at a time as 105 aligned int32 words): one
+- ``legacy_blocks`` (Q4_0, Q8_0: the codes and ``d``), ``q6_k_blocks`` (Q6_K: codes,
+  int8 scales, ``d``, ``d sc``; two blocks at a time as 105 aligned int32 words) and
+  ``q5_k_blocks`` (Q5_K: ``k4_scales``' six and the codes, as ``q4_k_blocks``): one
   compiled call each, eagerly the functions below (the same bits).
 - ``block_nibbles``, ``block_halves``: eager, for the 17- and 18-byte blocks (Q4_0's eager
   path, Q4_1, IQ4_NL, MXFP4), and the fp16 scales of every block type.
