@@ -8,8 +8,12 @@
   the same bits as their eager paths (integer operations, exact fp16 -> float32
   conversions, one IEEE multiply per value); ``tests/core/test_formats_bytes_kernels.py``
   checks both against the readable formulas.
-- ``block_nibbles``, ``block_halves``: eager, for the 17- and 18-byte blocks (Q4_0, Q4_1,
-  IQ4_NL, MXFP4), and the fp16 scales of every block type.
+- ``legacy_blocks`` (Q4_0, Q8_0: the codes and ``d``), ``q6_k_blocks`` (Q6_K: codes,
+  int8 scales, ``d``, ``d sc``; two blocks at a time as 105 aligned int32 words) and
+  ``q5_k_blocks`` (Q5_K: ``k4_scales``' six and the codes, as ``q4_k_blocks``): one
+  compiled call each, eagerly the functions below (the same bits).
+- ``block_nibbles``, ``block_halves``: eager, for the 17- and 18-byte blocks (Q4_0's eager
+  path, Q4_1, IQ4_NL, MXFP4), and the fp16 scales of every block type.
 - ``block_codes``: the codes of Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0, Q2_K, Q3_K, Q5_K and
   Q6_K blocks (any even size) in one compiled loop each, over int32 words made of two
   int16 halves; eagerly the same function. 4096 x 4096 float32 randn, one thread: the
@@ -36,7 +40,8 @@ its nibble words through a ``pad`` that Inductor turns into masked loads
 (``vpmaskmovd``, no stack copy; g++ folds the mask, which is always true). The other
 kernels here that read int32 vectors still pay it (``fp4_plus_zero``, and
 ``block_codes``' last pass: Q6_K's compiles to two scalar loops over the int16 halves and
-a vector pass over an int32 temporary).
+a vector pass over an int32 temporary; ``q6_k_blocks`` reads through the pad instead, and
+``legacy_blocks``' loops are scalar: the 4 words of a Q4_0 block are half a vector).
 
 Signed nibbles (Q4_K's ``u - 8``): byte ``b = u_lo | u_hi << 4``; with ``y = b ^ 0x88``
 each nibble ``v`` of ``y`` is ``u ^ 8``, and ``u - 8`` is ``v`` sign-extended from 4 bits:
@@ -58,13 +63,18 @@ __all__ = [
     "block_nibbles",
     "fp4_plus_zero",
     "k4_scales",
+    "legacy_blocks",
+    "legacy_blocks_types",
     "q4_k_blocks",
+    "q5_k_blocks",
+    "q6_k_blocks",
     "signed_nibbles_eager",
 ]
 
 _LOW = 0x0F0F0F0F  # the low nibble of each byte of a word
 _BIT3 = 0x08080808
 _FLIP = 0x88888888 - (1 << 32)  # 0x88 in every byte, as an int32
+_TOP = 0x80808080 - (1 << 32)  # 0x80 in every byte, as an int32
 
 
 def aligned(raw: torch.Tensor) -> torch.Tensor:
@@ -83,7 +93,10 @@ def block_halves(raw: torch.Tensor, start: int) -> torch.Tensor:
         column = raw.view(torch.int16)[:, start // 2].view(torch.float16)
         # contiguous_format: a single block's column keeps its stride under preserve_format
         return column.to(torch.float32, memory_format=torch.contiguous_format)
-    return raw[:, start : start + 2].contiguous().view(torch.float16).reshape(n).float()
+    # clone, not contiguous(): one block's two bytes are contiguous already, and a view
+    # at an odd storage offset cannot be read as fp16
+    pair = raw[:, start : start + 2].clone(memory_format=torch.contiguous_format)
+    return pair.view(torch.float16).reshape(n).float()
 
 
 def block_nibbles(raw: torch.Tensor, start: int, signed: bool) -> torch.Tensor:
@@ -243,6 +256,51 @@ def q4_k_blocks(
         if out is not switch._FAILED:
             return out
     return _q4_k_eager(w)
+
+
+def _q5_k_codes(w: torch.Tensor) -> torch.Tensor:
+    """``[n, 44]`` int32 words of whole Q5_K blocks -> ``[n, 4, 2, 8]`` words of int8
+    ``u - 16`` (``block_codes("Q5_K")``'s, in its order: per 64 values ``c``, the low
+    nibbles of ``qs`` word row ``c``, then the high ones; bit 4 is bit ``2 c`` or ``2 c + 1``
+    of the ``qh`` byte of the same position). ``qh`` (words 4..11) and ``qs`` (12..43) are
+    read through a pad, as ``_q4_k_codes`` reads its nibbles (masked loads, no
+    store-forwarding stall), and ``u - 16`` per byte is ``((u | 0x80) - 16) ^ 0x80``
+    (``_q6_k_code_words``: ``u`` used once)."""
+    pad = torch.nn.functional.pad
+    qh = pad(w[:, 4:12].reshape(-1, 1, 8), (0, 0, 0, 1))[:, :1]  # [n, 1, 8]
+    qs = pad(w[:, 12:44].reshape(-1, 4, 8), (0, 0, 0, 1))[:, :4]  # [n, 4, 8]
+    nibble = (torch.arange(2, dtype=torch.int32, device=w.device) * 4).reshape(1, 1, 2, 1)
+    lo = (qs.unsqueeze(2) >> nibble) & _LOW  # [n, c, half, 8]
+    bit = torch.arange(8, dtype=torch.int32, device=w.device).reshape(1, 4, 2, 1)
+    u = lo | (((qh.unsqueeze(1) >> bit) & 0x01010101) << 4)
+    return ((u | _TOP) - 0x10101010) ^ _TOP
+
+
+def _q5_k_blocks_kernel(w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (*_k4_scales_kernel(w[:, :4]), _q5_k_codes(w))
+
+
+def q5_k_blocks(
+    raw: torch.Tensor, eager: bool = False
+) -> tuple[
+    torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor
+]:
+    """``[n, 176]`` uint8 Q5_K blocks (contiguous, any address) -> ``k4_scales``' six
+    tensors (``d``, ``dmin``, ``sc``, ``m``, ``d sc``, ``-(dmin m)``) and the codes ``[n,
+    256]`` int8 ``u - 16`` (``block_codes("Q5_K", raw)``).
+
+    A Q5_K block is 44 whole int32 words: one compiled kernel where ``quant_core.kernels``
+    allows, as ``q4_k_blocks`` (``block_codes`` read int16 halves one at a time, and the
+    scales were a second call); else (``eager``: always) ``_k4_scales_kernel`` and
+    ``block_codes`` eagerly: the same bits either way."""
+    n = raw.shape[0]
+    w = aligned(raw).reshape(-1).view(torch.int32).reshape(n, 44)
+    if not eager and switch._usable(w):
+        out = switch._run(_q5_k_blocks_kernel, "q5_k_blocks", w)
+        if out is not switch._FAILED:
+            *scales, words = out
+            return (*scales, words.view(torch.int8).reshape(n, 256))
+    return (*_k4_scales_kernel(w[:, :4]), block_codes("Q5_K", raw, eager=True))
 
 
 # --- word kernels over int16 views of blocks of any even size ---------------------------
@@ -445,3 +503,146 @@ def block_codes(name: str, raw: torch.Tensor, eager: bool = False) -> torch.Tens
 
 
 block_codes_types = tuple(_BLOCK_KERNELS)
+
+
+# --- whole blocks: codes and fp16 d in one compiled call --------------------------------
+#
+# Q4_0 and Q8_0 (18 and 34 bytes: d, then the codes) and Q6_K (210 bytes: codes, int8
+# scales, d). Each used to be several passes: ``block_nibbles``' eager chain (4096 x 4096
+# Q4_0: a ``cat`` of strided slices alone ~12 ms, 10x the read of its bytes), and for every
+# type the fp16 ``d`` read again by ``block_halves`` (a second pass over all the bytes:
+# one strided int16 per block touches every cache line), Q6_K's scales copied, widened and
+# multiplied eagerly.
+
+
+def _q4_0_words(h: torch.Tensor) -> torch.Tensor:
+    """Q4_0's 16 nibble bytes (halves 1..8) -> ``[n, 8]`` words of int8 ``u - 8``: the low
+    nibbles (values 0..15), then the high ones (16..31)."""
+    y = _words(h, 1, 4) ^ _FLIP
+    return torch.cat([_sign_extend(y & _LOW), _sign_extend((y >> 4) & _LOW)], dim=1)
+
+
+def _q4_0_blocks_kernel(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _q4_0_words(h), _half(h[:, 0])
+
+
+def _q8_0_blocks_kernel(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _q8_0_kernel(h), _half(h[:, 0])
+
+
+_LEGACY_KERNELS = {"Q4_0": _q4_0_blocks_kernel, "Q8_0": _q8_0_blocks_kernel}
+
+
+def legacy_blocks(
+    name: str, raw: torch.Tensor, eager: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[n, size]`` uint8 Q4_0 or Q8_0 blocks (contiguous, any address) -> the codes
+    ``[n, 32]`` int8 (Q4_0: ``u - 8``, as ``block_nibbles(raw, 2, signed=True)``; Q8_0:
+    the stored int8) and ``d`` ``[n]`` float32 (``block_halves(raw, 0)``: an exact fp16
+    conversion). One compiled loop where ``quant_core.kernels`` allows (codes and ``d``
+    from one read of the bytes, fused: no temporaries), else (``eager``: always) the eager
+    functions named: the same bits either way."""
+    n = raw.shape[0]
+    if not eager:
+        h = aligned(raw).view(torch.int16)
+        if switch._usable(h):
+            out = switch._run(_LEGACY_KERNELS[name], f"legacy_blocks_{name}", h)
+            if out is not switch._FAILED:
+                words, d = out
+                return words.view(torch.int8).reshape(n, 32), d
+    if name == "Q4_0":
+        codes = block_nibbles(raw, 2, signed=True)
+    else:  # eager: the compiled path is off, too small, or failed just now
+        codes = block_codes(name, raw, eager=True)
+    return codes, block_halves(raw, 0)
+
+
+legacy_blocks_types = tuple(_LEGACY_KERNELS)
+
+
+def _through_pad(w: torch.Tensor, first: int, count: int) -> torch.Tensor:
+    """``w[:, first : first + count]`` (``count`` a multiple of 8) read through a ``pad`` by
+    one empty row of 8 words, dropped at once: the same values, but Inductor reads each
+    vector of 8 words with a masked load (``_q4_k_codes``: no store-forwarding stall)."""
+    rows = count // 8
+    q = w[:, first : first + count].reshape(-1, rows, 8)
+    return torch.nn.functional.pad(q, (0, 0, 0, 1))[:, :rows].reshape(-1, count)
+
+
+def _odd_words(w: torch.Tensor, first: int, count: int) -> torch.Tensor:
+    """The ``count`` words that start 2 bytes into word ``first`` of each row of ``w``: the
+    high half of ``w[first + i]`` and the low half of ``w[first + i + 1]``, both read as
+    whole aligned vectors (through ``_through_pad``)."""
+    lo = _through_pad(w, first, count)
+    hi = _through_pad(w, first + 1, count)
+    return ((lo >> 16) & 0xFFFF) | (hi << 16)
+
+
+def _q6_k_code_words(ql: torch.Tensor, qh: torch.Tensor) -> torch.Tensor:
+    """One Q6_K block per row: ``ql`` ``[m, 32]`` and ``qh`` ``[m, 16]`` words -> ``[m, 64]``
+    words of int8 ``u - 32`` (``_q6_k_kernel``'s, as broadcasts over ``[half g, nibble s,
+    word pair p, 8]``: value row ``r = 2 s + p``, one loop, no ``stack``).
+
+    ``u - 32`` per byte (``u < 64``) as ``((u | 0x80) - 32) ^ 0x80``: ``u | 0x80`` is
+    ``u + 128`` and minus 32 borrows nothing (``u + 96`` in 96..159), and the xor takes 128
+    off again modulo 256. ``u`` is used once (``_signed`` reads it three times, and
+    Inductor repeats a masked load and its arithmetic for every use). In int32 the top
+    byte's subtraction wraps around (two's complement, as every other path here)."""
+    m = ql.shape[0]
+    s = torch.arange(2, dtype=torch.int32, device=ql.device).reshape(2, 1, 1) * 4
+    lo = (ql.reshape(m, 2, 1, 2, 8) >> s) & _LOW
+    r = torch.arange(4, dtype=torch.int32, device=ql.device).reshape(4, 1) * 2
+    hi = ((qh.reshape(m, 2, 1, 8) >> r) & 0x03030303).reshape(m, 2, 2, 2, 8)
+    u = lo | (hi << 4)
+    return (((u | _TOP) - 0x20202020) ^ _TOP).reshape(m, 64)
+
+
+def _int8_bytes(s: torch.Tensor) -> torch.Tensor:
+    """``[m, k]`` words -> ``[m, 4 k]`` int32: their bytes as int8, sign-extended."""
+    m = s.shape[0]
+    j = torch.arange(4, dtype=torch.int32, device=s.device) * 8
+    return ((s.unsqueeze(2) << (24 - j)) >> 24).reshape(m, -1)
+
+
+def _q6_k_pairs_kernel(
+    w: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``[m, 105]`` int32 words of pairs of Q6_K blocks (420 bytes: the first block on a
+    word boundary, the second 2 bytes into word 52) -> codes ``[2 m, 64]`` words, scales
+    ``[2 m, 16]`` int32, ``d`` ``[2 m]``, ``d sc`` ``[2 m, 16]``."""
+    m = w.shape[0]
+    first = _q6_k_code_words(_through_pad(w, 0, 32), _through_pad(w, 32, 16))
+    second = _q6_k_code_words(_odd_words(w, 52, 32), _odd_words(w, 84, 16))
+    codes = torch.stack([first, second], dim=1).reshape(2 * m, 64)
+    odd_scales = ((w[:, 100:104] >> 16) & 0xFFFF) | (w[:, 101:105] << 16)
+    sc = torch.stack([_int8_bytes(w[:, 48:52]), _int8_bytes(odd_scales)], dim=1)
+    sc = sc.reshape(2 * m, 16)
+    d = _half(torch.stack([w[:, 52] & 0xFFFF, w[:, 104] >> 16], dim=1).reshape(2 * m))
+    return codes, sc, d, d.unsqueeze(1) * sc.to(torch.float32)
+
+
+def q6_k_blocks(
+    raw: torch.Tensor, eager: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``[n, 210]`` uint8 Q6_K blocks (contiguous, any address) -> codes ``[n, 256]`` int8
+    ``u - 32`` (``block_codes("Q6_K", raw)``), the int8 block scales ``sc`` ``[n, 16]`` as
+    int32, ``d`` ``[n]`` float32 and the block scales ``d sc`` ``[n, 16]`` (one IEEE
+    multiply each).
+
+    Compiled where ``quant_core.kernels`` allows and ``n`` is even: two blocks are 105
+    whole int32 words, so every word of either block is read as an aligned int32 vector
+    (the second block's words 2 bytes off, joined from two: ``_odd_words``) where
+    ``block_codes`` reads int16 halves one at a time, and codes, scales and ``d`` come from
+    one call. Else (``eager``: always) ``block_codes`` and eager operators: the same bits."""
+    n = raw.shape[0]
+    if not eager and n % 2 == 0:
+        w = aligned(raw).reshape(-1).view(torch.int32).reshape(n // 2, 105)
+        if switch._usable(w):
+            out = switch._run(_q6_k_pairs_kernel, "q6_k_blocks", w)
+            if out is not switch._FAILED:
+                words, sc, d, scale = out
+                return words.view(torch.int8).reshape(n, 256), sc, d, scale
+    codes = block_codes("Q6_K", raw, eager=eager)
+    sc = raw[:, 192:208].contiguous().view(torch.int8).to(torch.int32)
+    d = block_halves(raw, 208)
+    return codes, sc, d, d.unsqueeze(1) * sc.to(torch.float32)

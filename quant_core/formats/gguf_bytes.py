@@ -35,7 +35,13 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..granularity import layout_for
-from .bytes_kernels import block_codes, block_halves, block_nibbles, fp4_plus_zero
+from .bytes_kernels import (
+    block_codes,
+    block_halves,
+    block_nibbles,
+    fp4_plus_zero,
+    legacy_blocks,
+)
 from .gguf_types import GGMLType, ggml_type, gguf_type_of
 from .scales import StoredScales, ue4m3_values
 
@@ -230,10 +236,12 @@ def from_ggml_bytes(
     offset = None
     stored = None
     name = record.name
-    if name in ("Q4_0", "Q5_0"):
+    if name == "Q4_0":
+        codes, s = legacy_blocks(name, raw)  # u - 8, d: one kernel
+        z = zeros
+    elif name == "Q5_0":
         s = block_halves(raw, 0)
-        # Q5_0: u - 16
-        codes = block_nibbles(raw, 2, signed=True) if name == "Q4_0" else block_codes(name, raw)
+        codes = block_codes(name, raw)  # u - 16
         z = zeros
     elif name in ("Q4_1", "Q5_1"):
         s, offset = block_halves(raw, 0), block_halves(raw, 2)
@@ -248,8 +256,7 @@ def from_ggml_bytes(
             codes = (u.to(torch.int16) + cfg.qmin).to(torch.int8)
         z = torch.full((n,), cfg.qmin, dtype=torch.int32)
     elif name == "Q8_0":
-        s = block_halves(raw, 0)
-        codes = block_codes(name, raw)
+        codes, s = legacy_blocks(name, raw)
         z = zeros
     elif name == "MXFP4":
         e = raw[:, 0].to(torch.int32)

@@ -50,6 +50,8 @@ from .bytes_kernels import (
     block_nibbles,
     k4_scales,
     q4_k_blocks,
+    q5_k_blocks,
+    q6_k_blocks,
 )
 from .gguf_types import QK_K, ggml_type
 from .scales import StoredScales, super_block_shape
@@ -282,9 +284,11 @@ def from_blocks(name: str, raw: torch.Tensor, shape: tuple[int, ...]) -> Quantiz
                 if name == "Q4_K":  # d | dmin | scales | nibbles: one kernel
                     d, dmin, sc, m, scale, offset, words = q4_k_blocks(w)
                     codes = words.view(torch.int8)
+                elif cfg.qmin == -16:  # d | dmin | scales | qh | qs: one kernel
+                    d, dmin, sc, m, scale, offset, codes = q5_k_blocks(raw)
                 else:
                     d, dmin, sc, m, scale, offset = k4_scales(w[:, :4])  # d | dmin | scales
-                    codes = _k_codes(name, raw, cfg.qmin, -16)
+                    codes = _readable_codes(name, raw, cfg.qmin)
             if name == "Q2_K":
                 scale = d.unsqueeze(1) * sc.to(torch.float32)
                 offset = -(dmin.unsqueeze(1) * m.to(torch.float32))
@@ -296,9 +300,13 @@ def from_blocks(name: str, raw: torch.Tensor, shape: tuple[int, ...]) -> Quantiz
             d = block_halves(raw, 108)
             m = dmin = None
         elif name == "Q6_K":
-            codes = _k_codes(name, raw, cfg.qmin, -32)
-            signed = raw[:, 192:208].contiguous().view(torch.int8).to(torch.int32)
-            d = block_halves(raw, 208)
+            if cfg.qmin == -32:  # codes, scales, d and d sc: one kernel
+                codes, signed, d, scale = q6_k_blocks(raw)
+            else:
+                codes = _readable_codes(name, raw, cfg.qmin)
+                signed = raw[:, 192:208].contiguous().view(torch.int8).to(torch.int32)
+                d = block_halves(raw, 208)
+                scale = d.unsqueeze(1) * signed.to(torch.float32)
             m = dmin = None
         elif name == "IQ4_XS":
             d = _f16_values(raw[:, :2])
@@ -311,7 +319,7 @@ def from_blocks(name: str, raw: torch.Tensor, shape: tuple[int, ...]) -> Quantiz
             m = dmin = None
         else:
             raise ValueError(f"{name!r} is not a K-quant or IQ4 type: {', '.join(KQUANT_TYPES)}")
-        if name not in ("Q2_K", "Q4_K", "Q5_K"):
+        if name not in ("Q2_K", "Q4_K", "Q5_K", "Q6_K"):
             scale = d.unsqueeze(1) * signed.to(torch.float32)
         scale = scale.reshape(-1)
         if offset is not None:

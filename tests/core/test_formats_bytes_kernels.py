@@ -149,6 +149,125 @@ def test_block_codes_follow_the_readable_layouts(gen, monkeypatch, type_name):
         assert torch.equal(bytes_kernels.block_codes(type_name, source, eager=True), want)
 
 
+def _readable_legacy(name: str, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q4_0's or Q8_0's codes and ``d`` by the readable formulas (``gguf_bytes``' layouts)."""
+    d = raw[:, :2].contiguous().view(torch.float16).reshape(-1).to(torch.float32)
+    if name == "Q8_0":
+        return raw[:, 2:].contiguous().view(torch.int8), d
+    return (_unnibble(raw[:, 2:18]).to(torch.int16) - 8).to(torch.int8), d
+
+
+@pytest.mark.parametrize("type_name", ["Q4_0", "Q8_0"])
+@pytest.mark.parametrize("n", [1, 2, 301, 4096])
+def test_legacy_blocks_are_the_codes_and_d_of_whole_blocks(gen, type_name, n):
+    # random bytes: every code pattern and every kind of fp16 d (NaN, inf, subnormal);
+    # one block, a SIMD multiple and one more, and an odd address (an aligned copy)
+    size = ggml_type(type_name).type_size
+    raw = torch.randint(0, 256, (n, size), dtype=torch.uint8, generator=gen)
+    if n == 4096:
+        raw[:, :2] = torch.arange(4096, dtype=torch.int16).mul_(16).view(torch.uint8).reshape(n, 2)
+    want_codes, want_d = _readable_legacy(type_name, raw)
+    shifted = torch.cat([torch.zeros(1, dtype=torch.uint8), raw.reshape(-1)])[1:]
+    for source in (raw, shifted.reshape(n, size)):
+        for eager in (False, True):
+            codes, d = bytes_kernels.legacy_blocks(type_name, source, eager=eager)
+            assert codes.dtype == torch.int8 and codes.shape == (n, 32)
+            assert d.dtype == torch.float32 and d.shape == (n,)
+            assert torch.equal(codes, want_codes)
+            assert torch.equal(_bits(d), _bits(want_d))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 300, 301, 4096])
+def test_q6_k_blocks_are_the_codes_scales_and_d_of_whole_blocks(gen, n):
+    # pairs of blocks on the compiled path (n even), block_codes for an odd count; random
+    # bytes (every code, every int8 scale, every kind of fp16 d), an odd address
+    raw = torch.randint(0, 256, (n, 210), dtype=torch.uint8, generator=gen)
+    if n == 4096:  # 4096 fp16 patterns of d, spread over the range
+        d_bits = torch.arange(4096, dtype=torch.int16).mul_(16)
+        raw[:, 208:] = d_bits.view(torch.uint8).reshape(n, 2)
+    want_codes = _readable_codes("Q6_K", raw, -32)
+    want_sc = raw[:, 192:208].contiguous().view(torch.int8).to(torch.int32)
+    want_d = raw[:, 208:].contiguous().view(torch.float16).reshape(n).to(torch.float32)
+    want_scale = want_d.unsqueeze(1) * want_sc.to(torch.float32)
+    shifted = torch.cat([torch.zeros(1, dtype=torch.uint8), raw.reshape(-1)])[1:]
+    for source in (raw, shifted.reshape(n, 210)):
+        for eager in (False, True):
+            codes, sc, d, scale = bytes_kernels.q6_k_blocks(source, eager=eager)
+            assert codes.dtype == torch.int8 and codes.shape == (n, 256)
+            assert sc.dtype == torch.int32 and sc.shape == (n, 16)
+            assert d.dtype == torch.float32 and d.shape == (n,)
+            assert scale.dtype == torch.float32 and scale.shape == (n, 16)
+            assert torch.equal(codes, want_codes)
+            assert torch.equal(sc, want_sc)
+            assert torch.equal(_bits(d), _bits(want_d))
+            assert torch.equal(_bits(scale), _bits(want_scale))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 301, 4096])
+def test_q5_k_blocks_are_the_scales_and_codes_of_whole_blocks(gen, n):
+    # random bytes (every code pattern), an odd address, both paths. d and dmin finite
+    # in the short and odd counts: k4_scales' compiled tail loop (n % 8 rows) converts
+    # some fp16 NaNs to other NaN bits than eager torch (before q5_k_blocks too); 4096
+    # blocks (whole vectors) take 4096 patterns of each, NaNs and infinities included
+    raw = torch.randint(0, 256, (n, 176), dtype=torch.uint8, generator=gen)
+    if n == 4096:
+        h = torch.arange(4096, dtype=torch.int32) * 16
+        raw[:, :4] = (h | (h.flip(0) << 16)).view(torch.uint8).reshape(n, 4)
+    else:
+        raw[:, 1] &= 0xBF  # fp16 exponents below 31: d, dmin finite
+        raw[:, 3] &= 0xBF
+    want_codes = _readable_codes("Q5_K", raw, -16)
+    head = raw[:, :16].clone(memory_format=torch.contiguous_format)  # d | dmin | scales
+    halves = head[:, :4].reshape(-1).view(torch.float16).reshape(n, 2).to(torch.float32)
+    want_sc, want_m = _unk4_scales(head[:, 4:])
+    want = (
+        halves[:, 0],
+        halves[:, 1],
+        want_sc,
+        want_m,
+        halves[:, :1] * want_sc.to(torch.float32),
+        -(halves[:, 1:] * want_m.to(torch.float32)),
+        want_codes,
+    )
+    shifted = torch.cat([torch.zeros(1, dtype=torch.uint8), raw.reshape(-1)])[1:]
+    for source in (raw, shifted.reshape(n, 176)):
+        for eager in (False, True):
+            got = bytes_kernels.q5_k_blocks(source, eager=eager)
+            for a, b in zip(got, want, strict=True):
+                assert a.dtype == b.dtype and a.shape == b.shape
+                assert torch.equal(_bits(a), _bits(b))
+
+
+@pytest.mark.parametrize("type_name", ["Q4_0", "Q8_0", "Q6_K", "Q5_K"])
+def test_whole_block_decodes_do_not_depend_on_the_backend(gen, type_name):
+    """``from_ggml_bytes`` of random blocks (an even and an odd count of them): every
+    field, dtype and shape the same compiled (the fixture's backend) and eagerly."""
+    record = ggml_type(type_name)
+    for rows in (6, 3):
+        shape = (rows, 2 * record.block_size)
+        size = 2 * rows * record.type_size
+        raw = torch.randint(0, 256, (size,), dtype=torch.uint8, generator=gen)
+        if type_name == "Q5_K":  # finite d, dmin (the Q5_K test above says why)
+            raw.view(-1, 176)[:, [1, 3]] &= 0xBF
+        data = raw.numpy().tobytes()
+        got = QuantizedTensor.from_ggml_bytes(data, type_name, shape)
+        with kernels.use_backend(Backend.EAGER):
+            want = QuantizedTensor.from_ggml_bytes(data, type_name, shape)
+        for name in ("codes", "scale", "zero_point", "offset"):
+            a, b = getattr(got, name), getattr(want, name)
+            assert (a is None) == (b is None), name
+            if a is not None:
+                assert a.dtype == b.dtype and a.shape == b.shape
+                assert torch.equal(_bits(a), _bits(b)), name
+        if want.stored is not None:
+            for name in ("codes", "min_codes", "super_scale", "super_min"):
+                a, b = getattr(got.stored, name), getattr(want.stored, name)
+                assert (a is None) == (b is None), name
+                if a is not None:
+                    assert a.dtype == b.dtype and a.shape == b.shape
+                    assert torch.equal(_bits(a), _bits(b)), name
+
+
 @pytest.mark.parametrize("shape", [(4096, 32), (3, 64), (5, 3), (16,)])
 def test_fp4_plus_zero_maps_code_8_to_0_and_keeps_the_rest(gen, shape):
     """Every code 0..15 in every byte position of a word (a random draw of 131k codes),
