@@ -143,10 +143,9 @@ def fp4_plus_zero(codes: torch.Tensor) -> torch.Tensor:
         raise TypeError(f"codes must be uint8, got {codes.dtype}")
     if codes.is_contiguous() and codes.numel() % 4 == 0 and codes.data_ptr() % 4 == 0:
         w = codes.view(-1).view(torch.int32)
-        if switch._usable(w):
-            out = switch._run(_fp4_plus_zero_kernel, "fp4_plus_zero", w)
-            if out is not switch._FAILED:
-                return out.view(torch.uint8).view(codes.shape)
+        out = switch.try_compiled(_fp4_plus_zero_kernel, "fp4_plus_zero", w)
+        if out is not None:
+            return out.view(torch.uint8).view(codes.shape)
     return torch.where(codes == 8, 0, codes)
 
 
@@ -202,11 +201,7 @@ def k4_scales(
     offsets ``-(dmin m)``, ``[n, 8]`` float32. One compiled loop where
     ``quant_core.kernels`` allows (exact conversions and one IEEE multiply per value: the
     same bits as eager), else the same function eagerly."""
-    if switch._usable(w):
-        out = switch._run(_k4_scales_kernel, "k4_scales", w)
-        if out is not switch._FAILED:
-            return out
-    return _k4_scales_kernel(w)
+    return switch.compiled_or(_k4_scales_kernel, "k4_scales", w)
 
 
 def _q4_k_codes(w: torch.Tensor) -> torch.Tensor:
@@ -251,11 +246,7 @@ def q4_k_blocks(
     One compiled kernel where ``quant_core.kernels`` allows (one call for the whole decode
     rather than two, the 32 nibble words per block a loop of fixed bounds), else the same
     formulas eagerly: the same bits either way."""
-    if switch._usable(w):
-        out = switch._run(_q4_k_kernel, "q4_k_blocks", w)
-        if out is not switch._FAILED:
-            return out
-    return _q4_k_eager(w)
+    return switch.compiled_or(_q4_k_kernel, "q4_k_blocks", w, fallback=_q4_k_eager)
 
 
 def _q5_k_codes(w: torch.Tensor) -> torch.Tensor:
@@ -295,11 +286,10 @@ def q5_k_blocks(
     ``block_codes`` eagerly: the same bits either way."""
     n = raw.shape[0]
     w = aligned(raw).reshape(-1).view(torch.int32).reshape(n, 44)
-    if not eager and switch._usable(w):
-        out = switch._run(_q5_k_blocks_kernel, "q5_k_blocks", w)
-        if out is not switch._FAILED:
-            *scales, words = out
-            return (*scales, words.view(torch.int8).reshape(n, 256))
+    out = None if eager else switch.try_compiled(_q5_k_blocks_kernel, "q5_k_blocks", w)
+    if out is not None:
+        *scales, words = out
+        return (*scales, words.view(torch.int8).reshape(n, 256))
     return (*_k4_scales_kernel(w[:, :4]), block_codes("Q5_K", raw, eager=True))
 
 
@@ -491,11 +481,7 @@ def block_codes(name: str, raw: torch.Tensor, eager: bool = False) -> torch.Tens
     n = raw.shape[0]
     h = aligned(raw).view(torch.int16)
     fn = _BLOCK_KERNELS[name]
-    out = None
-    if not eager and switch._usable(h):
-        out = switch._run(fn, f"block_codes_{name}", h)
-        if out is switch._FAILED:
-            out = None
+    out = None if eager else switch.try_compiled(fn, f"block_codes_{name}", h)
     if out is None:
         out = _eager_in_pieces(fn, h, _VALUES[name] // 4)
     dtype = torch.uint8 if name.startswith("TQ") else torch.int8
@@ -545,11 +531,10 @@ def legacy_blocks(
     n = raw.shape[0]
     if not eager:
         h = aligned(raw).view(torch.int16)
-        if switch._usable(h):
-            out = switch._run(_LEGACY_KERNELS[name], f"legacy_blocks_{name}", h)
-            if out is not switch._FAILED:
-                words, d = out
-                return words.view(torch.int8).reshape(n, 32), d
+        out = switch.try_compiled(_LEGACY_KERNELS[name], f"legacy_blocks_{name}", h)
+        if out is not None:
+            words, d = out
+            return words.view(torch.int8).reshape(n, 32), d
     if name == "Q4_0":
         codes = block_nibbles(raw, 2, signed=True)
     else:  # eager: the compiled path is off, too small, or failed just now
@@ -637,11 +622,10 @@ def q6_k_blocks(
     n = raw.shape[0]
     if not eager and n % 2 == 0:
         w = aligned(raw).reshape(-1).view(torch.int32).reshape(n // 2, 105)
-        if switch._usable(w):
-            out = switch._run(_q6_k_pairs_kernel, "q6_k_blocks", w)
-            if out is not switch._FAILED:
-                words, sc, d, scale = out
-                return words.view(torch.int8).reshape(n, 256), sc, d, scale
+        out = switch.try_compiled(_q6_k_pairs_kernel, "q6_k_blocks", w)
+        if out is not None:
+            words, sc, d, scale = out
+            return words.view(torch.int8).reshape(n, 256), sc, d, scale
     codes = block_codes("Q6_K", raw, eager=eager)
     sc = raw[:, 192:208].contiguous().view(torch.int8).to(torch.int32)
     d = block_halves(raw, 208)

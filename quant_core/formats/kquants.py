@@ -189,7 +189,7 @@ def _on_tiles(x: torch.Tensor) -> bool:
     """Whether a search over ``x`` (``[n, B]``) runs compiled on tiles: where
     ``quant_core.kernels`` runs compiled passes and ``B`` fills whole tiles (always, but for
     the per-super-block scales' own searches)."""
-    return x.shape[1] % _TILE == 0 and switch._usable(x)
+    return x.shape[1] % _TILE == 0 and switch.runs_compiled(x)
 
 
 def _across(v: torch.Tensor, dim: int) -> torch.Tensor:
@@ -418,18 +418,18 @@ def _qkx2_on_tiles(
     nmax_t = torch.tensor(float(nmax), device=x.device)
     trial = _qkx2_trial_tiles_mad if use_mad else _qkx2_trial_tiles_sq
     xt = _tiles(x)
-    out = switch._run(start.tiles, "kquants", xt, *map(_tiles, weights), nmax_t)
-    if out is switch._FAILED:
+    out = switch.try_compiled(start.tiles, "kquants", xt, *map(_tiles, weights), nmax_t)
+    if out is None:
         return None
     w, mx, mn, flat, sum_w, sum_x, best, scale, iscale = out
     code_min = mn
     for factor in factors:
         factor_t = torch.tensor(factor, device=x.device)
-        out = switch._run(
+        out = switch.try_compiled(
             trial, "kquants", xt, w, mx, mn, flat, sum_w, sum_x, best, scale, iscale,
             code_min, factor_t, nmax_t,
         )
-        if out is switch._FAILED:
+        if out is None:
             return None
         best, scale, iscale, code_min, mn = out
     scale = torch.where(flat, 0.0, scale)
@@ -565,11 +565,13 @@ def _make_qx_quants(x: torch.Tensor, nmax: int, w: torch.Tensor | None = None) -
     f = torch.tensor([float(v) for v in factors], device=x.device).unsqueeze(1)
     iscales = f / mx  # [T, B], one true division each
     nmax_t = torch.tensor(float(nmax), device=x.device)
-    sums = switch._FAILED
+    sums = None
     if _on_tiles(x):
         per_trial = iscales.reshape(len(factors), -1, _TILE)
-        sums = switch._run(_qx_sums_tiles, "kquants", _tiles(x), _tiles(w), per_trial, nmax_t)
-    if sums is switch._FAILED:
+        sums = switch.try_compiled(
+            _qx_sums_tiles, "kquants", _tiles(x), _tiles(w), per_trial, nmax_t
+        )
+    if sums is None:
         sumlx, suml2 = _qx_sums(x, w, iscales, nmax_t)
     else:
         sumlx, suml2 = (v.reshape(len(factors), -1) for v in sums)

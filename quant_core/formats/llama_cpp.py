@@ -153,10 +153,9 @@ def _legacy_symmetric(blocks: torch.Tensor, cfg: QuantConfig) -> Quantized:
     half = 1 << (cfg.bits - 1)  # 8 for Q4_0, 16 for Q5_0
     half_t = torch.tensor(float(half), device=blocks.device)
     hi, lo, codes = None, None, None
-    if switch._usable(blocks):
-        out = switch._run(_symmetric_pass, "llama_cpp", blocks, half_t)
-        if out is not switch._FAILED:
-            hi, lo, codes = out
+    out = switch.try_compiled(_symmetric_pass, "llama_cpp", blocks, half_t)
+    if out is not None:
+        hi, lo, codes = out
     if codes is None:  # eagerly: the first value of largest magnitude, then the codes
         mx = _signed_absmax_pass(blocks)
         codes = _symmetric_codes(blocks, _inverse(mx / -half), half_t)
@@ -192,7 +191,7 @@ def _legacy_min(blocks: torch.Tensor, cfg: QuantConfig) -> Quantized:
     dev = blocks.device
     top_t = torch.tensor(float(top), device=dev)
     qmin_t = torch.tensor(float(cfg.qmin), device=dev)
-    compiled = switch._usable(blocks)
+    compiled = switch.runs_compiled(blocks)
     hi, lo, codes = _kernel(_min_pass, blocks, top_t, qmin_t)
     if compiled:
         _eager_zero_extremes(blocks, hi, lo)

@@ -250,6 +250,24 @@ def _run(
         return _FAILED
 
 
+def try_compiled(
+    fn: Callable[..., Any],
+    key: str,
+    *args: torch.Tensor,
+    options: dict[str, Any] | None = None,
+) -> Any:
+    """``fn(*args)`` as one compiled kernel (variant ``key``, Inductor ``options``: see
+    ``_variant``) where this call may run compiled (``runs_compiled(*args)``: the compiled
+    backend, CPU tensors, ``args[0]`` large enough, no warm-up in another thread), else
+    ``None``: the caller then takes its own eager route (a failed compile also turns the
+    compiled path off for the process, ``_run``). For a kernel whose inputs or outputs
+    differ from its eager twin's (tiles, words); else ``compiled_or``."""
+    if not _usable(*args):
+        return None
+    out = _run(fn, key, *args, options=options)
+    return None if out is _FAILED else out
+
+
 def compiled_or(
     fn: Callable[..., Any],
     key: str,
@@ -257,17 +275,13 @@ def compiled_or(
     fallback: Callable[..., Any] | None = None,
     options: dict[str, Any] | None = None,
 ) -> Any:
-    """``fn(*args)`` as one compiled kernel (variant ``key``, Inductor ``options``: see
-    ``_variant``) where this call may run compiled (``runs_compiled(*args)``: the compiled
-    backend, CPU tensors, ``args[0]`` large enough, no warm-up in another thread), else
-    ``fallback(*args)`` (default: ``fn`` itself, eagerly). A failed compile turns the
-    compiled path off for the process (``_run``) and this call falls back.
+    """``try_compiled(fn, key, *args)``, else ``fallback(*args)`` (default: ``fn`` itself,
+    eagerly).
 
     ``fallback`` must give the same bits: a kernel written for Inductor's loops (one value
     at a time, tiles) may have a faster eager twin written for torch's whole-tensor
     operators."""
-    if _usable(*args):
-        out = _run(fn, key, *args, options=options)
-        if out is not _FAILED:
-            return out
+    out = try_compiled(fn, key, *args, options=options)
+    if out is not None:
+        return out
     return (fn if fallback is None else fallback)(*args)
