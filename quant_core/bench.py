@@ -31,8 +31,11 @@ Pages: a copy into fresh memory pays a page fault per 4 kB page unless torch put
 buffers on transparent huge pages (``THP_MEM_ALLOC_ENABLE=1``, which the served app sets:
 ``dashboard/served.py``). The faults roughly quadruple the clone (64 MiB: about 40 ms
 against 10 ms here) and add less to the formats' heavier passes, so every ratio to the
-clone is lower on 4 kB pages. ``--huge-pages`` / ``--no-huge-pages`` choose; by default
-the environment's setting holds (off when unset), and the header says which ran.
+clone is lower on 4 kB pages. ``--huge-pages`` (the default where the environment does not
+say) / ``--no-huge-pages`` choose, and the header says which ran. On 4 kB pages the
+clone's own time swings between about 7 and 40 ms from one format's row to the next
+(freed pages reused or fresh ones faulted in), so those ratios say more about the
+allocator than about the format.
 
 Exit status 0 when every target is met, 1 otherwise.
 """
@@ -227,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="torch's large buffers on transparent huge pages (THP_MEM_ALLOC_ENABLE=1, as the "
-        "served app runs) or not; default: the environment's setting (off when unset)",
+        "served app runs) or not; default: the environment's setting, on when unset",
     )
     parser.add_argument("--memory-case", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -241,10 +244,13 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in args.format_names if n not in preset_names()]
     if unknown:
         parser.error(f"--formats: unknown preset(s) {', '.join(unknown)}")
+    # torch's allocator reads it at each allocation (dashboard/served.py); the memory
+    # cases' subprocesses inherit it; put back afterwards (main may run inside a process)
+    before = os.environ.get("THP_MEM_ALLOC_ENABLE")
     if args.huge_pages is not None:
-        # torch's allocator reads it at each allocation (dashboard/served.py); the memory
-        # cases' subprocesses inherit it
         os.environ["THP_MEM_ALLOC_ENABLE"] = "1" if args.huge_pages else "0"
+    else:
+        os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     if args.backend is not None:
         kernels.set_backend(args.backend)
     try:
@@ -252,6 +258,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if args.backend is not None:
             kernels.set_backend(None)
+        if before is None:
+            os.environ.pop("THP_MEM_ALLOC_ENABLE", None)
+        else:
+            os.environ["THP_MEM_ALLOC_ENABLE"] = before
 
 
 def _run(args: argparse.Namespace) -> int:
