@@ -1,13 +1,23 @@
-"""Shared test settings: never reach for a model hub (the model ships as a package)."""
+"""Shared test settings: never reach for a model hub (the model ships as a package); the
+property tests' examples are the same on every run."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+from hypothesis import settings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+# The property tests draw the same examples on every run ("ci", the default): a
+# counterexample that a random draw happens upon must not block a landing at random (one
+# did, December 6: NF4 on a block of float32 subnormals, a case the test itself got wrong).
+# ``pytest --hypothesis-profile=explore`` draws new examples each run, to look for more.
+settings.register_profile("ci", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile("ci")
 
 
 def write_tiny_llama(folder, hidden: int = 128, layers: int = 2, seed: int = 0):

@@ -23,7 +23,7 @@ import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from quant_core import (
@@ -44,6 +44,7 @@ from quant_core import (
     quantize,
     unpack,
 )
+from quant_core.encode import codebook_scaled
 
 # Every test here runs on both backends (see conftest.backend).
 pytestmark = pytest.mark.usefixtures("backend")
@@ -385,11 +386,14 @@ CODEBOOK_FORMATS = [Format.NF4, Format.FP4_E2M1, Format.FP8_E4M3, Format.FP8_E5M
 
 @FAST
 @given(x=matrices(max_abs=1e3), fmt=st.sampled_from(CODEBOOK_FORMATS), gran=GRANULARITIES)
+# a block of float32 subnormals: NF4 scales by bitsandbytes' 1 / max(s, 1e-38), not 1 / s
+@example(x=torch.full((1, 4), 6.8664e-44), fmt=Format.NF4, gran=PerTensor())
+@example(x=torch.full((2, 4), 1e-39), fmt=Format.NF4, gran=PerTensor())
 def test_codebook_formats_pick_the_nearest_value(x, fmt, gran):
     qt = quantize(x, QuantConfig(format=fmt, granularity=gran))
     cb = codebook_for(fmt)
     s = qt.layout.to_blocks(torch.ones_like(x)) * qt.scale.reshape(-1, 1)
-    v = qt.layout.to_blocks(x) / s  # the same division quantize does
+    v = codebook_scaled(qt.layout.to_blocks(x), s, cb)  # the value quantize looks up
     chosen = cb.decode_table[qt.layout.to_blocks(qt.codes).long()].double()
     dist = (v.double().unsqueeze(-1) - cb.values.double()).abs().amin(-1)
     # NF4 midpoints are rounded to float32: a value within u|mid| of one may go either way
