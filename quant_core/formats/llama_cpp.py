@@ -152,14 +152,12 @@ def _symmetric_pass(
 def _legacy_symmetric(blocks: torch.Tensor, cfg: QuantConfig) -> Quantized:
     half = 1 << (cfg.bits - 1)  # 8 for Q4_0, 16 for Q5_0
     half_t = torch.tensor(float(half), device=blocks.device)
-    hi, lo, codes = None, None, None
     out = switch.try_compiled(_symmetric_pass, "llama_cpp", blocks, half_t)
-    if out is not None:
-        hi, lo, codes = out
-    if codes is None:  # eagerly: the first value of largest magnitude, then the codes
+    if out is None:  # eagerly: the first value of largest magnitude, then the codes
         mx = _signed_absmax_pass(blocks)
         codes = _symmetric_codes(blocks, _inverse(mx / -half), half_t)
     else:
+        hi, lo, codes = out
         mx = torch.where(-lo > hi, lo, hi)
         tie = (hi == -lo).reshape(-1)
         if bool(tie.any()):  # the eager path's own steps on those blocks (rows alone)
@@ -191,9 +189,11 @@ def _legacy_min(blocks: torch.Tensor, cfg: QuantConfig) -> Quantized:
     dev = blocks.device
     top_t = torch.tensor(float(top), device=dev)
     qmin_t = torch.tensor(float(cfg.qmin), device=dev)
-    compiled = switch.runs_compiled(blocks)
-    hi, lo, codes = _kernel(_min_pass, blocks, top_t, qmin_t)
-    if compiled:
+    out = switch.try_compiled(_min_pass, "llama_cpp", blocks, top_t, qmin_t)
+    if out is None:
+        hi, lo, codes = _min_pass(blocks, top_t, qmin_t)
+    else:  # a compiled reduction may give a zero extreme the other sign
+        hi, lo, codes = out
         _eager_zero_extremes(blocks, hi, lo)
     d = (hi - lo) / top
     s, m = _fp16(d), _fp16(lo)
