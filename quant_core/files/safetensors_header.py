@@ -129,7 +129,11 @@ def read_header(blob: Blob) -> STHeader:
         ) from None
     if not isinstance(parsed, dict):
         raise QuantizedFileError(f"{shown}: corrupt safetensors header (not a JSON object)")
-    metadata = parsed.pop("__metadata__", None) or {}
+    # Absent or null: no metadata (the library's ``Option``); any other non-object (``0``,
+    # ``""``, ``[]``) is refused, as the library refuses it, not read as empty.
+    metadata = parsed.pop("__metadata__", None)
+    if metadata is None:
+        metadata = {}
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
         raise QuantizedFileError(f"{shown}: __metadata__ must map text to text")
     if len(metadata) > MAX_METADATA:

@@ -576,3 +576,21 @@ def test_a_safetensors_metadata_of_too_many_entries_is_refused(tmp_path):
     path.write_bytes(_with_header({"__metadata__": meta}, b""))
     with pytest.raises(QuantizedFileError, match=r"x\.safetensors: __metadata__ holds 65,537"):
         open_quantized(path)
+
+
+@pytest.mark.parametrize("value", [0, False, "", [], 1, "x", [["a", "b"]]])
+def test_a_safetensors_metadata_that_is_not_an_object_is_refused(tmp_path, value):
+    """``"__metadata__": 0`` (or ``false``, ``""``, ``[]``) was read as no metadata; the
+    safetensors library refuses it ("expected a map"). ``null`` is the library's none."""
+    path = tmp_path / "x.safetensors"
+    path.write_bytes(_with_header({"__metadata__": value}, b""))
+    with pytest.raises(QuantizedFileError, match=r"x\.safetensors: __metadata__ must map text"):
+        open_quantized(path)
+
+
+def test_a_safetensors_metadata_of_null_is_none():
+    from quant_core.files.access import Blob
+    from quant_core.files.safetensors_header import read_header
+
+    raw = _with_header({"__metadata__": None}, b"")
+    assert dict(read_header(Blob("x.safetensors", len(raw), data=raw)).metadata) == {}
