@@ -17,7 +17,16 @@ import torch
 
 from .access import Blob, QuantizedFileError
 
-__all__ = ["DTYPES", "MAX_HEADER_BYTES", "STEntry", "STHeader", "read_header", "read_tensor"]
+__all__ = [
+    "DTYPES",
+    "MAX_HEADER_BYTES",
+    "RawHeader",
+    "STEntry",
+    "STHeader",
+    "parse_header",
+    "read_header",
+    "read_tensor",
+]
 
 MAX_HEADER_BYTES = 100_000_000  # the safetensors library's own limit
 MAX_TENSORS = 100_000
@@ -99,9 +108,25 @@ def _count(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
-def read_header(blob: Blob) -> STHeader:
-    """The checked header of the safetensors file in ``blob``; ``QuantizedFileError``
-    naming the file, the tensor and the problem."""
+@dataclass(frozen=True)
+class RawHeader:
+    """A header's JSON parsed within the bounds, its entries not yet checked: ``specs``
+    (tensor name -> the entry as parsed), ``metadata`` (text -> text) and the data section,
+    bytes ``[data_start, data_start + data_len)`` of the file. The dashboard's float loader
+    checks the entries through the ``safetensors`` library; ``read_header`` here itself."""
+
+    specs: MappingProxyType[str, object]
+    metadata: MappingProxyType[str, str]
+    data_start: int
+    data_len: int
+
+
+def parse_header(blob: Blob) -> RawHeader:
+    """The header of the safetensors file in ``blob`` parsed, reading the 8-byte length
+    and then at most ``MAX_HEADER_BYTES``: JSON, no key named twice, a parse stopped once
+    more objects than ``MAX_TENSORS`` tensors need are built, ``__metadata__`` text -> text
+    of at most ``MAX_METADATA`` entries, at most ``MAX_TENSORS`` tensors.
+    ``QuantizedFileError`` naming the file (``blob.shown``) and the problem."""
     shown = blob.shown
     if blob.size < 8:
         raise QuantizedFileError(
@@ -109,33 +134,35 @@ def read_header(blob: Blob) -> STHeader:
             "header length"
         )
     n = int.from_bytes(blob.read(0, 8), "little")
-    if n > MAX_HEADER_BYTES:
-        raise QuantizedFileError(
-            f"{shown}: a header of {n:,} bytes is over the {MAX_HEADER_BYTES:,}-byte limit"
-        )
+    over = f"over the {MAX_HEADER_BYTES:,}-byte limit"
     if n > blob.size - 8:
         raise QuantizedFileError(
             f"{shown} is truncated or not a safetensors file: its header length says {n:,} "
-            f"bytes but {blob.size - 8:,} follow"
+            f"bytes but only {blob.size - 8:,} bytes follow"
+            + (f" (and {n:,} is {over})" if n > MAX_HEADER_BYTES else "")
         )
+    if n > MAX_HEADER_BYTES:
+        raise QuantizedFileError(f"{shown}: a header of {n:,} bytes is {over}")
     try:
         parsed = json.loads(blob.read(8, n).decode("utf-8"), object_pairs_hook=_Objects())
     except QuantizedFileError as err:
         raise QuantizedFileError(f"{shown}: corrupt safetensors header: {err}") from None
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
         raise QuantizedFileError(
-            f"{shown} is corrupt or not a safetensors file: its header is not JSON "
+            f"{shown} is corrupt or not a safetensors file: its header is not valid JSON "
             f"({str(err)[:120]})"
         ) from None
     if not isinstance(parsed, dict):
-        raise QuantizedFileError(f"{shown}: corrupt safetensors header (not a JSON object)")
+        raise QuantizedFileError(f"{shown}: corrupt safetensors header: a JSON object was expected")
     # Absent or null: no metadata (the library's ``Option``); any other non-object (``0``,
     # ``""``, ``[]``) is refused, as the library refuses it, not read as empty.
     metadata = parsed.pop("__metadata__", None)
     if metadata is None:
         metadata = {}
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
-        raise QuantizedFileError(f"{shown}: __metadata__ must map text to text")
+        raise QuantizedFileError(
+            f"{shown}: corrupt safetensors header: __metadata__ must map text to text"
+        )
     if len(metadata) > MAX_METADATA:
         raise QuantizedFileError(
             f"{shown}: __metadata__ holds {len(metadata):,} entries; the limit is {MAX_METADATA:,}"
@@ -144,10 +171,18 @@ def read_header(blob: Blob) -> STHeader:
         raise QuantizedFileError(
             f"{shown} lists {len(parsed):,} tensors; the limit is {MAX_TENSORS:,}"
         )
-    data_start = 8 + n
-    data_len = blob.size - data_start
+    return RawHeader(MappingProxyType(parsed), MappingProxyType(metadata), 8 + n, blob.size - 8 - n)
+
+
+def read_header(blob: Blob) -> STHeader:
+    """The checked header of the safetensors file in ``blob`` (``parse_header``, then each
+    entry and the tiling of the data); ``QuantizedFileError`` naming the file, the tensor
+    and the problem."""
+    shown = blob.shown
+    raw = parse_header(blob)
+    data_start, data_len = raw.data_start, raw.data_len
     entries: dict[str, STEntry] = {}
-    for name, spec in parsed.items():
+    for name, spec in raw.specs.items():
         entries[name] = _entry(shown, name, spec, data_start)
     position = 0
     for e in sorted(entries.values(), key=lambda e: (e.start, e.nbytes)):
@@ -170,7 +205,7 @@ def read_header(blob: Blob) -> STHeader:
             f"{shown}: the tensors cover {position:,} bytes but the file holds {data_len:,} "
             "data bytes"
         )
-    return STHeader(MappingProxyType(entries), MappingProxyType(dict(metadata)))
+    return STHeader(MappingProxyType(entries), raw.metadata)
 
 
 def _entry(shown: str, name: str, spec: object, data_start: int) -> STEntry:

@@ -584,7 +584,7 @@ def test_a_safetensors_metadata_that_is_not_an_object_is_refused(tmp_path, value
     safetensors library refuses it ("expected a map"). ``null`` is the library's none."""
     path = tmp_path / "x.safetensors"
     path.write_bytes(_with_header({"__metadata__": value}, b""))
-    with pytest.raises(QuantizedFileError, match=r"x\.safetensors: __metadata__ must map text"):
+    with pytest.raises(QuantizedFileError, match=r"x\.safetensors: .*__metadata__ must map text"):
         open_quantized(path)
 
 
