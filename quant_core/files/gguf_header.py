@@ -328,6 +328,8 @@ def read_header(blob: Blob) -> GGUFHeader:
     raw_tensors = []
     for i in range(n_tensors):
         name = cur.string(f"tensor {i}'s name", MAX_KEY_BYTES)
+        if not name:  # nothing could name it: listed, picked or mapped to a module
+            raise QuantizedFileError(f"{shown}: tensor {i} (from 0) has an empty name")
         n_dims = cur.u32(f"tensor {name!r}'s dimension count")
         if not 1 <= n_dims <= MAX_DIMS:
             raise QuantizedFileError(

@@ -594,3 +594,12 @@ def test_a_safetensors_metadata_of_null_is_none():
 
     raw = _with_header({"__metadata__": None}, b"")
     assert dict(read_header(Blob("x.safetensors", len(raw), data=raw)).metadata) == {}
+
+
+def test_a_gguf_tensor_of_an_empty_name_is_refused(tmp_path):
+    """A tensor named "" was listed as a tensor nothing could pick or map to a module."""
+    tensors = [("w", (8, 2), F32, 0), ("", (8,), F32, 64)]
+    data = GOOD_DATA + np.zeros(8, dtype=np.float32).tobytes()
+    message = r"^m\.gguf: tensor 1 \(from 0\) has an empty name"
+    with pytest.raises(QuantizedFileError, match=message):
+        _open(tmp_path, raw_gguf(tensors, data))
