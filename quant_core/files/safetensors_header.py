@@ -36,6 +36,11 @@ MAX_METADATA = 65_536
 """The most ``__metadata__`` entries (real files: a handful; 2,000,000 took 12 s and held
 360 MB)."""
 MAX_DIMS = 8
+MAX_STRINGS = 5 * MAX_TENSORS + 2 * MAX_METADATA + 1
+"""The most JSON strings a real header within the caps holds: per tensor its name, the
+keys ``dtype``, ``shape``, ``data_offsets`` and the dtype's value; per metadata entry its
+key and text; ``"__metadata__"``. A header that provably holds more (``_strings_at_least``)
+is refused before it is parsed."""
 
 DTYPES: dict[str, torch.dtype] = {
     "F64": torch.float64,
@@ -104,6 +109,23 @@ class _Objects:
         return out
 
 
+def _strings_at_least(text: bytes) -> int:
+    """A lower bound on the number of strings in the JSON ``text``, from two byte counts
+    (``bytes.count``: C, about 20 ms for 26 MB), never above the true count of valid JSON.
+
+    Every ``"`` byte of valid JSON is a string's opening quote, its closing quote, or an
+    escaped quote ``\\"`` inside it (UTF-8 never puts the byte 0x22 or 0x5C inside a
+    multi-byte character, and ``\\u0022`` is six other bytes). An opening quote follows
+    ``{ [ , :`` or white space, never a backslash (none stands outside strings); an escaped
+    quote always follows one. So the quotes not preceded by a backslash are the ``s``
+    opening quotes plus the closing quotes that do not follow a backslash (that of
+    ``"a\\\\"`` does): between ``s`` and ``2 s``, so ``s`` is at least half their number
+    (an object of ``m`` keys gives at least ``m / 2``, ``m`` unless every key ends in a
+    backslash). Text that is not valid JSON is refused by the parse anyway."""
+    after_backslash = text.count(b'\\"') if b"\\" in text else 0  # real headers: none
+    return (text.count(b'"') - after_backslash + 1) // 2
+
+
 def _count(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
@@ -143,8 +165,19 @@ def parse_header(blob: Blob) -> RawHeader:
         )
     if n > MAX_HEADER_BYTES:
         raise QuantizedFileError(f"{shown}: a header of {n:,} bytes is {over}")
+    text = blob.read(8, n)
+    # ``_Objects`` sees an object only once it is complete: one object of 2,000,000 keys
+    # (26 MB) took 1.4 s to build before it was refused, twice the largest real header (the
+    # 100,000-tensor cap). Its keys are strings, and no real header holds that many.
+    strings = _strings_at_least(text)
+    if strings > MAX_STRINGS:
+        raise QuantizedFileError(
+            f"{shown}: corrupt safetensors header: it holds at least {strings:,} JSON strings; "
+            f"{MAX_TENSORS:,} tensors and {MAX_METADATA:,} metadata entries take at most "
+            f"{MAX_STRINGS:,}"
+        )
     try:
-        parsed = json.loads(blob.read(8, n).decode("utf-8"), object_pairs_hook=_Objects())
+        parsed = json.loads(text.decode("utf-8"), object_pairs_hook=_Objects())
     except QuantizedFileError as err:
         raise QuantizedFileError(f"{shown}: corrupt safetensors header: {err}") from None
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
