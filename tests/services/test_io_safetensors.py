@@ -106,6 +106,15 @@ def test_a_safetensors_header_of_too_many_objects_stops_the_parse_early() -> Non
     assert "100,002 JSON objects" in message
 
 
+def test_a_safetensors_header_of_one_huge_object_is_refused_before_parsing() -> None:
+    """quant_core's string-count bound, before ``json.loads``: 700,000 keys in one object
+    (more strings than a header at the tensor and metadata caps holds)."""
+    text = ("{" + ",".join(f'"k{i}":0' for i in range(700_000)) + "}").encode()
+    message = error_of("m.safetensors", len(text).to_bytes(8, "little") + text)
+    assert message.startswith("m.safetensors: corrupt safetensors header: it holds at least")
+    assert "700,000 JSON strings" in message
+
+
 def test_safetensors_unknown_name_lists_what_exists() -> None:
     data = st_save({"a": torch.ones(2), "b": torch.ones(2)})
     message = error_of("m.safetensors", data, "c")
