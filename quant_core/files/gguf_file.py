@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import gguf
 import numpy as np
@@ -199,26 +198,40 @@ def open_gguf(path: Path, guard: PathGuard) -> tuple[GGUFSource, tuple[str, ...]
 _SPLIT_KEYS = frozenset({"split.no", "split.count", "split.tensors.count"})
 
 
-def _split_int(meta: Any, key: str, shown: str) -> int:
-    value = meta.get(key)
+# The types llama-gguf-split writes them in; llama.cpp reads no other (``get_key`` throws
+# "wrong type", ``gguf_get_val_u16`` asserts).
+_SPLIT_TYPES = {
+    "split.no": gguf.GGUFValueType.UINT16,
+    "split.count": gguf.GGUFValueType.UINT16,
+    "split.tensors.count": gguf.GGUFValueType.INT32,
+}
+
+
+def _split_int(header: GGUFHeader, key: str, shown: str) -> int:
+    value = header.metadata.get(key)
     if value is None:
         raise QuantizedFileError(
             f"{shown}: a part of a split GGUF series, but its header has no {key} (which "
             "llama-gguf-split writes and llama.cpp requires)"
         )
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise QuantizedFileError(f"{shown}: {key} {value!r} is not a count")
+    stored, wanted = header.value_types.get(key), _SPLIT_TYPES[key]
+    if stored != wanted:
+        kind = gguf.GGUFValueType(stored).name if stored is not None else "unknown"
+        raise QuantizedFileError(
+            f"{shown}: {key} is stored as {kind}; llama.cpp reads it only as {wanted.name}"
+        )
     return value
 
 
 def _check_split(header: GGUFHeader, shown: str, k: int, n: int) -> None:
     """Part ``k`` (from 0) of ``n`` says so, as llama.cpp checks: ``split.no`` in every
     part, ``split.count`` in the first (the others' checked where present)."""
-    meta: Any = header.metadata
     if n == 1:
         return
-    no = _split_int(meta, "split.no", shown)
-    count = _split_int(meta, "split.count", shown) if k == 0 else meta.get("split.count")
+    no = _split_int(header, "split.no", shown)
+    count = (
+        _split_int(header, "split.count", shown) if k == 0 else header.metadata.get("split.count")
+    )
     if count is not None and count != n:
         raise QuantizedFileError(f"{shown}: its header says split.count {count}, its name {n}")
     if no != k:
@@ -228,7 +241,7 @@ def _check_split(header: GGUFHeader, shown: str, k: int, n: int) -> None:
 def _check_split_total(first: GGUFHeader, shown: str, found: int) -> None:
     """The first part's ``split.tensors.count`` is the series' tensor count (llama.cpp:
     "corrupted model: N tensors expected but M found")."""
-    expected = _split_int(first.metadata, "split.tensors.count", shown)
+    expected = _split_int(first, "split.tensors.count", shown)
     if expected != found:
         raise QuantizedFileError(
             f"{shown}: split.tensors.count says {expected:,} tensors but the parts hold {found:,}"

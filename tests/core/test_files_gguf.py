@@ -261,35 +261,45 @@ def test_a_lone_file_named_like_a_part_without_split_metadata_is_read_alone(tmp_
     assert np.array_equal(f.load("w").dequantize().numpy(), x)
 
 
+U16, I32 = gguf.GGUFValueType.UINT16, gguf.GGUFValueType.INT32
+
+
 def test_a_part_without_split_no_is_refused_naming_it(tmp_path, rng):
     """llama.cpp: "missing key split.no in GGUF split <file>"."""
     x = rng.standard_normal((2, 32)).astype(np.float32)
     parts = _series(tmp_path, x)
-    write_gguf(
-        tmp_path / parts[1], {"t2": (x + 2, None), "t3": (x + 3, None)}, metadata={"split.count": 3}
-    )
+    second = {"t2": (x + 2, None), "t3": (x + 3, None)}
+    write_gguf(tmp_path / parts[1], second, metadata={"split.count": (3, U16)})
     for opened in parts:
         with pytest.raises(
             QuantizedFileError, match=r"^m-00002-of-00003\.gguf: .*has no split\.no"
         ):
             open_quantized(tmp_path / opened)
+    # as UINT32: llama.cpp's gguf_get_val_u16 asserts the type
+    write_gguf(tmp_path / parts[1], second, metadata={"split.no": 1, "split.count": (3, U16)})
+    with pytest.raises(QuantizedFileError, match=r"split\.no is stored as UINT32; .* UINT16"):
+        open_quantized(tmp_path / parts[0])
 
 
 def test_a_first_part_without_split_count_or_tensor_total_is_refused(tmp_path, rng):
+    """llama.cpp reads split.count and split.tensors.count from the first part and checks
+    the total ("corrupted model: N tensors expected but M found")."""
     x = rng.standard_normal((2, 32)).astype(np.float32)
     parts = _series(tmp_path, x)
     first = {"t0": (x, None), "t1": (x + 1, None)}
-    write_gguf(tmp_path / parts[0], first, metadata={"split.no": 0, "split.tensors.count": 5})
+    meta: dict[str, object] = {"split.no": (0, U16), "split.tensors.count": (5, I32)}
+    write_gguf(tmp_path / parts[0], first, metadata=meta)
     with pytest.raises(QuantizedFileError, match=r"^m-00001-of-00003\.gguf: .*no split\.count"):
         open_quantized(tmp_path / parts[1])
-    write_gguf(tmp_path / parts[0], first, metadata={"split.no": 0, "split.count": 3})
+    meta = {"split.no": (0, U16), "split.count": (3, U16)}
+    write_gguf(tmp_path / parts[0], first, metadata=meta)
     with pytest.raises(QuantizedFileError, match=r"no split\.tensors\.count"):
         open_quantized(tmp_path / parts[2])
-    meta = {"split.no": 0, "split.count": 3, "split.tensors.count": 6}
+    meta["split.tensors.count"] = (6, I32)
     write_gguf(tmp_path / parts[0], first, metadata=meta)
     with pytest.raises(QuantizedFileError, match=r"says 6 tensors but the parts hold 5"):
         open_quantized(tmp_path / parts[0])
-    meta["split.tensors.count"] = 5
+    meta["split.tensors.count"] = (5, I32)
     write_gguf(tmp_path / parts[0], first, metadata=meta)
     assert len(open_quantized(tmp_path / parts[0]).tensors) == 5
 
