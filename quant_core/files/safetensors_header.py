@@ -145,7 +145,8 @@ class RawHeader:
 
 def parse_header(blob: Blob) -> RawHeader:
     """The header of the safetensors file in ``blob`` parsed, reading the 8-byte length
-    and then at most ``MAX_HEADER_BYTES``: JSON, no key named twice, a parse stopped once
+    and then at most ``MAX_HEADER_BYTES``: no more strings than ``MAX_STRINGS`` (counted
+    before the parse, ``_strings_at_least``), JSON, no key named twice, a parse stopped once
     more objects than ``MAX_TENSORS`` tensors need are built, ``__metadata__`` text -> text
     of at most ``MAX_METADATA`` entries, at most ``MAX_TENSORS`` tensors.
     ``QuantizedFileError`` naming the file (``blob.shown``) and the problem."""
