@@ -2,8 +2,9 @@
 tensors from the headers, and one tensor's bytes decoded.
 
 A split series is what ``llama-gguf-split`` writes: every part a whole GGUF file with its
-own header (``split.no``, ``split.count``), the model's metadata in the first, the tensors
-spread over the parts. Opening any part opens the series; every part must be there.
+own header (``split.no``, ``split.count``, ``split.tensors.count``), the model's metadata
+in the first, the tensors spread over the parts. Opening any part opens the series; every
+part must be there and say which it is, as llama.cpp checks (``open_gguf``).
 
 Decoding (``decode``): float types (F32, F16, BF16, F64, the integer types) become their
 values; the block types the lab models become its ``QuantizedTensor`` through
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import gguf
 import numpy as np
@@ -145,11 +145,34 @@ def decode(entry: TensorEntry, raw: bytes) -> StoredTensor:
 
 
 def open_gguf(path: Path, guard: PathGuard) -> tuple[GGUFSource, tuple[str, ...]]:
-    """The GGUF file (or split series) at ``path``, and notes on what was opened."""
+    """The GGUF file (or split series) at ``path``, and notes on what was opened.
+
+    A file named like a part (``m-00001-of-00003.gguf``) opens the series when its header
+    says it is one (``split.count``/``split.no``, which ``llama-gguf-split`` always
+    writes); without them it is read alone when no other part is there (llama.cpp loads
+    a file without ``split.count`` as a whole model, whatever its name), and refused when
+    there are: parts that do not say so would be joined on their names alone."""
     parts = split_parts(path)
-    locations: list[Location] = []
-    headers: list[GGUFHeader] = []
     missing = [p.name for p in parts if not guard.check(p).exists()]
+    notes: tuple[str, ...] = ()
+    k = int(m["i"]) - 1 if (m := SPLIT_RE.match(path.name)) else 0
+    if len(parts) > 1 and parts[k].name not in missing:
+        location = locate(parts[k], guard)
+        with reopen(location, guard) as blob:
+            header = read_header(blob)
+        if not _SPLIT_KEYS & header.metadata.keys():
+            if len(missing) < len(parts) - 1:
+                raise QuantizedFileError(
+                    f"{location.shown} is named as part {k + 1} of a series of {len(parts)} "
+                    "GGUF files, but its header has no split.no or split.count (which "
+                    "llama-gguf-split writes in every part): it is not read as a part"
+                )
+            notes = (
+                f"{location.shown} is named like part {k + 1} of {len(parts)} but its header "
+                "says nothing of a split and no other part is here: read as one file, as "
+                "llama.cpp reads it",
+            )
+            return GGUFSource((location,), (header,), guard), notes
     if missing:
         shown = ", ".join(missing[:3]) + (
             f", … ({len(missing)} in all)" if len(missing) > 3 else ""
@@ -157,6 +180,8 @@ def open_gguf(path: Path, guard: PathGuard) -> tuple[GGUFSource, tuple[str, ...]
         raise QuantizedFileError(
             f"{path.name} is part of a series of {len(parts)} GGUF files; missing: {shown}"
         )
+    locations: list[Location] = []
+    headers: list[GGUFHeader] = []
     for k, part in enumerate(parts):
         location = locate(part, guard)
         with reopen(location, guard) as blob:
@@ -164,16 +189,60 @@ def open_gguf(path: Path, guard: PathGuard) -> tuple[GGUFSource, tuple[str, ...]
         _check_split(header, location.shown, k, len(parts))
         locations.append(location)
         headers.append(header)
-    notes = () if len(parts) == 1 else (f"a split GGUF: {len(parts)} files",)
+    if len(parts) > 1:
+        _check_split_total(headers[0], locations[0].shown, sum(len(h.tensors) for h in headers))
+        notes = (f"a split GGUF: {len(parts)} files",)
     return GGUFSource(tuple(locations), tuple(headers), guard), notes
 
 
+_SPLIT_KEYS = frozenset({"split.no", "split.count", "split.tensors.count"})
+
+
+# The types llama-gguf-split writes them in; llama.cpp reads no other (``get_key`` throws
+# "wrong type", ``gguf_get_val_u16`` asserts).
+_SPLIT_TYPES = {
+    "split.no": gguf.GGUFValueType.UINT16,
+    "split.count": gguf.GGUFValueType.UINT16,
+    "split.tensors.count": gguf.GGUFValueType.INT32,
+}
+
+
+def _split_int(header: GGUFHeader, key: str, shown: str) -> int:
+    value = header.metadata.get(key)
+    if value is None:
+        raise QuantizedFileError(
+            f"{shown}: a part of a split GGUF series, but its header has no {key} (which "
+            "llama-gguf-split writes and llama.cpp requires)"
+        )
+    stored, wanted = header.value_types.get(key), _SPLIT_TYPES[key]
+    if stored != wanted:
+        kind = gguf.GGUFValueType(stored).name if stored is not None else "unknown"
+        raise QuantizedFileError(
+            f"{shown}: {key} is stored as {kind}; llama.cpp reads it only as {wanted.name}"
+        )
+    return value
+
+
 def _check_split(header: GGUFHeader, shown: str, k: int, n: int) -> None:
-    meta: Any = header.metadata
-    count, no = meta.get("split.count"), meta.get("split.no")
+    """Part ``k`` (from 0) of ``n`` says so, as llama.cpp checks: ``split.no`` in every
+    part, ``split.count`` in the first (the others' checked where present)."""
     if n == 1:
         return
+    no = _split_int(header, "split.no", shown)
+    count = (
+        _split_int(header, "split.count", shown) if k == 0 else header.metadata.get("split.count")
+    )
     if count is not None and count != n:
         raise QuantizedFileError(f"{shown}: its header says split.count {count}, its name {n}")
-    if no is not None and no != k:
+    if no != k:
         raise QuantizedFileError(f"{shown}: its header says split.no {no}, its name {k}")
+
+
+def _check_split_total(first: GGUFHeader, shown: str, found: int) -> None:
+    """The first part's ``split.tensors.count`` is the series' tensor count (llama.cpp:
+    "corrupted model: N tensors expected but M found")."""
+    expected = _split_int(first, "split.tensors.count", shown)
+    if expected != found:
+        raise QuantizedFileError(
+            f"{shown}: split.tensors.count says {expected:,} tensors but the parts hold {found:,}"
+        )

@@ -33,7 +33,7 @@ from __future__ import annotations
 import itertools
 import math
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -120,13 +120,16 @@ class GGUFTensorInfo:
 @dataclass(frozen=True)
 class GGUFHeader:
     """``version``, ``metadata`` (key to value: scalars, strings, ``GGUFArray``),
-    ``tensors`` in header order, the data section's ``alignment`` and ``data_offset``."""
+    ``tensors`` in header order, the data section's ``alignment`` and ``data_offset``;
+    ``value_types``: each metadata value's stored type (a ``gguf.GGUFValueType`` code),
+    for keys llama.cpp reads as one type only (``split.no``)."""
 
     version: int
     metadata: MappingProxyType[str, Any]
     tensors: tuple[GGUFTensorInfo, ...]
     alignment: int
     data_offset: int
+    value_types: MappingProxyType[str, int] = field(default_factory=lambda: MappingProxyType({}))
 
 
 def ggml_type_name(type_id: int) -> str | None:
@@ -319,15 +322,19 @@ def read_header(blob: Blob) -> GGUFHeader:
             f"{shown} lists {n_kv:,} metadata entries; the limit is {MAX_KV:,}"
         )
     metadata: dict[str, Any] = {}
+    value_types: dict[str, int] = {}
     for i in range(n_kv):
         key = cur.string(f"metadata entry {i}'s key", MAX_KEY_BYTES)
         if key in metadata:
             raise QuantizedFileError(f"{shown}: the metadata names {key!r} twice")
         code = cur.u32(f"metadata {key!r}")
         metadata[key] = _value(cur, code, f"metadata {key!r}")
+        value_types[key] = code  # a known type: _value refuses the others
     raw_tensors = []
     for i in range(n_tensors):
         name = cur.string(f"tensor {i}'s name", MAX_KEY_BYTES)
+        if not name:  # nothing could name it: listed, picked or mapped to a module
+            raise QuantizedFileError(f"{shown}: tensor {i} (from 0) has an empty name")
         n_dims = cur.u32(f"tensor {name!r}'s dimension count")
         if not 1 <= n_dims <= MAX_DIMS:
             raise QuantizedFileError(
@@ -350,7 +357,14 @@ def read_header(blob: Blob) -> GGUFHeader:
     data_offset = -(-cur.pos // alignment) * alignment
     tensors = tuple(_tensor(shown, blob.size, data_offset, alignment, *t) for t in raw_tensors)
     _check_disjoint(shown, tensors)
-    return GGUFHeader(version, MappingProxyType(metadata), tensors, alignment, data_offset)
+    return GGUFHeader(
+        version,
+        MappingProxyType(metadata),
+        tensors,
+        alignment,
+        data_offset,
+        MappingProxyType(value_types),
+    )
 
 
 def _tensor(

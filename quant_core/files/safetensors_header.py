@@ -17,7 +17,16 @@ import torch
 
 from .access import Blob, QuantizedFileError
 
-__all__ = ["DTYPES", "MAX_HEADER_BYTES", "STEntry", "STHeader", "read_header", "read_tensor"]
+__all__ = [
+    "DTYPES",
+    "MAX_HEADER_BYTES",
+    "RawHeader",
+    "STEntry",
+    "STHeader",
+    "parse_header",
+    "read_header",
+    "read_tensor",
+]
 
 MAX_HEADER_BYTES = 100_000_000  # the safetensors library's own limit
 MAX_TENSORS = 100_000
@@ -27,6 +36,11 @@ MAX_METADATA = 65_536
 """The most ``__metadata__`` entries (real files: a handful; 2,000,000 took 12 s and held
 360 MB)."""
 MAX_DIMS = 8
+MAX_STRINGS = 5 * MAX_TENSORS + 2 * MAX_METADATA + 1
+"""The most JSON strings a real header within the caps holds: per tensor its name, the
+keys ``dtype``, ``shape``, ``data_offsets`` and the dtype's value; per metadata entry its
+key and text; ``"__metadata__"``. A header that provably holds more (``_strings_at_least``)
+is refused before it is parsed."""
 
 DTYPES: dict[str, torch.dtype] = {
     "F64": torch.float64,
@@ -95,13 +109,47 @@ class _Objects:
         return out
 
 
+def _strings_at_least(text: bytes) -> int:
+    """A lower bound on the number of strings in the JSON ``text``, from two byte counts
+    (``bytes.count``: C, about 20 ms for 26 MB), never above the true count of valid JSON.
+
+    Every ``"`` byte of valid JSON is a string's opening quote, its closing quote, or an
+    escaped quote ``\\"`` inside it (UTF-8 never puts the byte 0x22 or 0x5C inside a
+    multi-byte character, and ``\\u0022`` is six other bytes). An opening quote follows
+    ``{ [ , :`` or white space, never a backslash (none stands outside strings); an escaped
+    quote always follows one. So the quotes not preceded by a backslash are the ``s``
+    opening quotes plus the closing quotes that do not follow a backslash (that of
+    ``"a\\\\"`` does): between ``s`` and ``2 s``, so ``s`` is at least half their number
+    (an object of ``m`` keys gives at least ``m / 2``, ``m`` unless every key ends in a
+    backslash). Text that is not valid JSON is refused by the parse anyway."""
+    after_backslash = text.count(b'\\"') if b"\\" in text else 0  # real headers: none
+    return (text.count(b'"') - after_backslash + 1) // 2
+
+
 def _count(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
-def read_header(blob: Blob) -> STHeader:
-    """The checked header of the safetensors file in ``blob``; ``QuantizedFileError``
-    naming the file, the tensor and the problem."""
+@dataclass(frozen=True)
+class RawHeader:
+    """A header's JSON parsed within the bounds, its entries not yet checked: ``specs``
+    (tensor name -> the entry as parsed), ``metadata`` (text -> text) and the data section,
+    bytes ``[data_start, data_start + data_len)`` of the file. The dashboard's float loader
+    checks the entries through the ``safetensors`` library; ``read_header`` here itself."""
+
+    specs: MappingProxyType[str, object]
+    metadata: MappingProxyType[str, str]
+    data_start: int
+    data_len: int
+
+
+def parse_header(blob: Blob) -> RawHeader:
+    """The header of the safetensors file in ``blob`` parsed, reading the 8-byte length
+    and then at most ``MAX_HEADER_BYTES``: no more strings than ``MAX_STRINGS`` (counted
+    before the parse, ``_strings_at_least``), JSON, no key named twice, a parse stopped once
+    more objects than ``MAX_TENSORS`` tensors need are built, ``__metadata__`` text -> text
+    of at most ``MAX_METADATA`` entries, at most ``MAX_TENSORS`` tensors.
+    ``QuantizedFileError`` naming the file (``blob.shown``) and the problem."""
     shown = blob.shown
     if blob.size < 8:
         raise QuantizedFileError(
@@ -109,29 +157,46 @@ def read_header(blob: Blob) -> STHeader:
             "header length"
         )
     n = int.from_bytes(blob.read(0, 8), "little")
-    if n > MAX_HEADER_BYTES:
-        raise QuantizedFileError(
-            f"{shown}: a header of {n:,} bytes is over the {MAX_HEADER_BYTES:,}-byte limit"
-        )
+    over = f"over the {MAX_HEADER_BYTES:,}-byte limit"
     if n > blob.size - 8:
         raise QuantizedFileError(
             f"{shown} is truncated or not a safetensors file: its header length says {n:,} "
-            f"bytes but {blob.size - 8:,} follow"
+            f"bytes but only {blob.size - 8:,} bytes follow"
+            + (f" (and {n:,} is {over})" if n > MAX_HEADER_BYTES else "")
+        )
+    if n > MAX_HEADER_BYTES:
+        raise QuantizedFileError(f"{shown}: a header of {n:,} bytes is {over}")
+    text = blob.read(8, n)
+    # ``_Objects`` sees an object only once it is complete: one object of 2,000,000 keys
+    # (26 MB) took 1.4 s to build before it was refused, twice the largest real header (the
+    # 100,000-tensor cap). Its keys are strings, and no real header holds that many.
+    strings = _strings_at_least(text)
+    if strings > MAX_STRINGS:
+        raise QuantizedFileError(
+            f"{shown}: corrupt safetensors header: it holds at least {strings:,} JSON strings; "
+            f"{MAX_TENSORS:,} tensors and {MAX_METADATA:,} metadata entries take at most "
+            f"{MAX_STRINGS:,}"
         )
     try:
-        parsed = json.loads(blob.read(8, n).decode("utf-8"), object_pairs_hook=_Objects())
+        parsed = json.loads(text.decode("utf-8"), object_pairs_hook=_Objects())
     except QuantizedFileError as err:
         raise QuantizedFileError(f"{shown}: corrupt safetensors header: {err}") from None
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
         raise QuantizedFileError(
-            f"{shown} is corrupt or not a safetensors file: its header is not JSON "
+            f"{shown} is corrupt or not a safetensors file: its header is not valid JSON "
             f"({str(err)[:120]})"
         ) from None
     if not isinstance(parsed, dict):
-        raise QuantizedFileError(f"{shown}: corrupt safetensors header (not a JSON object)")
-    metadata = parsed.pop("__metadata__", None) or {}
+        raise QuantizedFileError(f"{shown}: corrupt safetensors header: a JSON object was expected")
+    # Absent or null: no metadata (the library's ``Option``); any other non-object (``0``,
+    # ``""``, ``[]``) is refused, as the library refuses it, not read as empty.
+    metadata = parsed.pop("__metadata__", None)
+    if metadata is None:
+        metadata = {}
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
-        raise QuantizedFileError(f"{shown}: __metadata__ must map text to text")
+        raise QuantizedFileError(
+            f"{shown}: corrupt safetensors header: __metadata__ must map text to text"
+        )
     if len(metadata) > MAX_METADATA:
         raise QuantizedFileError(
             f"{shown}: __metadata__ holds {len(metadata):,} entries; the limit is {MAX_METADATA:,}"
@@ -140,10 +205,18 @@ def read_header(blob: Blob) -> STHeader:
         raise QuantizedFileError(
             f"{shown} lists {len(parsed):,} tensors; the limit is {MAX_TENSORS:,}"
         )
-    data_start = 8 + n
-    data_len = blob.size - data_start
+    return RawHeader(MappingProxyType(parsed), MappingProxyType(metadata), 8 + n, blob.size - 8 - n)
+
+
+def read_header(blob: Blob) -> STHeader:
+    """The checked header of the safetensors file in ``blob`` (``parse_header``, then each
+    entry and the tiling of the data); ``QuantizedFileError`` naming the file, the tensor
+    and the problem."""
+    shown = blob.shown
+    raw = parse_header(blob)
+    data_start, data_len = raw.data_start, raw.data_len
     entries: dict[str, STEntry] = {}
-    for name, spec in parsed.items():
+    for name, spec in raw.specs.items():
         entries[name] = _entry(shown, name, spec, data_start)
     position = 0
     for e in sorted(entries.values(), key=lambda e: (e.start, e.nbytes)):
@@ -166,7 +239,7 @@ def read_header(blob: Blob) -> STHeader:
             f"{shown}: the tensors cover {position:,} bytes but the file holds {data_len:,} "
             "data bytes"
         )
-    return STHeader(MappingProxyType(entries), MappingProxyType(dict(metadata)))
+    return STHeader(MappingProxyType(entries), raw.metadata)
 
 
 def _entry(shown: str, name: str, spec: object, data_start: int) -> STEntry:

@@ -43,12 +43,15 @@ def write_gguf(
     metadata: Mapping[str, object] | None = None,
     split_max_tensors: int = 0,
 ) -> None:
-    """A GGUF file (or split series when ``split_max_tensors``) by ``gguf.GGUFWriter``;
-    each tensor is float values (``type None``: stored as F32/F16 as given) or already
+    """A GGUF file (or split series when ``split_max_tensors``) by ``gguf.GGUFWriter``
+    (``metadata`` ints as UINT32 unless given as ``(value, gguf.GGUFValueType)``); each
+    tensor is float values (``type None``: stored as F32/F16 as given) or already
     quantized block bytes ``[rows, bytes_per_row]`` of ``type``."""
     writer = gguf.GGUFWriter(path, arch, split_max_tensors=split_max_tensors)
     for key, value in (metadata or {}).items():
-        if isinstance(value, bool):
+        if isinstance(value, tuple) and isinstance(value[-1], gguf.GGUFValueType):
+            writer.add_key_value(key, value[0], value[1])  # (value, its stored type)
+        elif isinstance(value, bool):
             writer.add_bool(key, value)
         elif isinstance(value, int):
             writer.add_uint32(key, value)

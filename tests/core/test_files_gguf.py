@@ -229,6 +229,81 @@ def test_split_series_opens_from_any_part(tmp_path, rng):
         open_quantized(tmp_path / parts[0])
 
 
+def _series(tmp_path: Path, x: np.ndarray) -> list[str]:
+    """m-0000{1,2,3}-of-00003.gguf by ``gguf.GGUFWriter`` (split.no, split.count and
+    split.tensors.count in every part, as ``llama-gguf-split`` writes them): t0..t4, two a
+    part."""
+    write_gguf(tmp_path / "m.gguf", {f"t{i}": (x + i, None) for i in range(5)}, split_max_tensors=2)
+    return [f"m-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
+
+
+def test_parts_without_split_metadata_are_not_joined_on_their_names(tmp_path, rng):
+    """Three whole GGUF files named as parts (no split.* keys, which llama-gguf-split
+    always writes) were read as one series, silently."""
+    x = rng.standard_normal((2, 32)).astype(np.float32)
+    for i in (1, 2, 3):
+        write_gguf(tmp_path / f"m-0000{i}-of-00003.gguf", {f"t{i}": (x, None)})
+    for i in (1, 2, 3):
+        name = rf"m-0000{i}-of-00003\.gguf"
+        with pytest.raises(
+            QuantizedFileError, match=rf"^{name} is named as part {i} of .*no split"
+        ):
+            open_quantized(tmp_path / f"m-0000{i}-of-00003.gguf")
+
+
+def test_a_lone_file_named_like_a_part_without_split_metadata_is_read_alone(tmp_path, rng):
+    """llama.cpp loads a file without split.count as a whole model, whatever its name."""
+    x = rng.standard_normal((2, 32)).astype(np.float32)
+    write_gguf(tmp_path / "m-00002-of-00003.gguf", {"w": (x, None)})
+    f = open_quantized(tmp_path / "m-00002-of-00003.gguf")
+    assert [t.name for t in f.tensors] == ["w"]
+    assert any("read as one file" in note for note in f.notes)
+    assert np.array_equal(f.load("w").dequantize().numpy(), x)
+
+
+U16, I32 = gguf.GGUFValueType.UINT16, gguf.GGUFValueType.INT32
+
+
+def test_a_part_without_split_no_is_refused_naming_it(tmp_path, rng):
+    """llama.cpp: "missing key split.no in GGUF split <file>"."""
+    x = rng.standard_normal((2, 32)).astype(np.float32)
+    parts = _series(tmp_path, x)
+    second = {"t2": (x + 2, None), "t3": (x + 3, None)}
+    write_gguf(tmp_path / parts[1], second, metadata={"split.count": (3, U16)})
+    for opened in parts:
+        with pytest.raises(
+            QuantizedFileError, match=r"^m-00002-of-00003\.gguf: .*has no split\.no"
+        ):
+            open_quantized(tmp_path / opened)
+    # as UINT32: llama.cpp's gguf_get_val_u16 asserts the type
+    write_gguf(tmp_path / parts[1], second, metadata={"split.no": 1, "split.count": (3, U16)})
+    with pytest.raises(QuantizedFileError, match=r"split\.no is stored as UINT32; .* UINT16"):
+        open_quantized(tmp_path / parts[0])
+
+
+def test_a_first_part_without_split_count_or_tensor_total_is_refused(tmp_path, rng):
+    """llama.cpp reads split.count and split.tensors.count from the first part and checks
+    the total ("corrupted model: N tensors expected but M found")."""
+    x = rng.standard_normal((2, 32)).astype(np.float32)
+    parts = _series(tmp_path, x)
+    first = {"t0": (x, None), "t1": (x + 1, None)}
+    meta: dict[str, object] = {"split.no": (0, U16), "split.tensors.count": (5, I32)}
+    write_gguf(tmp_path / parts[0], first, metadata=meta)
+    with pytest.raises(QuantizedFileError, match=r"^m-00001-of-00003\.gguf: .*no split\.count"):
+        open_quantized(tmp_path / parts[1])
+    meta = {"split.no": (0, U16), "split.count": (3, U16)}
+    write_gguf(tmp_path / parts[0], first, metadata=meta)
+    with pytest.raises(QuantizedFileError, match=r"no split\.tensors\.count"):
+        open_quantized(tmp_path / parts[2])
+    meta["split.tensors.count"] = (6, I32)
+    write_gguf(tmp_path / parts[0], first, metadata=meta)
+    with pytest.raises(QuantizedFileError, match=r"says 6 tensors but the parts hold 5"):
+        open_quantized(tmp_path / parts[0])
+    meta["split.tensors.count"] = (5, I32)
+    write_gguf(tmp_path / parts[0], first, metadata=meta)
+    assert len(open_quantized(tmp_path / parts[0]).tensors) == 5
+
+
 def test_a_folder_of_two_models_asks_which(tmp_path, rng):
     x = rng.standard_normal((4, 32)).astype(np.float32)
     for name in ("a-Q8_0.gguf", "a-Q4_0.gguf"):

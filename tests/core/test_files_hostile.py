@@ -576,3 +576,75 @@ def test_a_safetensors_metadata_of_too_many_entries_is_refused(tmp_path):
     path.write_bytes(_with_header({"__metadata__": meta}, b""))
     with pytest.raises(QuantizedFileError, match=r"x\.safetensors: __metadata__ holds 65,537"):
         open_quantized(path)
+
+
+@pytest.mark.parametrize("value", [0, False, "", [], 1, "x", [["a", "b"]]])
+def test_a_safetensors_metadata_that_is_not_an_object_is_refused(tmp_path, value):
+    """``"__metadata__": 0`` (or ``false``, ``""``, ``[]``) was read as no metadata; the
+    safetensors library refuses it ("expected a map"). ``null`` is the library's none."""
+    path = tmp_path / "x.safetensors"
+    path.write_bytes(_with_header({"__metadata__": value}, b""))
+    with pytest.raises(QuantizedFileError, match=r"x\.safetensors: .*__metadata__ must map text"):
+        open_quantized(path)
+
+
+def test_a_safetensors_metadata_of_null_is_none():
+    from quant_core.files.access import Blob
+    from quant_core.files.safetensors_header import read_header
+
+    raw = _with_header({"__metadata__": None}, b"")
+    assert dict(read_header(Blob("x.safetensors", len(raw), data=raw)).metadata) == {}
+
+
+def test_a_gguf_tensor_of_an_empty_name_is_refused(tmp_path):
+    """A tensor named "" was listed as a tensor nothing could pick or map to a module."""
+    tensors = [("w", (8, 2), F32, 0), ("", (8,), F32, 64)]
+    data = GOOD_DATA + np.zeros(8, dtype=np.float32).tobytes()
+    message = r"^m\.gguf: tensor 1 \(from 0\) has an empty name"
+    with pytest.raises(QuantizedFileError, match=message):
+        _open(tmp_path, raw_gguf(tensors, data))
+
+
+def test_a_header_of_one_huge_object_is_refused_before_it_is_parsed(tmp_path):
+    """The object hook sees an object only once it is built: 2,000,000 keys (26 MB) took
+    1.4 s, twice the largest real header. More keys than a real header holds strings
+    (``MAX_STRINGS``) are refused from two byte counts, before the parse."""
+    n = 700_000
+    text = ("{" + ",".join(f'"k{i}":0' for i in range(n)) + "}").encode()
+    path = tmp_path / "x.safetensors"
+    path.write_bytes(len(text).to_bytes(8, "little") + text)
+    message = r"x\.safetensors: corrupt safetensors header: it holds at least 700,000 JSON str"
+    with pytest.raises(QuantizedFileError, match=message):
+        open_quantized(path)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='"\\:{}[],ab\u00e9\U0001f600'),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(alphabet='"\\ab\u00e9', max_size=4), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+def _strings(value: object) -> int:
+    if isinstance(value, str):
+        return 1
+    if isinstance(value, list):
+        return sum(map(_strings, value))
+    if isinstance(value, dict):
+        return len(value) + sum(map(_strings, value.values()))
+    return 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_JSON, ascii_only=st.booleans(), indent=st.sampled_from([None, 1]))
+def test_the_string_count_bound_holds_for_any_json(value, ascii_only, indent):
+    """``_strings_at_least`` is a lower bound (never refuses what the parse would keep)
+    and at least half the true count (keys ending in a backslash: exactly half)."""
+    from quant_core.files.safetensors_header import _strings_at_least
+
+    text = json.dumps(value, ensure_ascii=ascii_only, indent=indent).encode()
+    bound, true = _strings_at_least(text), _strings(value)
+    assert bound <= true <= 2 * bound

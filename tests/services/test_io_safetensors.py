@@ -86,11 +86,33 @@ def test_safetensors_lists_in_natural_order_and_loads_each() -> None:
 
 
 def test_safetensors_with_too_many_tensors_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dashboard.services.io import safetensors_header
+    from quant_core.files import safetensors_header  # the one parse, the dashboard's too
 
     monkeypatch.setattr(safetensors_header, "MAX_TENSORS", 3)
     data = st_save({f"t{i}": torch.ones(1) for i in range(4)})
     assert "lists 4 tensors; the limit is 3" in error_of("m.safetensors", data)
+
+
+def test_a_safetensors_header_of_too_many_objects_stops_the_parse_early() -> None:
+    """Past ``MAX_TENSORS`` + 2 JSON objects the parse stops (quant_core's object hook)
+    instead of building a 1,000,000-tensor header (over a minute) and then counting it: the
+    header here is broken at its very end, which a full parse would report instead."""
+    n = 100_003
+    header = {f"t{i}": {"dtype": "U8", "shape": [1], "data_offsets": [i, i + 1]} for i in range(n)}
+    text = json.dumps(header).encode()[:-1] + b", !"  # not JSON, but only at the end
+    data = len(text).to_bytes(8, "little") + text + bytes(n)
+    message = error_of("m.safetensors", data)
+    assert message.startswith("m.safetensors: corrupt safetensors header: it holds more than")
+    assert "100,002 JSON objects" in message
+
+
+def test_a_safetensors_header_of_one_huge_object_is_refused_before_parsing() -> None:
+    """quant_core's string-count bound, before ``json.loads``: 700,000 keys in one object
+    (more strings than a header at the tensor and metadata caps holds)."""
+    text = ("{" + ",".join(f'"k{i}":0' for i in range(700_000)) + "}").encode()
+    message = error_of("m.safetensors", len(text).to_bytes(8, "little") + text)
+    assert message.startswith("m.safetensors: corrupt safetensors header: it holds at least")
+    assert "700,000 JSON strings" in message
 
 
 def test_safetensors_unknown_name_lists_what_exists() -> None:

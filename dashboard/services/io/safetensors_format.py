@@ -12,7 +12,8 @@ Steps, for a file of ``size`` bytes:
    named ``.safetensors`` would block or never end), and every read is bounded;
 1. the 8-byte little-endian header length ``n``: ``8 + n <= size`` and ``n`` at most
    100 MB (the library's own limit);
-2. the header is JSON (checked here: duplicate names, ``__metadata__`` of text, at most
+2. the header is JSON (checked by quant_core's ``parse_header``: duplicate names, the
+   parse stopped past ``MAX_TENSORS`` + 2 objects, ``__metadata__`` of text, at most
    ``MAX_TENSORS`` entries);
 3. ``safe_open`` validates dtypes, shapes and byte ranges (tensors tile the data section
    exactly); when it refuses, ``_explain`` names the entry and the problem;

@@ -1,16 +1,21 @@
-"""A ``.safetensors`` header read by hand, for the messages: its length and JSON checked
-before anything else is read, and, when the ``safetensors`` library refuses a file, which
-entry is wrong and how, in plain words (the library's own messages name offsets)."""
+"""A ``.safetensors`` header for the float loader: its length and JSON checked before
+anything else is read (``quant_core.files.safetensors_header.parse_header``, the quantized
+reader's own parse and bounds, its errors as ``LoadError``), and, when the ``safetensors``
+library refuses a file, which entry is wrong and how, in plain words (the library's own
+messages name offsets)."""
 
 from __future__ import annotations
 
-import json
 import math
+from collections.abc import Mapping
 
 import torch
 
-from .common import MAX_DIMS, MAX_TENSORS, LoadError, brief, fmt_shape, is_count, short
-from .regular import RegularFile, read_at_most
+from quant_core.files.access import Blob, QuantizedFileError
+from quant_core.files.safetensors_header import parse_header
+
+from .common import MAX_DIMS, LoadError, brief, fmt_shape, is_count, short
+from .regular import RegularFile
 
 __all__ = ["DTYPES", "explain", "read_header"]
 
@@ -41,66 +46,22 @@ DTYPES: dict[str, tuple[int, torch.dtype | None]] = {
     "F6_E3M2": (6, None),
 }
 
-_MAX_HEADER = 100_000_000  # the library refuses larger headers; so do we, before reading
 
-
-def read_header(file: RegularFile, shown: str) -> tuple[dict[str, object], int]:
-    """The header's tensor entries (JSON checked) and the data section's length, from the
-    opened ``file`` (``regular.open_regular``: its size is the opened file's), reading at
-    most 8 bytes and then the header's length, itself at most ``_MAX_HEADER`` bytes."""
-    size = file.size
-    if size < 8:
-        raise LoadError(
-            f"{shown} is not a safetensors file: {size} bytes, too short for the "
-            "8-byte header length"
-        )
+def read_header(file: RegularFile, shown: str) -> tuple[Mapping[str, object], int]:
+    """The header's tensor entries (JSON parsed and bounded by ``quant_core``'s
+    ``parse_header``: length, duplicate names, object and tensor counts, ``__metadata__``)
+    and the data section's length, from the opened ``file`` (``regular.open_regular``: its
+    size is the opened file's); ``LoadError`` with the same words."""
     try:
-        prefix = read_at_most(file.fd, 8)
-        if len(prefix) < 8:  # shrunk since it was opened
-            raise LoadError(
-                f"{shown} is not a safetensors file: {len(prefix)} bytes, too short for the "
-                "8-byte header length"
-            )
-        n = int.from_bytes(prefix, "little")
-        if n > size - 8:
-            raise LoadError(
-                f"{shown} is truncated or not a safetensors file: its header length says "
-                f"{n:,} bytes but only {size - 8:,} bytes follow"
-            )
-        if n > _MAX_HEADER:
-            raise LoadError(f"{shown}: header of {n:,} bytes is over the {_MAX_HEADER:,} limit")
-        text = read_at_most(file.fd, n, 8)
+        raw = parse_header(Blob(shown, file.size, fd=file.fd))
+    except QuantizedFileError as err:
+        raise LoadError(str(err)) from err
     except OSError as err:
         raise LoadError(f"cannot read {shown}: {err.strerror or short(err)}") from err
-    try:
-        parsed = json.loads(text.decode("utf-8"), object_pairs_hook=_reject_duplicates)
-    except LoadError as err:
-        raise LoadError(f"{shown}: corrupt safetensors header: {err}") from err
-    except (UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise LoadError(
-            f"{shown} is corrupt or not a safetensors file: its header is not valid JSON "
-            f"({short(err, 120)})"
-        ) from err
-    if not isinstance(parsed, dict):
-        raise LoadError(f"{shown}: corrupt safetensors header: a JSON object was expected")
-    metadata = parsed.pop("__metadata__", {})
-    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
-        raise LoadError(f"{shown}: corrupt safetensors header: __metadata__ must map text to text")
-    if len(parsed) > MAX_TENSORS:
-        raise LoadError(f"{shown} lists {len(parsed):,} tensors; the limit is {MAX_TENSORS:,}")
-    return parsed, size - 8 - n
+    return raw.specs, raw.data_len
 
 
-def _reject_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for key, value in pairs:
-        if key in out:
-            raise LoadError(f"the header names {brief(key)} twice")
-        out[key] = value
-    return out
-
-
-def explain(header: dict[str, object], data_len: int, shown: str, err: Exception) -> str:
+def explain(header: Mapping[str, object], data_len: int, shown: str, err: Exception) -> str:
     spans: list[tuple[int, int, str]] = []
     for name, spec in header.items():
         problem = _entry_problem(spec)
