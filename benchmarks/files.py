@@ -13,8 +13,9 @@ a temporary folder removed afterwards: they take almost no disk).
 2. A GPTQ folder of the same model (int4 g128, fp16 scales, ``g_idx``), 4 shards and the
    index; headers written by hand, data a hole. Listing: ``open_quantized`` against a
    ``safetensors.safe_open`` of every shard (its keys). Target: under 1 s.
-3. One 4096 x 4096 tensor in a GGUF (Q4_K, Q5_K, Q6_K: random valid blocks; Q4_0, Q8_0:
-   quantized by the ``gguf`` package): ``QuantizedFile.load`` (read and decode into the
+3. One 4096 x 4096 tensor in a GGUF (Q4_K, Q5_K, Q6_K, IQ4_NL: random valid blocks; Q4_0,
+   Q8_0, Q4_1, Q5_0, Q5_1, MXFP4: quantized by the ``gguf`` package; ``--types`` picks
+   some): ``QuantizedFile.load`` (read and decode into the
    lab's tensor) and load plus ``dequantize()``, against a plain ``os.pread`` of its bytes
    (median of ``--repeat``, default 5),
    from the page cache and from disk (its pages dropped first, ``posix_fadvise``).
@@ -232,7 +233,12 @@ def bench_listing(tmp: Path) -> None:
     )
 
 
-def bench_decode(tmp: Path, repeat: int = 5) -> None:
+DECODE_TYPES = (
+    "Q4_K", "Q4_0", "Q8_0", "Q6_K", "Q5_K", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "MXFP4"
+)  # fmt: skip
+
+
+def bench_decode(tmp: Path, repeat: int = 5, types: tuple[str, ...] = DECODE_TYPES) -> None:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((4096, 4096)).astype(np.float32)
     block, size = gguf.GGML_QUANT_SIZES[GGML.Q4_K]
@@ -253,6 +259,13 @@ def bench_decode(tmp: Path, repeat: int = 5) -> None:
     block, size = gguf.GGML_QUANT_SIZES[GGML.Q5_K]
     raw5 = rng.integers(0, 256, size=(4096, 4096 // block, size), dtype=np.uint8)
     raw5[..., :4] = raw[..., :4]  # d | dmin as Q4_K's: finite
+    block, size = gguf.GGML_QUANT_SIZES[GGML.IQ4_NL]
+    raw_nl = rng.integers(0, 256, size=(4096, 4096 // block, size), dtype=np.uint8)
+    raw_nl[..., :2] = (  # d: finite
+        (rng.uniform(0.5, 1.5, size=(4096, 4096 // block, 1)) * 0.01)
+        .astype(np.float16)
+        .view(np.uint8)
+    )
     path = tmp / "one.gguf"
     writer = gguf.GGUFWriter(path, "llama")
     writer.add_tensor("k", raw.reshape(4096, -1), raw_dtype=GGML.Q4_K)
@@ -260,13 +273,22 @@ def bench_decode(tmp: Path, repeat: int = 5) -> None:
     writer.add_tensor("e", gguf.quants.quantize(x, GGML.Q8_0), raw_dtype=GGML.Q8_0)
     writer.add_tensor("s", raw6.reshape(4096, -1), raw_dtype=GGML.Q6_K)
     writer.add_tensor("f", raw5.reshape(4096, -1), raw_dtype=GGML.Q5_K)
+    quantized = {"Q4_1": "g", "Q5_0": "h", "Q5_1": "i", "MXFP4": "m"}
+    for type_name, name in quantized.items():
+        if type_name in types:
+            kind = GGML[type_name]
+            writer.add_tensor(name, gguf.quants.quantize(x, kind), raw_dtype=kind)
+    writer.add_tensor("n", raw_nl.reshape(4096, -1), raw_dtype=GGML.IQ4_NL)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
     f = open_quantized(path)
     tensors = (("k", "Q4_K"), ("l", "Q4_0"), ("e", "Q8_0"), ("s", "Q6_K"), ("f", "Q5_K"))
+    tensors += (*((v, k) for k, v in quantized.items()), ("n", "IQ4_NL"))
     for name, type_name in tensors:
+        if type_name not in types:
+            continue
         info = f._source._where[name][1]
         fd = os.open(path, os.O_RDONLY)
 
@@ -305,7 +327,19 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=5, help="timings per median of the decode section"
     )
+    parser.add_argument(
+        "--types",
+        default=",".join(DECODE_TYPES),
+        help="comma-separated GGUF types of the decode section (default: all of them)",
+    )
+    parser.add_argument(
+        "--decode-only", action="store_true", help="skip the listing section (1. and 2.)"
+    )
     args = parser.parse_args()
+    types = tuple(t.strip() for t in args.types.split(",") if t.strip())
+    unknown = sorted(set(types) - set(DECODE_TYPES))
+    if unknown:
+        parser.error(f"--types: {', '.join(unknown)} not among {', '.join(DECODE_TYPES)}")
     torch.set_num_threads(args.threads)
     # torch's allocator reads it at each allocation; an explicit setting in the
     # environment wins, as in the served app (dashboard/served.py)
@@ -316,8 +350,9 @@ def main() -> None:
     )
     tmp = Path(tempfile.mkdtemp(prefix="qlab-files-"))
     try:
-        bench_listing(tmp)
-        bench_decode(tmp, args.repeat)
+        if not args.decode_only:
+            bench_listing(tmp)
+        bench_decode(tmp, args.repeat, types)
     finally:
         if args.keep:
             print(f"files kept in {tmp}")
