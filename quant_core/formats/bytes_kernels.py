@@ -12,8 +12,8 @@
   int8 scales, ``d``, ``d sc``; two blocks at a time as 105 aligned int32 words) and
   ``q5_k_blocks`` (Q5_K: ``k4_scales``' six and the codes, as ``q4_k_blocks``): one
   compiled call each, eagerly the functions below (the same bits).
-- ``block_nibbles``, ``block_halves``: eager, for the 17- and 18-byte blocks (Q4_0's eager
-  path, Q4_1, IQ4_NL, MXFP4), and the fp16 scales of every block type.
+- ``block_nibbles``, ``block_halves``: eager, for the 17- to 20-byte blocks (the eager
+  paths of Q4_0, Q4_1, IQ4_NL, MXFP4), and the fp16 scales of every block type.
 - ``block_codes``: the codes of Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0, Q2_K, Q3_K, Q5_K and
   Q6_K blocks (any even size) in one compiled loop each, over int32 words made of two
   int16 halves; eagerly the same function. 4096 x 4096 float32 randn, one thread: the
@@ -65,6 +65,8 @@ __all__ = [
     "k4_scales",
     "legacy_blocks",
     "legacy_blocks_types",
+    "min_blocks",
+    "min_blocks_types",
     "q4_k_blocks",
     "q5_k_blocks",
     "q6_k_blocks",
@@ -501,48 +503,94 @@ block_codes_types = tuple(_BLOCK_KERNELS)
 # multiplied eagerly.
 
 
-def _q4_0_words(h: torch.Tensor) -> torch.Tensor:
-    """Q4_0's 16 nibble bytes (halves 1..8) -> ``[n, 8]`` words of int8 ``u - 8``: the low
-    nibbles (values 0..15), then the high ones (16..31)."""
-    y = _words(h, 1, 4) ^ _FLIP
-    return torch.cat([_sign_extend(y & _LOW), _sign_extend((y >> 4) & _LOW)], dim=1)
+def _nibble_words(h: torch.Tensor, first: int, signed: bool) -> torch.Tensor:
+    """16 nibble bytes at halves ``first .. first + 7`` (byte ``j``: ``u[j] | u[j + 16] <<
+    4``) -> ``[n, 8]`` words of codes: the low nibbles (values 0..15), then the high ones
+    (16..31); int8 ``u - 8`` when ``signed`` (Q4_0, Q4_1), else uint8 ``u`` (IQ4_NL)."""
+    n = h.shape[0]
+    y = _words(h, first, 4).reshape(n, 1, 4)
+    half = torch.arange(2, dtype=torch.int32, device=h.device).reshape(1, 2, 1) * 4
+    if not signed:
+        return ((y >> half) & _LOW).reshape(n, 8)
+    return _sign_extend(((y ^ _FLIP) >> half) & _LOW).reshape(n, 8)
 
 
 def _q4_0_blocks_kernel(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return _q4_0_words(h), _half(h[:, 0])
+    return _nibble_words(h, 1, signed=True), _half(h[:, 0])  # d | qs
 
 
 def _q8_0_blocks_kernel(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return _q8_0_kernel(h), _half(h[:, 0])
+    return _q8_0_kernel(h), _half(h[:, 0])  # d | 32 int8
 
 
-_LEGACY_KERNELS = {"Q4_0": _q4_0_blocks_kernel, "Q8_0": _q8_0_blocks_kernel}
+_LEGACY_KERNELS = {
+    "Q4_0": _q4_0_blocks_kernel,
+    "Q8_0": _q8_0_blocks_kernel,
+}
 
 
 def legacy_blocks(
     name: str, raw: torch.Tensor, eager: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``[n, size]`` uint8 Q4_0 or Q8_0 blocks (contiguous, any address) -> the codes
-    ``[n, 32]`` int8 (Q4_0: ``u - 8``, as ``block_nibbles(raw, 2, signed=True)``; Q8_0:
-    the stored int8) and ``d`` ``[n]`` float32 (``block_halves(raw, 0)``: an exact fp16
-    conversion). One compiled loop where ``quant_core.kernels`` allows (codes and ``d``
-    from one read of the bytes, fused: no temporaries), else (``eager``: always) the eager
-    functions named: the same bits either way."""
+    """``[n, size]`` uint8 Q4_0, Q8_0, Q5_0 or IQ4_NL blocks (contiguous, any address) ->
+    the codes ``[n, 32]`` (Q4_0: int8 ``u - 8``, as ``block_nibbles(raw, 2, signed=True)``;
+    Q8_0: the stored int8; Q5_0: int8 ``u - 16``, as ``block_codes``; IQ4_NL: the uint8
+    level indices ``u``, as ``block_nibbles(raw, 2, signed=False)``) and ``d`` ``[n]``
+    float32 (``block_halves(raw, 0)``: an exact fp16 conversion). One compiled loop where
+    ``quant_core.kernels`` allows (codes and ``d`` from one read of the bytes, fused: no
+    temporaries), else (``eager``: always) the eager functions named: the same bits
+    either way."""
     n = raw.shape[0]
     if not eager:
         h = aligned(raw).view(torch.int16)
         out = switch.try_compiled(_LEGACY_KERNELS[name], f"legacy_blocks_{name}", h)
         if out is not None:
             words, d = out
-            return words.view(torch.int8).reshape(n, 32), d
-    if name == "Q4_0":
-        codes = block_nibbles(raw, 2, signed=True)
-    else:  # eager: the compiled path is off, too small, or failed just now
+            dtype = torch.uint8 if name == "IQ4_NL" else torch.int8
+            return words.view(dtype).reshape(n, 32), d
+    # eager: the compiled path is off, too small, or failed just now
+    if name in ("Q4_0", "IQ4_NL"):
+        codes = block_nibbles(raw, 2, signed=name == "Q4_0")
+    else:
         codes = block_codes(name, raw, eager=True)
     return codes, block_halves(raw, 0)
 
 
 legacy_blocks_types = tuple(_LEGACY_KERNELS)
+
+
+def _q4_1_blocks_kernel(h: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return _nibble_words(h, 2, signed=True), _half(h[:, 0]), _half(h[:, 1])  # d | m | qs
+
+
+_MIN_KERNELS = {"Q4_1": _q4_1_blocks_kernel}
+
+
+def min_blocks(
+    name: str, raw: torch.Tensor, eager: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``[n, size]`` uint8 Q4_1 or Q5_1 blocks (contiguous, any address) -> the codes
+    ``[n, 32]`` int8 (Q4_1: ``u - 8``, as ``block_nibbles(raw, 4, signed=True)``; Q5_1:
+    ``u - 16``, as ``block_codes``), ``d`` and ``min`` ``[n]`` float32
+    (``block_halves(raw, 0)``, ``block_halves(raw, 2)``). One compiled loop where
+    ``quant_core.kernels`` allows, as ``legacy_blocks`` (Q4_1 used to be three passes
+    over the bytes and an eager chain; Q5_1 three calls), else (``eager``: always) the
+    eager functions named: the same bits either way."""
+    n = raw.shape[0]
+    if not eager:
+        h = aligned(raw).view(torch.int16)
+        out = switch.try_compiled(_MIN_KERNELS[name], f"min_blocks_{name}", h)
+        if out is not None:
+            words, d, m = out
+            return words.view(torch.int8).reshape(n, 32), d, m
+    if name == "Q4_1":
+        codes = block_nibbles(raw, 4, signed=True)
+    else:
+        codes = block_codes(name, raw, eager=True)
+    return codes, block_halves(raw, 0), block_halves(raw, 2)
+
+
+min_blocks_types = tuple(_MIN_KERNELS)
 
 
 def _through_pad(w: torch.Tensor, first: int, count: int) -> torch.Tensor:

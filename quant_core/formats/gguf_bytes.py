@@ -41,6 +41,7 @@ from .bytes_kernels import (
     block_nibbles,
     fp4_plus_zero,
     legacy_blocks,
+    min_blocks,
 )
 from .gguf_types import GGMLType, ggml_type, gguf_type_of
 from .scales import StoredScales, ue4m3_values
@@ -244,14 +245,16 @@ def from_ggml_bytes(
         codes = block_codes(name, raw)  # u - 16
         z = zeros
     elif name in ("Q4_1", "Q5_1"):
-        s, offset = block_halves(raw, 0), block_halves(raw, 2)
-        if name == "Q4_1" and cfg.qmin == -8:
-            codes = block_nibbles(raw, 4, signed=True)
+        if name == "Q4_1" and cfg.qmin == -8:  # u - 8; d, min: one kernel
+            codes, s, offset = min_blocks(name, raw)
         elif name == "Q4_1":
+            s, offset = block_halves(raw, 0), block_halves(raw, 2)
             codes = _unnibble(raw[:, 4:20], minus=-cfg.qmin)
         elif cfg.qmin == -16:
+            s, offset = block_halves(raw, 0), block_halves(raw, 2)
             codes = block_codes(name, raw)  # u - 16
         else:
+            s, offset = block_halves(raw, 0), block_halves(raw, 2)
             u = _unnibble(raw[:, 8:24]) | (_unhigh_bits(raw[:, 4:8]).to(torch.uint8) << 4)
             codes = (u.to(torch.int16) + cfg.qmin).to(torch.int8)
         z = torch.full((n,), cfg.qmin, dtype=torch.int32)

@@ -149,16 +149,35 @@ def test_block_codes_follow_the_readable_layouts(gen, monkeypatch, type_name):
         assert torch.equal(bytes_kernels.block_codes(type_name, source, eager=True), want)
 
 
+def _half_at(raw: torch.Tensor, at: int) -> torch.Tensor:
+    """The fp16 at byte ``at`` of each block, as float32 (torch's conversion)."""
+    return raw[:, at : at + 2].contiguous().view(torch.float16).reshape(-1).to(torch.float32)
+
+
 def _readable_legacy(name: str, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Q4_0's or Q8_0's codes and ``d`` by the readable formulas (``gguf_bytes``' layouts)."""
-    d = raw[:, :2].contiguous().view(torch.float16).reshape(-1).to(torch.float32)
+    """Q4_0's, Q8_0's, Q5_0's or IQ4_NL's codes and ``d`` by the readable formulas
+    (``gguf_bytes``' and ``kquant_bytes``' layouts)."""
+    d = _half_at(raw, 0)
     if name == "Q8_0":
         return raw[:, 2:].contiguous().view(torch.int8), d
+    if name == "Q5_0":
+        return _readable_block_codes(name, raw), d
+    if name == "IQ4_NL":  # the level indices u
+        return _unnibble(raw[:, 2:18]), d
     return (_unnibble(raw[:, 2:18]).to(torch.int16) - 8).to(torch.int8), d
 
 
+def _finite_halves(raw: torch.Tensor, *at: int) -> None:
+    """Clear bit 14 of the fp16 at each byte ``at``: exponents below 31, finite values.
+    For counts of blocks that are not whole SIMD vectors: the compiled kernels' scalar
+    loops convert some fp16 NaNs to other NaN bits than eager torch (``k4_scales``'
+    tail loop too, ``docs/maintainers.md``); 4096 blocks take every class of fp16."""
+    for a in at:
+        raw[:, a + 1] &= 0xBF
+
+
 @pytest.mark.parametrize("type_name", ["Q4_0", "Q8_0"])
-@pytest.mark.parametrize("n", [1, 2, 301, 4096])
+@pytest.mark.parametrize("n", [1, 2, 3, 301, 4096])
 def test_legacy_blocks_are_the_codes_and_d_of_whole_blocks(gen, type_name, n):
     # random bytes: every code pattern and every kind of fp16 d (NaN, inf, subnormal);
     # one block, a SIMD multiple and one more, and an odd address (an aligned copy)
@@ -166,15 +185,45 @@ def test_legacy_blocks_are_the_codes_and_d_of_whole_blocks(gen, type_name, n):
     raw = torch.randint(0, 256, (n, size), dtype=torch.uint8, generator=gen)
     if n == 4096:
         raw[:, :2] = torch.arange(4096, dtype=torch.int16).mul_(16).view(torch.uint8).reshape(n, 2)
+    elif type_name in ("Q5_0", "IQ4_NL"):
+        _finite_halves(raw, 0)
     want_codes, want_d = _readable_legacy(type_name, raw)
     shifted = torch.cat([torch.zeros(1, dtype=torch.uint8), raw.reshape(-1)])[1:]
     for source in (raw, shifted.reshape(n, size)):
         for eager in (False, True):
             codes, d = bytes_kernels.legacy_blocks(type_name, source, eager=eager)
-            assert codes.dtype == torch.int8 and codes.shape == (n, 32)
+            assert codes.dtype == want_codes.dtype and codes.shape == (n, 32)
             assert d.dtype == torch.float32 and d.shape == (n,)
             assert torch.equal(codes, want_codes)
             assert torch.equal(_bits(d), _bits(want_d))
+
+
+@pytest.mark.parametrize("type_name", ["Q4_1"])
+@pytest.mark.parametrize("n", [1, 2, 3, 301, 4096])
+def test_min_blocks_are_the_codes_d_and_min_of_whole_blocks(gen, type_name, n):
+    # random bytes (every code pattern), both paths, an odd address; 4096 blocks take
+    # 4096 fp16 patterns of d and of min (NaN, inf, subnormal), shorter counts finite ones
+    size = ggml_type(type_name).type_size
+    raw = torch.randint(0, 256, (n, size), dtype=torch.uint8, generator=gen)
+    if n == 4096:
+        h = torch.arange(4096, dtype=torch.int32) * 16
+        raw[:, :4] = (h | (h.flip(0) << 16)).view(torch.uint8).reshape(n, 4)
+    else:
+        _finite_halves(raw, 0, 2)
+    if type_name == "Q4_1":  # d | min | qs: u - 8
+        want_codes = (_unnibble(raw[:, 4:20]).to(torch.int16) - 8).to(torch.int8)
+    else:  # d | min | qh | qs: u - 16
+        want_codes = _readable_block_codes(type_name, raw)
+    want_d, want_m = _half_at(raw, 0), _half_at(raw, 2)
+    shifted = torch.cat([torch.zeros(1, dtype=torch.uint8), raw.reshape(-1)])[1:]
+    for source in (raw, shifted.reshape(n, size)):
+        for eager in (False, True):
+            codes, d, m = bytes_kernels.min_blocks(type_name, source, eager=eager)
+            assert codes.dtype == torch.int8 and codes.shape == (n, 32)
+            assert d.dtype == m.dtype == torch.float32 and d.shape == m.shape == (n,)
+            assert torch.equal(codes, want_codes)
+            assert torch.equal(_bits(d), _bits(want_d))
+            assert torch.equal(_bits(m), _bits(want_m))
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 300, 301, 4096])
@@ -238,7 +287,9 @@ def test_q5_k_blocks_are_the_scales_and_codes_of_whole_blocks(gen, n):
                 assert torch.equal(_bits(a), _bits(b))
 
 
-@pytest.mark.parametrize("type_name", ["Q4_0", "Q8_0", "Q6_K", "Q5_K"])
+@pytest.mark.parametrize(
+    "type_name", ["Q4_0", "Q8_0", "Q6_K", "Q5_K", "Q4_1"]
+)
 def test_whole_block_decodes_do_not_depend_on_the_backend(gen, type_name):
     """``from_ggml_bytes`` of random blocks (an even and an odd count of them): every
     field, dtype and shape the same compiled (the fixture's backend) and eagerly."""
@@ -249,6 +300,10 @@ def test_whole_block_decodes_do_not_depend_on_the_backend(gen, type_name):
         raw = torch.randint(0, 256, (size,), dtype=torch.uint8, generator=gen)
         if type_name == "Q5_K":  # finite d, dmin (the Q5_K test above says why)
             raw.view(-1, 176)[:, [1, 3]] &= 0xBF
+        elif type_name in ("Q4_1", "Q5_1"):  # finite d, min (_finite_halves says why)
+            raw.view(-1, record.type_size)[:, [1, 3]] &= 0xBF
+        elif type_name in ("Q5_0", "IQ4_NL"):
+            raw.view(-1, record.type_size)[:, 1] &= 0xBF
         data = raw.numpy().tobytes()
         got = QuantizedTensor.from_ggml_bytes(data, type_name, shape)
         with kernels.use_backend(Backend.EAGER):
