@@ -515,6 +515,21 @@ def _nibble_words(h: torch.Tensor, first: int, signed: bool) -> torch.Tensor:
     return _sign_extend(((y ^ _FLIP) >> half) & _LOW).reshape(n, 8)
 
 
+def _q5_code_words(h: torch.Tensor, qh_at: int, qs_at: int) -> torch.Tensor:
+    """Q5_0's or Q5_1's ``qh`` word (halves ``qh_at``, ``qh_at + 1``) and 16 bytes of low
+    nibbles (from half ``qs_at``) -> ``[n, 8]`` words of int8 ``u - 16`` (``_q5_words``'
+    bytes): value ``4 k + i`` of word ``k`` takes bit ``4 k + i`` of ``qh`` (``_spread4``).
+    ``u - 16`` per byte as ``((u | 0x80) - 16) ^ 0x80`` (``_q6_k_code_words``), and the
+    nibble words as a broadcast over ``[half, word]`` rather than a ``cat``."""
+    n = h.shape[0]
+    qh = _words(h, qh_at, 1).reshape(n, 1, 1)
+    w = _words(h, qs_at, 4).reshape(n, 1, 4)
+    half = torch.arange(2, dtype=torch.int32, device=h.device).reshape(1, 2, 1) * 4
+    k = torch.arange(8, dtype=torch.int32, device=h.device).reshape(1, 2, 4) * 4
+    u = ((w >> half) & _LOW) | (_spread4((qh >> k) & 0xF) << 4)
+    return (((u | _TOP) - 0x10101010) ^ _TOP).reshape(n, 8)
+
+
 def _q4_0_blocks_kernel(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return _nibble_words(h, 1, signed=True), _half(h[:, 0])  # d | qs
 
@@ -523,9 +538,14 @@ def _q8_0_blocks_kernel(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return _q8_0_kernel(h), _half(h[:, 0])  # d | 32 int8
 
 
+def _q5_0_blocks_kernel(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _q5_code_words(h, 1, 3), _half(h[:, 0])  # d | qh | qs
+
+
 _LEGACY_KERNELS = {
     "Q4_0": _q4_0_blocks_kernel,
     "Q8_0": _q8_0_blocks_kernel,
+    "Q5_0": _q5_0_blocks_kernel,
 }
 
 

@@ -241,8 +241,7 @@ def from_ggml_bytes(
         codes, s = legacy_blocks(name, raw)  # u - 8, d: one kernel
         z = zeros
     elif name == "Q5_0":
-        s = block_halves(raw, 0)
-        codes = block_codes(name, raw)  # u - 16
+        codes, s = legacy_blocks(name, raw)  # u - 16, d: one kernel
         z = zeros
     elif name in ("Q4_1", "Q5_1"):
         if name == "Q4_1" and cfg.qmin == -8:  # u - 8; d, min: one kernel
