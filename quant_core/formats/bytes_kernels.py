@@ -542,10 +542,15 @@ def _q5_0_blocks_kernel(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return _q5_code_words(h, 1, 3), _half(h[:, 0])  # d | qh | qs
 
 
+def _iq4_nl_blocks_kernel(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _nibble_words(h, 1, signed=False), _half(h[:, 0])  # d | qs
+
+
 _LEGACY_KERNELS = {
     "Q4_0": _q4_0_blocks_kernel,
     "Q8_0": _q8_0_blocks_kernel,
     "Q5_0": _q5_0_blocks_kernel,
+    "IQ4_NL": _iq4_nl_blocks_kernel,
 }
 
 

@@ -47,8 +47,8 @@ from .bytes_kernels import (
     aligned,
     block_codes,
     block_halves,
-    block_nibbles,
     k4_scales,
+    legacy_blocks,
     q4_k_blocks,
     q5_k_blocks,
     q6_k_blocks,
@@ -268,8 +268,7 @@ def from_blocks(name: str, raw: torch.Tensor, shape: tuple[int, ...]) -> Quantiz
     stored = None
     z = None  # zeros unless a min type sets qmin
     if name == "IQ4_NL":
-        d = block_halves(raw, 0)
-        codes = block_nibbles(raw, 2, signed=False)
+        codes, d = legacy_blocks(name, raw)  # level indices, d: one kernel
         scale = d
     else:
         if name in ("Q2_K", "Q4_K", "Q5_K"):
