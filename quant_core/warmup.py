@@ -166,7 +166,7 @@ def _check_bytes_probe() -> str | None:
     the whole-block kernels ``q4_k_blocks``, ``q5_k_blocks``, ``q6_k_blocks``,
     ``legacy_blocks`` and ``min_blocks``, NaN and infinite ``d`` included), random
     blocks of each other ``block_codes`` type and random MXFP4 and
-    NVFP4 blocks (``fp4_plus_zero``) on
+    NVFP4 blocks (``mxfp4_blocks``, both readings of code 8, and ``fp4_plus_zero``) on
     both paths; a description of the first difference, or None."""
     gen = torch.Generator().manual_seed(0)
     for k_name in ("Q4_K", "Q5_K", "Q6_K", *legacy_blocks_types, *min_blocks_types):
@@ -201,12 +201,16 @@ def _check_bytes_probe() -> str | None:
         record = ggml_type(type_name)
         raw = torch.randint(0, 256, (16 * record.type_size,), dtype=torch.uint8, generator=gen)
         shape = (4, 4 * record.block_size)
-        with use_backend(Backend.COMPILED, min_elements=1):
-            fast = from_ggml_bytes(raw.numpy().tobytes(), type_name, shape)
-        with use_backend(Backend.EAGER):
-            ref = from_ggml_bytes(raw.numpy().tobytes(), type_name, shape)
-        if not _same(fast.codes, ref.codes):
-            return f"{type_name} bytes decode to codes that differ from the eager path's"
+        # MXFP4 read both ways (code 8 as llama.cpp's +0, and kept: the lab's own export)
+        data = raw.numpy().tobytes()
+        for signed_zero in (False, True) if type_name == "MXFP4" else (False,):
+            with use_backend(Backend.COMPILED, min_elements=1):
+                fast = from_ggml_bytes(data, type_name, shape, signed_zero=signed_zero)
+            with use_backend(Backend.EAGER):
+                ref = from_ggml_bytes(data, type_name, shape, signed_zero=signed_zero)
+            for name in ("codes", "scale"):
+                if not _same(getattr(fast, name), getattr(ref, name)):
+                    return f"{type_name} bytes decode to {name} that differ from the eager path's"
     return None
 
 

@@ -67,6 +67,7 @@ __all__ = [
     "legacy_blocks_types",
     "min_blocks",
     "min_blocks_types",
+    "mxfp4_blocks",
     "q4_k_blocks",
     "q5_k_blocks",
     "q6_k_blocks",
@@ -616,6 +617,86 @@ def min_blocks(
 
 
 min_blocks_types = tuple(_MIN_KERNELS)
+
+
+def _plus_zero_words(v: torch.Tensor) -> torch.Tensor:
+    """Per byte of int32 words whose bytes are FP4 codes (below 16): code 8 -> 0, the rest
+    kept (``fp4_plus_zero``). ``x = v ^ 8`` is 0 exactly for code 8, and ``x + 15`` sets
+    bit 4 of its byte exactly when ``x`` is not 0 (at most 30: no carry leaves the byte),
+    so ``nz * 255`` is a byte mask that keeps ``v`` or clears it."""
+    nz = (((v ^ 0x08080808) + 0x0F0F0F0F) >> 4) & 0x01010101
+    return v & (nz * 255)
+
+
+def _e8m0_bits(e: torch.Tensor) -> torch.Tensor:
+    """int32 E8M0 exponents ``e`` (0..255) -> the float32 bits of ``2^(e - 127)``, as
+    ``torch.ldexp(1, e - 127)`` gives them: ``e << 23`` for ``e`` 1..254, the subnormal
+    ``2^-127`` (bit 22) for 0, ``inf`` (``255 << 23``) for 255."""
+    return torch.where(e == 0, 0x00400000, e << 23)
+
+
+def _mxfp4_pairs_kernel(
+    h: torch.Tensor, plus_zero: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``[m, 17]`` int16 halves of pairs of MXFP4 blocks (34 bytes: ``e`` | 16 bytes, the
+    first block's nibble bytes at byte 1, the second's ``e`` at byte 17 and nibbles at
+    byte 18, half 9) -> codes ``[2 m, 8]`` words, ``e`` ``[2 m]`` int32, the float32 bits
+    of ``2^(e - 127)`` ``[2 m]``. The first block's word ``i`` (bytes ``1 + 4 i ..``) is
+    the top 3 bytes of the word at byte ``4 i`` and the low byte of the word at
+    ``4 i + 4``."""
+    m = h.shape[0]
+    a, b = _words(h, 0, 4), _words(h, 2, 4)
+    first = (((a >> 8) & 0x00FFFFFF) | (b << 24)).reshape(m, 1, 1, 4)
+    second = _words(h, 9, 4).reshape(m, 1, 1, 4)
+    block = torch.arange(2, dtype=torch.int32, device=h.device)
+    # a where over [pair, block, half, word], not a stack: one loop, no buffer between
+    y = torch.where(block.reshape(1, 2, 1, 1) == 0, first, second)
+    half = torch.arange(2, dtype=torch.int32, device=h.device).reshape(1, 1, 2, 1) * 4
+    codes = (y >> half) & _LOW
+    if plus_zero:
+        codes = _plus_zero_words(codes)
+    e0 = h[:, :1].to(torch.int32) & 0xFF
+    e1 = (h[:, 8:9].to(torch.int32) >> 8) & 0xFF
+    e = torch.where(block.reshape(1, 2) == 0, e0, e1).reshape(2 * m)
+    return codes.reshape(2 * m, 8), e, _e8m0_bits(e)
+
+
+def _mxfp4_kernel(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _mxfp4_pairs_kernel(h, plus_zero=True)
+
+
+def _mxfp4_signed_zero_kernel(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _mxfp4_pairs_kernel(h, plus_zero=False)
+
+
+def mxfp4_blocks(
+    raw: torch.Tensor, plus_zero: bool = True, eager: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``[n, 17]`` uint8 MXFP4 blocks (contiguous, any address) -> the FP4 codes ``[n, 32]``
+    uint8 (``block_nibbles(raw, 1, signed=False)``, code 8 read as 0 when ``plus_zero``:
+    ``fp4_plus_zero``), the E8M0 exponents ``e`` ``[n]`` int32 and the scales
+    ``2^(e - 127)`` ``[n]`` float32 (``torch.ldexp``'s bits).
+
+    Compiled where ``quant_core.kernels`` allows and ``n`` is even: two blocks are 17
+    int16 halves (one block's 17 bytes are never a whole count of halves), read in one
+    loop for codes, ``e`` and scales (the eager path is five passes: the nibble chain,
+    the ``e`` column, ``ldexp``, and ``fp4_plus_zero``'s). Else (``eager``: always) the
+    eager functions named: the same bits either way."""
+    n = raw.shape[0]
+    if not eager and n % 2 == 0:
+        h = aligned(raw).reshape(-1).view(torch.int16).reshape(n // 2, 17)
+        kernel = _mxfp4_kernel if plus_zero else _mxfp4_signed_zero_kernel
+        key = "mxfp4_blocks" if plus_zero else "mxfp4_blocks_signed_zero"
+        out = switch.try_compiled(kernel, key, h)
+        if out is not None:
+            words, e, bits = out
+            return words.view(torch.uint8).reshape(n, 32), e, bits.view(torch.float32)
+    e = raw[:, 0].to(torch.int32)
+    s = torch.ldexp(torch.ones(n), (e - 127).to(torch.float32))
+    codes = block_nibbles(raw, 1, signed=False)
+    if plus_zero:
+        codes = torch.where(codes == 8, 0, codes)  # fp4_plus_zero's eager form
+    return codes, e, s
 
 
 def _through_pad(w: torch.Tensor, first: int, count: int) -> torch.Tensor:

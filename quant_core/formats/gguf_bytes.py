@@ -38,10 +38,10 @@ from ..granularity import layout_for
 from .bytes_kernels import (
     block_codes,
     block_halves,
-    block_nibbles,
     fp4_plus_zero,
     legacy_blocks,
     min_blocks,
+    mxfp4_blocks,
 )
 from .gguf_types import GGMLType, ggml_type, gguf_type_of
 from .scales import StoredScales, ue4m3_values
@@ -261,11 +261,8 @@ def from_ggml_bytes(
         codes, s = legacy_blocks(name, raw)
         z = zeros
     elif name == "MXFP4":
-        e = raw[:, 0].to(torch.int32)
-        s = torch.ldexp(torch.ones(n), (e - 127).to(torch.float32))
-        codes = block_nibbles(raw, 1, signed=False)
-        if not signed_zero:
-            codes = fp4_plus_zero(codes)  # llama.cpp's code 8 is +0 (module docstring)
+        # codes (llama.cpp's code 8 is +0 unless signed_zero: module docstring), e, 2^(e - 127)
+        codes, e, s = mxfp4_blocks(raw, plus_zero=not signed_zero)
         z = zeros
         stored = StoredScales(codes=e)
     elif name == "NVFP4":

@@ -226,6 +226,31 @@ def test_min_blocks_are_the_codes_d_and_min_of_whole_blocks(gen, type_name, n):
             assert torch.equal(_bits(m), _bits(want_m))
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 301, 4096])
+def test_mxfp4_blocks_are_the_codes_and_exponents_of_whole_blocks(gen, n):
+    # pairs of blocks on the compiled path (n even), the eager path for an odd count;
+    # random bytes: every FP4 code in every position, every E8M0 exponent (0: the
+    # subnormal 2^-127, 255: inf); code 8 read as 0 or kept (signed_zero); an odd address
+    raw = torch.randint(0, 256, (n, 17), dtype=torch.uint8, generator=gen)
+    if n == 4096:
+        raw[:, 0] = torch.arange(4096).remainder(256).to(torch.uint8)
+    u = _unnibble(raw[:, 1:17])  # c[j] | c[j + 16] << 4
+    e = raw[:, 0].to(torch.int32)
+    want_s = torch.tensor([2.0**k for k in range(-127, 129)], dtype=torch.float64)[e.long()]
+    want_s = want_s.to(torch.float32)  # exact: powers of two (2^128 -> inf)
+    shifted = torch.cat([torch.zeros(1, dtype=torch.uint8), raw.reshape(-1)])[1:]
+    for source in (raw, shifted.reshape(n, 17)):
+        for plus_zero in (True, False):
+            want_codes = torch.where(u == 8, 0, u) if plus_zero else u
+            for eager in (False, True):
+                codes, got_e, s = bytes_kernels.mxfp4_blocks(source, plus_zero, eager=eager)
+                assert codes.dtype == torch.uint8 and codes.shape == (n, 32)
+                assert got_e.dtype == torch.int32 and s.dtype == torch.float32
+                assert torch.equal(codes, want_codes)
+                assert torch.equal(got_e, e)
+                assert torch.equal(_bits(s), _bits(want_s))
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 300, 301, 4096])
 def test_q6_k_blocks_are_the_codes_scales_and_d_of_whole_blocks(gen, n):
     # pairs of blocks on the compiled path (n even), block_codes for an odd count; random
@@ -288,7 +313,7 @@ def test_q5_k_blocks_are_the_scales_and_codes_of_whole_blocks(gen, n):
 
 
 @pytest.mark.parametrize(
-    "type_name", ["Q4_0", "Q8_0", "Q6_K", "Q5_K", "Q4_1", "Q5_0", "IQ4_NL"]
+    "type_name", ["Q4_0", "Q8_0", "Q6_K", "Q5_K", "Q4_1", "Q5_0", "IQ4_NL", "MXFP4"]
 )
 def test_whole_block_decodes_do_not_depend_on_the_backend(gen, type_name):
     """``from_ggml_bytes`` of random blocks (an even and an odd count of them): every
