@@ -12,6 +12,10 @@
   int8 scales, ``d``, ``d sc``; two blocks at a time as 105 aligned int32 words) and
   ``q5_k_blocks`` (Q5_K: ``k4_scales``' six and the codes, as ``q4_k_blocks``): one
   compiled call each, eagerly the functions below (the same bits).
+- ``legacy_blocks`` also decodes Q5_0 and IQ4_NL, ``min_blocks`` Q4_1 and Q5_1 (codes,
+  ``d`` and ``min``), ``mxfp4_blocks`` MXFP4 (codes, code 8 read as ``+0`` or kept, ``e``
+  and ``2^(e - 127)``; two 17-byte blocks at a time as 17 int16 halves): one compiled call
+  each, the same bits as their eager paths.
 - ``block_nibbles``, ``block_halves``: eager, for the 17- to 20-byte blocks (the eager
   paths of Q4_0, Q4_1, IQ4_NL, MXFP4), and the fp16 scales of every block type.
 - ``block_codes``: the codes of Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0, Q2_K, Q3_K, Q5_K and
@@ -589,7 +593,11 @@ def _q4_1_blocks_kernel(h: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return _nibble_words(h, 2, signed=True), _half(h[:, 0]), _half(h[:, 1])  # d | m | qs
 
 
-_MIN_KERNELS = {"Q4_1": _q4_1_blocks_kernel}
+def _q5_1_blocks_kernel(h: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return _q5_code_words(h, 2, 4), _half(h[:, 0]), _half(h[:, 1])  # d | m | qh | qs
+
+
+_MIN_KERNELS = {"Q4_1": _q4_1_blocks_kernel, "Q5_1": _q5_1_blocks_kernel}
 
 
 def min_blocks(

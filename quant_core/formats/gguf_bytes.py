@@ -244,14 +244,11 @@ def from_ggml_bytes(
         codes, s = legacy_blocks(name, raw)  # u - 16, d: one kernel
         z = zeros
     elif name in ("Q4_1", "Q5_1"):
-        if name == "Q4_1" and cfg.qmin == -8:  # u - 8; d, min: one kernel
+        if cfg.qmin == (-8 if name == "Q4_1" else -16):  # u - 8, u - 16; d, min: one kernel
             codes, s, offset = min_blocks(name, raw)
         elif name == "Q4_1":
             s, offset = block_halves(raw, 0), block_halves(raw, 2)
             codes = _unnibble(raw[:, 4:20], minus=-cfg.qmin)
-        elif cfg.qmin == -16:
-            s, offset = block_halves(raw, 0), block_halves(raw, 2)
-            codes = block_codes(name, raw)  # u - 16
         else:
             s, offset = block_halves(raw, 0), block_halves(raw, 2)
             u = _unnibble(raw[:, 8:24]) | (_unhigh_bits(raw[:, 4:8]).to(torch.uint8) << 4)

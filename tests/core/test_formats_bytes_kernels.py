@@ -198,7 +198,7 @@ def test_legacy_blocks_are_the_codes_and_d_of_whole_blocks(gen, type_name, n):
             assert torch.equal(_bits(d), _bits(want_d))
 
 
-@pytest.mark.parametrize("type_name", ["Q4_1"])
+@pytest.mark.parametrize("type_name", ["Q4_1", "Q5_1"])
 @pytest.mark.parametrize("n", [1, 2, 3, 301, 4096])
 def test_min_blocks_are_the_codes_d_and_min_of_whole_blocks(gen, type_name, n):
     # random bytes (every code pattern), both paths, an odd address; 4096 blocks take
@@ -313,7 +313,7 @@ def test_q5_k_blocks_are_the_scales_and_codes_of_whole_blocks(gen, n):
 
 
 @pytest.mark.parametrize(
-    "type_name", ["Q4_0", "Q8_0", "Q6_K", "Q5_K", "Q4_1", "Q5_0", "IQ4_NL", "MXFP4"]
+    "type_name", ["Q4_0", "Q8_0", "Q6_K", "Q5_K", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "MXFP4"]
 )
 def test_whole_block_decodes_do_not_depend_on_the_backend(gen, type_name):
     """``from_ggml_bytes`` of random blocks (an even and an odd count of them): every
