@@ -27,7 +27,11 @@ a temporary folder removed afterwards: they take almost no disk).
    process, old and new alternating (median of 41, fresh reads; "Reading Q4_0, Q8_0, Q6_K
    and Q5_K tensors"): Q4_0 15.3x -> 9.7x the read (12.1 -> 7.7 ms), Q8_0 3.0x -> 2.8x
    (5.4 -> 5.1 ms), Q6_K 12.8x -> 9.9x (19.3 -> 14.9 ms), Q5_K 8.8x -> 4.3x (11.2 -> 5.5
-   ms), on 2 loaded shared cores.
+   ms), on 2 loaded shared cores. Q4_1, Q5_0, IQ4_NL, MXFP4, Q5_1 (``legacy_blocks``,
+   ``min_blocks``, ``mxfp4_blocks``; "Reading Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4
+   tensors", median of 61): Q4_1 10.6x -> 4.6x the read (12.2 -> 5.3 ms), Q5_0 13.1x ->
+   7.7x (15.9 -> 9.3 ms), IQ4_NL 10.5x -> 7.3x (10.5 -> 7.3 ms), MXFP4 19.8x -> 5.4x
+   (19.1 -> 5.2 ms), Q5_1 12.0x -> 7.8x (16.5 -> 10.8 ms).
 
 ``--threads`` (default: one fewer than the machine's cores, at least 1: what the served
 app gives torch, ``dashboard/served.py``): torch's threads, so that runs on a shared
