@@ -12,7 +12,7 @@ from dashboard.components.explorer_details import ExplorerInputs, details, downl
 from dashboard.components.explorer_run import explorer_algorithm, run_explorer
 from dashboard.components.layer_source import is_activation, outlier_strip
 from dashboard.components.metrics import algorithm_row, metrics_row
-from dashboard.components.quantized_view import quantized_file_view
+from dashboard.components.quantized_view import quantized_file_view, shows_stored
 from dashboard.components.source import current_source, source_caption
 from dashboard.components.stored_maps import stored_maps
 from dashboard.components.view import current_view, overview_maps, view_options
@@ -39,9 +39,11 @@ source = current_source()
 url.show_warnings()
 if source is None:
     st.stop()
-if source.file_tensor is not None:  # a quantized file's tensor: the file fixes the scheme
-    quantized_file_view(source)
+if source.file_tensor is not None and shows_stored(source):
+    quantized_file_view(source)  # a quantized file's tensor: the file fixes the scheme
     st.stop()
+# A file's tensor with no codes of its own to draw (stored as floats, a type the lab does
+# not decode): its values are explored like any float tensor's, under a scheme picked here.
 notice = st.container()  # what the sidebar had to change, said above the fold
 
 rows, cols = source.matrix.shape

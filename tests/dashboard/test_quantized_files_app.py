@@ -192,3 +192,28 @@ def test_a_folder_with_an_unknown_quantization_config_says_which(root: Path) -> 
     assert not at.exception
     assert any("quant_method 'hqq'" in plain(e.value) for e in at.error)
     assert {m.label: m.value for m in at.metric}["Stored type"] in ("Q4_0", "Q8_0")
+
+
+def test_a_tensor_stored_as_floats_is_explored_like_any_float_tensor(root: Path) -> None:
+    """GGUF's F32 norm has no codes of the file's own: the page used to say "the values are
+    shown" and then drew nothing. Its values are quantized under a scheme picked here."""
+    norm = torch.randn(256, generator=torch.Generator().manual_seed(3))
+    write_gguf(
+        root / "norm.gguf",
+        {
+            "blk.0.ffn_up.weight": (gguf.quants.quantize(UP.numpy(), GGML.Q8_0), GGML.Q8_0),
+            "output_norm.weight": (norm.numpy(), None),
+        },
+    )
+    at = new_app(
+        EXPLORER, src="folder", folder=str(root / "norm.gguf"), tensor="output_norm.weight"
+    ).run()
+    no_errors(at)
+    infos = [plain(i.value) for i in at.info]
+    assert not any("Only the values are shown" in i for i in infos), infos
+    assert any("Stored unquantized (F32)" in i for i in infos), infos
+    at.selectbox(key="q_preset").set_value("Q8_0").run()
+    no_errors(at)
+    assert at.query_params["preset"] == "Q8_0"
+    assert at.query_params["tensor"] == "output_norm.weight"
+    assert len(at.get("plotly_chart")) + len(at.get("custom_component")) > 0
