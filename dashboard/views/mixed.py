@@ -26,6 +26,7 @@ from dashboard.services.mixed.figures import (
     heatmap_figure,
     mix_figure,
     progress_table,
+    skip_reasons,
 )
 from dashboard.services.mixed.runner import Placement, TaskFailed, Where, fill_table
 from dashboard.services.mixed.sources import file_checkpoint
@@ -220,6 +221,8 @@ with taken:
         "tensor-types.txt",
         key="mx_dl_types",
         on_click="ignore",
+        # with no line the file would be empty: a download that says nothing
+        disabled=not types.lines,
     )
     d2.download_button(
         "Recipe (JSON)",
@@ -241,8 +244,8 @@ with taken:
         st.code(types.command_args(), language="bash")
     if types.skipped:
         st.caption(
-            f"{len(types.skipped)} tensor(s) have no --tensor-type line (no GGUF type for "
-            "their scheme, or no llama.cpp name): the JSON recipe has them all."
+            f"{len(types.skipped)} of {len(alloc.recipe())} tensor(s) have no --tensor-type "
+            f"line ({skip_reasons(types.skipped)}): the JSON recipe has them all."
         )
 with judged:
     st.subheader("Judged by the model's output")

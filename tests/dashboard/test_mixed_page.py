@@ -224,3 +224,16 @@ def test_hostile_folder_tensor_names_and_pins_are_shown_literally(
         assert html_literal(weight) in heat["data"][0]["y"]
     finally:
         shutdown_pools()
+
+
+def test_an_export_with_no_line_is_not_offered_as_an_empty_file() -> None:
+    """MiniLM's BERT names have no llama.cpp spelling here: the --tensor-type file would be
+    empty. Its button is disabled and the caption says why, counted."""
+    at = open_page()
+    no_errors(at)
+    buttons = {b.label: b for b in at.get("download_button")}
+    assert buttons["llama.cpp --tensor-type file"].proto.disabled
+    assert not buttons["Recipe (JSON)"].proto.disabled
+    captions = " ".join(plain(c.value) for c in at.caption)
+    assert f"{N_WEIGHTS} of {N_WEIGHTS} tensor(s) have no --tensor-type line" in captions
+    assert "with no llama.cpp name" in captions

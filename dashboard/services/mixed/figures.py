@@ -30,6 +30,7 @@ __all__ = [
     "heatmap_figure",
     "mix_figure",
     "progress_table",
+    "skip_reasons",
     "weighted_sqnr",
 ]
 
@@ -265,3 +266,22 @@ def cell_notes(rows: Sequence[SensitivityRow]) -> tuple[str, ...]:
         f"{scheme} cannot take {n} tensor(s), e.g.: {why}." for scheme, (n, why) in skipped.items()
     ]
     return tuple(notes)
+
+
+def skip_reasons(skipped: tuple[tuple[str, str], ...]) -> str:
+    """Why the ``(tensor, why)`` pairs got no ``--tensor-type`` line, counted by kind:
+    ``"40 with no llama.cpp name (Llama-family names only)"``."""
+    kinds = {"name": 0, "type": 0, "stored": 0}
+    for _, why in skipped:
+        if why == "kept as stored":
+            kinds["stored"] += 1
+        elif why.endswith("has no GGUF type"):
+            kinds["type"] += 1
+        else:
+            kinds["name"] += 1
+    words = {
+        "name": "with no llama.cpp name (the export knows Llama-family names only)",
+        "type": "whose scheme has no GGUF type",
+        "stored": "kept as stored",
+    }
+    return "; ".join(f"{n} {words[k]}" for k, n in kinds.items() if n)
