@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from quant_core import FloatScales, QuantConfig
 
-__all__ = ["scheme_label"]
+__all__ = ["scale_storage_label", "scheme_label"]
 
 
 def scheme_label(cfg: QuantConfig) -> str:
@@ -22,3 +22,15 @@ def scheme_label(cfg: QuantConfig) -> str:
     dtype = cfg.scale_dtype.value
     words = [w for w in text.split(" ") if w != f"s:{dtype}"]
     return f"{' '.join(words)}, {dtype} scales"
+
+
+def scale_storage_label(cfg: QuantConfig) -> str:
+    """How ``cfg``'s block scales are stored, as a table cell: the float dtype of plain
+    scales (``"fp16"``), or a two-level format's tag from ``cfg.describe()``: ``"e8m0"``
+    (MXFP4), ``"e4m3+fp32"`` (NVFP4), ``"u6/256:fp16"`` (Q4_K: 6-bit integers under an
+    fp16 scale per 256 values), ``"dq8"`` (NF4 with double quantization). Naming only the
+    float dtype there would say MXFP4's scales are fp32, where each is 8 bits."""
+    if isinstance(cfg.scale_format, FloatScales):
+        return cfg.scale_dtype.value
+    tag = next((w for w in cfg.describe().split(" ") if w.startswith("s:")), None)
+    return cfg.scale_dtype.value if tag is None else tag.removeprefix("s:")
