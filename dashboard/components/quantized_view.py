@@ -181,7 +181,10 @@ def quantized_file_view(source: PreparedSource) -> None:
     exp = fexp.stored
     if exp is None:
         return
-    st.caption(f"As the lab models it: **{literal(exp.config.name)}** ({exp.config.describe()}).")
+    name, described = exp.config.name, exp.config.describe()
+    # a GPTQ or AWQ tensor's config is named by its description: say it once
+    spelled = "" if name == described else f" ({literal(described)})"
+    st.caption(f"As the lab models it: **{literal(name)}**{spelled}.")
     rows, cols = exp.original.shape
     opts = view_options(reduced=needs_reduction((rows, cols)))
     figs = cache.overview(f"{key}|{opts!r}", exp, opts)

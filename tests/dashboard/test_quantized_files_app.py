@@ -100,6 +100,7 @@ def test_a_gguf_in_a_root_lists_its_tensors_and_shows_what_is_stored(root: Path)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Stored type"] == "Q8_0" and metrics["Bits per weight, as stored"] == "8.5"
     assert any("No original given" in plain(c.value) for c in at.caption)
+    assert any("As the lab models it: Q8_0 (int8 sym g32" in plain(c.value) for c in at.caption)
     assert at.query_params["src"] == "folder"
     assert at.query_params["tensor"] == "blk.0.ffn_up.weight"
 
@@ -137,6 +138,9 @@ def test_a_gptq_folder_is_a_source_too(root: Path) -> None:
     no_errors(at)
     assert {m.label: m.value for m in at.metric}["Stored type"] == "GPTQ int4 g32 act-order"
     assert any("act-order" in plain(c.value) for c in [*at.caption, *at.info])
+    # its config is named by its description: said once, not "int4 asym g32 (int4 asym g32)"
+    (modelled,) = [plain(c.value) for c in at.caption if "As the lab models it" in c.value]
+    assert "(" not in modelled, modelled
 
 
 @pytest.mark.parametrize(
