@@ -221,3 +221,14 @@ def test_a_tensor_stored_as_floats_is_explored_like_any_float_tensor(root: Path)
     assert at.query_params["preset"] == "Q8_0"
     assert at.query_params["tensor"] == "output_norm.weight"
     assert len(at.get("plotly_chart")) + len(at.get("custom_component")) > 0
+
+
+def test_a_link_to_a_file_without_a_tensor_opens_its_first_tensor(root: Path) -> None:
+    """``?src=folder&folder=…`` alone (a file shared by its path) used to be refused as
+    "tensor=None is not a valid tensor name" and fall back to the synthetic tensor."""
+    at = new_app(EXPLORER, src="folder", folder=str(root / "tiny-Q8_0.gguf")).run()
+    no_errors(at)
+    assert not any("tensor=None" in plain(w.value) for w in at.warning)
+    assert at.selectbox(key="src_folder_tensor").value == "blk.0.ffn_up.weight"
+    assert {m.label: m.value for m in at.metric}["Stored type"] == "Q8_0"
+    assert at.query_params["tensor"] == "blk.0.ffn_up.weight"
