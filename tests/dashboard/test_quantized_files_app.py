@@ -232,3 +232,21 @@ def test_a_link_to_a_file_without_a_tensor_opens_its_first_tensor(root: Path) ->
     assert at.selectbox(key="src_folder_tensor").value == "blk.0.ffn_up.weight"
     assert {m.label: m.value for m in at.metric}["Stored type"] == "Q8_0"
     assert at.query_params["tensor"] == "blk.0.ffn_up.weight"
+
+
+def test_switching_files_falls_back_to_the_new_files_tensor_without_a_warning(
+    root: Path,
+) -> None:
+    """The tensor picked in one file is not "missing" from the next file the user opens:
+    that warning is for a link naming a tensor its file lacks."""
+    rng = np.random.default_rng(0)
+    parts = prefixed(
+        "model.layers.0.mlp.up_proj", pack_gptq(random_int_layer(rng, 32, 64, 4, 32), 4, True)
+    )
+    write_folder(root / "gptq", parts, {"quant_method": "gptq", "bits": 4, "group_size": 32})
+    at = _open(new_app(EXPLORER), root / "tiny-Q8_0.gguf")
+    at.selectbox(key="src_folder_tensor").set_value("blk.0.ffn_down.weight").run()
+    at.text_input(key="src_folder_path").set_value(str(root / "gptq")).run()
+    no_errors(at)
+    assert not [plain(w.value) for w in at.warning]
+    assert at.selectbox(key="src_folder_tensor").value == "model.layers.0.mlp.up_proj.weight"
