@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dashboard import cache
 from dashboard.components import persist
-from dashboard.services.display.text import literal
 from dashboard.services.files.open import path_key
 from dashboard.services.files.tensor import entry_label
 from dashboard.services.model.roots import ModelRoots
@@ -29,7 +28,7 @@ def _pick(qfile: QuantizedFile, key: str, from_link: bool) -> str:
         key,
         first,
         lambda n: entry_label(entries[n]),
-        stale=(lambda n: f"Tensor {literal(n)} is not in this file.") if from_link else None,
+        stale=(lambda n: f"Tensor {n!r} is not in this file.") if from_link else None,
         owner=qfile.key,
     )
 

@@ -250,3 +250,13 @@ def test_switching_files_falls_back_to_the_new_files_tensor_without_a_warning(
     no_errors(at)
     assert not [plain(w.value) for w in at.warning]
     assert at.selectbox(key="src_folder_tensor").value == "model.layers.0.mlp.up_proj.weight"
+
+
+def test_a_link_naming_a_tensor_its_file_lacks_says_so_once_escaped(root: Path) -> None:
+    """The warning's name was escaped twice: the page showed ``blk\\.9\\.nothing``."""
+    at = new_app(
+        EXPLORER, src="folder", folder=str(root / "tiny-Q8_0.gguf"), tensor="blk.9.nothing_x"
+    ).run()
+    no_errors(at)
+    warnings = [plain(w.value) for w in at.warning]
+    assert "Tensor 'blk.9.nothing_x' is not in this file." in warnings, warnings
