@@ -99,6 +99,22 @@ def test_sweep_link_carries_zero_point_conventions() -> None:
     assert at.multiselect(key="sw_zps").value == [ZeroPoint.COURSE_CLAMP, ZeroPoint.FLOAT_MIN]
 
 
+def test_ab_offers_llama_quantizes_fallback_for_the_side_that_does_not_fit() -> None:
+    """Q4_K on rows of 384 values: the explorer offers Q5_0 (llama-quantize's type for such
+    a tensor); A/B stopped at the error with nothing to click."""
+    at = open_page("ab.py", src="synthetic", rows="32", cols="384", **{"b.preset": "Q4_K"})
+    assert not at.exception
+    assert any("scheme B (Q4_K)" in plain(e.value) for e in at.error)
+    buttons = [b for b in at.button if b.key.startswith("ab_fallback_")]
+    assert [b.label for b in buttons] == [
+        "Use Q5_0 for B, llama-quantize's type for such a tensor"
+    ]
+    buttons[0].click().run()
+    no_errors(at)
+    assert at.selectbox(key="b_q_preset").value == "Q5_0"
+    assert at.dataframe[0].value["scheme"].tolist()[1] == "Q5_0"
+
+
 def test_ab_runs_with_shared_scale_and_totals() -> None:
     at = open_page("ab.py", src="synthetic", rows="32", cols="64")
     no_errors(at)
