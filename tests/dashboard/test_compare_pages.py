@@ -67,6 +67,21 @@ def test_sweep_runs_and_frontier_is_non_dominated() -> None:
     assert sorted(zip(fx, fy, strict=True)) == sorted(zip(all_x[mask], all_y[mask], strict=True))
 
 
+def test_sweep_legend_names_formats_as_the_format_picker_does() -> None:
+    """The picker offers "NF4" and "FP4 E2M1"; the legend said "nf4 · RTN", "fp4_e2m1 · RTN"."""
+    at = open_page(
+        "sweep.py",
+        src="synthetic",
+        rows="16",
+        cols="64",
+        **{"sw.bits": "4", "sw.modes": "symmetric", "sw.gran": "group", "sw.groups": "32",
+           "sw.fmt": "int,nf4,fp4_e2m1", "sw.algo": "rtn"},
+    )  # fmt: skip
+    no_errors(at)
+    names = [t["name"] for t in figure(at, 0)["data"]]
+    assert names[:3] == ["int · RTN", "NF4 · RTN", "FP4 E2M1 · RTN"], names
+
+
 def test_sweep_grid_controls_act() -> None:
     at = open_page("sweep.py", src="example", ex="random_4x4")
     at.multiselect(key="sw_formats").set_value([Format.INT])

@@ -4,9 +4,26 @@ scales and 4.281 with fp32 ones (``describe()`` leaves fp32 unnamed)."""
 
 from __future__ import annotations
 
-from quant_core import FloatScales, QuantConfig
+from quant_core import FloatScales, Format, QuantConfig
 
-__all__ = ["scale_storage_label", "scheme_label"]
+__all__ = ["FORMAT_LABELS", "scale_storage_label", "scheme_label"]
+
+
+FORMAT_LABELS: dict[Format, str] = {
+    Format.INT: "int",
+    Format.NF4: "NF4",
+    Format.FP4_E2M1: "FP4 E2M1",
+    Format.FP6_E3M2: "FP6 E3M2",
+    Format.FP6_E2M3: "FP6 E2M3",
+    Format.FP8_E4M3: "FP8 E4M3",
+    Format.FP8_E5M2: "FP8 E5M2",
+    Format.IQ4_NL: "IQ4_NL levels",
+    Format.TERNARY: "ternary",
+    Format.TERNARY_PACKED: "ternary (5 per byte)",
+    Format.BINARY: "binary ±1",
+}
+"""An element format as the pages name it (the sweep's format picker, the frontier's
+legend): ``"NF4"``, ``"FP4 E2M1"``, not the enum's ``"nf4"``, ``"fp4_e2m1"``."""
 
 
 def scheme_label(cfg: QuantConfig) -> str:
