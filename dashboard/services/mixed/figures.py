@@ -199,14 +199,24 @@ def curve_figure(
     return fig
 
 
-ALLOCATION_COLUMNS = ("tensor", "shape", "scheme", "bits_per_weight", "MB", "weighted SQNR (dB)")
+ALLOCATION_COLUMNS = (
+    "tensor",
+    "shape",
+    "scheme",
+    "stored as",
+    "bits_per_weight",
+    "MB",
+    "weighted SQNR (dB)",
+)
 
 
 def allocation_table(
     rows: Sequence[SensitivityRow], allocation: Allocation
 ) -> pd.DataFrame:
-    """One line per tensor of the allocation: its scheme, bits per weight, size and
-    weighted SQNR (the table's cell; ``None`` for a tensor kept as stored)."""
+    """One line per tensor of the allocation: its scheme, the type it is stored as where
+    that is llama-quantize's fallback (Q4_K on rows of 384 values is Q5_0, at 5.5 bits per
+    weight: without it the row reads "Q4_K, 5.5 bits"), bits per weight, size and weighted
+    SQNR (the table's cell; ``None`` for a tensor kept as stored)."""
     cells = {(r.tensor, r.scheme): r for r in rows}
     out = []
     for t, s, b, n in zip(
@@ -218,6 +228,7 @@ def allocation_table(
                 "tensor": t,
                 "shape": "×".join(str(d) for d in row.shape) if row else "",
                 "scheme": s,
+                "stored as": (row.stored_as or "") if row else "",
                 "bits_per_weight": b / max(n, 1),
                 "MB": b / 8e6,
                 "weighted SQNR (dB)": weighted_sqnr(row) if row else None,
