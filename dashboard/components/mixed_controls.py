@@ -10,6 +10,7 @@ import streamlit as st
 from streamlit.errors import StreamlitSecretNotFoundError
 
 from dashboard.components import url
+from dashboard.components.model_source import model_query
 from dashboard.services.mixed.runner import RAY_ENV, RAY_SECRET, ray_address_setting
 from dashboard.services.mixed.state import mixed_from_query, mixed_to_query
 from quant_core.mixed import ALL_CANDIDATES, Budget, BudgetUnit, Candidate
@@ -87,7 +88,7 @@ def mixed_controls() -> MixedControls:
         )
     budget = Budget(float(value), unit)
     chosen_floor = None if floor == "none" else floor
-    url.write(mixed_to_query(budget, names, chosen_floor))
+    url.write({**model_query(), **mixed_to_query(budget, names, chosen_floor)})
     return MixedControls(
         tuple(CANDIDATES[n] for n in names), budget, chosen_floor, pins_text or "", weigh
     )

@@ -260,3 +260,26 @@ def test_a_link_naming_a_tensor_its_file_lacks_says_so_once_escaped(root: Path) 
     no_errors(at)
     warnings = [plain(w.value) for w in at.warning]
     assert "Tensor 'blk.9.nothing_x' is not in this file." in warnings, warnings
+
+
+def test_the_whole_model_pages_link_keeps_its_model_folder(root: Path) -> None:
+    """A model folder picked on the Whole model page went into no link: a reload or a
+    shared address showed the bundled model."""
+    gguf_path = str(root / "tiny-Q8_0.gguf")
+    at = new_app(MODEL).run()
+    at.radio(key="m_source").set_value("folder").run()
+    if at.selectbox(key="m_folder").options:
+        at.selectbox(key="m_folder").set_value("").run()
+    at.text_input(key="m_folder_path").set_value(gguf_path).run()
+    no_errors(at)
+    assert at.query_params["m.src"] == "folder"
+    assert at.query_params["m.folder"] == gguf_path
+    # the link reopens it
+    at = new_app(MODEL, **{"m.src": "folder", "m.folder": gguf_path}).run()
+    no_errors(at)
+    assert at.radio(key="m_source").value == "folder"
+    assert list(frame(at, "share of bytes")["type"]) == ["Q8_0", "Q4_0"]
+    # a path outside the roots is refused as a typed one is
+    at = new_app(MODEL, **{"m.src": "folder", "m.folder": "/etc/passwd"}).run()
+    assert not at.exception
+    assert any("outside the allowed folders" in plain(e.value) for e in at.error)
