@@ -270,9 +270,15 @@ def current_source() -> PreparedSource | None:
 
 
 def source_caption(chosen: PreparedSource) -> None:
-    """The line under a page's title: the tensor's name (shown literally), shape and dtype."""
+    """The line under a page's title: the tensor's name (shown literally), shape and dtype
+    (for a quantized file's tensor, the type it is stored as: its values are that type's
+    dequantized ones, not an original's)."""
     shape = list(chosen.original_shape)
-    st.caption(f"**{literal(chosen.label)}** · shape {shape} · {literal(chosen.dtype_label)}")
+    dtype = literal(chosen.dtype_label)
+    ft = chosen.file_tensor
+    if ft is not None and ft.entry.quantized:
+        dtype = f"stored as **{literal(ft.entry.type_name)}**, dequantized to {dtype}"
+    st.caption(f"**{literal(chosen.label)}** · shape {shape} · {dtype}")
 
 
 def finite_source_or_stop(purpose: str) -> PreparedSource:

@@ -283,3 +283,21 @@ def test_the_whole_model_pages_link_keeps_its_model_folder(root: Path) -> None:
     at = new_app(MODEL, **{"m.src": "folder", "m.folder": "/etc/passwd"}).run()
     assert not at.exception
     assert any("outside the allowed folders" in plain(e.value) for e in at.error)
+
+
+def test_ab_on_a_quantized_files_tensor_says_its_values_are_already_quantized(
+    root: Path,
+) -> None:
+    """Q8_0 against Q8_0's own dequantized values is exact: the page said "float32" and
+    "exact: better on both" with nothing saying the values were the file's Q8_0 ones."""
+    at = new_app(
+        str(VIEWS / "ab.py"),
+        src="folder",
+        folder=str(root / "tiny-Q8_0.gguf"),
+        tensor="blk.0.ffn_up.weight",
+        **{"a.preset": "Q8_0", "b.preset": "Q4_0"},
+    ).run()
+    no_errors(at)
+    captions = [plain(c.value) for c in at.caption]
+    assert "stored as Q8_0, dequantized to float32" in captions[0], captions
+    assert any("already quantized (Q8_0)" in c for c in captions), captions
