@@ -11,7 +11,7 @@ import streamlit as st
 
 from dashboard.cache import mixed as mixed_cache
 from dashboard.components import url
-from dashboard.components.mixed_controls import mixed_controls, ray_address
+from dashboard.components.mixed_controls import N_WEIGHTS, mixed_controls, ray_address
 from dashboard.components.mixed_judge import judge_output
 from dashboard.components.model_source import ModelFolder, model_picker, model_roots
 from dashboard.services.display.metric_help import Metric, metric_help, size_ratio
@@ -117,6 +117,7 @@ if placement.message:
     st.warning(literal(placement.message))
 roots = model_roots() if folder is not None else None
 tasks = tasks_for(checkpoint, candidates, roots, importance, held_out)
+st.session_state[N_WEIGHTS] = sum(t.n_elements for t in tasks)  # for the unit's change
 if not tasks:
     st.warning(f"{literal(model.label)} holds no 2-D weights to quantize.")
     st.stop()

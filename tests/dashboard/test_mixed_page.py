@@ -237,3 +237,19 @@ def test_an_export_with_no_line_is_not_offered_as_an_empty_file() -> None:
     captions = " ".join(plain(c.value) for c in at.caption)
     assert f"{N_WEIGHTS} of {N_WEIGHTS} tensor(s) have no --tensor-type line" in captions
     assert "with no llama.cpp name" in captions
+
+
+def test_changing_the_budgets_unit_keeps_its_size() -> None:
+    """4.5 bits per weight became "4.5 MB" when the unit changed: below every candidate."""
+    from quant_core.mixed import BudgetUnit
+
+    at = open_page()
+    size = metrics(at)["Size"]
+    at.radio(key="mx_unit").set_value(BudgetUnit.MEGABYTES).run()
+    no_errors(at)
+    assert at.number_input(key="mx_value").value == pytest.approx(float(size.split()[0]), 0.01)
+    assert query(at, "mx.budget").endswith("MB")
+    assert float(metrics(at)["Bits per weight"]) == pytest.approx(4.5, abs=0.01)
+    at.radio(key="mx_unit").set_value(BudgetUnit.BITS_PER_WEIGHT).run()
+    no_errors(at)
+    assert at.number_input(key="mx_value").value == pytest.approx(4.5, abs=0.01)
