@@ -82,6 +82,23 @@ def test_sweep_legend_names_formats_as_the_format_picker_does() -> None:
     assert names[:3] == ["int · RTN", "NF4 · RTN", "FP4 E2M1 · RTN"], names
 
 
+def test_sweep_names_llama_quantizes_type_for_a_skipped_gguf_type() -> None:
+    """Q4_K on rows of 384 values is skipped; the explorer and the whole-model report use
+    Q5_0 there (llama-quantize's fallback), which the sweep's reason did not mention."""
+    at = open_page(
+        "sweep.py",
+        src="synthetic",
+        rows="16",
+        cols="384",
+        **{"sw.presets": "Q4_K,Q8_0", "sw.fmt": "int", "sw.bits": "4",
+           "sw.modes": "symmetric", "sw.gran": "channel", "sw.algo": "rtn"},
+    )  # fmt: skip
+    no_errors(at)
+    (skip,) = [plain(c.value) for c in at.caption if c.value.startswith("Skipped Q4")]
+    assert "llama-quantize stores such a tensor as Q5_0" in skip, skip
+    assert not any("Skipped Q8_0" in plain(c.value) for c in at.caption)
+
+
 def test_sweep_grid_controls_act() -> None:
     at = open_page("sweep.py", src="example", ex="random_4x4")
     at.multiselect(key="sw_formats").set_value([Format.INT])
