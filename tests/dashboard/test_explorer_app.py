@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -197,6 +198,24 @@ def test_downloads_are_built_only_when_asked() -> None:
     # a new scheme: its files are not built until asked again
     at.slider(key="q_bits").set_value(5).run()
     assert not at.get("download_button")
+
+
+@pytest.mark.parametrize(("preset", "compact"), [("NVFP4", False), ("Q4_K", True)])
+def test_downloads_caption_matches_the_files_size(preset: str, compact: bool) -> None:
+    """NVFP4's export keeps its block scales as float32 beside the stored E4M3 ones: the
+    caption promised "18,436 bytes ... plus a short header" for a 34 kB file."""
+    at = new_app(src="synthetic", rows="128", cols="256", preset=preset).run()
+    no_errors(at)
+    (caption,) = [c.value for c in at.caption if c.value.startswith("Metrics (CSV)")]
+    at.button(key="dl_prepare").click().run()
+    (label,) = [b.proto.label for b in at.get("download_button") if ".safetensors" in b.proto.label]
+    size = int(label.split(", ")[1].split(" bytes")[0].replace(",", ""))
+    stated = int(re.search(r"([\d,]+) bytes", caption)[1].replace(",", ""))
+    if compact:
+        assert "plus a short header" in caption and size - stated < 2_000, (caption, size)
+    else:
+        assert f"more than the {stated:,} bytes {preset} takes" in caption, caption
+        assert size > stated + 2_000
 
 
 def test_teaching_panel_names_block_and_lists_every_value() -> None:
