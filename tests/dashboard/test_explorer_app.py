@@ -218,6 +218,22 @@ def test_downloads_caption_matches_the_files_size(preset: str, compact: bool) ->
         assert size > stated + 2_000
 
 
+def test_a_gguf_type_that_cannot_fit_says_so_before_the_cost_gate() -> None:
+    """Q4_K on MiniLM's 30522 x 384 embeddings: the page asked "Run: ~23 s" for a run that
+    could only fail, and only then said why and offered Q5_0."""
+    at = new_app(src="model", tensor="embeddings.word_embeddings.weight", preset="Q4_K").run()
+    assert not at.exception
+    assert not [b for b in at.button if b.key.startswith("cost_run_")]
+    (err,) = [plain(e.value) for e in at.error]
+    assert "Q4_K stores blocks of 256 values: rows of 384 values do not divide" in err, err
+    at.button(key="use_fallback").click().run()
+    assert at.selectbox(key="q_preset").value == "Q5_0"
+    # rows no GGUF block divides: llama-quantize keeps them in F16, said as much
+    at = new_app(src="synthetic", rows="16", cols="250", preset="Q4_K").run()
+    (err,) = [plain(e.value) for e in at.error]
+    assert "llama-quantize keeps such a tensor in F16" in err, err
+
+
 def test_teaching_panel_names_block_and_lists_every_value() -> None:
     at = new_app(src="example", ex="course_3x3", bits="8", mode="symmetric", gran="channel").run()
     no_errors(at)
