@@ -7,6 +7,7 @@ import streamlit as st
 
 from dashboard.components import url
 from dashboard.components.source import current_source, source_caption
+from dashboard.services.display.text import literal
 from dashboard.services.sources.prepared import PreparedSource
 from dashboard.services.state.source import source_to_query
 
@@ -23,6 +24,15 @@ def compare_source_or_stop(purpose: str) -> PreparedSource:
     if chosen is None:
         st.stop()
     source_caption(chosen)
+    ft = chosen.file_tensor
+    if ft is not None and ft.entry.quantized:
+        # without it, a scheme on the file's own grid reads as lossless ("exact: better on
+        # both"), as if that format cost nothing on the original
+        st.caption(
+            f"These values are already quantized ({literal(ft.entry.type_name)}): a scheme "
+            "on the same grid gives them back exactly. To judge a format, compare on the "
+            "unquantized model's tensor."
+        )
     if chosen.nonfinite is not None:
         url.write(source_to_query(chosen.choice))
         st.error(

@@ -101,10 +101,21 @@ def downloads(inputs: ExplorerInputs) -> None:
     st.subheader("Downloads")
     key = inputs.key
     exp = inputs.run().exploration
+    cfg = exp.config
+    # A two-level format with no GGUF bytes (NVFP4, MXFP8, NF4 with double quantization) is
+    # exported with its block scales as exact float32 beside the stored integers: the file
+    # is larger than what the format takes (NVFP4 at 128x256: 34 kB against 18 kB).
+    loose = cfg.two_level and cfg.gguf_type is None
+    contents = (
+        f"the codes packed, the block scales as exact float32 beside their stored form: "
+        f"more than the {exp.storage.total_bytes:,} bytes {cfg.name or 'the format'} takes"
+        if loose
+        else f"{exp.storage.total_bytes:,} bytes of packed codes, scales and zero points, "
+        "plus a short header"
+    )
     if st.session_state.get("dl_ready") != key:
         st.caption(
-            f"Metrics (CSV), the quantized tensor as .safetensors ({exp.storage.total_bytes:,} "
-            "bytes of packed codes, scales and zero points, plus a short header) and the "
+            f"Metrics (CSV), the quantized tensor as .safetensors ({contents}) and the "
             "packed codes alone."
         )
         if not st.button("Prepare downloads", key="dl_prepare"):
@@ -130,8 +141,14 @@ def downloads(inputs: ExplorerInputs) -> None:
         mime="application/octet-stream",
         key="dl_st",
         on_click="ignore",
-        help="codes packed at the bit width, scales in the scale dtype, zero points packed "
-        "(or float-min offsets); the metadata names the scheme and the formula to dequantize",
+        help=(
+            "codes packed at the bit width, block scales as float32 and as stored "
+            "(stored_codes, ...)"
+            if loose
+            else "codes packed at the bit width, scales in the scale dtype, zero points packed "
+            "(or float-min offsets)"
+        )
+        + "; the metadata names the scheme and the formula to dequantize",
     )
     d3.download_button(
         f"Packed codes ({len(files.packed_codes):,} bytes)",

@@ -10,6 +10,7 @@ import streamlit as st
 from streamlit.errors import StreamlitSecretNotFoundError
 
 from dashboard.components import url
+from dashboard.components.model_source import model_query
 from dashboard.services.mixed.runner import RAY_ENV, RAY_SECRET, ray_address_setting
 from dashboard.services.mixed.state import mixed_from_query, mixed_to_query
 from quant_core.mixed import ALL_CANDIDATES, Budget, BudgetUnit, Candidate
@@ -41,6 +42,28 @@ class MixedControls:
         return tuple(c.name for c in self.candidates)
 
 
+_UNIT_WAS = "_mx_unit_was"
+N_WEIGHTS = "_mx_n_weights"
+"""Session key: how many weights the page's model has (set by the page once it knows), so
+that a change of the budget's unit keeps the same size."""
+
+
+def _convert_budget() -> None:
+    """``mx_unit``'s callback: the budget's value in the new unit, the same size (4.5 bits
+    per weight of MiniLM's 22.7M weights is 12.76 MB). Without it the number stayed and
+    meant another size: "4.5 MB", below anything the candidates reach."""
+    ss = st.session_state
+    was, now, n = ss.get(_UNIT_WAS), ss.get("mx_unit"), ss.get(N_WEIGHTS)
+    value = ss.get("mx_value")
+    if not isinstance(was, BudgetUnit) or not isinstance(now, BudgetUnit) or was is now:
+        return
+    if not isinstance(n, int) or n <= 0 or not isinstance(value, int | float) or value <= 0:
+        return
+    bits = Budget(float(value), was).total_bits(n)
+    per = {BudgetUnit.BITS_PER_WEIGHT: n, BudgetUnit.MEGABYTES: 8e6, BudgetUnit.GIGABYTES: 8e9}
+    ss["mx_value"] = max(float(f"{bits / per[now]:.4g}"), 0.001)
+
+
 def mixed_controls() -> MixedControls:
     """Draw the sidebar (keys ``mx_*``), seeded from the URL when it is new to the session,
     and write the URL back."""
@@ -62,8 +85,9 @@ def mixed_controls() -> MixedControls:
         )
         unit = st.radio(
             "Budget in", list(_UNITS), key="mx_unit", format_func=_UNITS.__getitem__,
-            horizontal=True,
+            horizontal=True, on_change=_convert_budget,
         )  # fmt: skip
+        st.session_state[_UNIT_WAS] = unit
         value = st.number_input("Budget", min_value=0.001, step=0.25, key="mx_value")
         floor = st.selectbox(
             "Embeddings and output head: at least",
@@ -87,7 +111,7 @@ def mixed_controls() -> MixedControls:
         )
     budget = Budget(float(value), unit)
     chosen_floor = None if floor == "none" else floor
-    url.write(mixed_to_query(budget, names, chosen_floor))
+    url.write({**model_query(), **mixed_to_query(budget, names, chosen_floor)})
     return MixedControls(
         tuple(CANDIDATES[n] for n in names), budget, chosen_floor, pins_text or "", weigh
     )

@@ -17,6 +17,7 @@ import streamlit as st
 from streamlit.errors import StreamlitSecretNotFoundError
 
 from dashboard import cache
+from dashboard.components import url
 from dashboard.components.persist import PERSIST
 from dashboard.services.display.text import literal
 from dashboard.services.files.open import QuantizedModel, path_key, quantized_path
@@ -31,6 +32,7 @@ __all__ = [
     "folder_label",
     "folder_path_input",
     "model_picker",
+    "model_query",
     "model_roots",
 ]
 
@@ -96,10 +98,57 @@ def _store_upload(name: str, data: bytes) -> Path:
     return path
 
 
+_SRC, _FOLDER = "m.src", "m.folder"
+_MAX_PATH = 4096
+
+
+def _seed_from_url(roots: ModelRoots) -> None:
+    """On a session's first run (or after Back/Forward), put the link's model folder into
+    the picker: ``m.src=folder&m.folder=PATH`` (``m.src=bundled`` or none: the default).
+    The path is checked against the roots when the picker reads it, as a typed one is."""
+    if not url.first_run("model_source"):
+        return
+    params = url.query_snapshot()
+    src = params.get(_SRC)
+    if src is None:
+        return
+    if src == "bundled":
+        st.session_state["m_source"] = "bundled"
+        return
+    folder = params.get(_FOLDER) or ""
+    if src != "folder":
+        url.add_warning(f"Ignored the link's {_SRC}={src!r}: only bundled or folder are known.")
+    elif not roots.enabled:
+        url.add_warning(
+            "The link names a model folder, but this server does not allow reading model "
+            "folders; using the bundled model."
+        )
+    elif not folder or len(folder) > _MAX_PATH or any(ord(c) < 32 for c in folder):
+        url.add_warning(f"Ignored the link's {_FOLDER}: not a folder path.")
+    else:
+        st.session_state["m_source"] = "folder"
+        st.session_state["m_folder"] = OTHER_PATH
+        st.session_state["m_folder_path"] = folder
+
+
+def model_query() -> dict[str, str]:
+    """The picked model source as the URL keeps it: ``{"m.src": "folder", "m.folder":
+    PATH}`` for a model folder or file on this machine; nothing for the bundled model or an
+    upload (an upload cannot travel in a link)."""
+    if st.session_state.get("m_source") != "folder":
+        return {}
+    chosen = st.session_state.get("m_folder", OTHER_PATH)
+    path = chosen if chosen != OTHER_PATH else str(st.session_state.get("m_folder_path", ""))
+    path = path.strip()
+    return {_SRC: "folder", _FOLDER: path} if path else {}
+
+
 def model_picker() -> ModelFile | ModelFolder | QuantizedModel | None:
     """Draw the model source in the sidebar; the chosen model, or ``None`` (with a line in
-    the page saying what is missing or wrong)."""
+    the page saying what is missing or wrong). A model folder is kept in the page's link
+    (``model_query``; seeded from it on a session's first run)."""
     roots = model_roots()
+    _seed_from_url(roots)
     problem: str | None = None
     with st.sidebar:
         st.header("Model")

@@ -37,14 +37,22 @@ def name_picker(
     default: str,
     format_func: Callable[[str], str],
     stale: Callable[[str], str] | None = None,
+    owner: str | None = None,
 ) -> str:
     """A selectbox over ``names`` (tensors, layers) whose state may hold a name that is not
     among them (a link's, or one kept from another model): it falls back to ``default``
     (the first name when ``default`` is not among them) and, when ``stale`` is given, adds
-    ``stale(name)`` to the page's link warnings. Returns the picked name."""
+    ``stale(name)`` to the page's link warnings. ``owner`` names what ``names`` belong to
+    (a file's or folder's path): a name left from another owner the user switched away
+    from falls back silently, since nobody asked for it here. Returns the picked name."""
+    owner_key = f"_{key}_owner"
+    previous = st.session_state.get(owner_key)
     current = st.session_state.get(key)
     if current not in names:
-        if current is not None and stale is not None:
+        switched = owner is not None and previous is not None and previous != owner
+        if current is not None and stale is not None and not switched:
             url.add_warning(stale(current))
         st.session_state[key] = default if default in names else names[0]
+    if owner is not None:
+        st.session_state[owner_key] = owner
     return st.selectbox(label, list(names), format_func=format_func, key=key, persist_state=PERSIST)

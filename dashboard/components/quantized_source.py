@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dashboard import cache
 from dashboard.components import persist
-from dashboard.services.display.text import literal
 from dashboard.services.files.open import path_key
 from dashboard.services.files.tensor import entry_label
 from dashboard.services.model.roots import ModelRoots
@@ -18,7 +17,9 @@ from quant_core.files import QuantizedFile
 __all__ = ["file_source", "quantized_folder_choice", "quantized_upload_choice"]
 
 
-def _pick(qfile: QuantizedFile, key: str) -> str:
+def _pick(qfile: QuantizedFile, key: str, from_link: bool) -> str:
+    """``from_link``: the tensor may have come from a link (a folder's; an upload's never
+    does), so a name the file lacks is said, unless the user switched files since."""
     entries = {t.name: t for t in qfile.tensors}
     first = next((t.name for t in qfile.tensors if t.quantized), qfile.tensors[0].name)
     return persist.name_picker(
@@ -27,7 +28,8 @@ def _pick(qfile: QuantizedFile, key: str) -> str:
         key,
         first,
         lambda n: entry_label(entries[n]),
-        stale=lambda n: f"Tensor {literal(n)} is not in this file.",
+        stale=(lambda n: f"Tensor {n!r} is not in this file.") if from_link else None,
+        owner=qfile.key,
     )
 
 
@@ -37,7 +39,7 @@ def quantized_folder_choice(path: str, roots: ModelRoots) -> tuple[SourceChoice,
     qfile = cache.quantized_folder(path_key(path, roots), path, roots)
     if not qfile.tensors:
         raise ValueError(f"{qfile.name} lists no tensors")
-    return FolderSource(path, _pick(qfile, "src_folder_tensor")), qfile
+    return FolderSource(path, _pick(qfile, "src_folder_tensor", from_link=True)), qfile
 
 
 def quantized_upload_choice(file_id: str, filename: str, data: bytes) -> SourceChoice:
@@ -45,7 +47,7 @@ def quantized_upload_choice(file_id: str, filename: str, data: bytes) -> SourceC
     qfile = cache.quantized_upload(file_id, filename, data)
     if not qfile.tensors:
         raise ValueError(f"{filename} lists no tensors")
-    return UploadSource(file_id, filename, _pick(qfile, "src_upload_tensor"))
+    return UploadSource(file_id, filename, _pick(qfile, "src_upload_tensor", from_link=False))
 
 
 def file_source(choice: SourceChoice, qfile: QuantizedFile, label: str) -> PreparedSource:

@@ -29,7 +29,7 @@ from dashboard.services.sources.prepared import PreparedSource
 from dashboard.services.state.source import source_to_query
 from quant_core.files import QuantizedFile, StoredTensor
 
-__all__ = ["original_picker", "quantized_file_view"]
+__all__ = ["original_picker", "quantized_file_view", "shows_stored"]
 
 _NONE, _FOLDER, _UPLOAD = "none", "folder", "upload"
 _LABELS = {
@@ -125,6 +125,22 @@ def _metrics_table(fexp: FileExploration, type_name: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _no_original_key(source: PreparedSource) -> str:
+    """The cache key of ``quantized_file_view``'s exploration without an original."""
+    return f"{source.key}|None|None"
+
+
+def shows_stored(source: PreparedSource) -> bool:
+    """Whether ``source``'s file tensor has codes and scales of its own to draw (a type the
+    lab decodes, in blocks that fit the explorer's matrix). A tensor stored as floats
+    (GGUF's F32 norms, a checkpoint's unquantized embeddings) or in a type the lab does not
+    decode has none: its values go to the ordinary explorer instead of an empty page."""
+    ft = source.file_tensor
+    if ft is None or ft.stored.quantized is None:
+        return False
+    return cache.quantized_exploration(_no_original_key(source), ft, None, None).stored is not None
+
+
 def quantized_file_view(source: PreparedSource) -> None:
     """The explorer page for a tensor of a quantized file (``source.file_tensor``)."""
     ft = source.file_tensor
@@ -165,7 +181,10 @@ def quantized_file_view(source: PreparedSource) -> None:
     exp = fexp.stored
     if exp is None:
         return
-    st.caption(f"As the lab models it: **{literal(exp.config.name)}** ({exp.config.describe()}).")
+    name, described = exp.config.name, exp.config.describe()
+    # a GPTQ or AWQ tensor's config is named by its description: say it once
+    spelled = "" if name == described else f" ({literal(described)})"
+    st.caption(f"As the lab models it: **{literal(name)}**{spelled}.")
     rows, cols = exp.original.shape
     opts = view_options(reduced=needs_reduction((rows, cols)))
     figs = cache.overview(f"{key}|{opts!r}", exp, opts)

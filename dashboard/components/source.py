@@ -50,11 +50,20 @@ from quant_core.files import QuantizedFile
 
 _LAST_GOOD = "_last_good_source"
 DEFAULT_CHOICE: SourceChoice = SyntheticSource(SyntheticSpec())
+_ANY_TENSOR = "tensor"
+"""Stands in for the tensor a folder link leaves out, while the rest of it is checked."""
 
 
 def _seed_widgets_from_url() -> None:
     """On a session's first run, put the URL's source into the widgets' state."""
     params = url.query_snapshot()
+    # A link to a model folder (or the bundled model) by itself, with no tensor named: it
+    # opens there at the picker's first tensor, rather than being refused as "tensor=None".
+    tensorless = params.get("src") in (SourceKind.FOLDER.value, SourceKind.MODEL.value) and (
+        params.get("tensor") in (None, "")
+    )
+    if tensorless:
+        params = {**params, "tensor": _ANY_TENSOR}
     try:
         choice = source_from_query(params, DEFAULT_CHOICE)
     except ValueError as exc:
@@ -83,7 +92,9 @@ def _seed_widgets_from_url() -> None:
             "src_typed": choice.text,
         }
     elif isinstance(choice, ModelSource):
-        values = {"src_kind": SourceKind.MODEL, "src_model": choice.tensor}
+        values = {"src_kind": SourceKind.MODEL}
+        if not tensorless:
+            values["src_model"] = choice.tensor
     elif isinstance(choice, FolderSource):
         if not model_roots().enabled:
             url.add_warning(
@@ -96,8 +107,9 @@ def _seed_widgets_from_url() -> None:
                 "src_kind": SourceKind.FOLDER,
                 "src_folder": OTHER_PATH,
                 "src_folder_path": choice.folder,
-                "src_folder_tensor": choice.tensor,
             }
+            if not tensorless:
+                values["src_folder_tensor"] = choice.tensor
     elif isinstance(choice, ActivationSource):
         values = {
             "src_kind": SourceKind.ACTIVATIONS,
@@ -258,9 +270,15 @@ def current_source() -> PreparedSource | None:
 
 
 def source_caption(chosen: PreparedSource) -> None:
-    """The line under a page's title: the tensor's name (shown literally), shape and dtype."""
+    """The line under a page's title: the tensor's name (shown literally), shape and dtype
+    (for a quantized file's tensor, the type it is stored as: its values are that type's
+    dequantized ones, not an original's)."""
     shape = list(chosen.original_shape)
-    st.caption(f"**{literal(chosen.label)}** · shape {shape} · {literal(chosen.dtype_label)}")
+    dtype = literal(chosen.dtype_label)
+    ft = chosen.file_tensor
+    if ft is not None and ft.entry.quantized:
+        dtype = f"stored as **{literal(ft.entry.type_name)}**, dequantized to {dtype}"
+    st.caption(f"**{literal(chosen.label)}** · shape {shape} · {dtype}")
 
 
 def finite_source_or_stop(purpose: str) -> PreparedSource:

@@ -332,5 +332,6 @@ def folder_choice() -> tuple[SourceChoice, Checkpoint | QuantizedFile]:
         first[0].name,
         lambda n: f"{n}  {list(tensors[n].info.shape)} {tensors[n].info.dtype}",
         stale=lambda n: f"Tensor {n!r} is not in this folder.",
+        owner=path,
     )
     return FolderSource(path, name), checkpoint

@@ -24,6 +24,7 @@ from dashboard.services.compare.grid import fit_grid
 from dashboard.services.compare.sweep import GridExpansion, SchemeGrid, SweepResult, expand_grid
 from dashboard.services.compare.sweep import run_sweep as run_schemes
 from dashboard.services.compare.weights import calibration_note, offered_algorithms
+from dashboard.services.display.labels import FORMAT_LABELS
 from dashboard.services.display.text import literal
 from dashboard.services.sources.choice import SourceChoice
 from dashboard.services.state.algorithm import parse_sentences
@@ -55,19 +56,6 @@ __all__ = [
 _GRID = "_sweep_grid"
 _RESULT = "_sweep_result"
 _AXIS = "sw_axis"
-_FORMATS = {
-    Format.INT: "int",
-    Format.NF4: "NF4",
-    Format.FP4_E2M1: "FP4 E2M1",
-    Format.FP6_E3M2: "FP6 E3M2",
-    Format.FP6_E2M3: "FP6 E2M3",
-    Format.FP8_E4M3: "FP8 E4M3",
-    Format.FP8_E5M2: "FP8 E5M2",
-    Format.IQ4_NL: "IQ4_NL levels",
-    Format.TERNARY: "ternary",
-    Format.TERNARY_PACKED: "ternary (5 per byte)",
-    Format.BINARY: "binary ±1",
-}
 _PRESET_LABELS = {p.name: f"{p.label} ({p.family})" for p in presets()}
 _ZERO_POINTS = {
     ZeroPoint.INCLUDE_ZERO: "include zero",
@@ -269,7 +257,11 @@ def sweep_grid_form(
             f"Group sizes (divisors of {cols})", divisors(cols), key="sw_groups", **chips
         )
         formats = c3.multiselect(
-            "Formats", list(Format), format_func=_FORMATS.__getitem__, key="sw_formats", **chips
+            "Formats",
+            list(Format),
+            format_func=FORMAT_LABELS.__getitem__,
+            key="sw_formats",
+            **chips,
         )
         ranges = [r for r in RangeMethod if r is not RangeMethod.ABSMEAN]  # symmetric-only
         range_method = c3.selectbox(

@@ -12,7 +12,7 @@ from dashboard.components.explorer_details import ExplorerInputs, details, downl
 from dashboard.components.explorer_run import explorer_algorithm, run_explorer
 from dashboard.components.layer_source import is_activation, outlier_strip
 from dashboard.components.metrics import algorithm_row, metrics_row
-from dashboard.components.quantized_view import quantized_file_view
+from dashboard.components.quantized_view import quantized_file_view, shows_stored
 from dashboard.components.source import current_source, source_caption
 from dashboard.components.stored_maps import stored_maps
 from dashboard.components.view import current_view, overview_maps, view_options
@@ -25,6 +25,7 @@ from dashboard.services.state.algorithm import algorithm_to_query
 from dashboard.services.state.research import scheme_to_query
 from dashboard.services.state.source import source_to_query
 from dashboard.services.state.view import view_to_query
+from quant_core import QuantConfig, fallback_config
 
 if url.first_run("explorer_scheme"):
     seed_from_url(research=True)
@@ -39,9 +40,11 @@ source = current_source()
 url.show_warnings()
 if source is None:
     st.stop()
-if source.file_tensor is not None:  # a quantized file's tensor: the file fixes the scheme
-    quantized_file_view(source)
+if source.file_tensor is not None and shows_stored(source):
+    quantized_file_view(source)  # a quantized file's tensor: the file fixes the scheme
     st.stop()
+# A file's tensor with no codes of its own to draw (stored as floats, a type the lab does
+# not decode): its values are explored like any float tensor's, under a scheme picked here.
 notice = st.container()  # what the sidebar had to change, said above the fold
 
 rows, cols = source.matrix.shape
@@ -65,13 +68,12 @@ if source.nonfinite is not None:
     if not st.checkbox("Quantize the finite values only", value=True, key="v_finite_only"):
         st.stop()
 
-key = f"{source.key}|{scheme!r}|{algo.key()}"
-if not cost_gate.allow("explorer", key, estimate(rows * cols), "this tensor and scheme"):
-    st.stop()
-try:
-    run = run_explorer(key, source, scheme, algo, layer)
-except ValueError as exc:
-    st.error(f"This scheme cannot quantize this tensor: {literal(exc)}")
+
+
+def cannot_quantize(why: str) -> None:
+    """Say why the scheme cannot run here, offer llama-quantize's type for such a tensor
+    when the scheme is a GGUF type with one, and stop the page."""
+    st.error(f"This scheme cannot quantize this tensor: {literal(why)}")
     fallback = fallback_name(scheme, (rows, cols))
     if fallback is not None:
         st.button(
@@ -81,6 +83,31 @@ except ValueError as exc:
             args=(fallback,),
         )
     st.stop()
+
+
+key = f"{source.key}|{scheme!r}|{algo.key()}"
+# A GGUF type whose blocks do not divide the rows is known from the shape alone: said before
+# the cost gate, which would otherwise ask for a long run that can only fail (Q4_K on
+# MiniLM's 30522 x 384 embeddings: "Run: ~23 s").
+if isinstance(scheme, QuantConfig) and scheme.gguf_type is not None:
+    try:
+        fits = fallback_config(scheme, (rows, cols)) == scheme
+    except ValueError as exc:
+        cannot_quantize(str(exc))
+    if not fits:
+        block = getattr(
+            scheme.scale_format, "super_block", getattr(scheme.granularity, "group_size", 0)
+        )
+        cannot_quantize(
+            f"{scheme.name} stores blocks of {block} values: rows of {cols:,} values do not "
+            "divide into them"
+        )
+if not cost_gate.allow("explorer", key, estimate(rows * cols), "this tensor and scheme"):
+    st.stop()
+try:
+    run = run_explorer(key, source, scheme, algo, layer)
+except ValueError as exc:
+    cannot_quantize(str(exc))
 exp = run.exploration
 
 metrics_row(exp)

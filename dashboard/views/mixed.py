@@ -11,7 +11,7 @@ import streamlit as st
 
 from dashboard.cache import mixed as mixed_cache
 from dashboard.components import url
-from dashboard.components.mixed_controls import mixed_controls, ray_address
+from dashboard.components.mixed_controls import N_WEIGHTS, mixed_controls, ray_address
 from dashboard.components.mixed_judge import judge_output
 from dashboard.components.model_source import ModelFolder, model_picker, model_roots
 from dashboard.services.display.metric_help import Metric, metric_help, size_ratio
@@ -26,6 +26,7 @@ from dashboard.services.mixed.figures import (
     heatmap_figure,
     mix_figure,
     progress_table,
+    skip_reasons,
 )
 from dashboard.services.mixed.runner import Placement, TaskFailed, Where, fill_table
 from dashboard.services.mixed.sources import file_checkpoint
@@ -116,6 +117,7 @@ if placement.message:
     st.warning(literal(placement.message))
 roots = model_roots() if folder is not None else None
 tasks = tasks_for(checkpoint, candidates, roots, importance, held_out)
+st.session_state[N_WEIGHTS] = sum(t.n_elements for t in tasks)  # for the unit's change
 if not tasks:
     st.warning(f"{literal(model.label)} holds no 2-D weights to quantize.")
     st.stop()
@@ -220,6 +222,8 @@ with taken:
         "tensor-types.txt",
         key="mx_dl_types",
         on_click="ignore",
+        # with no line the file would be empty: a download that says nothing
+        disabled=not types.lines,
     )
     d2.download_button(
         "Recipe (JSON)",
@@ -241,8 +245,8 @@ with taken:
         st.code(types.command_args(), language="bash")
     if types.skipped:
         st.caption(
-            f"{len(types.skipped)} tensor(s) have no --tensor-type line (no GGUF type for "
-            "their scheme, or no llama.cpp name): the JSON recipe has them all."
+            f"{len(types.skipped)} of {len(alloc.recipe())} tensor(s) have no --tensor-type "
+            f"line ({skip_reasons(types.skipped)}): the JSON recipe has them all."
         )
 with judged:
     st.subheader("Judged by the model's output")

@@ -10,7 +10,7 @@ from dashboard import cache
 from dashboard.components import url
 from dashboard.components.config import divisors
 from dashboard.components.model_scheme import model_scheme_picker, seed_model_scheme_from_url
-from dashboard.components.model_source import ModelFolder, model_picker
+from dashboard.components.model_source import ModelFolder, model_picker, model_query
 from dashboard.components.quantized_model import quantized_model_page
 from dashboard.components.tables import with_error_formats
 from dashboard.services.display.metric_help import Metric, metric_help, size_ratio
@@ -45,6 +45,7 @@ url.show_warnings()
 if model is None:
     st.stop()
 if isinstance(model, QuantizedModel):  # a .gguf, a GPTQ/AWQ/... folder: what it stores
+    url.write(model_query())
     quantized_model_page(model)
     st.stop()
 folder = model.checkpoint if isinstance(model, ModelFolder) else None
@@ -85,7 +86,7 @@ sizes = sorted({d for width in widths for d in divisors(width) if d <= MAX_GROUP
 with st.sidebar:
     st.header("Scheme")
     scheme = model_scheme_picker(widths[0] if widths else 1, sizes, DEFAULT, bundled=model.bundled)
-url.write(model_scheme_to_query(scheme))
+url.write({**model_query(), **model_scheme_to_query(scheme)})
 st.caption(
     f"**{literal(model.label)}** · {len(weights)} linear layers · **{literal(scheme.describe())}**"
 )

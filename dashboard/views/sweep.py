@@ -17,6 +17,7 @@ from dashboard.components.sweep_results import axis_picker, sweep_results
 from dashboard.services.compare.sweep import sweep_table
 from dashboard.services.compare.weights import linear_layer_of
 from dashboard.services.cost import LIMITS, estimate
+from dashboard.services.model.fallbacks import fallback_name
 from dashboard.services.state.source import source_to_query
 
 st.title("Sweep & Pareto frontier")
@@ -36,8 +37,16 @@ if request is None:
 skipped = request.expansion.skipped
 if skipped:
     with st.expander(f"{len(skipped)} scheme(s) skipped", expanded=not request.expansion.schemes):
+        shape = tuple(int(d) for d in source.matrix.shape)
         for skip in skipped:
-            st.caption(f"Skipped {skip.label}: {skip.reason}")
+            # what the explorer offers and the whole-model report uses for such a tensor
+            fallback = fallback_name(skip.config, shape)
+            also = (
+                f"; llama-quantize stores such a tensor as {fallback} (add it to compare)"
+                if fallback
+                else ""
+            )
+            st.caption(f"Skipped {skip.label}: {skip.reason}{also}")
 if not request.expansion.schemes:
     url.write({**where, **request.query()})
     st.warning("No scheme of this grid can run on this tensor (see why above).")

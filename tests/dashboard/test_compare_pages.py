@@ -67,6 +67,38 @@ def test_sweep_runs_and_frontier_is_non_dominated() -> None:
     assert sorted(zip(fx, fy, strict=True)) == sorted(zip(all_x[mask], all_y[mask], strict=True))
 
 
+def test_sweep_legend_names_formats_as_the_format_picker_does() -> None:
+    """The picker offers "NF4" and "FP4 E2M1"; the legend said "nf4 · RTN", "fp4_e2m1 · RTN"."""
+    at = open_page(
+        "sweep.py",
+        src="synthetic",
+        rows="16",
+        cols="64",
+        **{"sw.bits": "4", "sw.modes": "symmetric", "sw.gran": "group", "sw.groups": "32",
+           "sw.fmt": "int,nf4,fp4_e2m1", "sw.algo": "rtn"},
+    )  # fmt: skip
+    no_errors(at)
+    names = [t["name"] for t in figure(at, 0)["data"]]
+    assert names[:3] == ["int · RTN", "NF4 · RTN", "FP4 E2M1 · RTN"], names
+
+
+def test_sweep_names_llama_quantizes_type_for_a_skipped_gguf_type() -> None:
+    """Q4_K on rows of 384 values is skipped; the explorer and the whole-model report use
+    Q5_0 there (llama-quantize's fallback), which the sweep's reason did not mention."""
+    at = open_page(
+        "sweep.py",
+        src="synthetic",
+        rows="16",
+        cols="384",
+        **{"sw.presets": "Q4_K,Q8_0", "sw.fmt": "int", "sw.bits": "4",
+           "sw.modes": "symmetric", "sw.gran": "channel", "sw.algo": "rtn"},
+    )  # fmt: skip
+    no_errors(at)
+    (skip,) = [plain(c.value) for c in at.caption if c.value.startswith("Skipped Q4")]
+    assert "llama-quantize stores such a tensor as Q5_0" in skip, skip
+    assert not any("Skipped Q8_0" in plain(c.value) for c in at.caption)
+
+
 def test_sweep_grid_controls_act() -> None:
     at = open_page("sweep.py", src="example", ex="random_4x4")
     at.multiselect(key="sw_formats").set_value([Format.INT])
@@ -97,6 +129,22 @@ def test_sweep_link_carries_zero_point_conventions() -> None:
     )
     no_errors(at)
     assert at.multiselect(key="sw_zps").value == [ZeroPoint.COURSE_CLAMP, ZeroPoint.FLOAT_MIN]
+
+
+def test_ab_offers_llama_quantizes_fallback_for_the_side_that_does_not_fit() -> None:
+    """Q4_K on rows of 384 values: the explorer offers Q5_0 (llama-quantize's type for such
+    a tensor); A/B stopped at the error with nothing to click."""
+    at = open_page("ab.py", src="synthetic", rows="32", cols="384", **{"b.preset": "Q4_K"})
+    assert not at.exception
+    assert any("scheme B (Q4_K)" in plain(e.value) for e in at.error)
+    buttons = [b for b in at.button if b.key.startswith("ab_fallback_")]
+    assert [b.label for b in buttons] == [
+        "Use Q5_0 for B, llama-quantize's type for such a tensor"
+    ]
+    buttons[0].click().run()
+    no_errors(at)
+    assert at.selectbox(key="b_q_preset").value == "Q5_0"
+    assert at.dataframe[0].value["scheme"].tolist()[1] == "Q5_0"
 
 
 def test_ab_runs_with_shared_scale_and_totals() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -197,6 +198,40 @@ def test_downloads_are_built_only_when_asked() -> None:
     # a new scheme: its files are not built until asked again
     at.slider(key="q_bits").set_value(5).run()
     assert not at.get("download_button")
+
+
+@pytest.mark.parametrize(("preset", "compact"), [("NVFP4", False), ("Q4_K", True)])
+def test_downloads_caption_matches_the_files_size(preset: str, compact: bool) -> None:
+    """NVFP4's export keeps its block scales as float32 beside the stored E4M3 ones: the
+    caption promised "18,436 bytes ... plus a short header" for a 34 kB file."""
+    at = new_app(src="synthetic", rows="128", cols="256", preset=preset).run()
+    no_errors(at)
+    (caption,) = [c.value for c in at.caption if c.value.startswith("Metrics (CSV)")]
+    at.button(key="dl_prepare").click().run()
+    (label,) = [b.proto.label for b in at.get("download_button") if ".safetensors" in b.proto.label]
+    size = int(label.split(", ")[1].split(" bytes")[0].replace(",", ""))
+    stated = int(re.search(r"([\d,]+) bytes", caption)[1].replace(",", ""))
+    if compact:
+        assert "plus a short header" in caption and size - stated < 2_000, (caption, size)
+    else:
+        assert f"more than the {stated:,} bytes {preset} takes" in caption, caption
+        assert size > stated + 2_000
+
+
+def test_a_gguf_type_that_cannot_fit_says_so_before_the_cost_gate() -> None:
+    """Q4_K on MiniLM's 30522 x 384 embeddings: the page asked "Run: ~23 s" for a run that
+    could only fail, and only then said why and offered Q5_0."""
+    at = new_app(src="model", tensor="embeddings.word_embeddings.weight", preset="Q4_K").run()
+    assert not at.exception
+    assert not [b for b in at.button if b.key.startswith("cost_run_")]
+    (err,) = [plain(e.value) for e in at.error]
+    assert "Q4_K stores blocks of 256 values: rows of 384 values do not divide" in err, err
+    at.button(key="use_fallback").click().run()
+    assert at.selectbox(key="q_preset").value == "Q5_0"
+    # rows no GGUF block divides: llama-quantize keeps them in F16, said as much
+    at = new_app(src="synthetic", rows="16", cols="250", preset="Q4_K").run()
+    (err,) = [plain(e.value) for e in at.error]
+    assert "llama-quantize keeps such a tensor in F16" in err, err
 
 
 def test_teaching_panel_names_block_and_lists_every_value() -> None:

@@ -224,3 +224,32 @@ def test_hostile_folder_tensor_names_and_pins_are_shown_literally(
         assert html_literal(weight) in heat["data"][0]["y"]
     finally:
         shutdown_pools()
+
+
+def test_an_export_with_no_line_is_not_offered_as_an_empty_file() -> None:
+    """MiniLM's BERT names have no llama.cpp spelling here: the --tensor-type file would be
+    empty. Its button is disabled and the caption says why, counted."""
+    at = open_page()
+    no_errors(at)
+    buttons = {b.label: b for b in at.get("download_button")}
+    assert buttons["llama.cpp --tensor-type file"].proto.disabled
+    assert not buttons["Recipe (JSON)"].proto.disabled
+    captions = " ".join(plain(c.value) for c in at.caption)
+    assert f"{N_WEIGHTS} of {N_WEIGHTS} tensor(s) have no --tensor-type line" in captions
+    assert "with no llama.cpp name" in captions
+
+
+def test_changing_the_budgets_unit_keeps_its_size() -> None:
+    """4.5 bits per weight became "4.5 MB" when the unit changed: below every candidate."""
+    from quant_core.mixed import BudgetUnit
+
+    at = open_page()
+    size = metrics(at)["Size"]
+    at.radio(key="mx_unit").set_value(BudgetUnit.MEGABYTES).run()
+    no_errors(at)
+    assert at.number_input(key="mx_value").value == pytest.approx(float(size.split()[0]), 0.01)
+    assert query(at, "mx.budget").endswith("MB")
+    assert float(metrics(at)["Bits per weight"]) == pytest.approx(4.5, abs=0.01)
+    at.radio(key="mx_unit").set_value(BudgetUnit.BITS_PER_WEIGHT).run()
+    no_errors(at)
+    assert at.number_input(key="mx_value").value == pytest.approx(4.5, abs=0.01)

@@ -100,6 +100,7 @@ def test_a_gguf_in_a_root_lists_its_tensors_and_shows_what_is_stored(root: Path)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Stored type"] == "Q8_0" and metrics["Bits per weight, as stored"] == "8.5"
     assert any("No original given" in plain(c.value) for c in at.caption)
+    assert any("As the lab models it: Q8_0 (int8 sym g32" in plain(c.value) for c in at.caption)
     assert at.query_params["src"] == "folder"
     assert at.query_params["tensor"] == "blk.0.ffn_up.weight"
 
@@ -137,6 +138,9 @@ def test_a_gptq_folder_is_a_source_too(root: Path) -> None:
     no_errors(at)
     assert {m.label: m.value for m in at.metric}["Stored type"] == "GPTQ int4 g32 act-order"
     assert any("act-order" in plain(c.value) for c in [*at.caption, *at.info])
+    # its config is named by its description: said once, not "int4 asym g32 (int4 asym g32)"
+    (modelled,) = [plain(c.value) for c in at.caption if "As the lab models it" in c.value]
+    assert "(" not in modelled, modelled
 
 
 @pytest.mark.parametrize(
@@ -192,3 +196,108 @@ def test_a_folder_with_an_unknown_quantization_config_says_which(root: Path) -> 
     assert not at.exception
     assert any("quant_method 'hqq'" in plain(e.value) for e in at.error)
     assert {m.label: m.value for m in at.metric}["Stored type"] in ("Q4_0", "Q8_0")
+
+
+def test_a_tensor_stored_as_floats_is_explored_like_any_float_tensor(root: Path) -> None:
+    """GGUF's F32 norm has no codes of the file's own: the page used to say "the values are
+    shown" and then drew nothing. Its values are quantized under a scheme picked here."""
+    norm = torch.randn(256, generator=torch.Generator().manual_seed(3))
+    write_gguf(
+        root / "norm.gguf",
+        {
+            "blk.0.ffn_up.weight": (gguf.quants.quantize(UP.numpy(), GGML.Q8_0), GGML.Q8_0),
+            "output_norm.weight": (norm.numpy(), None),
+        },
+    )
+    at = new_app(
+        EXPLORER, src="folder", folder=str(root / "norm.gguf"), tensor="output_norm.weight"
+    ).run()
+    no_errors(at)
+    infos = [plain(i.value) for i in at.info]
+    assert not any("Only the values are shown" in i for i in infos), infos
+    assert any("Stored unquantized (F32)" in i for i in infos), infos
+    at.selectbox(key="q_preset").set_value("Q8_0").run()
+    no_errors(at)
+    assert at.query_params["preset"] == "Q8_0"
+    assert at.query_params["tensor"] == "output_norm.weight"
+    assert len(at.get("plotly_chart")) + len(at.get("custom_component")) > 0
+
+
+def test_a_link_to_a_file_without_a_tensor_opens_its_first_tensor(root: Path) -> None:
+    """``?src=folder&folder=…`` alone (a file shared by its path) used to be refused as
+    "tensor=None is not a valid tensor name" and fall back to the synthetic tensor."""
+    at = new_app(EXPLORER, src="folder", folder=str(root / "tiny-Q8_0.gguf")).run()
+    no_errors(at)
+    assert not any("tensor=None" in plain(w.value) for w in at.warning)
+    assert at.selectbox(key="src_folder_tensor").value == "blk.0.ffn_up.weight"
+    assert {m.label: m.value for m in at.metric}["Stored type"] == "Q8_0"
+    assert at.query_params["tensor"] == "blk.0.ffn_up.weight"
+
+
+def test_switching_files_falls_back_to_the_new_files_tensor_without_a_warning(
+    root: Path,
+) -> None:
+    """The tensor picked in one file is not "missing" from the next file the user opens:
+    that warning is for a link naming a tensor its file lacks."""
+    rng = np.random.default_rng(0)
+    parts = prefixed(
+        "model.layers.0.mlp.up_proj", pack_gptq(random_int_layer(rng, 32, 64, 4, 32), 4, True)
+    )
+    write_folder(root / "gptq", parts, {"quant_method": "gptq", "bits": 4, "group_size": 32})
+    at = _open(new_app(EXPLORER), root / "tiny-Q8_0.gguf")
+    at.selectbox(key="src_folder_tensor").set_value("blk.0.ffn_down.weight").run()
+    at.text_input(key="src_folder_path").set_value(str(root / "gptq")).run()
+    no_errors(at)
+    assert not [plain(w.value) for w in at.warning]
+    assert at.selectbox(key="src_folder_tensor").value == "model.layers.0.mlp.up_proj.weight"
+
+
+def test_a_link_naming_a_tensor_its_file_lacks_says_so_once_escaped(root: Path) -> None:
+    """The warning's name was escaped twice: the page showed ``blk\\.9\\.nothing``."""
+    at = new_app(
+        EXPLORER, src="folder", folder=str(root / "tiny-Q8_0.gguf"), tensor="blk.9.nothing_x"
+    ).run()
+    no_errors(at)
+    warnings = [plain(w.value) for w in at.warning]
+    assert "Tensor 'blk.9.nothing_x' is not in this file." in warnings, warnings
+
+
+def test_the_whole_model_pages_link_keeps_its_model_folder(root: Path) -> None:
+    """A model folder picked on the Whole model page went into no link: a reload or a
+    shared address showed the bundled model."""
+    gguf_path = str(root / "tiny-Q8_0.gguf")
+    at = new_app(MODEL).run()
+    at.radio(key="m_source").set_value("folder").run()
+    if at.selectbox(key="m_folder").options:
+        at.selectbox(key="m_folder").set_value("").run()
+    at.text_input(key="m_folder_path").set_value(gguf_path).run()
+    no_errors(at)
+    assert at.query_params["m.src"] == "folder"
+    assert at.query_params["m.folder"] == gguf_path
+    # the link reopens it
+    at = new_app(MODEL, **{"m.src": "folder", "m.folder": gguf_path}).run()
+    no_errors(at)
+    assert at.radio(key="m_source").value == "folder"
+    assert list(frame(at, "share of bytes")["type"]) == ["Q8_0", "Q4_0"]
+    # a path outside the roots is refused as a typed one is
+    at = new_app(MODEL, **{"m.src": "folder", "m.folder": "/etc/passwd"}).run()
+    assert not at.exception
+    assert any("outside the allowed folders" in plain(e.value) for e in at.error)
+
+
+def test_ab_on_a_quantized_files_tensor_says_its_values_are_already_quantized(
+    root: Path,
+) -> None:
+    """Q8_0 against Q8_0's own dequantized values is exact: the page said "float32" and
+    "exact: better on both" with nothing saying the values were the file's Q8_0 ones."""
+    at = new_app(
+        str(VIEWS / "ab.py"),
+        src="folder",
+        folder=str(root / "tiny-Q8_0.gguf"),
+        tensor="blk.0.ffn_up.weight",
+        **{"a.preset": "Q8_0", "b.preset": "Q4_0"},
+    ).run()
+    no_errors(at)
+    captions = [plain(c.value) for c in at.caption]
+    assert "stored as Q8_0, dequantized to float32" in captions[0], captions
+    assert any("already quantized (Q8_0)" in c for c in captions), captions

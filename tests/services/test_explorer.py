@@ -658,3 +658,20 @@ def test_mxint8_counts_its_255_codes_everywhere() -> None:
     assert frame.set_index("metric").loc["levels_total", "value"] == "255"
     int4 = explore(x, QuantConfig(4))
     assert "of 16 codes used" in histogram_view(int4, 0).title
+
+
+@pytest.mark.parametrize(
+    ("name", "levels"),
+    [("TQ1_0", "ternary (5 per byte)"), ("NVFP4", "FP4 E2M1"), ("NF4_DQ", "NF4")],
+)
+def test_stored_symbols_name_the_levels_as_the_pages_do(name: str, levels: str) -> None:
+    """The symbols said "the TERNARY_PACKED levels", the enum's name upper-cased."""
+    from dashboard.services.explorer.stored import stored_formulas, stored_numbers, stored_symbols
+    from quant_core import QuantConfig
+
+    x = torch.randn(16, 256, generator=torch.Generator().manual_seed(0))
+    exp = explore(x, QuantConfig.from_name(name))
+    assert f"*v*: the {levels} levels" in stored_symbols(exp)
+    assert "_" not in stored_symbols(exp).split("*v*:")[1]
+    formulas_text = " ".join(stored_formulas(exp, stored_numbers(exp, 0)))
+    assert f"v = \\text{{{levels}}}" in formulas_text, formulas_text

@@ -114,6 +114,17 @@ def test_figures_and_table() -> None:
     assert weighted_sqnr(cell("c", "Q4_0", 0, 0, skipped="no")) != weighted_sqnr(ROWS[0])
 
 
+def test_allocation_table_says_what_a_fallback_tensor_is_stored_as() -> None:
+    """Q4_K on rows its super-blocks do not divide is Q5_0 at 5.5 bits: the row said only
+    "Q4_K" beside 5.5 bits per weight."""
+    rows = [cell("a", "Q4_K", 550, 1.0, stored_as="Q5_0"), cell("b", "Q4_K", 450, 1.0)]
+    alloc = allocate(build_problem(rows, objective=Objective.ABSOLUTE), Budget(5.0))
+    table = allocation_table(rows, alloc)
+    assert list(table["scheme"]) == ["Q4_K", "Q4_K"]
+    assert list(table["stored as"]) == ["Q5_0", ""]
+    assert list(table["bits_per_weight"]) == [5.5, 4.5]
+
+
 def test_cell_notes_name_fallbacks_and_refusals() -> None:
     rows = [
         cell("a", "Q4_K", 550, 1.0, stored_as="Q5_0"),

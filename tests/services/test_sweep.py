@@ -237,6 +237,26 @@ def test_table_columns_values_and_ids(x: torch.Tensor) -> None:
     assert sorted_by_mse.iloc[0]["bits"] == 8
 
 
+def test_scale_column_says_how_shipped_formats_store_their_scales() -> None:
+    """A two-level format's scales are not its float dtype: MXFP4's are 8-bit E8M0
+    exponents, not fp32; Q4_K's 6-bit integers under an fp16 super-block scale."""
+    w = torch.randn(128, 256, generator=torch.Generator().manual_seed(1))
+    names = ["Q4_0", "Q4_K", "Q6_K", "MXFP4", "NVFP4", "NVFP4_GGUF", "NF4_DQ", "FP8_BLOCK"]
+    table = sweep_table(run_sweep(w, [QuantConfig.from_name(n) for n in names]))
+    assert dict(zip(table["scheme"], table["scale_dtype"], strict=True)) == {
+        "Q4_0": "fp16",
+        "Q4_K": "u6/256:fp16",
+        "Q6_K": "s8/256:fp16",
+        "MXFP4": "e8m0",
+        "NVFP4": "e4m3+fp32",
+        "NVFP4_GGUF": "e4m3",
+        "NF4_DQ": "dq8",
+        "FP8_BLOCK": "fp32",
+    }
+    plain = sweep_table(run_sweep(w, [QuantConfig(bits=4, scale_dtype=ScaleDtype.BF16)]))
+    assert list(plain["scale_dtype"]) == ["bf16"]
+
+
 def test_empty_sweep_gives_empty_table(x: torch.Tensor) -> None:
     table = sweep_table(run_sweep(x, []))
     assert tuple(table.columns) == TABLE_COLUMNS

@@ -14,6 +14,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from numpy.typing import ArrayLike
 
+from ..display.labels import FORMAT_LABELS
+
 __all__ = [
     "POINTS_META",
     "ErrorAxis",
@@ -188,8 +190,11 @@ def _algorithm_name(label: str) -> str:
 def _colour_keys(table: pd.DataFrame) -> np.ndarray:
     """What a point's colour follows: its shipped family (``"GGUF"``, ``"OCP MX"``,
     ``"NVIDIA"``: MXFP4 and NVFP4 share FP4 elements but not their colour), else its element
-    format (``"int"``, ``"nf4"``). Tables without a ``family`` column: the format."""
-    formats = table["format"].astype(str).to_numpy()
+    format as the format picker names it (``"int"``, ``"NF4"``). Tables without a
+    ``family`` column: the format."""
+    # the format picker's names ("NF4", "FP4 E2M1"), not the enum's ("nf4", "fp4_e2m1")
+    names = {f.value: label for f, label in FORMAT_LABELS.items()}
+    formats = np.array([names.get(f, f) for f in table["format"].astype(str)], dtype=object)
     if "family" not in table:
         return formats
     family = table["family"].fillna("").astype(str).to_numpy()

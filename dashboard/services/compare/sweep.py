@@ -37,6 +37,7 @@ from quant_core import (
 from quant_core.formats.registry import family_of
 
 from ..activations.layer import LayerInputs
+from ..display.labels import scale_storage_label
 from ..progress import Progress
 from ..state.scheme import GranularityKind
 from .frontier import pareto_mask
@@ -203,6 +204,8 @@ def sweep_table(result: SweepResult, tensor: str = "") -> pd.DataFrame:
 
     ``tensor`` names the swept tensor in every row (so a CSV stands on its own).
     ``family``: a shipped format's family (``shipped_family``), else empty.
+    ``scale_dtype``: how the block scales are stored (``scale_storage_label``: ``fp16``,
+    or a two-level format's ``e8m0``, ``u6/256:fp16``...).
     ``mse`` ... ``cosine`` compare the weight with the weight the layer computes with;
     ``output_mse``/``output_sqnr_db`` compare the layer's outputs on held-out sentences
     (NaN without a layer). ``bits_per_element`` includes scales and zero points;
@@ -229,7 +232,7 @@ def sweep_table(result: SweepResult, tensor: str = "") -> pd.DataFrame:
                 "granularity": GranularityKind.of(gran).value,
                 "group_size": gran.group_size if isinstance(gran, PerGroup) else pd.NA,
                 "range": range_label(cfg),
-                "scale_dtype": cfg.scale_dtype.value,
+                "scale_dtype": scale_storage_label(cfg),
                 "mse": m.mse,
                 "rmse": m.rmse,
                 "mean_abs": m.mean_abs,

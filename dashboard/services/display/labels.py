@@ -4,9 +4,26 @@ scales and 4.281 with fp32 ones (``describe()`` leaves fp32 unnamed)."""
 
 from __future__ import annotations
 
-from quant_core import FloatScales, QuantConfig
+from quant_core import FloatScales, Format, QuantConfig
 
-__all__ = ["scheme_label"]
+__all__ = ["FORMAT_LABELS", "scale_storage_label", "scheme_label"]
+
+
+FORMAT_LABELS: dict[Format, str] = {
+    Format.INT: "int",
+    Format.NF4: "NF4",
+    Format.FP4_E2M1: "FP4 E2M1",
+    Format.FP6_E3M2: "FP6 E3M2",
+    Format.FP6_E2M3: "FP6 E2M3",
+    Format.FP8_E4M3: "FP8 E4M3",
+    Format.FP8_E5M2: "FP8 E5M2",
+    Format.IQ4_NL: "IQ4_NL levels",
+    Format.TERNARY: "ternary",
+    Format.TERNARY_PACKED: "ternary (5 per byte)",
+    Format.BINARY: "binary ±1",
+}
+"""An element format as the pages name it (the sweep's format picker, the frontier's
+legend): ``"NF4"``, ``"FP4 E2M1"``, not the enum's ``"nf4"``, ``"fp4_e2m1"``."""
 
 
 def scheme_label(cfg: QuantConfig) -> str:
@@ -22,3 +39,15 @@ def scheme_label(cfg: QuantConfig) -> str:
     dtype = cfg.scale_dtype.value
     words = [w for w in text.split(" ") if w != f"s:{dtype}"]
     return f"{' '.join(words)}, {dtype} scales"
+
+
+def scale_storage_label(cfg: QuantConfig) -> str:
+    """How ``cfg``'s block scales are stored, as a table cell: the float dtype of plain
+    scales (``"fp16"``), or a two-level format's tag from ``cfg.describe()``: ``"e8m0"``
+    (MXFP4), ``"e4m3+fp32"`` (NVFP4), ``"u6/256:fp16"`` (Q4_K: 6-bit integers under an
+    fp16 scale per 256 values), ``"dq8"`` (NF4 with double quantization). Naming only the
+    float dtype there would say MXFP4's scales are fp32, where each is 8 bits."""
+    if isinstance(cfg.scale_format, FloatScales):
+        return cfg.scale_dtype.value
+    tag = next((w for w in cfg.describe().split(" ") if w.startswith("s:")), None)
+    return cfg.scale_dtype.value if tag is None else tag.removeprefix("s:")

@@ -32,6 +32,7 @@ from quant_core import (
     codebook_for,
 )
 
+from ..display.labels import FORMAT_LABELS
 from ..display.reduce import Reduction, reduce_2d
 from .explore import Exploration, block_cells, block_label, block_values
 from .formulas import latex_number, latex_operand, latex_text
@@ -125,6 +126,12 @@ def layout_text(exp: Exploration) -> str:
 
 def _int_values(cfg: QuantConfig) -> str:
     return rf"q \in \{{{cfg.qmin}, \ldots, {cfg.qmax}\}}"
+
+
+def _levels_name(cfg: QuantConfig) -> str:
+    """The element format as the pages name it (``"FP4 E2M1"``, ``"ternary (5 per
+    byte)"``), not the enum's upper-cased value (``"TERNARY_PACKED"``)."""
+    return FORMAT_LABELS[cfg.format].removesuffix(" levels")
 
 
 def stored_formulas(exp: Exploration, nums: StoredNumbers) -> tuple[str, ...]:
@@ -222,7 +229,7 @@ def stored_formulas(exp: Exploration, nums: StoredNumbers) -> tuple[str, ...]:
         else:
             out.append(rf"\hat{{x}} = s\,q = {_f(s)}\,q,\quad {_int_values(cfg)}")
     else:
-        name = latex_text(cfg.format.value.upper().replace("_", " "))
+        name = latex_text(_levels_name(cfg))
         out.append(
             rf"\hat{{x}} = s \cdot v_q = {_f(s)} \cdot v_q,\quad v = {name}\ \text{{levels}}"
         )
@@ -451,5 +458,5 @@ def stored_symbols(exp: Exploration) -> str:
             "s̄: the mean of all scales (fp32), subtracted before quantizing them",
         ]
     if cfg.format is not Format.INT:
-        parts.append(f"*v*: the {cfg.format.value.upper()} levels")
+        parts.append(f"*v*: the {_levels_name(cfg)} levels")
     return "Symbols: " + "; ".join(parts) + "."

@@ -67,9 +67,15 @@ class FileTensor:
             f"{self.file.kind.label}: {e.type_name}, {human_bytes(e.nbytes)} for "
             f"{e.numel:,} values, {e.bits_per_weight:.3f} bits per weight as stored."
         ]
-        if self.stored.quantized is None:
+        if not e.quantized:
             lines.append(
-                f"The lab does not model {e.type_name}: the values are shown, not codes and scales."
+                f"Stored unquantized ({e.type_name}): its values are shown, to quantize under "
+                "any scheme."
+            )
+        elif self.stored.quantized is None:
+            lines.append(
+                f"The lab does not decode {e.type_name}'s codes and scales: the values the file "
+                "dequantizes to are shown instead."
             )
         return (*lines, *self.stored.notes)
 

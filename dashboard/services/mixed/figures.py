@@ -30,6 +30,7 @@ __all__ = [
     "heatmap_figure",
     "mix_figure",
     "progress_table",
+    "skip_reasons",
     "weighted_sqnr",
 ]
 
@@ -198,14 +199,24 @@ def curve_figure(
     return fig
 
 
-ALLOCATION_COLUMNS = ("tensor", "shape", "scheme", "bits_per_weight", "MB", "weighted SQNR (dB)")
+ALLOCATION_COLUMNS = (
+    "tensor",
+    "shape",
+    "scheme",
+    "stored as",
+    "bits_per_weight",
+    "MB",
+    "weighted SQNR (dB)",
+)
 
 
 def allocation_table(
     rows: Sequence[SensitivityRow], allocation: Allocation
 ) -> pd.DataFrame:
-    """One line per tensor of the allocation: its scheme, bits per weight, size and
-    weighted SQNR (the table's cell; ``None`` for a tensor kept as stored)."""
+    """One line per tensor of the allocation: its scheme, the type it is stored as where
+    that is llama-quantize's fallback (Q4_K on rows of 384 values is Q5_0, at 5.5 bits per
+    weight: without it the row reads "Q4_K, 5.5 bits"), bits per weight, size and weighted
+    SQNR (the table's cell; ``None`` for a tensor kept as stored)."""
     cells = {(r.tensor, r.scheme): r for r in rows}
     out = []
     for t, s, b, n in zip(
@@ -217,6 +228,7 @@ def allocation_table(
                 "tensor": t,
                 "shape": "×".join(str(d) for d in row.shape) if row else "",
                 "scheme": s,
+                "stored as": (row.stored_as or "") if row else "",
                 "bits_per_weight": b / max(n, 1),
                 "MB": b / 8e6,
                 "weighted SQNR (dB)": weighted_sqnr(row) if row else None,
@@ -265,3 +277,22 @@ def cell_notes(rows: Sequence[SensitivityRow]) -> tuple[str, ...]:
         f"{scheme} cannot take {n} tensor(s), e.g.: {why}." for scheme, (n, why) in skipped.items()
     ]
     return tuple(notes)
+
+
+def skip_reasons(skipped: tuple[tuple[str, str], ...]) -> str:
+    """Why the ``(tensor, why)`` pairs got no ``--tensor-type`` line, counted by kind:
+    ``"40 with no llama.cpp name (Llama-family names only)"``."""
+    kinds = {"name": 0, "type": 0, "stored": 0}
+    for _, why in skipped:
+        if why == "kept as stored":
+            kinds["stored"] += 1
+        elif why.endswith("has no GGUF type"):
+            kinds["type"] += 1
+        else:
+            kinds["name"] += 1
+    words = {
+        "name": "with no llama.cpp name (the export knows Llama-family names only)",
+        "type": "whose scheme has no GGUF type",
+        "stored": "kept as stored",
+    }
+    return "; ".join(f"{n} {words[k]}" for k, n in kinds.items() if n)
