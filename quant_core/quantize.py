@@ -196,8 +196,8 @@ def quantize(
     if not isinstance(cfg, QuantConfig):
         raise TypeError(f"cfg must be a QuantConfig, got {type(cfg).__name__}")
     check_float_tensor(x, allow_nonfinite=True)
+    check_super_blocks(tuple(x.shape), cfg)
     layout = layout_for(x.shape, cfg.granularity)
-    check_super_blocks(layout, cfg)
     if (
         layout.tile is not None
         and cfg.format is not Format.INT

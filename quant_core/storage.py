@@ -105,8 +105,8 @@ def storage_cost(shape: tuple[int, ...] | torch.Size, cfg: QuantConfig) -> Stora
     """
     if not isinstance(cfg, QuantConfig):
         raise TypeError(f"cfg must be a QuantConfig, got {type(cfg).__name__}")
+    check_super_blocks(tuple(shape), cfg)
     layout = layout_for(tuple(shape), cfg.granularity)
-    check_super_blocks(layout, cfg)
     n = math.prod(layout.shape)
     n_blocks = layout.n_blocks
     parts = [_code_part(cfg, n, n_blocks, layout.block_len)]

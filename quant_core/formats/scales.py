@@ -125,13 +125,16 @@ def super_block_shape(layout: BlockLayout, sf: SuperBlockScales) -> tuple[int, .
     return (*layout.shape[:-1], layout.shape[-1] // sf.super_block)
 
 
-def check_super_blocks(layout: BlockLayout, cfg: QuantConfig) -> None:
-    """``ValueError`` naming the super-block when the rows do not divide into them."""
+def check_super_blocks(shape: tuple[int, ...], cfg: QuantConfig) -> None:
+    """``ValueError`` naming the super-block when rows of ``shape`` do not divide into
+    them. Called before ``layout_for``: a row of 250 values fails the 32-value blocks too,
+    and the super-block is the constraint a user of the format needs to hear about."""
     sf = cfg.scale_format
-    if isinstance(sf, SuperBlockScales) and layout.shape[-1] % sf.super_block:
+    shape = tuple(shape)
+    if isinstance(sf, SuperBlockScales) and shape and shape[-1] % sf.super_block:
         raise ValueError(
             f"{cfg.name} stores its scales per super-block of {sf.super_block} values: "
-            f"rows of {layout.shape[-1]} values (shape {layout.shape}) do not divide into "
+            f"rows of {shape[-1]} values (shape {shape}) do not divide into "
             f"super-blocks of {sf.super_block}"
         )
 

@@ -176,8 +176,8 @@ def scheme_error_sums(
     granularity that does not fit ``w``."""
     if not fuses(cfg) or w.dim() != 2 or w.dtype != torch.float32 or not w.is_contiguous():
         return None
-    layout = layout_for(w.shape, cfg.granularity)  # quantize's ValueError, if any
-    check_super_blocks(layout, cfg)
+    check_super_blocks(tuple(w.shape), cfg)  # quantize's ValueErrors, if any
+    layout = layout_for(w.shape, cfg.granularity)
     block_len = row_run_length(cfg, tuple(w.shape))
     if block_len is None or not runs_compiled(w):
         return None

@@ -190,6 +190,16 @@ def test_a_row_that_does_not_divide_the_super_block_names_256() -> None:
         storage_cost((4, 384), q4k)
 
 
+@pytest.mark.parametrize("name", ["Q2_K", "Q4_K", "Q6_K", "IQ4_XS"])
+def test_a_row_that_fits_no_block_names_the_super_block_too(name: str) -> None:
+    # 250 fails the 32- or 16-value blocks as well: the super-block is what to say
+    cfg = QuantConfig.from_name(name)
+    with pytest.raises(ValueError, match=r"super-block of 256 values: rows of 250"):
+        quantize(torch.randn(4, 250), cfg)
+    with pytest.raises(ValueError, match=r"super-block of 256 values: rows of 250"):
+        storage_cost((4, 250), cfg)
+
+
 def test_lab_super_block_scales_store_d_times_integer() -> None:
     torch.manual_seed(0)
     x = torch.randn(2, 512)
