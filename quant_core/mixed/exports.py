@@ -4,7 +4,8 @@ the table as CSV. Plain text out; nothing is written to disk here.
 ``tensor_type_lines``: ``llama-quantize`` takes ``--tensor-type PATTERN=TYPE`` (and a
 ``--tensor-type-file`` with one such line each), ``PATTERN`` a regular expression searched
 in GGUF tensor names. Hugging Face names of Llama-family checkpoints (Llama, Mistral,
-Qwen2: ``model.layers.N.self_attn.q_proj.weight``...) are renamed as llama.cpp's converter
+Qwen2: ``model.layers.N.self_attn.q_proj.weight``...) and of BERT (MiniLM:
+``encoder.layer.N.attention.self.query.weight``...) are renamed as llama.cpp's converter
 names them (``blk.N.attn_q.weight``); layers that share a role and a type are joined into
 one pattern, ``^blk\\.(0|3|7)\\.attn_q\\.weight$=q4_k``. The type is the one the table
 measured (``SensitivityRow.gguf_type``: llama-quantize's fallback where the scheme's blocks
@@ -52,14 +53,45 @@ _ROLES = {
 _GLOBAL = {"model.embed_tokens.weight": "token_embd.weight", "lm_head.weight": "output.weight"}
 
 
+# BERT (MiniLM, the bundled model), as llama.cpp's converter names it (``BertModel``; the
+# ``gguf`` package's ``TensorNameMap`` for ``MODEL_ARCH.BERT`` gives the same names, which
+# the tests check). The pooler is dropped by the converter; the position and token-type
+# embeddings are converted but llama-quantize never quantizes them (``llama-quant.cpp``:
+# "do not quantize positional embeddings and token types (BERT)").
+_BERT_LAYER = re.compile(r"^(?:bert\.)?encoder\.layer\.(\d+)\.(.+)\.weight$")
+_BERT_ROLES = {
+    "attention.self.query": "attn_q",
+    "attention.self.key": "attn_k",
+    "attention.self.value": "attn_v",
+    "attention.output.dense": "attn_output",
+    "intermediate.dense": "ffn_up",
+    "output.dense": "ffn_down",
+}
+_BERT_GLOBAL = {"embeddings.word_embeddings.weight": "token_embd.weight"}
+_NOT_QUANTIZED = frozenset(
+    {"embeddings.position_embeddings.weight", "embeddings.token_type_embeddings.weight"}
+)
+
+
+def _unprefixed(name: str) -> str:
+    return name.removeprefix("bert.")
+
+
 def gguf_name(name: str) -> str | None:
-    """llama.cpp's name of a Llama-family tensor (``model.layers.3.mlp.down_proj.weight`` →
-    ``blk.3.ffn_down.weight``), or ``None`` when it has none here."""
+    """llama.cpp's name of a Llama-family or BERT tensor
+    (``model.layers.3.mlp.down_proj.weight`` → ``blk.3.ffn_down.weight``,
+    ``encoder.layer.0.intermediate.dense.weight`` → ``blk.0.ffn_up.weight``), or ``None``
+    when it has none here."""
     if name in _GLOBAL:
         return _GLOBAL[name]
     m = _LAYER.match(name)
     if m and m[2] in _ROLES:
         return f"blk.{m[1]}.{_ROLES[m[2]]}.weight"
+    if _unprefixed(name) in _BERT_GLOBAL:
+        return _BERT_GLOBAL[_unprefixed(name)]
+    m = _BERT_LAYER.match(name)
+    if m and m[2] in _BERT_ROLES:
+        return f"blk.{m[1]}.{_BERT_ROLES[m[2]]}.weight"
     return None
 
 
@@ -95,6 +127,9 @@ def tensor_type_lines(
         gtype = cell.gguf_type if cell is not None else None
         if gtype is None:
             skipped.append((tensor, f"{scheme} has no GGUF type"))
+            continue
+        if _unprefixed(tensor) in _NOT_QUANTIZED:
+            skipped.append((tensor, "llama-quantize never quantizes it"))
             continue
         name = gguf_name(tensor)
         if name is None:

@@ -1,7 +1,7 @@
 """The Mixed precision page in a real browser: the bundled MiniLM's sensitivity table for two
 GGUF candidates, a budget typed in the sidebar, the allocation it gives and the recipe to
 take away (the llama.cpp ``--tensor-type`` file and the JSON recipe's download; MiniLM's
-tensors have no llama.cpp names, so the page says that no line was written)."""
+tensors are renamed as llama.cpp names them; three get no line, and the page says why)."""
 
 from __future__ import annotations
 
@@ -90,10 +90,12 @@ def test_table_budget_allocation_and_recipe(page, app_url: str) -> None:
     expect(page.get_by_role("heading", name="Allocation", exact=True)).to_be_visible()
     expect(page.locator("[data-testid='stDataFrame']")).to_have_count(1)
     expect(page.locator("[data-testid='stDataFrame']")).to_be_visible()
-    # MiniLM's BERT names have no llama.cpp names: no --tensor-type line, and the page says so
+    # MiniLM's BERT names renamed as llama.cpp's converter does: lines for 37 tensors; the
+    # position and token-type embeddings and the pooler get none, and the page says why
     expect(
-        page.get_by_text(re.compile(r"^40 tensor\(s\) have no --tensor-type line"))
+        page.get_by_text(re.compile(r"^3 of 40 tensor\(s\) have no --tensor-type line"))
     ).to_be_visible()
+    expect(page.get_by_text(re.compile(r"--tensor-type '\^token_embd"))).to_be_visible()
     for key, name in (
         ("mx_dl_types", "llama.cpp --tensor-type file"),
         ("mx_dl_json", "Recipe (JSON)"),

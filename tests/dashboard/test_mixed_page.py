@@ -6,6 +6,7 @@ input."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -227,16 +228,31 @@ def test_hostile_folder_tensor_names_and_pins_are_shown_literally(
 
 
 def test_an_export_with_no_line_is_not_offered_as_an_empty_file() -> None:
-    """MiniLM's BERT names have no llama.cpp spelling here: the --tensor-type file would be
-    empty. Its button is disabled and the caption says why, counted."""
-    at = open_page()
+    """Candidates without a GGUF type give no --tensor-type line: the file would be empty.
+    Its button is disabled and the caption says why, counted."""
+    at = open_page(**{"mx.budget": "20MB", "mx.cands": "int8_pc,int4_g128", "mx.floor": "int8_pc"})
     no_errors(at)
     buttons = {b.label: b for b in at.get("download_button")}
     assert buttons["llama.cpp --tensor-type file"].proto.disabled
     assert not buttons["Recipe (JSON)"].proto.disabled
     captions = " ".join(plain(c.value) for c in at.caption)
     assert f"{N_WEIGHTS} of {N_WEIGHTS} tensor(s) have no --tensor-type line" in captions
-    assert "with no llama.cpp name" in captions
+    assert "whose scheme has no GGUF type" in captions
+
+
+def test_minilm_gets_llama_cpp_lines_under_its_bert_names() -> None:
+    """MiniLM's BERT names are renamed as llama.cpp's converter does: the shipped formats
+    give lines; the position and token-type embeddings (never quantized by llama-quantize)
+    and the pooler (dropped by the converter) get none, and the caption says why."""
+    at = open_page()
+    no_errors(at)
+    buttons = {b.label: b for b in at.get("download_button")}
+    assert not buttons["llama.cpp --tensor-type file"].proto.disabled
+    captions = " ".join(plain(c.value) for c in at.caption)
+    m = re.search(rf"(\d+) of {N_WEIGHTS} tensor\(s\) have no --tensor-type line", captions)
+    assert m is not None and int(m[1]) < N_WEIGHTS - 30  # 36 layer weights + token_embd
+    assert "2 that llama-quantize never quantizes" in captions
+    assert "1 with no llama.cpp name" in captions
 
 
 def test_changing_the_budgets_unit_keeps_its_size() -> None:

@@ -281,18 +281,22 @@ def cell_notes(rows: Sequence[SensitivityRow]) -> tuple[str, ...]:
 
 def skip_reasons(skipped: tuple[tuple[str, str], ...]) -> str:
     """Why the ``(tensor, why)`` pairs got no ``--tensor-type`` line, counted by kind:
-    ``"40 with no llama.cpp name (Llama-family names only)"``."""
-    kinds = {"name": 0, "type": 0, "stored": 0}
+    ``"1 with no llama.cpp name (the export knows Llama-family and BERT names)"``."""
+    kinds = {"name": 0, "type": 0, "stored": 0, "never": 0}
     for _, why in skipped:
         if why == "kept as stored":
             kinds["stored"] += 1
         elif why.endswith("has no GGUF type"):
             kinds["type"] += 1
+        elif why == "llama-quantize never quantizes it":
+            kinds["never"] += 1
         else:
             kinds["name"] += 1
     words = {
-        "name": "with no llama.cpp name (the export knows Llama-family names only)",
+        "name": "with no llama.cpp name (the export knows Llama-family and BERT names)",
         "type": "whose scheme has no GGUF type",
         "stored": "kept as stored",
+        "never": "that llama-quantize never quantizes (BERT's position and token-type "
+        "embeddings)",
     }
     return "; ".join(f"{n} {words[k]}" for k, n in kinds.items() if n)
