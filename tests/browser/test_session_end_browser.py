@@ -89,7 +89,7 @@ def upload_on_model_page(browser, base: str, path: Path, refused: bool) -> None:
         if refused:
             alert = page.locator('[data-testid="stAlertContentError"]')
             alert.filter(has_text="Upload refused:").first.wait_for()
-            assert "a header of" in alert.first.inner_text()
+            assert "over the 100,000,000-byte limit" in alert.first.inner_text()
             assert not page.locator('[data-testid="stException"]').count()  # no traceback
         else:
             page.get_by_text(f"{path.name} · 1 linear layers", exact=False).first.wait_for()

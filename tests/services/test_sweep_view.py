@@ -39,12 +39,12 @@ def test_points_are_coloured_by_format_and_shaped_by_algorithm(table: pd.DataFra
     fig = pareto_figure(table, ErrorAxis.MSE)
     points = [t for t in fig.data if t.meta == POINTS_META]
     names = {t.name for t in points}
-    assert names == {"int · RTN", "int · HQQ", "nf4 · RTN"}  # HQQ refits int schemes only
+    assert names == {"int · RTN", "int · HQQ", "NF4 · RTN"}  # HQQ refits int schemes only
     colour = {t.name: t.marker.color for t in points}
     symbol = {t.name: t.marker.symbol for t in points}
     # one colour per format, one symbol per algorithm, and they differ
-    assert colour["int · RTN"] == colour["int · HQQ"] != colour["nf4 · RTN"]
-    assert symbol["int · RTN"] == symbol["nf4 · RTN"] != symbol["int · HQQ"]
+    assert colour["int · RTN"] == colour["int · HQQ"] != colour["NF4 · RTN"]
+    assert symbol["int · RTN"] == symbol["NF4 · RTN"] != symbol["int · HQQ"]
     assert all(t.showlegend is not False for t in points)
     # the frontier's points are ringed in red over their own markers
     ring = fig.data[-1]
