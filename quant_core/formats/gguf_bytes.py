@@ -237,26 +237,20 @@ def from_ggml_bytes(
     offset = None
     stored = None
     name = record.name
-    if name == "Q4_0":
-        codes, s = legacy_blocks(name, raw)  # u - 8, d: one kernel
-        z = zeros
-    elif name == "Q5_0":
-        codes, s = legacy_blocks(name, raw)  # u - 16, d: one kernel
+    if name in ("Q4_0", "Q5_0", "Q8_0"):
+        codes, s = legacy_blocks(name, raw)  # u - 8, u - 16 or the int8 code, and d: one kernel
         z = zeros
     elif name in ("Q4_1", "Q5_1"):
         if cfg.qmin == (-8 if name == "Q4_1" else -16):  # u - 8, u - 16; d, min: one kernel
             codes, s, offset = min_blocks(name, raw)
-        elif name == "Q4_1":
-            s, offset = block_halves(raw, 0), block_halves(raw, 2)
-            codes = _unnibble(raw[:, 4:20], minus=-cfg.qmin)
         else:
             s, offset = block_halves(raw, 0), block_halves(raw, 2)
-            u = _unnibble(raw[:, 8:24]) | (_unhigh_bits(raw[:, 4:8]).to(torch.uint8) << 4)
-            codes = (u.to(torch.int16) + cfg.qmin).to(torch.int8)
+            if name == "Q4_1":
+                codes = _unnibble(raw[:, 4:20], minus=-cfg.qmin)
+            else:
+                u = _unnibble(raw[:, 8:24]) | (_unhigh_bits(raw[:, 4:8]).to(torch.uint8) << 4)
+                codes = (u.to(torch.int16) + cfg.qmin).to(torch.int8)
         z = torch.full((n,), cfg.qmin, dtype=torch.int32)
-    elif name == "Q8_0":
-        codes, s = legacy_blocks(name, raw)
-        z = zeros
     elif name == "MXFP4":
         # codes (llama.cpp's code 8 is +0 unless signed_zero: module docstring), e, 2^(e - 127)
         codes, e, s = mxfp4_blocks(raw, plus_zero=not signed_zero)
