@@ -618,6 +618,19 @@ def test_a_header_of_one_huge_object_is_refused_before_it_is_parsed(tmp_path):
         open_quantized(path)
 
 
+def test_keys_that_end_in_a_backslash_are_counted_too(tmp_path):
+    """The closing quote of ``"k\\\\"`` follows a backslash. The first bound took every
+    quote after a backslash for an escaped one and counted such keys half: 700,000 of them
+    (more strings than ``MAX_STRINGS``) reached the parse."""
+    n = 700_000
+    text = ("{" + ",".join(f'"k{i}\\\\":0' for i in range(n)) + "}").encode()
+    path = tmp_path / "x.safetensors"
+    path.write_bytes(len(text).to_bytes(8, "little") + text)
+    message = r"x\.safetensors: corrupt safetensors header: it holds at least 700,000 JSON str"
+    with pytest.raises(QuantizedFileError, match=message):
+        open_quantized(path)
+
+
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(alphabet='"\\:{}[],ab\u00e9\U0001f600'),
     lambda inner: (
@@ -641,10 +654,11 @@ def _strings(value: object) -> int:
 @settings(max_examples=300, deadline=None)
 @given(value=_JSON, ascii_only=st.booleans(), indent=st.sampled_from([None, 1]))
 def test_the_string_count_bound_holds_for_any_json(value, ascii_only, indent):
-    """``_strings_at_least`` is a lower bound (never refuses what the parse would keep)
-    and at least half the true count (keys ending in a backslash: exactly half)."""
-    from quant_core.files.safetensors_header import _strings_at_least
+    """``_string_count`` is the true count for valid JSON: it never refuses what the parse
+    would keep, and keys ending in an escaped backslash (whose closing quote follows a
+    backslash) no longer halve it."""
+    from quant_core.files.safetensors_header import _string_count
 
     text = json.dumps(value, ensure_ascii=ascii_only, indent=indent).encode()
-    bound, true = _strings_at_least(text), _strings(value)
-    assert bound <= true <= 2 * bound
+    bound, true = _string_count(text), _strings(value)
+    assert bound == true
