@@ -27,7 +27,7 @@ Another two-level format stores its block scales only as the format does (versio
   ``dmin`` (scale dtype).
 
 The scales are computed from them (``formats.scales.scales_from_stored``), the same float32
-values bit for bit. A tensor whose scales that would not rebuild (its scales changed after
+values bit for bit. A tensor whose scales would not rebuild so (its scales changed after
 quantizing) is written in version 1, which files without ``export_version`` also are: the
 block scales as float32 in ``scale`` (offsets in ``offset``) beside the ``stored_*`` parts
 as ``StoredScales`` holds them (int32 codes, float32 scales).
