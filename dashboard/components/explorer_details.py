@@ -102,17 +102,16 @@ def downloads(inputs: ExplorerInputs) -> None:
     key = inputs.key
     exp = inputs.run().exploration
     cfg = exp.config
-    # A two-level format with no GGUF bytes (NVFP4, MXFP8, NF4 with double quantization) is
-    # exported with its block scales as exact float32 beside the stored integers: the file
-    # is larger than what the format takes (NVFP4 at 128x256: 34 kB against 18 kB).
-    loose = cfg.two_level and cfg.gguf_type is None
-    contents = (
-        f"the codes packed, the block scales as exact float32 beside their stored form: "
-        f"more than the {exp.storage.total_bytes:,} bytes {cfg.name or 'the format'} takes"
-        if loose
-        else f"{exp.storage.total_bytes:,} bytes of packed codes, scales and zero points, "
-        "plus a short header"
+    # Every export stores what the format stores (a two-level format's scales as its E8M0,
+    # E4M3 or 8-bit codes, not as float32): the file is these bytes plus its JSON header,
+    # about 1 kB (NVFP4 at 128x256: 19,748 bytes for 18,436).
+    two_level = cfg.two_level
+    what = (
+        f"packed codes and block scales as {cfg.name} stores them"
+        if two_level
+        else "packed codes, scales and zero points"
     )
+    contents = f"{exp.storage.total_bytes:,} bytes of {what}, plus a short header"
     if st.session_state.get("dl_ready") != key:
         st.caption(
             f"Metrics (CSV), the quantized tensor as .safetensors ({contents}) and the "
@@ -142,9 +141,9 @@ def downloads(inputs: ExplorerInputs) -> None:
         key="dl_st",
         on_click="ignore",
         help=(
-            "codes packed at the bit width, block scales as float32 and as stored "
+            "codes packed at the bit width, block scales only as the format stores them "
             "(stored_codes, ...)"
-            if loose
+            if two_level
             else "codes packed at the bit width, scales in the scale dtype, zero points packed "
             "(or float-min offsets)"
         )

@@ -33,7 +33,9 @@ as on one level; then it is stored in the config's ``scale_format``:
 
 ``fit_scales`` returns a ``BlockParams``: the scale, zero point and offset dequantization
 uses (``[n_blocks, 1]`` float32, int32, float32), the scale (or reciprocal) the codes are
-computed on, and ``StoredScales``: what the second level stores.
+computed on, and ``StoredScales``: what the second level stores. ``scales_from_stored`` goes
+back: from the stored second level to the scale, zero point and offset (what a file that
+stores only the second level reopens to).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ __all__ = [
     "dynamic_map",
     "fit_scales",
     "power_of_two",
+    "scales_from_stored",
     "super_block_shape",
     "ue4m3_values",
 ]
@@ -357,3 +360,58 @@ def _double_quant(rng: BlockRange, cfg: QuantConfig, sf: DoubleQuantScales) -> B
     # bitsandbytes' codes: r * (1 / max(absmax, 1e-38)) (an all-zero block codes 0 as 0)
     inverse = 1.0 / s_float.clamp(min=_BNB_MIN_ABSMAX)
     return BlockParams(s, _zeros(s), None, s_float, inverse, stored)
+
+
+def scales_from_stored(
+    stored: StoredScales, cfg: QuantConfig, layout: BlockLayout
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """``(scale, zero_point, offset)`` (float32, int32, float32 or ``None``; the layout's
+    ``scale_shape``) that the second level ``stored`` of a two-level config dequantizes to,
+    computed as ``fit_scales`` computes them, so the values are the same bit for bit:
+
+    - E8M0: ``2^(e - 127)`` (``2^(e - 127 - (b - 2))`` for an INT element);
+    - FP8 E4M3: ``t * e4m3(code)``, or ``e4m3(code)`` without a tensor scale;
+    - super-block: ``d sc`` per block, and under float-min ``m = -(dmin mn)``, ``z = qmin``;
+    - double quantization: ``map[code] A + mean`` (``A`` of the code's run of ``block``).
+
+    ``ValueError`` naming the part whose size does not fit the layout. (The llama.cpp
+    recipe's own decodings, UE4M3 for GGUF's NVFP4 among them, live in ``gguf_bytes``.)"""
+    sf, n, shape = cfg.scale_format, layout.n_blocks, layout.scale_shape
+    codes = stored.codes.reshape(-1)
+    if codes.numel() != n:
+        raise ValueError(f"{cfg.name} stores {n:,} block scale codes; {codes.numel():,} given")
+
+    def need(t: torch.Tensor | None, what: str, count: int) -> torch.Tensor:
+        if t is None or t.numel() != count:
+            got = "none" if t is None else f"{t.numel():,}"
+            raise ValueError(f"{cfg.name} stores {count:,} {what}; {got} given")
+        return t.to(torch.float32).reshape(-1)
+
+    zp = torch.zeros(shape, dtype=torch.int32, device=codes.device)
+    offset = None
+    if isinstance(sf, PowerOfTwoScales):
+        shift = 0 if cfg.format is not Format.INT else cfg.bits - 2
+        s = power_of_two(codes.to(torch.int32) - 127 - shift)
+    elif isinstance(sf, FP8Scales):
+        sc = codes.to(torch.uint8).view(torch.float8_e4m3fn).to(torch.float32)
+        s = need(stored.super_scale, "tensor scale", 1).reshape(()) * sc if sf.tensor_scale else sc
+    elif isinstance(sf, SuperBlockScales):
+        per_super = sf.super_block // layout.block_len
+        runs = n // per_super
+        d = need(stored.super_scale, "super-block scales d", runs).reshape(-1, 1)
+        s = d * codes.to(torch.float32).reshape(runs, per_super)
+        if cfg.float_offset:
+            dmin = need(stored.super_min, "super-block mins dmin", runs).reshape(-1, 1)
+            mins = need(stored.min_codes, "block min codes", n).reshape(runs, per_super)
+            offset = (-(dmin * mins)).reshape(shape)
+            zp = torch.full(shape, cfg.qmin, dtype=torch.int32, device=codes.device)
+    elif isinstance(sf, DoubleQuantScales):
+        runs = math.ceil(n / sf.block)
+        absmax = need(stored.super_scale, f"absmax per {sf.block} scales", runs)
+        mean = need(stored.super_min, "scale offset", 1).reshape(())
+        table = dynamic_map().to(codes.device)
+        per_code = absmax.repeat_interleave(sf.block)[:n]
+        s = table[codes.to(torch.int64)] * per_code + mean
+    else:
+        raise ValueError(f"{cfg.describe()} stores its scales as floats: nothing to rebuild")
+    return s.reshape(shape), zp, offset

@@ -11,11 +11,14 @@ Its metadata names the shape, format, bits, mode, granularity, zero-point conven
 the dequantization formula, and ``config`` the whole scheme (``QuantConfig``'s every
 field, so it reopens as the same config). A GGUF type's tensor is stored as the bytes a GGUF
 file holds (``ggml_blocks``, ``ggml_type``: exactly the bits the page counts), another
-two-level format's as the tensors above with float32 scales plus its second level as stored
-(``stored_codes``, ``stored_min_codes``, ``stored_super_scale``, ``stored_super_min``).
-``read_quantized_safetensors`` turns the bytes back into the ``QuantizedTensor`` (the
-reading lives in ``quant_core.files.lab_export``, so the library's ``open_quantized`` opens
-an export too).
+two-level format's as its codes and its second level alone, as the format stores it
+(``stored_codes``: E8M0 or E4M3 bytes, 8-bit double-quantization codes, packed super-block
+integers; ``stored_super_scale``, ``stored_super_min``: NVFP4's float32 tensor scale,
+double quantization's absmax and mean, a super-block's ``d`` and ``dmin``): again exactly
+the bits the page counts. The tensors and their layout (``export_version``) come from
+``quant_core.files.lab_export.export_tensors``; ``read_quantized_safetensors`` turns the
+bytes back into the ``QuantizedTensor`` (the reading lives in ``quant_core.files.lab_export``
+too, so the library's ``open_quantized`` opens an export, of this layout or the older one).
 
 A research format (min-max levels, DoReFa) stores what ``research_storage`` counts instead:
 ``codes`` (unsigned ``c``, ``0 .. 2^k - 1``, packed at ``k`` bits) and its float32
@@ -40,13 +43,12 @@ from quant_core import (
     QuantConfig,
     QuantizedTensor,
     Recipe,
-    ScaleDtype,
     code_total,
     pack,
     unpack,
 )
 from quant_core.files import read_lab_export_bytes
-from quant_core.files.lab_export import STORED_PARTS, config_to_json
+from quant_core.files.lab_export import EXPORT_VERSION, config_to_json, export_tensors
 
 from ..state.research import research_from_query, research_to_query
 from .explore import Exploration
@@ -61,13 +63,6 @@ __all__ = [
     "quantized_safetensors",
     "read_quantized_safetensors",
 ]
-
-_SCALE_DTYPES = {
-    ScaleDtype.FP32: torch.float32,
-    ScaleDtype.FP16: torch.float16,
-    ScaleDtype.BF16: torch.bfloat16,
-}
-
 
 def metrics_frame(exp: Exploration) -> pd.DataFrame:
     """One row per figure: error metrics, storage and clipping, with the scheme's name."""
@@ -105,7 +100,8 @@ def quantized_safetensors(exp: Exploration) -> bytes:
     """The quantized tensor as ``.safetensors`` (see the module docstring for its tensors).
 
     Its tensors' bytes are ``exp.storage.total_bytes`` give or take one byte of packing per
-    packed tensor; the rest of the file is the JSON header.
+    packed tensor (two-level formats included: their scales are stored as the format
+    stores them); the rest of the file is the JSON header.
     """
     cfg, qt = exp.config, exp.qt
     if isinstance(qt, LevelTableTensor) and qt.research is not None:
@@ -122,9 +118,8 @@ def quantized_safetensors(exp: Exploration) -> bytes:
         "scale_dtype": cfg.scale_dtype.value,
         "codes": f"{cfg.bits}-bit codes row-major, first code in the lowest bits, "
         + ("two's complement" if cfg.format is Format.INT else "unsigned codebook indices"),
-        "blocks": "scale (and zero_point/offset) hold one value per block, in the order "
-        "QuantizedTensor.scale.flatten() lists them",
         "dequantize": _formula(cfg),
+        "export_version": EXPORT_VERSION,
     }
     meta["config"] = config_to_json(cfg)  # every field, range method and rounding too
     if cfg.two_level or cfg.recipe is Recipe.LLAMA_CPP:
@@ -133,19 +128,8 @@ def quantized_safetensors(exp: Exploration) -> bytes:
             meta["ggml_type"] = str(cfg.gguf_type)
             meta["blocks"] = f"ggml_blocks: the tensor as a GGUF file stores it ({cfg.gguf_type})"
             return save({"ggml_blocks": blocks}, metadata=meta)
-    # a two-level format's block scales are exact float32 (d * sc, 2^(e - 127), ...)
-    sdtype = torch.float32 if cfg.two_level else _SCALE_DTYPES[cfg.scale_dtype]
-    tensors = {"codes": pack(qt.codes, cfg.bits), "scale": qt.scale.to(sdtype).contiguous()}
-    if qt.offset is not None:  # exactly under ZeroPoint.FLOAT_MIN
-        tensors["offset"] = qt.offset.to(sdtype).contiguous()
-    elif cfg.has_zero_point:
-        tensors["zero_point"] = pack(qt.zero_point, cfg.bits)
-    if qt.stored is not None:  # the second level as stored: integers, super-block scales
-        for name in STORED_PARTS:
-            part = getattr(qt.stored, name)
-            if part is not None:
-                tensors[f"stored_{name}"] = part.detach().cpu().contiguous()
-    return save(tensors, metadata=meta)
+    tensors, layout = export_tensors(qt)  # codes, scales as the format stores them
+    return save(tensors, metadata={**meta, **layout})
 
 
 def _ggml_blocks(qt: QuantizedTensor) -> torch.Tensor | None:
