@@ -41,6 +41,69 @@ def _bit_weights(n: int, device: torch.device) -> torch.Tensor:
     return torch.ones(n, dtype=torch.int32, device=device) << torch.arange(n, device=device)
 
 
+# Codes per piece of the word paths: a multiple of 8; its temporaries stay a few MB.
+_WORD_PIECE = 1 << 20
+
+
+def _word_layout(bits: int) -> tuple[int, int, torch.dtype]:
+    """For ``bits < 8``: ``g`` codes fill exactly ``gb`` whole bytes (``g * bits = 8 gb``,
+    ``g = 8 / gcd(bits, 8)``), and the narrowest integer dtype that holds their word."""
+    g = 8 // math.gcd(bits, 8)
+    width = g * bits
+    dtype = torch.uint8 if width <= 8 else torch.int32 if width <= 32 else torch.int64
+    return g, width // 8, dtype
+
+
+def _pack_words(flat: torch.Tensor, bits: int, out: torch.Tensor) -> None:
+    """``pack`` for ``bits < 8``: each group of ``g`` codes is one word
+    ``(c_0 & mask) | (c_1 & mask) << bits | ...`` whose ``gb`` low bytes, little-endian,
+    are the stream's bytes (``_word_layout``). The same bytes as the bit stream, without a
+    tensor element per bit (16M codes at 4 bits: 3.3 s there)."""
+    g, gb, dtype = _word_layout(bits)
+    mask = (1 << bits) - 1
+    count = flat.numel()
+    for start in range(0, count, _WORD_PIECE):
+        piece = flat[start : start + _WORD_PIECE]
+        n = piece.numel()
+        codes = (piece.to(torch.int32) & mask).to(dtype)
+        pad = (-n) % g
+        if pad:  # zero bits after the last code, as the stream pads its last byte
+            codes = torch.cat([codes, codes.new_zeros(pad)])
+        codes = codes.view(-1, g)
+        word = codes[:, 0].clone()
+        for j in range(1, g):
+            word |= codes[:, j] << (j * bits)
+        stream = word if gb == 1 else torch.stack([(word >> 8 * i) & 0xFF for i in range(gb)], 1)
+        first = start * bits // 8
+        size = packed_size(n, bits)
+        out[first : first + size] = stream.reshape(-1)[:size].to(torch.uint8)
+
+
+def _unpack_words(data: torch.Tensor, bits: int, signed: bool, out: torch.Tensor) -> None:
+    """``unpack`` for ``bits < 8``: each ``gb`` bytes are one word
+    ``byte_0 | byte_1 << 8 | ...`` holding ``g`` codes, cut at ``j * bits``."""
+    g, gb, dtype = _word_layout(bits)
+    mask = (1 << bits) - 1
+    count = out.numel()
+    for start in range(0, count, _WORD_PIECE):
+        n = min(_WORD_PIECE, count - start)
+        first = start * bits // 8
+        size = packed_size(n, bits)
+        chunk = data[first : first + size].to(dtype)
+        pad = (-size) % gb
+        if pad:
+            chunk = torch.cat([chunk, chunk.new_zeros(pad)])
+        chunk = chunk.view(-1, gb)
+        word = chunk[:, 0].clone()
+        for i in range(1, gb):
+            word |= chunk[:, i] << (8 * i)
+        values = torch.stack([(word >> (j * bits)) & mask for j in range(g)], dim=1)
+        values = values.reshape(-1)[:n].to(torch.int32)
+        if signed:
+            values = torch.where(values >= (1 << (bits - 1)), values - (1 << bits), values)
+        out[start : start + n] = values.to(out.dtype)
+
+
 def pack(codes: torch.Tensor, bits: int) -> torch.Tensor:
     """Pack ``codes`` (any integer dtype and shape, flattened in order) into uint8.
 
@@ -60,6 +123,13 @@ def pack(codes: torch.Tensor, bits: int) -> torch.Tensor:
         if lo < -(1 << (bits - 1)) or hi > (1 << bits) - 1:
             raise ValueError(f"codes span [{lo}, {hi}], which does not fit in {bits} bits")
     out = torch.empty(packed_size(count, bits), dtype=torch.uint8, device=flat.device)
+    if bits == 8:  # one code per byte: its low byte, two's complement
+        wide = flat if flat.dtype in (torch.int8, torch.uint8) else flat & 0xFF
+        out.copy_(wide.to(torch.uint8) if wide.dtype != torch.int8 else wide.view(torch.uint8))
+        return out
+    if bits < 8:
+        _pack_words(flat, bits, out)
+        return out
     shifts = torch.arange(bits, device=flat.device)
     byte_weights = _bit_weights(8, flat.device)
     mask = (1 << bits) - 1
@@ -107,6 +177,12 @@ def unpack(
             dtype = torch.int32
     data = packed.reshape(-1)
     out = torch.empty(count, dtype=dtype, device=data.device)
+    if bits == 8:
+        out.copy_(data[:count].view(torch.int8) if signed else data[:count])
+        return out
+    if bits < 8:
+        _unpack_words(data, bits, signed, out)
+        return out
     byte_shifts = torch.arange(8, device=data.device)
     code_weights = _bit_weights(bits, data.device)
     for start in range(0, count, _PIECE):

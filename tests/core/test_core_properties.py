@@ -438,6 +438,37 @@ def test_unpack_inverts_pack(case):
     assert info.min <= min(codes, default=0) and max(codes, default=0) <= info.max
 
 
+@settings(max_examples=100, deadline=None)
+@given(case=code_lists(), piece=st.sampled_from([8, 16, 24, 64]))
+def test_packing_in_pieces_gives_the_same_bytes(case, piece):
+    """The word paths (``bits < 8``) work in pieces of ``_WORD_PIECE`` codes; with small
+    pieces the lists cross many of them, with a last piece of any length."""
+    from unittest import mock
+
+    import quant_core.packing as packing
+
+    bits, signed, codes = case
+    t = torch.tensor(codes, dtype=torch.int64)
+    with mock.patch.object(packing, "_WORD_PIECE", piece):
+        packed = pack(t, bits)
+        assert bytes(packed.tolist()) == _reference_pack(codes, bits)
+        assert unpack(packed, bits, len(codes), signed=signed).tolist() == codes
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16, torch.int32])
+@pytest.mark.parametrize("bits", [1, 2, 3, 4, 5, 6, 7, 8])
+def test_packing_takes_every_code_dtype(dtype, bits):
+    """Signed codes at their extremes and unsigned at theirs, from every integer dtype
+    that holds them, give the reference bytes."""
+    lo = -(1 << (bits - 1)) if dtype != torch.uint8 else 0
+    hi = (1 << bits) - 1 if dtype != torch.int8 or bits < 8 else 127
+    codes = [lo, hi, 0, lo, 1, hi, lo, hi, 0, 1, hi]
+    packed = pack(torch.tensor(codes, dtype=dtype), bits)
+    assert bytes(packed.tolist()) == _reference_pack(codes, bits)
+    back = unpack(packed, bits, len(codes), signed=False).tolist()
+    assert back == [c & ((1 << bits) - 1) for c in codes]
+
+
 @settings(max_examples=30, deadline=None)
 @given(x=matrices(max_abs=100.0), bits=st.integers(2, 8))
 def test_quantized_codes_survive_packing(x, bits):
