@@ -55,7 +55,7 @@ from ..config import (
     ScaleDtype,
     SuperBlockScales,
 )
-from ..granularity import BlockLayout
+from ..granularity import BlockLayout, layout_for
 from ..ranges import BlockRange
 from .codebooks import codebook_for
 from .integer import round_half_even_
@@ -63,6 +63,7 @@ from .integer import round_half_even_
 __all__ = [
     "BlockParams",
     "StoredScales",
+    "check_shape",
     "dynamic_map",
     "fit_scales",
     "power_of_two",
@@ -137,6 +138,17 @@ def check_super_blocks(shape: tuple[int, ...], cfg: QuantConfig) -> None:
             f"rows of {shape[-1]} values (shape {shape}) do not divide into "
             f"super-blocks of {sf.super_block}"
         )
+
+
+def check_shape(shape: tuple[int, ...], cfg: QuantConfig) -> BlockLayout:
+    """The block layout of a tensor of ``shape`` under ``cfg``, or ``ValueError`` saying
+    why ``cfg`` cannot quantize it, from the shape alone: the checks ``quantize`` and
+    ``storage_cost`` make before any work. The super-block is named first
+    (``check_super_blocks``), then the block: Q4_K on rows of 250 values names its
+    256-value super-blocks, Q4_0 on them its group size of 32, each with the row length.
+    A page can say so before it spends time on a run that can only fail."""
+    check_super_blocks(tuple(shape), cfg)
+    return layout_for(tuple(shape), cfg.granularity)
 
 
 def fit_scales(rng: BlockRange, cfg: QuantConfig, layout: BlockLayout) -> BlockParams:

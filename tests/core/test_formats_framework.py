@@ -22,6 +22,7 @@ from quant_core import (
     ScaleDtype,
     SuperBlockScales,
     ZeroPoint,
+    check_shape,
     fallback_config,
     fallback_type,
     ggml_type,
@@ -198,6 +199,29 @@ def test_a_row_that_fits_no_block_names_the_super_block_too(name: str) -> None:
         quantize(torch.randn(4, 250), cfg)
     with pytest.raises(ValueError, match=r"super-block of 256 values: rows of 250"):
         storage_cost((4, 250), cfg)
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED_SET))
+def test_check_shape_refuses_what_quantize_refuses_in_the_same_words(name: str) -> None:
+    """The shape check a page makes before any work: for every shipped format, a shape
+    passes it exactly when ``quantize`` accepts it, and a refusal is ``quantize``'s own."""
+    cfg = QuantConfig.from_name(name)
+    for shape in ((4, 250), (4, 384), (2, 512), (3, 100), (5, 64)):
+        try:
+            quantize(torch.randn(shape, generator=torch.Generator().manual_seed(0)), cfg)
+        except ValueError as exc:
+            with pytest.raises(ValueError) as refused:
+                check_shape(shape, cfg)
+            assert str(refused.value) == str(exc), (shape, str(exc))
+        else:
+            assert check_shape(shape, cfg) == layout_for(shape, cfg.granularity)
+
+
+def test_check_shape_names_the_super_block_then_the_block() -> None:
+    with pytest.raises(ValueError, match=r"super-block of 256 values: rows of 250 values"):
+        check_shape((16, 250), QuantConfig.from_name("Q4_K"))
+    with pytest.raises(ValueError, match=r"group size 32 must divide the last dimension 250"):
+        check_shape((16, 250), QuantConfig.from_name("Q4_0"))
 
 
 def test_lab_super_block_scales_store_d_times_integer() -> None:
