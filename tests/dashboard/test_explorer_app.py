@@ -225,13 +225,15 @@ def test_a_gguf_type_that_cannot_fit_says_so_before_the_cost_gate() -> None:
     assert not at.exception
     assert not [b for b in at.button if b.key.startswith("cost_run_")]
     (err,) = [plain(e.value) for e in at.error]
-    assert "Q4_K stores blocks of 256 values: rows of 384 values do not divide" in err, err
+    assert "Q4_K stores its scales per super-block of 256 values: rows of 384 values" in err, err
     at.button(key="use_fallback").click().run()
     assert at.selectbox(key="q_preset").value == "Q5_0"
-    # rows no GGUF block divides: llama-quantize keeps them in F16, said as much
+    # rows no GGUF block divides: the super-block is named, and no type is offered
     at = new_app(src="synthetic", rows="16", cols="250", preset="Q4_K").run()
+    assert not [b for b in at.button if b.key.startswith("cost_run_")]
     (err,) = [plain(e.value) for e in at.error]
-    assert "llama-quantize keeps such a tensor in F16" in err, err
+    assert "super-block of 256 values: rows of 250 values" in err, err
+    assert not [b for b in at.button if b.key == "use_fallback"]
 
 
 def test_teaching_panel_names_block_and_lists_every_value() -> None:
