@@ -218,6 +218,17 @@ def test_downloads_caption_matches_the_files_size(preset: str, compact: bool) ->
         assert size > stated + 2_000
 
 
+def test_a_model_link_without_a_tensor_opens_at_the_pickers_tensor() -> None:
+    """``?src=model`` alone is a link to the bundled model: no warning, its default
+    weight, and the URL then names it."""
+    at = new_app(src="model").run()
+    no_errors(at)
+    assert not [plain(w.value) for w in at.warning]
+    picked = at.selectbox(key="src_model").value
+    assert picked.endswith("query.weight"), picked
+    assert at.query_params["tensor"] == picked
+
+
 def test_a_gguf_type_that_cannot_fit_says_so_before_the_cost_gate() -> None:
     """Q4_K on MiniLM's 30522 x 384 embeddings: the page asked "Run: ~23 s" for a run that
     could only fail, and only then said why and offered Q5_0."""
