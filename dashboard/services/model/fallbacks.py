@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from quant_core import QuantConfig, fallback_config
+from quant_core import QuantConfig, fallback_config, ggml_type
+from quant_core.formats.gguf_types import gguf_type_of
 
 __all__ = ["fallback_name", "fallback_note"]
 
@@ -36,8 +37,8 @@ def fallback_note(cfg: QuantConfig, shapes: Iterable[tuple[str, tuple[int, ...]]
             by_type.setdefault(used.name, []).append((name, int(shape[-1])))
     if not by_type:
         return None
-    block = cfg.granularity
-    size = getattr(cfg.scale_format, "super_block", getattr(block, "group_size", 0))
+    # some layer fell back, so cfg is a GGUF type: its table gives the block (or super-block)
+    size = ggml_type(str(gguf_type_of(cfg))).block_size
     parts = []
     for target, layers in by_type.items():
         rows = sorted({r for _, r in layers})
