@@ -21,8 +21,8 @@ def cannot_quantize(
     side: str | None = None,
     prefix: str = "",
 ) -> None:
-    """Draw ``why`` (an error, shown as literal text) ``scheme`` cannot quantize a tensor
-    of ``shape`` and, when ``scheme`` is a GGUF type whose blocks do not divide the rows
+    """Draw why ``scheme`` cannot quantize a tensor of ``shape`` (``why``, an error shown
+    as literal text) and, when ``scheme`` is a GGUF type whose blocks do not divide the rows
     and llama-quantize stores such a tensor in another type (Q4_K on rows of 384 values:
     Q5_0), a button (``key``) that picks that type in the scheme picker whose keys start
     with ``prefix``. ``side`` names which of a page's schemes it is about ("A": "Scheme A

@@ -73,7 +73,7 @@ class TypedSource:
 @dataclass(frozen=True)
 class ModelSource:
     """A weight of the bundled all-MiniLM-L6-v2, by its safetensors name; ``None`` for a
-    link that names none (the picker opens at its first tensor)."""
+    link that names none (the picker opens at its default tensor)."""
 
     tensor: str | None
 
