@@ -72,7 +72,7 @@ from .fake_quant import FakeQuantLinears, fake_quantize_linears
 from .formats import NF4_VALUES, Codebook, codebook_for
 from .formats.gguf_types import GGMLType, fallback_config, fallback_type, ggml_type, ggml_types
 from .formats.registry import Preset, preset_names, presets
-from .formats.scales import StoredScales
+from .formats.scales import StoredScales, check_shape
 from .gptq import GPTQOptions, GPTQResult, GroupGrid
 from .granularity import BlockLayout, layout_for
 from .hqq import HQQOptions, HQQResult, HQQVariable
@@ -188,6 +188,7 @@ __all__ = [
     "capture_linear_inputs",
     "capture_sentence_inputs",
     "check_float_tensor",
+    "check_shape",
     "clip_bounds",
     "clip_stats",
     "code_counts",

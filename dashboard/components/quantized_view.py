@@ -24,7 +24,12 @@ from dashboard.services.display.text import literal
 from dashboard.services.explorer.map_image import MapImage
 from dashboard.services.explorer.overview import MapView
 from dashboard.services.files.open import path_key
-from dashboard.services.files.tensor import FileExploration, human_bytes
+from dashboard.services.files.tensor import (
+    FileExploration,
+    fits_matrix,
+    human_bytes,
+    matrix_shape,
+)
 from dashboard.services.sources.prepared import PreparedSource
 from dashboard.services.state.source import source_to_query
 from quant_core.files import QuantizedFile, StoredTensor
@@ -125,20 +130,16 @@ def _metrics_table(fexp: FileExploration, type_name: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _no_original_key(source: PreparedSource) -> str:
-    """The cache key of ``quantized_file_view``'s exploration without an original."""
-    return f"{source.key}|None|None"
-
-
 def shows_stored(source: PreparedSource) -> bool:
-    """Whether ``source``'s file tensor has codes and scales of its own to draw (a type the
-    lab decodes, in blocks that fit the explorer's matrix). A tensor stored as floats
-    (GGUF's F32 norms, a checkpoint's unquantized embeddings) or in a type the lab does not
-    decode has none: its values go to the ordinary explorer instead of an empty page."""
+    """Whether ``source``'s file tensor has codes and scales of its own to draw: a type the
+    lab decodes, in blocks that fit the explorer's matrix (``fits_matrix``), decided from
+    the stored tensor alone. A tensor stored as floats (GGUF's F32 norms, a checkpoint's
+    unquantized embeddings) or in a type the lab does not decode has none: its values go
+    to the ordinary explorer instead of an empty page."""
     ft = source.file_tensor
     if ft is None or ft.stored.quantized is None:
         return False
-    return cache.quantized_exploration(_no_original_key(source), ft, None, None).stored is not None
+    return fits_matrix(ft.stored.quantized, *matrix_shape(ft.stored.shape))
 
 
 def quantized_file_view(source: PreparedSource) -> None:

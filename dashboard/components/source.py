@@ -50,20 +50,13 @@ from quant_core.files import QuantizedFile
 
 _LAST_GOOD = "_last_good_source"
 DEFAULT_CHOICE: SourceChoice = SyntheticSource(SyntheticSpec())
-_ANY_TENSOR = "tensor"
-"""Stands in for the tensor a folder link leaves out, while the rest of it is checked."""
 
 
 def _seed_widgets_from_url() -> None:
-    """On a session's first run, put the URL's source into the widgets' state."""
+    """On a session's first run, put the URL's source into the widgets' state. A link to
+    a model folder (or the bundled model) that names no tensor opens at the picker's
+    first tensor."""
     params = url.query_snapshot()
-    # A link to a model folder (or the bundled model) by itself, with no tensor named: it
-    # opens there at the picker's first tensor, rather than being refused as "tensor=None".
-    tensorless = params.get("src") in (SourceKind.FOLDER.value, SourceKind.MODEL.value) and (
-        params.get("tensor") in (None, "")
-    )
-    if tensorless:
-        params = {**params, "tensor": _ANY_TENSOR}
     try:
         choice = source_from_query(params, DEFAULT_CHOICE)
     except ValueError as exc:
@@ -93,7 +86,7 @@ def _seed_widgets_from_url() -> None:
         }
     elif isinstance(choice, ModelSource):
         values = {"src_kind": SourceKind.MODEL}
-        if not tensorless:
+        if choice.tensor is not None:
             values["src_model"] = choice.tensor
     elif isinstance(choice, FolderSource):
         if not model_roots().enabled:
@@ -108,7 +101,7 @@ def _seed_widgets_from_url() -> None:
                 "src_folder": OTHER_PATH,
                 "src_folder_path": choice.folder,
             }
-            if not tensorless:
+            if choice.tensor is not None:
                 values["src_folder_tensor"] = choice.tensor
     elif isinstance(choice, ActivationSource):
         values = {

@@ -10,7 +10,7 @@ from dashboard import cache
 from dashboard.components import url
 from dashboard.components.ab_schemes import ab_side, seed_ab_from_url
 from dashboard.components.compare_source import compare_source_or_stop
-from dashboard.components.config import use_preset
+from dashboard.components.fallback import cannot_quantize
 from dashboard.components.tables import with_error_formats
 from dashboard.services.compare.ab import metrics_table
 from dashboard.services.compare.ab_figures import (
@@ -22,11 +22,10 @@ from dashboard.services.compare.ab_summary import cost_headline, output_headline
 from dashboard.services.compare.weights import WeightScheme, calibration_note, linear_layer_of
 from dashboard.services.display.metric_help import with_help
 from dashboard.services.display.text import literal
-from dashboard.services.model.fallbacks import fallback_name
 from dashboard.services.state.compare import ab_to_query
 from dashboard.services.state.scale_storage import DEFAULT_SCALE_DTYPE
 from dashboard.services.state.source import source_to_query
-from quant_core import Mode, PerChannel, PerGroup, QuantConfig
+from quant_core import Mode, PerChannel, PerGroup, QuantConfig, check_shape
 from quant_core.calibration import HELD_OUT_SENTENCES
 
 DEFAULT_A = QuantConfig(
@@ -53,6 +52,18 @@ st.caption(calibration_note(layer, len(alg_a.calibration), len(HELD_OUT_SENTENCE
 # Written before the work below, so a run that stops early still leaves URL and page agreeing.
 url.write({**source_to_query(source.choice), **ab_to_query(cfg_a, alg_a, cfg_b, alg_b)})
 
+# A side whose blocks do not divide the rows is known from the shape alone: each such side
+# says so, with the type llama-quantize stores such a tensor in (as the explorer does).
+shape = tuple(int(d) for d in source.matrix.shape)
+unfit = False
+for side, prefix, cfg in (("A", "a_", cfg_a), ("B", "b_", cfg_b)):
+    try:
+        check_shape(shape, cfg)
+    except ValueError as exc:
+        cannot_quantize(exc, cfg, shape, key=f"ab_fallback_{prefix}", side=side, prefix=prefix)
+        unfit = True
+if unfit:
+    st.stop()
 scheme_a, scheme_b = WeightScheme.of(cfg_a, alg_a), WeightScheme.of(cfg_b, alg_b)
 layer_a = layer_b = None
 if layer is not None:
@@ -63,18 +74,6 @@ try:
     ab = cache.ab_schemes(key, source.matrix, scheme_a, scheme_b, layer_a, layer_b)
 except ValueError as exc:
     st.error(literal(exc))
-    # as the explorer does: a GGUF type whose blocks do not divide the rows has the type
-    # llama-quantize stores such a tensor in
-    shape = tuple(int(d) for d in source.matrix.shape)
-    for side, prefix, cfg in (("A", "a_", cfg_a), ("B", "b_", cfg_b)):
-        fallback = fallback_name(cfg, shape)
-        if fallback is not None:
-            st.button(
-                f"Use {fallback} for {side}, llama-quantize's type for such a tensor",
-                key=f"ab_fallback_{prefix}",
-                on_click=use_preset,
-                args=(fallback, prefix),
-            )
     st.stop()
 
 with headline:

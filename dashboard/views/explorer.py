@@ -7,9 +7,10 @@ import streamlit as st
 from dashboard import cache
 from dashboard.components import cost_gate, url
 from dashboard.components.algorithm import seed_from_url as seed_algorithm_from_url
-from dashboard.components.config import config_picker, seed_from_url, use_preset
+from dashboard.components.config import config_picker, seed_from_url
 from dashboard.components.explorer_details import ExplorerInputs, details, downloads
 from dashboard.components.explorer_run import explorer_algorithm, run_explorer
+from dashboard.components.fallback import cannot_quantize
 from dashboard.components.layer_source import is_activation, outlier_strip
 from dashboard.components.metrics import algorithm_row, metrics_row
 from dashboard.components.quantized_view import quantized_file_view, shows_stored
@@ -20,12 +21,11 @@ from dashboard.components.view import seed_from_url as seed_view_from_url
 from dashboard.services.cost import estimate
 from dashboard.services.display.reduce import needs_reduction
 from dashboard.services.display.text import literal
-from dashboard.services.model.fallbacks import fallback_name
 from dashboard.services.state.algorithm import algorithm_to_query
 from dashboard.services.state.research import scheme_to_query
 from dashboard.services.state.source import source_to_query
 from dashboard.services.state.view import view_to_query
-from quant_core import QuantConfig, fallback_config
+from quant_core import QuantConfig, check_shape
 
 if url.first_run("explorer_scheme"):
     seed_from_url(research=True)
@@ -69,45 +69,28 @@ if source.nonfinite is not None:
         st.stop()
 
 
-
-def cannot_quantize(why: str) -> None:
-    """Say why the scheme cannot run here, offer llama-quantize's type for such a tensor
-    when the scheme is a GGUF type with one, and stop the page."""
-    st.error(f"This scheme cannot quantize this tensor: {literal(why)}")
-    fallback = fallback_name(scheme, (rows, cols))
-    if fallback is not None:
-        st.button(
-            f"Use {fallback}, llama-quantize's type for such a tensor",
-            key="use_fallback",
-            on_click=use_preset,
-            args=(fallback,),
-        )
+def refuse(why: object) -> None:
+    """Say why the scheme cannot run here, with llama-quantize's type for such a tensor
+    when the scheme is a GGUF type that has one, and stop the page."""
+    cannot_quantize(why, scheme, (rows, cols), key="use_fallback")
     st.stop()
 
 
 key = f"{source.key}|{scheme!r}|{algo.key()}"
-# A GGUF type whose blocks do not divide the rows is known from the shape alone: said before
-# the cost gate, which would otherwise ask for a long run that can only fail (Q4_K on
-# MiniLM's 30522 x 384 embeddings: "Run: ~23 s").
-if isinstance(scheme, QuantConfig) and scheme.gguf_type is not None:
+# A shape the scheme's blocks do not divide is known from the shape alone: said before the
+# cost gate, which would otherwise ask for a long run that can only fail (Q4_K on MiniLM's
+# 30522 x 384 embeddings: "Run: ~23 s").
+if isinstance(scheme, QuantConfig):
     try:
-        fits = fallback_config(scheme, (rows, cols)) == scheme
+        check_shape((rows, cols), scheme)
     except ValueError as exc:
-        cannot_quantize(str(exc))
-    if not fits:
-        block = getattr(
-            scheme.scale_format, "super_block", getattr(scheme.granularity, "group_size", 0)
-        )
-        cannot_quantize(
-            f"{scheme.name} stores blocks of {block} values: rows of {cols:,} values do not "
-            "divide into them"
-        )
+        refuse(exc)
 if not cost_gate.allow("explorer", key, estimate(rows * cols), "this tensor and scheme"):
     st.stop()
 try:
     run = run_explorer(key, source, scheme, algo, layer)
 except ValueError as exc:
-    cannot_quantize(str(exc))
+    refuse(exc)
 exp = run.exploration
 
 metrics_row(exp)

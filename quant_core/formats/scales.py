@@ -57,14 +57,16 @@ from ..config import (
     ScaleDtype,
     SuperBlockScales,
 )
-from ..granularity import BlockLayout
+from ..granularity import BlockLayout, layout_for
 from ..ranges import BlockRange
 from .codebooks import codebook_for
+from .gguf_types import ggml_type
 from .integer import round_half_even_
 
 __all__ = [
     "BlockParams",
     "StoredScales",
+    "check_shape",
     "dynamic_map",
     "fit_scales",
     "power_of_two",
@@ -140,6 +142,28 @@ def check_super_blocks(shape: tuple[int, ...], cfg: QuantConfig) -> None:
             f"rows of {shape[-1]} values (shape {shape}) do not divide into "
             f"super-blocks of {sf.super_block}"
         )
+
+
+def check_shape(shape: tuple[int, ...], cfg: QuantConfig) -> BlockLayout:
+    """The block layout of a tensor of ``shape`` under ``cfg``, or ``ValueError`` saying
+    why ``cfg`` cannot store it, from the shape alone, so a page can say so before it
+    spends time on a run that can only fail. The super-block is named first
+    (``check_super_blocks``), then the block (``layout_for``), each with the row length:
+    Q4_K on rows of 250 values names its 256-value super-blocks, Q4_0 its group size of
+    32; these are the refusals ``quantize`` and ``storage_cost`` make, word for word. A GGUF
+    type's own block (``ggml_type(name).block_size``) must divide the rows too: where it
+    is larger than the lab's blocks (GGUF's NVFP4 holds 4 scales of 16 in each block of
+    64) the file cannot hold rows of 32, though ``quantize`` can."""
+    shape = tuple(int(d) for d in shape)
+    check_super_blocks(shape, cfg)
+    layout = layout_for(shape, cfg.granularity)
+    name = cfg.gguf_type
+    if name is not None and shape[-1] % (block := ggml_type(name).block_size):
+        raise ValueError(
+            f"{name} stores blocks of {block} values: rows of {shape[-1]} values "
+            f"(shape {shape}) do not divide into them"
+        )
+    return layout
 
 
 def fit_scales(rng: BlockRange, cfg: QuantConfig, layout: BlockLayout) -> BlockParams:

@@ -22,9 +22,11 @@ from quant_core import (
     ScaleDtype,
     SuperBlockScales,
     ZeroPoint,
+    check_shape,
     fallback_config,
     fallback_type,
     ggml_type,
+    ggml_types,
     layout_for,
     quantize,
     storage_cost,
@@ -198,6 +200,54 @@ def test_a_row_that_fits_no_block_names_the_super_block_too(name: str) -> None:
         quantize(torch.randn(4, 250), cfg)
     with pytest.raises(ValueError, match=r"super-block of 256 values: rows of 250"):
         storage_cost((4, 250), cfg)
+
+
+ROW_LENGTHS = (16, 32, 48, 64, 100, 250, 256, 384, 1056, 1536)
+
+
+@pytest.mark.parametrize("name", [p.name for p in presets()])
+def test_check_shape_refuses_what_quantize_refuses_in_the_same_words(name: str) -> None:
+    """The shape check a page makes before any work: for every preset, a shape passes it
+    when ``quantize`` accepts it, and a refusal is ``quantize``'s own; the one exception
+    is a GGUF type whose file blocks are larger than the lab's (GGUF's NVFP4: 64)."""
+    cfg = QuantConfig.from_name(name)
+    for cols in ROW_LENGTHS:
+        shape = (3, cols)
+        try:
+            quantize(torch.randn(shape, generator=torch.Generator().manual_seed(0)), cfg)
+        except ValueError as exc:
+            with pytest.raises(ValueError) as refused:
+                check_shape(shape, cfg)
+            assert str(refused.value) == str(exc), (shape, str(exc))
+            continue
+        try:
+            layout = check_shape(shape, cfg)
+        except ValueError as exc:
+            block = ggml_type(cfg.gguf_type).block_size
+            assert str(exc).startswith(f"{cfg.gguf_type} stores blocks of {block} values")
+            assert cols % block and block > cfg.granularity.group_size, (name, cols)
+        else:
+            assert layout == layout_for(shape, cfg.granularity)
+
+
+@pytest.mark.parametrize("name", [t.name for t in ggml_types()])
+def test_check_shape_passes_a_gguf_type_where_llama_quantize_keeps_it(name: str) -> None:
+    """A GGUF type fits a shape exactly where llama-quantize stores it in that type."""
+    cfg = ggml_type(name).config
+    for cols in ROW_LENGTHS:
+        try:
+            check_shape((3, cols), cfg)
+            fits = True
+        except ValueError:
+            fits = False
+        assert fits == (fallback_type(name, cols) == name), cols
+
+
+def test_check_shape_names_the_super_block_then_the_block() -> None:
+    with pytest.raises(ValueError, match=r"super-block of 256 values: rows of 250 values"):
+        check_shape((16, 250), QuantConfig.from_name("Q4_K"))
+    with pytest.raises(ValueError, match=r"group size 32 must divide the last dimension 250"):
+        check_shape((16, 250), QuantConfig.from_name("Q4_0"))
 
 
 def test_lab_super_block_scales_store_d_times_integer() -> None:

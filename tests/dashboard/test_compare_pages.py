@@ -136,7 +136,10 @@ def test_ab_offers_llama_quantizes_fallback_for_the_side_that_does_not_fit() -> 
     a tensor); A/B stopped at the error with nothing to click."""
     at = open_page("ab.py", src="synthetic", rows="32", cols="384", **{"b.preset": "Q4_K"})
     assert not at.exception
-    assert any("scheme B (Q4_K)" in plain(e.value) for e in at.error)
+    assert [plain(e.value) for e in at.error] == [
+        "Scheme B cannot quantize this tensor: Q4_K stores its scales per super-block of 256 "
+        "values: rows of 384 values (shape (32, 384)) do not divide into super-blocks of 256"
+    ]
     buttons = [b for b in at.button if b.key.startswith("ab_fallback_")]
     assert [b.label for b in buttons] == [
         "Use Q5_0 for B, llama-quantize's type for such a tensor"
@@ -145,6 +148,25 @@ def test_ab_offers_llama_quantizes_fallback_for_the_side_that_does_not_fit() -> 
     no_errors(at)
     assert at.selectbox(key="b_q_preset").value == "Q5_0"
     assert at.dataframe[0].value["scheme"].tolist()[1] == "Q5_0"
+
+
+def test_ab_names_every_side_that_does_not_fit_before_running() -> None:
+    """Both sides Q4_K and Q6_K on rows of 384: the page named only the side that failed
+    first (A), yet offered a button for each; each side now says why, with its button."""
+    at = open_page(
+        "ab.py", src="synthetic", rows="32", cols="384", **{"a.preset": "Q4_K", "b.preset": "Q6_K"}
+    )
+    assert not at.exception
+    errors = [plain(e.value) for e in at.error]
+    assert [e.split(":")[0] for e in errors] == [
+        "Scheme A cannot quantize this tensor",
+        "Scheme B cannot quantize this tensor",
+    ]
+    assert "Q4_K stores" in errors[0] and "Q6_K stores" in errors[1], errors
+    assert [b.label for b in at.button if b.key.startswith("ab_fallback_")] == [
+        "Use Q5_0 for A, llama-quantize's type for such a tensor",
+        "Use Q8_0 for B, llama-quantize's type for such a tensor",
+    ]
 
 
 def test_ab_runs_with_shared_scale_and_totals() -> None:

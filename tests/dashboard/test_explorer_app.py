@@ -218,6 +218,17 @@ def test_downloads_caption_matches_the_files_size(preset: str) -> None:
         assert stated == 18_436 and "as NVFP4 stores them" in caption, caption
 
 
+def test_a_model_link_without_a_tensor_opens_at_the_pickers_tensor() -> None:
+    """``?src=model`` alone is a link to the bundled model: no warning, its default
+    weight, and the URL then names it."""
+    at = new_app(src="model").run()
+    no_errors(at)
+    assert not [plain(w.value) for w in at.warning]
+    picked = at.selectbox(key="src_model").value
+    assert picked.endswith("query.weight"), picked
+    assert at.query_params["tensor"] == picked
+
+
 def test_a_gguf_type_that_cannot_fit_says_so_before_the_cost_gate() -> None:
     """Q4_K on MiniLM's 30522 x 384 embeddings: the page asked "Run: ~23 s" for a run that
     could only fail, and only then said why and offered Q5_0."""
@@ -225,13 +236,15 @@ def test_a_gguf_type_that_cannot_fit_says_so_before_the_cost_gate() -> None:
     assert not at.exception
     assert not [b for b in at.button if b.key.startswith("cost_run_")]
     (err,) = [plain(e.value) for e in at.error]
-    assert "Q4_K stores blocks of 256 values: rows of 384 values do not divide" in err, err
+    assert "Q4_K stores its scales per super-block of 256 values: rows of 384 values" in err, err
     at.button(key="use_fallback").click().run()
     assert at.selectbox(key="q_preset").value == "Q5_0"
-    # rows no GGUF block divides: llama-quantize keeps them in F16, said as much
+    # rows no GGUF block divides: the super-block is named, and no type is offered
     at = new_app(src="synthetic", rows="16", cols="250", preset="Q4_K").run()
+    assert not [b for b in at.button if b.key.startswith("cost_run_")]
     (err,) = [plain(e.value) for e in at.error]
-    assert "llama-quantize keeps such a tensor in F16" in err, err
+    assert "super-block of 256 values: rows of 250 values" in err, err
+    assert not [b for b in at.button if b.key == "use_fallback"]
 
 
 def test_teaching_panel_names_block_and_lists_every_value() -> None:

@@ -11,6 +11,7 @@ from dashboard.services.display.reduce import Reduction
 from dashboard.services.sources.choice import (
     ActivationSource,
     ExampleSource,
+    FolderSource,
     ModelSource,
     SyntheticSource,
     UploadSource,
@@ -113,6 +114,29 @@ def test_source_round_trips_through_query(choice) -> None:
 def test_tampered_source_query_raises(params: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         source_from_query(params, DEFAULT)
+
+
+@pytest.mark.parametrize("empty", [{}, {"tensor": ""}], ids=["absent", "empty"])
+def test_a_model_or_folder_link_without_a_tensor_opens_at_the_first(empty: dict) -> None:
+    """``?src=folder&folder=...`` alone: the parser refused it ("tensor=None is not a valid
+    tensor name") and the picker stood a placeholder name in to get past it."""
+    model = source_from_query({"src": "model", **empty}, DEFAULT)
+    folder = source_from_query({"src": "folder", "folder": "/m/tiny", **empty}, DEFAULT)
+    assert model == ModelSource(None) and folder == FolderSource("/m/tiny", None)
+    # back to a link that names no tensor either
+    assert source_to_query(model) == {"src": "model"}
+    assert source_to_query(folder) == {"src": "folder", "folder": "/m/tiny"}
+    for choice in (model, folder):
+        assert source_from_query(source_to_query(choice), DEFAULT) == choice
+
+
+@pytest.mark.parametrize("name", ["a b", "a;rm -rf /", "../w", "w\u00e9"])
+def test_a_bad_tensor_name_is_refused_as_before(name: str) -> None:
+    for params in ({"src": "model"}, {"src": "folder", "folder": "/m"}):
+        with pytest.raises(ValueError, match=r"tensor=.* is not a valid tensor name"):
+            source_from_query({**params, "tensor": name}, DEFAULT)
+    with pytest.raises(ValueError, match="folder=None is not a folder path"):
+        source_from_query({"src": "folder", "tensor": "w"}, DEFAULT)
 
 
 def test_upload_has_no_url_form() -> None:

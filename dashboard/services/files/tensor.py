@@ -31,7 +31,9 @@ __all__ = [
     "as_matrix",
     "entry_label",
     "file_exploration",
+    "fits_matrix",
     "human_bytes",
+    "matrix_shape",
 ]
 
 
@@ -80,17 +82,34 @@ class FileTensor:
         return (*lines, *self.stored.notes)
 
 
-def as_matrix(qt: QuantizedTensor, rows: int, cols: int) -> QuantizedTensor | None:
-    """``qt`` as a ``[rows, cols]`` tensor of the same blocks (the explorer's matrix of its
-    shape), or ``None`` when its granularity does not survive the reshape."""
+def matrix_shape(shape: tuple[int, ...]) -> tuple[int, int]:
+    """The explorer's ``[R, C]`` of a stored tensor of ``shape``: one row for a 1-D
+    tensor, ``[shape[0], rest]`` for an N-D one (``[3, 8, 64]`` -> ``(3, 512)``)."""
+    rows = 1 if len(shape) == 1 else shape[0]
+    return rows, math.prod(shape) // rows
+
+
+def fits_matrix(qt: QuantizedTensor, rows: int, cols: int) -> bool:
+    """Whether ``qt``'s blocks survive the reshape to ``[rows, cols]`` (``as_matrix``
+    gives a tensor, not ``None``): its own shape, or runs of whole groups along rows of
+    ``cols`` values (per tensor, or ``PerGroup`` whose group size divides ``cols``)."""
     shape = tuple(qt.shape)
     if shape == (rows, cols):
-        return qt
+        return True
     gran = qt.config.granularity
     if math.prod(shape) != rows * cols or not isinstance(gran, PerGroup | PerTensor):
+        return False
+    return not (isinstance(gran, PerGroup) and cols % gran.group_size)
+
+
+def as_matrix(qt: QuantizedTensor, rows: int, cols: int) -> QuantizedTensor | None:
+    """``qt`` as a ``[rows, cols]`` tensor of the same blocks (the explorer's matrix of its
+    shape), or ``None`` when its granularity does not survive the reshape (``fits_matrix``)."""
+    if tuple(qt.shape) == (rows, cols):
+        return qt
+    if not fits_matrix(qt, rows, cols):
         return None
-    if isinstance(gran, PerGroup) and cols % gran.group_size:
-        return None
+    gran = qt.config.granularity
     layout = layout_for((rows, cols), gran)
     stored = qt.stored
     if stored is not None:
@@ -154,8 +173,7 @@ def file_exploration(
         )
     qt = stored.quantized
     shape = tuple(stored.shape)
-    rows = 1 if len(shape) == 1 else shape[0]
-    cols = math.prod(shape) // rows
+    rows, cols = matrix_shape(shape)
     matrix_qt = None if qt is None else as_matrix(qt, rows, cols)
     if qt is not None and matrix_qt is None:
         return FileExploration(

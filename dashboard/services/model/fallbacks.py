@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from quant_core import QuantConfig, fallback_config
+from quant_core import QuantConfig, fallback_config, ggml_type
 
 __all__ = ["fallback_name", "fallback_note"]
 
@@ -26,6 +26,9 @@ def fallback_note(cfg: QuantConfig, shapes: Iterable[tuple[str, tuple[int, ...]]
     type whose blocks do not divide some layers' rows), or ``None`` when every layer takes
     ``cfg`` itself. E.g. "36 layers (rows of 384 or 1536 values) are stored as Q5_0:
     llama-quantize's fallback for Q4_K, whose super-blocks hold 256 values"."""
+    gguf_name = cfg.gguf_type
+    if gguf_name is None:
+        return None  # not a GGUF type: no layer falls back
     by_type: dict[str, list[tuple[str, int]]] = {}
     for name, shape in shapes:
         try:
@@ -36,8 +39,7 @@ def fallback_note(cfg: QuantConfig, shapes: Iterable[tuple[str, tuple[int, ...]]
             by_type.setdefault(used.name, []).append((name, int(shape[-1])))
     if not by_type:
         return None
-    block = cfg.granularity
-    size = getattr(cfg.scale_format, "super_block", getattr(block, "group_size", 0))
+    size = ggml_type(gguf_name).block_size  # the block, or super-block, its rows must divide
     parts = []
     for target, layers in by_type.items():
         rows = sorted({r for _, r in layers})

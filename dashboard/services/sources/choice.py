@@ -72,9 +72,10 @@ class TypedSource:
 
 @dataclass(frozen=True)
 class ModelSource:
-    """A weight of the bundled all-MiniLM-L6-v2, by its safetensors name."""
+    """A weight of the bundled all-MiniLM-L6-v2, by its safetensors name; ``None`` for a
+    link that names none (the picker opens at its default tensor)."""
 
-    tensor: str
+    tensor: str | None
 
 
 @dataclass(frozen=True)
@@ -91,10 +92,12 @@ class FolderSource:
     """A tensor of a model folder on this machine: ``folder`` as the user gave it (a
     folder or one ``.safetensors`` file), ``tensor`` its name in the checkpoint. Offered
     only where the server names allowed roots (``services/model/roots``); the path is
-    checked against them whenever it is read, so a link cannot reach outside them."""
+    checked against them whenever it is read, so a link cannot reach outside them.
+    ``tensor`` ``None``: a link that names none (the picker opens at the checkpoint's
+    first tensor)."""
 
     folder: str
-    tensor: str
+    tensor: str | None
 
 
 DEFAULT_ACTIVATION_LAYER = "encoder.layer.0.attention.self.query"

@@ -97,9 +97,13 @@ def source_to_query(choice: SourceChoice) -> dict[str, str]:
             out["vals"] = choice.text
         return out
     if isinstance(choice, ModelSource):
-        return {"src": SourceKind.MODEL.value, "tensor": choice.tensor}
+        return {"src": SourceKind.MODEL.value, **_tensor_query(choice.tensor)}
     if isinstance(choice, FolderSource):
-        return {"src": SourceKind.FOLDER.value, "folder": choice.folder, "tensor": choice.tensor}
+        return {
+            "src": SourceKind.FOLDER.value,
+            "folder": choice.folder,
+            **_tensor_query(choice.tensor),
+        }
     if isinstance(choice, ActivationSource):
         out = {"src": SourceKind.ACTIVATIONS.value, "layer": choice.layer}
         if choice.ranges is not RangeMode.DYNAMIC:
@@ -108,6 +112,21 @@ def source_to_query(choice: SourceChoice) -> dict[str, str]:
             out["sents"] = OWN_SENTENCES  # the text itself is not carried
         return out
     return {"src": SourceKind.UPLOAD.value}
+
+
+def _tensor_query(name: str | None) -> dict[str, str]:
+    return {} if name is None else {"tensor": name}
+
+
+def _tensor(params: Mapping[str, str]) -> str | None:
+    """The link's ``tensor``, or ``None`` where it names none (absent or empty: the
+    picker's first tensor); ``ValueError`` for a name outside ``[A-Za-z0-9_.-]``."""
+    name = _get(params, "tensor")
+    if not name:
+        return None
+    if not _TENSOR_RE.fullmatch(name):
+        raise ValueError(f"tensor={name!r} is not a valid tensor name")
+    return name
 
 
 def _get(params: Mapping[str, str], key: str) -> str | None:
@@ -148,7 +167,9 @@ def _enum(params: Mapping[str, str], key: str, enum_type: type[_E], default: _D)
 
 
 def source_from_query(params: Mapping[str, str], default: SourceChoice) -> SourceChoice:
-    """Parse the source keys of ``params``; ``default`` when ``src`` is absent.
+    """Parse the source keys of ``params``; ``default`` when ``src`` is absent. A model or
+    folder link without ``tensor`` (or with ``tensor=``) gives a choice whose tensor is
+    ``None``: open at the first tensor.
 
     Raises ``ValueError`` naming the first bad key (unknown kind, a shape beyond
     ``SIDE_RANGE``, a malformed number, a tensor name with characters outside
@@ -191,18 +212,12 @@ def source_from_query(params: Mapping[str, str], default: SourceChoice) -> Sourc
         except ValueError as exc:
             raise ValueError(f"vals: {exc}") from None
     if kind is SourceKind.MODEL:
-        name = _get(params, "tensor")
-        if name is None or not _TENSOR_RE.fullmatch(name):
-            raise ValueError(f"tensor={name!r} is not a valid tensor name")
-        return ModelSource(name)
+        return ModelSource(_tensor(params))
     if kind is SourceKind.FOLDER:
         folder = _get(params, "folder")
         if folder is None or not _PATH_RE.fullmatch(folder):
             raise ValueError(f"folder={folder!r} is not a folder path")
-        name = _get(params, "tensor")
-        if name is None or not _TENSOR_RE.fullmatch(name):
-            raise ValueError(f"tensor={name!r} is not a valid tensor name")
-        return FolderSource(folder, name)
+        return FolderSource(folder, _tensor(params))
     if kind is SourceKind.ACTIVATIONS:
         layer = _get(params, "layer")
         if layer is None:
