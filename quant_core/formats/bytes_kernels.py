@@ -47,10 +47,11 @@ kernels here that read int32 vectors still pay it (``fp4_plus_zero``, and
 a vector pass over an int32 temporary; ``q6_k_blocks`` reads through the pad instead, and
 ``legacy_blocks``' loops are scalar: the 4 words of a Q4_0 block are half a vector).
 
-Signed nibbles (Q4_K's ``u - 8``): byte ``b = u_lo | u_hi << 4``; with ``y = b ^ 0x88``
-each nibble ``v`` of ``y`` is ``u ^ 8``, and ``u - 8`` is ``v`` sign-extended from 4 bits:
-``v | 0xF0`` when bit 3 of ``v`` is set, i.e. ``v | (v & 8) * 30`` (``8 * 30 = 0xF0``
-stays inside its byte).
+Signed nibbles (Q4_K's, Q4_0's and Q4_1's ``u - 8``), per byte of a word of nibbles
+``u < 16`` (``_minus_8``): ``((u | 0x80) - 8) ^ 0x80``; no borrow crosses a byte, and
+``u`` is read once (Inductor repeats a masked load for every use of its value). The eager
+path (``signed_nibbles_eager``) flips ``b ^ 0x88`` and sign-extends each nibble with
+arithmetic shifts of int8 bytes.
 """
 
 from __future__ import annotations
@@ -79,8 +80,6 @@ __all__ = [
 ]
 
 _LOW = 0x0F0F0F0F  # the low nibble of each byte of a word
-_BIT3 = 0x08080808
-_FLIP = 0x88888888 - (1 << 32)  # 0x88 in every byte, as an int32
 _TOP = 0x80808080 - (1 << 32)  # 0x80 in every byte, as an int32
 
 
@@ -156,11 +155,6 @@ def fp4_plus_zero(codes: torch.Tensor) -> torch.Tensor:
     return torch.where(codes == 8, 0, codes)
 
 
-def _sign_extend(v: torch.Tensor) -> torch.Tensor:
-    """Per byte of int32 words whose bytes are below 16: the 4-bit two's complement value."""
-    return v | ((v & _BIT3) * 30)
-
-
 def signed_nibbles_eager(w: torch.Tensor) -> torch.Tensor:
     """``[..., k]`` int32 words of packed nibbles (byte ``j``: ``u_j | v_j << 4``) ->
     ``[..., 2, k]`` int32 words whose bytes are int8 codes: ``[..., 0, :]`` the low
@@ -226,11 +220,11 @@ def _q4_k_codes(w: torch.Tensor) -> torch.Tensor:
     nibble pass write its 16.8 MB of codes (4096 x 4096) at about a quarter of a copy's
     speed; the mask (``row < 4`` inside a loop of 4 rows) folds away when compiled.
 
-    ``u - 8`` per byte as ``((u | 0x80) - 8) ^ 0x80`` (``_q6_k_code_words``: ``u`` used
-    once), where ``_sign_extend`` of the flipped nibble read it twice: Inductor repeats
-    a masked load and its arithmetic for every use, so each store cost two loads and
-    five operations more. The same bytes; 4096 x 4096, one thread, decoding a fresh read:
-    about 10% less time in this kernel (``docs/maintainers.md``)."""
+    ``u - 8`` per byte as ``((u | 0x80) - 8) ^ 0x80`` (``_minus_8``: ``u`` used once),
+    where a sign extension of the flipped nibble (``v | (v & 8) * 30``) read it twice:
+    Inductor repeats a masked load and its arithmetic for every use, so each store cost
+    two loads and five operations more. The same bytes; 4096 x 4096, one thread, a
+    fresh read: about 6% to 10% less time in this kernel (``docs/maintainers.md``)."""
     q = torch.nn.functional.pad(w[:, 4:].reshape(-1, 4, 8), (0, 0, 0, 1))[:, :4].unsqueeze(2)
     return torch.cat([_minus_8(q & _LOW), _minus_8((q >> 4) & _LOW)], dim=2)
 
