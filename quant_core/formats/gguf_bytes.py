@@ -233,13 +233,14 @@ def from_ggml_bytes(
         raw = torch.frombuffer(data, dtype=torch.uint8).reshape(-1, record.type_size)
     n = raw.shape[0]
     cfg = record.config
-    zeros = torch.zeros(n, dtype=torch.int32)
+    # zeros, one per block, unless a branch sets them; made after the branches, as the
+    # K-quants return from theirs without them
+    z: torch.Tensor | None = None
     offset = None
     stored = None
     name = record.name
     if name in ("Q4_0", "Q5_0", "Q8_0"):
         codes, s = legacy_blocks(name, raw)  # u - 8, u - 16 or the int8 code, and d: one kernel
-        z = zeros
     elif name in ("Q4_1", "Q5_1"):
         if cfg.qmin == (-8 if name == "Q4_1" else -16):  # u - 8, u - 16; d, min: one kernel
             codes, s, offset = min_blocks(name, raw)
@@ -254,7 +255,6 @@ def from_ggml_bytes(
     elif name == "MXFP4":
         # codes (llama.cpp's code 8 is +0 unless signed_zero: module docstring), e, 2^(e - 127)
         codes, e, s = mxfp4_blocks(raw, plus_zero=not signed_zero)
-        z = zeros
         stored = StoredScales(codes=e)
     elif name == "NVFP4":
         u = raw[:, :4].to(torch.int32).reshape(-1)
@@ -269,19 +269,18 @@ def from_ggml_bytes(
         s = block_halves(raw, 0)
         bits = raw[:, 2:].unsqueeze(2) >> torch.arange(8, dtype=torch.uint8)
         codes = (bits & 1).reshape(n, 128)
-        z = zeros
     elif name == "TQ2_0":
         codes = block_codes(name, raw)
         s = block_halves(raw, 64)
-        z = zeros
     elif name == "TQ1_0":
         codes = block_codes(name, raw)
         s = block_halves(raw, 52)
-        z = zeros
     else:
         from .kquant_bytes import from_blocks
 
         return from_blocks(name, raw, shape)
+    if z is None:
+        z = torch.zeros(n, dtype=torch.int32)
     layout = layout_for(shape, cfg.granularity)
     shaped = layout.scale_shape
     if stored is not None:

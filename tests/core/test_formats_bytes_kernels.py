@@ -226,14 +226,15 @@ def test_min_blocks_are_the_codes_d_and_min_of_whole_blocks(gen, type_name, n):
             assert torch.equal(_bits(m), _bits(want_m))
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 301, 4096])
-def test_mxfp4_blocks_are_the_codes_and_exponents_of_whole_blocks(gen, n):
-    # pairs of blocks on the compiled path (n even), the eager path for an odd count;
-    # random bytes: every FP4 code in every position, every E8M0 exponent (0: the
-    # subnormal 2^-127, 255: inf); code 8 read as 0 or kept (signed_zero); an odd address
+@pytest.mark.parametrize("n", [1, 2, 3, 301, 4096, 4097])
+def test_mxfp4_blocks_are_the_codes_and_exponents_of_whole_blocks(gen, n, backend):
+    # pairs of blocks on the compiled path (an odd count: a copy with a zero block after
+    # it, the results its first n rows), and the eager path; random bytes: every FP4
+    # code in every position, every E8M0 exponent (0: the subnormal 2^-127, 255: inf);
+    # code 8 read as 0 or kept (signed_zero); an odd address
     raw = torch.randint(0, 256, (n, 17), dtype=torch.uint8, generator=gen)
-    if n == 4096:
-        raw[:, 0] = torch.arange(4096).remainder(256).to(torch.uint8)
+    if n >= 4096:
+        raw[:, 0] = torch.arange(n).remainder(256).to(torch.uint8)
     u = _unnibble(raw[:, 1:17])  # c[j] | c[j + 16] << 4
     e = raw[:, 0].to(torch.int32)
     want_s = torch.tensor([2.0**k for k in range(-127, 129)], dtype=torch.float64)[e.long()]
@@ -249,6 +250,10 @@ def test_mxfp4_blocks_are_the_codes_and_exponents_of_whole_blocks(gen, n):
                 assert torch.equal(codes, want_codes)
                 assert torch.equal(got_e, e)
                 assert torch.equal(_bits(s), _bits(want_s))
+                for t in (codes, got_e, s):  # views of the first n rows: contiguous
+                    assert t.is_contiguous() and t.shape[0] == n
+                if backend is Backend.COMPILED and not eager:  # the kernel ran, odd n too
+                    assert codes.untyped_storage().nbytes() == (n + n % 2) * 32
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 300, 301, 4096])
