@@ -9,6 +9,7 @@ any size, and equal to the plain SQNR where no input importance is known.
 from __future__ import annotations
 
 import enum
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -150,6 +151,18 @@ def _span(values: Sequence[float], pad: float, least: float) -> AxisRange:
     return AxisRange(lo - margin, hi + margin)
 
 
+def _steps(
+    points: Sequence[tuple[float, float]], per_segment: int = 24
+) -> list[tuple[float, float]]:
+    """The allocation's line as drawn (``shape="hv"``: across, then up or down), sampled
+    ``per_segment`` times a segment, for the labels to keep clear of."""
+    out = list(points[:1])
+    for (x0, y0), (x1, y1) in itertools.pairwise(points):
+        out += [(x0 + (x1 - x0) * k / per_segment, y0) for k in range(1, per_segment + 1)]
+        out += [(x1, y0 + (y1 - y0) * k / per_segment) for k in range(1, per_segment + 1)]
+    return out
+
+
 def curve_figure(
     curve: Sequence[CurvePoint], uniform: Sequence[CurvePoint], current: Allocation
 ) -> go.Figure:
@@ -192,7 +205,14 @@ def curve_figure(
         plot = PlotBox()
         # the star is one more point to keep clear of (it has no label)
         placed = place_labels(
-            [*ux, star[0]], [*uy, star[1]], [p.label for p in uniform] + [""], xr, yr, plot, order
+            [*ux, star[0]],
+            [*uy, star[1]],
+            [p.label for p in uniform] + [""],
+            xr,
+            yr,
+            plot,
+            order,
+            _steps([(p.bits_per_weight, math.log10(err(p.error))) for p in curve]),
         )
         for label in placed:
             i = label.index

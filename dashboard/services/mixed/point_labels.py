@@ -133,12 +133,15 @@ def place_labels(
     yr: AxisRange,
     plot: PlotBox = PlotBox(),
     order: Sequence[int] | None = None,
+    lines: Sequence[tuple[float, float]] = (),
 ) -> list[Placed]:
     """The labels that fit: points taken in ``order`` (default: as given; put the ones that
     matter most first), each labelled at the first candidate place (``_candidates``) whose
     box lies inside the plot and clear of every label placed so far and of every point's
-    marker; a point with no free place (or an empty text) gets none. ``ys`` in axis units
-    (log10 on a log axis)."""
+    marker, of the points of ``lines`` (other traces' points and lines, sampled densely,
+    as ``(x, y)`` in axis units) and of the leader lines drawn so far, its own leader line
+    crossing no label; a point with no free place (or an empty text) gets none. ``ys`` in
+    axis units (log10 on a log axis)."""
     n = len(xs)
     if not len(ys) == len(texts) == n:
         raise ValueError(f"xs, ys and texts must have one length, got {n}, {len(ys)}, {len(texts)}")
@@ -148,6 +151,11 @@ def place_labels(
         for x, y in zip(xs, ys, strict=True)
     ]
     taken = [LabelBox(p[0] - r, p[1] - r, p[0] + r, p[1] + r) for p in pixels if p is not None]
+    for x, y in lines:
+        if math.isfinite(x) and math.isfinite(y):
+            px, py = _pixel(x, y, xr, yr, plot)
+            taken.append(LabelBox(px - 2, py - 2, px + 2, py + 2))
+    labels: list[LabelBox] = []
     placed: list[Placed] = []
     for i in order if order is not None else range(n):
         point = pixels[i]
@@ -155,11 +163,31 @@ def place_labels(
             continue
         for cand in _candidates(i, texts[i], plot):
             box = cand.box(*point, plot)
-            if box.inside(plot) and not any(box.overlaps(o) for o in taken):
-                placed.append(cand)
-                taken.append(box)
-                break
+            if not box.inside(plot) or any(box.overlaps(o) for o in taken):
+                continue
+            leader = _leader_dots(point, cand) if cand.leader else []
+            if any(d.overlaps(o) for d in leader for o in labels):
+                continue
+            placed.append(cand)
+            taken += [box, *leader]
+            labels.append(box)
+            break
     return placed
+
+
+def _leader_dots(point: tuple[float, float], p: Placed) -> list[LabelBox]:
+    """Small boxes every 3 px along ``p``'s leader line, from past the point's marker to
+    the label's centre, for later labels to keep clear of (and it of earlier labels)."""
+    length = math.hypot(p.dx, p.dy)
+    steps = max(int(length / 3), 1)
+    dots = []
+    for k in range(steps):
+        t = k / steps
+        if t * length < 8:  # inside the point's own marker
+            continue
+        x, y = point[0] + t * p.dx, point[1] + t * p.dy
+        dots.append(LabelBox(x - 1, y - 1, x + 1, y + 1))
+    return dots
 
 
 def label_annotation(p: Placed, x: float, y: float, font: float, colour: str) -> dict:
