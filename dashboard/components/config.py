@@ -17,6 +17,7 @@ from dashboard.components.granularity import (
 )
 from dashboard.components.persist import PERSIST
 from dashboard.components.research_scheme import apply_research, research_options
+from dashboard.services.display.options import OPTION_CHARS
 from dashboard.services.display.text import literal
 from dashboard.services.state.link_fixes import link_fixes
 from dashboard.services.state.research import (
@@ -72,7 +73,7 @@ _FORMAT_LABELS = {
     Format.FP6_E2M3: "FP6 E2M3",
     Format.FP8_E4M3: "FP8 E4M3",
     Format.FP8_E5M2: "FP8 E5M2",
-    Format.IQ4_NL: "IQ4_NL levels (llama.cpp, 4 bit)",
+    Format.IQ4_NL: "IQ4_NL (llama.cpp, 4 bit)",
     Format.TERNARY: "Ternary −1 / 0 / 1",
     Format.TERNARY_PACKED: "Ternary, 5 per byte",
     Format.BINARY: "Binary −1 / +1 (1 bit)",
@@ -94,7 +95,9 @@ def _preset_label(name: str) -> str:
     if name == _CUSTOM:
         return "Custom: build your own"
     preset = _PRESETS[name]
-    return f"{preset.label} · {preset.family}"
+    full = f"{preset.label} · {preset.family}"
+    # the family left out where it would not fit the sidebar (it is in the caption then)
+    return full if len(full) <= OPTION_CHARS else preset.label
 
 
 _PRESETS = {p.name: p for p in presets()}
@@ -266,7 +269,8 @@ def config_picker(
         )
     if name != _CUSTOM:
         preset = _PRESETS[name]
-        st.caption(f"{preset.summary}.")
+        family = "" if _preset_label(name).endswith(preset.family) else f"{preset.family}: "
+        st.caption(f"{family}{preset.summary}.")
         _warn_link_fixes(p, preset.config, cols)
         return preset.config
     formats: list[Format | ResearchFormat] = list(_PICKER_FORMATS)
@@ -360,12 +364,14 @@ def config_picker(
         st.selectbox(
             "Scales stored as",
             [s.key for s in SCALE_STORAGES],
-            format_func=lambda k: storage_by_key(k).label,
+            format_func=lambda k: storage_by_key(k).option,
             key=f"{p}q_sstore",
             persist_state=PERSIST,
             help=_STORAGE_HELP,
         )
     )
+    if storage.option != storage.label:  # the option is cut short: the whole of it
+        st.caption(storage.label)
     fields = {
         "bits": int(bits),
         "mode": mode,

@@ -112,7 +112,7 @@ def layer_controls(layers: dict[str, tuple[int, int]]) -> LayerSettings:
         names,
         "l_layer",
         DEFAULT_LAYER,
-        lambda n: f"{n}  {layers[n][1]}→{layers[n][0]}",
+        lambda n: f"{n} · {layers[n][1]} → {layers[n][0]} features",
         stale=lambda n: f"Layer {n!r} is not in the model.",
     )
     choice = st.selectbox(

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dashboard import cache
 from dashboard.components import persist
 from dashboard.services.files.open import path_key
-from dashboard.services.files.tensor import entry_label
+from dashboard.services.files.tensor import human_bytes
 from dashboard.services.model.roots import ModelRoots
 from dashboard.services.sources.choice import FolderSource, SourceChoice, UploadSource
 from dashboard.services.sources.prepared import PreparedSource
@@ -27,9 +27,13 @@ def _pick(qfile: QuantizedFile, key: str, from_link: bool) -> str:
         list(entries),
         key,
         first,
-        lambda n: entry_label(entries[n]),
+        lambda n: (
+            f"{n} · {entries[n].type_name} · {list(entries[n].shape)} · "
+            f"{human_bytes(entries[n].nbytes)}"
+        ),
         stale=(lambda n: f"Tensor {n!r} is not in this file.") if from_link else None,
         owner=qfile.key,
+        tag=lambda n: entries[n].type_name,
     )
 
 

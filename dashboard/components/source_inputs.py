@@ -196,7 +196,7 @@ def model_choice() -> SourceChoice:
         names,
         "src_model",
         next((n for n in names if n.endswith("query.weight")), names[0]),
-        lambda n: f"{n}  {list(shapes[n])}",
+        lambda n: f"{n} · {list(shapes[n])}",
         stale=lambda n: f"Tensor {n!r} is not in the model.",
     )
     return ModelSource(name)
@@ -238,16 +238,13 @@ def upload_choice() -> tuple[SourceChoice, bytes]:
         raise SourceUnavailable from None
     name = None
     if len(infos) > 1:
-        labels = {i.name: f"{i.name}  {list(i.shape)} {i.dtype}" for i in infos}
-        persist.defaults({"src_upload_tensor": next(iter(labels))})
-        if st.session_state["src_upload_tensor"] not in labels:
-            st.session_state["src_upload_tensor"] = next(iter(labels))
-        name = st.selectbox(
+        by_name = {i.name: i for i in infos}
+        name = persist.name_picker(
             f"Tensor ({len(infos)} in file)",
-            list(labels),
-            format_func=labels.__getitem__,
-            key="src_upload_tensor",
-            persist_state=PERSIST,
+            list(by_name),
+            "src_upload_tensor",
+            infos[0].name,
+            lambda n: f"{n} · {by_name[n].dtype} · {list(by_name[n].shape)}",
         )
     elif infos:
         name = infos[0].name
@@ -279,7 +276,7 @@ def activation_choice() -> SourceChoice:
         names,
         "src_layer",
         DEFAULT_ACTIVATION_LAYER,
-        lambda n: f"{n}  [tokens, {capture[n].shape[1]}]",
+        lambda n: f"{n} · input [tokens, {capture[n].shape[1]}]",
         stale=lambda n: f"Layer {n!r} is not in the model.",
     )
     ranges = st.radio(
@@ -330,7 +327,7 @@ def folder_choice() -> tuple[SourceChoice, Checkpoint | QuantizedFile]:
         list(tensors),
         "src_folder_tensor",
         first[0].name,
-        lambda n: f"{n}  {list(tensors[n].info.shape)} {tensors[n].info.dtype}",
+        lambda n: f"{n} · {tensors[n].info.dtype} · {list(tensors[n].info.shape)}",
         stale=lambda n: f"Tensor {n!r} is not in this folder.",
         owner=path,
     )

@@ -85,7 +85,7 @@ def test_nonfinite_upload_then_float16_pick(page, app_url: str, tmp_path: Path) 
     picker.wait_for()
     expect(picker).to_have_accessible_name("Tensor (2 in file)")
     wait_idle(page)
-    choose_option(page, "src_upload_tensor", "second  [5, 7] float16")
+    choose_option(page, "src_upload_tensor", "second")  # its dtype and shape: the caption
     page.get_by_text("shape [5, 7]").first.wait_for()
     wait_for_charts(page, 4)
     wait_idle(page)

@@ -90,9 +90,10 @@ def test_the_granularity_options_read_the_same_for_weights_and_activations() -> 
 def test_activation_source_from_a_link_and_own_sentences() -> None:
     at = new_app("explorer.py", src="act", layer="encoder.layer.2.output.dense").run()
     no_errors(at)
-    assert "[tokens, 1536]" in at.selectbox(key="src_layer").format_func(
-        at.selectbox(key="src_layer").value
-    )
+    # the option is the name (shortened to fit the sidebar), the caption under it the shape
+    assert at.selectbox(key="src_layer").value == "encoder.layer.2.output.dense"
+    assert any("encoder.layer.2.output.dense · input [tokens, 1536]" in plain(c.value)
+               for c in at.sidebar.caption)  # fmt: skip
     at.checkbox(key="src_own").check().run()
     at.text_area(key="src_text").input("A cat sat on the mat.\nQuantization clips outliers.").run()
     no_errors(at)

@@ -11,6 +11,8 @@ import streamlit as st
 from markdown_text import plain
 from streamlit.testing.v1 import AppTest
 
+from dashboard.services.activations.layer import SchemeChoice
+
 pytestmark = pytest.mark.slow
 
 VIEWS = Path(__file__).resolve().parents[2] / "dashboard" / "views"
@@ -177,6 +179,27 @@ def test_layer_page_shows_the_links_warnings() -> None:
     assert "encoder.nope" in text and "w3a3" in text, text
     # the page runs on the defaults, and the URL says what it shows
     assert query(at, "l.layer") == LAYER and query(at, "l.scheme") == "w8a8"
+
+
+def test_layer_page_link_preset_selects_it() -> None:
+    """``l.preset`` was dropped in silence; a preset it names is now selected and written
+    back as ``l.scheme``."""
+    at = open_page("layer.py", **{"l.preset": "W4A16 g128"})
+    no_errors(at)
+    assert not at.warning, warnings(at)
+    assert at.selectbox(key="l_scheme").value is SchemeChoice.W4A16_G128
+    assert query(at, "l.scheme") == "w4a16_g128" and query(at, "l.preset") is None
+
+
+@pytest.mark.parametrize("raw", ["Q4_K", "w3a3"])
+def test_layer_page_warns_about_a_preset_it_cannot_use(raw: str) -> None:
+    at = open_page("layer.py", **{"l.preset": raw, "l.split": "held_out"})
+    no_errors(at)
+    text = warnings(at)
+    assert f"l.preset='{raw}'" in text and "w8a16, w8a8, w4a16_g128, w4a8" in text, text
+    # the rest of the link still applies, the page runs on the default scheme
+    assert query(at, "l.split") == "held_out" and query(at, "l.scheme") == "w8a8"
+    assert at.get("plotly_chart")
 
 
 def test_layer_page_choices_round_trip_through_the_link() -> None:

@@ -91,10 +91,13 @@ def test_a_gguf_in_a_root_lists_its_tensors_and_shows_what_is_stored(root: Path)
     at = _open(new_app(EXPLORER), root / "tiny-Q8_0.gguf")
     no_errors(at)
     picker = at.selectbox(key="src_folder_tensor")
-    assert picker.options == [  # header order, as llama.cpp lists them
-        "blk.0.ffn_up.weight  Q8_0 [64, 256] 17.4 kB",
-        "blk.0.ffn_down.weight  Q4_0 [256, 64] 9.2 kB",
+    assert picker.options == [  # header order, as llama.cpp lists them; the type kept
+        "blk.0.ffn_up.weight  Q8_0",
+        "blk.0.ffn_down.weight  Q4_0",
     ]
+    # the picked one's whole line under the box (the sidebar cut it off)
+    captions = [plain(c.value) for c in at.sidebar.caption]
+    assert "blk.0.ffn_up.weight · Q8_0 · [64, 256] · 17.4 kB" in captions, captions
     picker.set_value("blk.0.ffn_up.weight").run()
     no_errors(at)
     metrics = {m.label: m.value for m in at.metric}

@@ -9,10 +9,12 @@ import pytest
 import torch
 
 from dashboard.services.explorer.colour import (
+    DIVERGING,
     ColourLimits,
     code_limits,
     colourbar_payload,
     tick_values,
+    value_limits,
 )
 from dashboard.services.explorer.explore import explore
 from dashboard.services.explorer.heatmaps import ViewOptions, overview_figures
@@ -155,3 +157,39 @@ def test_rings_on_a_labelled_map_sit_off_the_labels() -> None:
             assert np.allclose(np.asarray(trace.x) % 1, 0.35)
             assert np.allclose(np.asarray(trace.y) % 1, 0.65)
     assert ringed >= 1  # 3.14 comes back as 3.1413, beyond the shared limit ±3.14: ringed
+
+
+@pytest.mark.parametrize(
+    ("value", "lo", "hi"),
+    [(1.0, 0.5, 1.5), (-2.0, -3.0, -1.0), (0.0, -1.0, 1.0), (1e-6, 5e-7, 1.5e-6)],
+)
+def test_a_constant_tensors_maps_centre_on_its_value(value: float, lo: float, hi: float) -> None:
+    """All-ones drew 1 to 2 (``lo + 1``): the colour bar named a 2 the data is nowhere near.
+    Now the range is centred on the value (±1 around 0, on the diverging scale)."""
+    from dashboard.services.explorer.stored import scale_map_figure, scale_maps
+
+    x = torch.full((8, 64), value)
+    exp = explore(x, QuantConfig(8, Mode.SYMMETRIC, PerChannel(axis=0)))
+    figs = overview_figures(exp, ViewOptions()).named()
+    for name in ("original", "dequantized"):
+        heat = figs[name].data[0]
+        assert (heat.zmin, heat.zmax) == pytest.approx((lo, hi)), name
+        assert heat.colorscale == figs["original"].data[0].colorscale
+    limits = value_limits(exp, x.numpy())
+    assert (limits.lo, limits.hi) == pytest.approx((lo, hi))
+    assert ("±1" if value == 0 else f"every value is {value:.4g}") in limits.note
+    assert "0 values beyond" in limits.note
+    assert (limits.colorscale == DIVERGING) is (value == 0)
+    for m in scale_maps(exp):  # every row's scale is the same too
+        heat = scale_map_figure(m).data[0]
+        s = float(np.asarray(m.values).reshape(-1)[0])
+        assert heat.zmin < s < heat.zmax
+        assert (heat.zmin + heat.zmax) / 2 == pytest.approx(s) or s == 0
+
+
+def test_nearly_constant_values_span_their_ends() -> None:
+    """One value in 1000 apart: the percentiles meet, so the range is the data's ends."""
+    x = torch.ones(10, 100)
+    x[3, 7] = 5.0
+    limits = value_limits(explore(x, QuantConfig(8)), x.numpy())
+    assert (limits.lo, limits.hi) == (1.0, 5.0)

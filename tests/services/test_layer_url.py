@@ -59,11 +59,34 @@ def test_a_preset_writes_no_sides() -> None:
         ({"l.layer": "![](//evil)"}, "evil"),
         ({"l.w": "yes"}, "l.w='yes'"),
         ({"l.w.bits": "99"}, "99"),
+        ({"l.preset": "w3a3"}, "l.preset='w3a3' is not one of: w8a16, w8a8, w4a16_g128, w4a8"),
+        ({"l.preset": "Q4_K"}, "l.w.preset=Q4_K"),
+        ({"l.preset": "custom"}, "l.scheme=custom"),
+        ({"l.preset": "w8a8", "l.scheme": "w4a8"}, "disagrees with l.scheme=w4a8"),
+        ({"l.sheme": "w8a8"}, "'l.sheme' (not a key of this page"),
+        ({"l.w.bitz": "3"}, "'l.w.bitz'"),
     ],
 )
 def test_bad_values_become_problems_that_name_them(params: dict, named: str) -> None:
     parsed = layer_from_query(params)
     assert len(parsed.problems) == 1 and named in parsed.problems[0], parsed.problems
+
+
+@pytest.mark.parametrize(
+    ("raw", "choice"),
+    [
+        ("w8a16", SchemeChoice.W8A16),
+        ("W8A8", SchemeChoice.W8A8),
+        ("W4A16 g128", SchemeChoice.W4A16_G128),
+        ("w4a16_g128", SchemeChoice.W4A16_G128),
+        ("w4a8", SchemeChoice.W4A8),
+    ],
+)
+def test_l_preset_selects_a_preset_by_value_or_label(raw: str, choice: SchemeChoice) -> None:
+    parsed = layer_from_query({"l.preset": raw})
+    assert parsed.choice is choice and not parsed.problems
+    # with l.scheme saying the same, no problem either
+    assert not layer_from_query({"l.preset": raw, "l.scheme": choice.value}).problems
 
 
 def test_other_pages_keys_are_ignored() -> None:

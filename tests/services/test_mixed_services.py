@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 
@@ -15,6 +16,7 @@ from dashboard.services.mixed.figures import (
     mix_figure,
     weighted_sqnr,
 )
+from dashboard.services.mixed.point_labels import AxisRange, LabelBox, PlotBox, place_labels
 from dashboard.services.mixed.state import (
     mixed_from_query,
     mixed_to_query,
@@ -25,6 +27,7 @@ from quant_core.mixed import (
     SHIPPED,
     Budget,
     BudgetUnit,
+    CurvePoint,
     Objective,
     SensitivityRow,
     allocate,
@@ -156,3 +159,83 @@ def test_ray_and_streamlit_stay_out_until_asked_for() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)  # fmt: skip
     assert done.stdout.strip().splitlines()[-1] == "[] False"
+
+
+def _crowded() -> tuple[list[CurvePoint], list[CurvePoint], SimpleNamespace]:
+    """The page's uniform schemes for MiniLM as the exploratory pass saw them: six within
+    4.1 to 4.5 bits per weight and 0.25 to 0.45 total error, whose labels were one smudge."""
+    points = [
+        ("int4_g128", 4.10, 0.35), ("NF4_DQ", 4.13, 0.33), ("MXFP4", 4.25, 0.45),
+        ("IQ4_XS", 4.25, 0.25), ("Q4_0", 4.50, 0.30), ("Q4_1", 5.00, 0.20),
+        ("Q4_K", 5.35, 0.10), ("Q5_K", 5.90, 0.06), ("int8_pc", 8.05, 0.004),
+        ("Q6_K", 8.20, 0.0022), ("Q8_0", 8.50, 0.0014),
+    ]  # fmt: skip
+    n = 1000
+    uniform = [CurvePoint(name, round(b * n), e, b) for name, b, e in points]
+    curve = [CurvePoint("", round(b * n), 0.4 * 10 ** (-(b - 4.1)), b) for b in (4.1, 5, 6, 7, 8.5)]
+    return curve, uniform, SimpleNamespace(bits_per_weight=4.5, total_error=0.12)
+
+
+def _label_boxes(fig) -> list[LabelBox]:
+    """Each permanent label's box in pixels of the smallest plot the page draws: the
+    uniform trace's own text (drawn above its point), or an annotation's, beside its point
+    (``xshift``/``yshift``) or at the end of its leader line (``ax``/``ay``, ``ay`` down)."""
+    plot = PlotBox()
+    xr, yr = AxisRange(*fig.layout.xaxis.range), AxisRange(*fig.layout.yaxis.range)
+    w, h, gap = plot.char_width, plot.line_height, plot.marker / 2 + 2
+    boxes = []
+    trace = next(t for t in fig.data if t.name == "uniform schemes")
+    for text, x, y in zip(trace.text or (), trace.x, trace.y, strict=False):
+        if text:  # "top center"
+            px, py = xr.fraction(x) * plot.width, yr.fraction(math.log10(y)) * plot.height
+            boxes.append(
+                LabelBox(px - len(text) * w / 2, py + gap, px + len(text) * w / 2, py + gap + h)
+            )
+    for a in fig.layout.annotations:
+        px, py = xr.fraction(a.x) * plot.width, yr.fraction(a.y) * plot.height
+        dx, dy = (a.ax, -a.ay) if a.showarrow else (a.xshift or 0, a.yshift or 0)
+        cx, cy, half = px + dx, py + dy, len(a.text) * w / 2
+        boxes.append(LabelBox(cx - half, cy - h / 2, cx + half, cy + h / 2))
+    return boxes
+
+
+def test_the_curves_point_labels_do_not_overlap() -> None:
+    """Uniform schemes' labels were all drawn "top center": the 4-bit ones overlapped. Now
+    no two permanent labels' boxes meet, in the smallest plot the page draws, most schemes
+    keep one, and every scheme's name is in its hover."""
+    curve, uniform, current = _crowded()
+    fig = curve_figure(curve, uniform, current)  # type: ignore[arg-type]
+    if fig.layout.xaxis.range is None:  # before: plotly's autorange, about the data's extent
+        xs = [p.bits_per_weight for p in (*curve, *uniform)] + [current.bits_per_weight]
+        ys = [math.log10(p.error) for p in (*curve, *uniform)] + [math.log10(0.12)]
+        fig.update_layout(xaxis_range=[min(xs), max(xs)], yaxis_range=[min(ys), max(ys)])
+    boxes = _label_boxes(fig)
+    assert len(boxes) >= 8, [a.text for a in fig.layout.annotations]
+    for i, a in enumerate(boxes):
+        assert a.inside(PlotBox()), a
+        for b in boxes[i + 1 :]:
+            assert not a.overlaps(b), (a, b)
+    trace = next(t for t in fig.data if t.name == "uniform schemes")
+    assert list(trace.customdata) == [p.label for p in uniform]
+    assert "%{customdata}" in trace.hovertemplate
+    labelled = {a.text for a in fig.layout.annotations}
+    assert labelled <= {p.label for p in uniform}
+    if len(labelled) < len(uniform):
+        assert "hover a point for its name" in fig.layout.title.text
+
+
+def test_place_labels_moves_a_label_out_or_leaves_it_to_the_hover() -> None:
+    xr, yr = AxisRange(0, 10), AxisRange(0, 10)
+    plot = PlotBox(width=200, height=200)
+    # two points side by side: the second label goes elsewhere than above
+    placed = place_labels([5, 5.2], [5, 5], ["Q4_0", "Q4_1"], xr, yr, plot)
+    assert [p.text for p in placed] == ["Q4_0", "Q4_1"]
+    assert (placed[0].dx, placed[0].leader) == (0.0, False) and placed[0].dy > 0
+    assert (placed[1].dx, placed[1].dy) != (placed[0].dx, placed[0].dy)
+    # twenty on one spot: no room for all, the first kept
+    names = [f"scheme{i}" for i in range(20)]
+    placed = place_labels([5] * 20, [5] * 20, names, xr, yr, plot)
+    assert placed[0].text == "scheme0" and len(placed) < 20
+    # order says who is placed first
+    placed = place_labels([5] * 20, [5] * 20, names, xr, yr, plot, order=range(19, -1, -1))
+    assert placed[0].text == "scheme19"

@@ -20,6 +20,7 @@ from ..display.image import palette
 from .explore import Exploration
 
 __all__ = [
+    "CONSTANT_SPREAD",
     "DIVERGING",
     "LIMIT_PERCENTILE",
     "SIGN_NOTE",
@@ -27,6 +28,7 @@ __all__ = [
     "code_limits",
     "colorbar",
     "colourbar_payload",
+    "constant_range",
     "error_limits",
     "robust_limit",
     "tick_values",
@@ -38,6 +40,8 @@ DIVERGING = "RdBu_r"
 """Every diverging map: red = positive, blue = negative, white = 0 (said in its colour bar)."""
 SIGN_NOTE = "red = positive, blue = negative"
 LIMIT_PERCENTILE = 99.5
+CONSTANT_SPREAD = 0.5
+"""A constant map's colour range reaches this fraction of ``|value|`` either side of it."""
 
 
 @dataclass(frozen=True)
@@ -81,16 +85,20 @@ def _limits_note(lim: float, n_beyond: int) -> str:
 def value_limits(exp: Exploration, shown: np.ndarray | torch.Tensor) -> ColourLimits:
     """One colour scale for original and dequantized: diverging around 0 (``DIVERGING``)
     at ``±`` the 99.5th percentile of ``|x|`` of the shown original values when the data has
-    both signs; sequential over the 0.5th-99.5th percentile range otherwise."""
+    both signs; sequential over the 0.5th-99.5th percentile range otherwise (the finite
+    minimum and maximum where those percentiles meet), and ``constant_range`` around the
+    value where every shown value is the same."""
     if exp.value_min < 0 < exp.value_max:
         lim = robust_limit(shown)
         return ColourLimits(DIVERGING, -lim, lim, _limits_note(lim, _beyond(shown, -lim, lim)))
     v = np.asarray(shown, dtype=np.float32)
     v = v[np.isfinite(v)]
     lo = float(np.percentile(v, 100 - LIMIT_PERCENTILE, method="lower")) if v.size else 0.0
-    hi = float(np.percentile(v, LIMIT_PERCENTILE, method="higher")) if v.size else 1.0
+    hi = float(np.percentile(v, LIMIT_PERCENTILE, method="higher")) if v.size else 0.0
+    if hi <= lo and v.size:  # the percentiles met (nearly all one value): the data's ends
+        lo, hi = float(v.min()), float(v.max())
     if hi <= lo:
-        hi = lo + 1.0
+        return _constant_limits(lo, shown)
     n = _beyond(shown, lo, hi)
     return ColourLimits(
         "Viridis",
@@ -99,6 +107,34 @@ def value_limits(exp: Exploration, shown: np.ndarray | torch.Tensor) -> ColourLi
         f"{lo:.3g} to {hi:.3g} ({100 - LIMIT_PERCENTILE:g}th–{LIMIT_PERCENTILE:g}th pct; "
         f"{n:,} values beyond, saturated)",
     )
+
+
+def constant_range(value: float) -> tuple[float, float]:
+    """A colour range for a map whose every value is ``value``: centred on it, reaching
+    ``CONSTANT_SPREAD`` of ``|value|`` either side (1 for all-ones: ``0.5 .. 1.5``; -2:
+    ``-3 .. -1``), and ``-1 .. 1`` for 0, so the value sits mid-scale and the colour bar
+    names nothing the data is not near (``lo + 1`` gave ones a range of 1 to 2)."""
+    v = float(value)
+    if not np.isfinite(v):
+        raise ValueError(f"a constant map's value must be finite, got {v}")
+    if v == 0.0:
+        return -1.0, 1.0
+    half = abs(v) * CONSTANT_SPREAD
+    lo, hi = v - half, v + half
+    big = float(np.finfo(np.float64).max)
+    return max(lo, -big), min(hi, big)
+
+
+def _constant_limits(value: float, shown: np.ndarray | torch.Tensor) -> ColourLimits:
+    """``constant_range`` as limits: diverging around 0 (white) for all-zero, Viridis
+    otherwise; the note says the map is constant."""
+    lo, hi = constant_range(value)
+    n = _beyond(shown, lo, hi)
+    if value == 0.0:
+        note = f"{SIGN_NOTE}<br>±1 (every value is 0; {n:,} values beyond, saturated)"
+        return ColourLimits(DIVERGING, lo, hi, note)
+    note = f"{lo:.3g} to {hi:.3g} (every value is {value:.4g}; {n:,} values beyond, saturated)"
+    return ColourLimits("Viridis", lo, hi, note)
 
 
 def error_limits(shown: np.ndarray | torch.Tensor) -> ColourLimits:

@@ -34,6 +34,7 @@ from quant_core import (
 
 from ..display.labels import FORMAT_LABELS
 from ..display.reduce import Reduction, reduce_2d
+from .colour import constant_range
 from .explore import Exploration, block_cells, block_label, block_values
 from .formulas import latex_number, latex_operand, latex_text
 
@@ -394,7 +395,9 @@ def scale_map_figure(m: ScaleMap) -> go.Figure:
     reduced = reduce_2d(m.values, MAP_MAX_CELLS, Reduction.MEAN)
     rows, cols = m.values.shape
     finite = reduced.values[np.isfinite(reduced.values)]
-    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
+    if hi <= lo:  # every block's scale the same (a constant tensor): centred on it
+        lo, hi = constant_range(lo)
     note = f"each cell: {m.note}"
     if reduced.is_reduced:
         note += f"; mean of {reduced.row_step}×{reduced.col_step} cells"
@@ -413,7 +416,7 @@ def scale_map_figure(m: ScaleMap) -> go.Figure:
                 "y": reduced.row_centres(),
                 "colorscale": "Viridis",
                 "zmin": lo,
-                "zmax": hi if hi > lo else lo + 1,
+                "zmax": hi,
                 "hovertemplate": hover,
                 "texttemplate": "%{z:.4g}" if small else None,
                 "colorbar": {"title": {"text": m.label, "side": "right"}, "thickness": 12},

@@ -9,6 +9,7 @@ any size, and equal to the plain SQNR where no input importance is known.
 from __future__ import annotations
 
 import enum
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -20,6 +21,7 @@ from quant_core.mixed import Allocation, CurvePoint, SensitivityRow
 
 from ..compare.frontier import pareto_mask
 from ..display.text import html_literal
+from .point_labels import AxisRange, PlotBox, label_annotation, place_labels
 from .tasks import TaskResult
 
 __all__ = [
@@ -142,17 +144,50 @@ def mix_figure(allocation: Allocation) -> go.Figure:
     return fig
 
 
+def _span(values: Sequence[float], pad: float, least: float) -> AxisRange:
+    """``values``' extent, widened by ``pad`` of it either side (at least ``least``)."""
+    lo, hi = min(values), max(values)
+    margin = max((hi - lo) * pad, least)
+    return AxisRange(lo - margin, hi + margin)
+
+
+def _steps(
+    points: Sequence[tuple[float, float]], per_segment: int = 24
+) -> list[tuple[float, float]]:
+    """The allocation's line as drawn (``shape="hv"``: across, then up or down), sampled
+    ``per_segment`` times a segment, for the labels to keep clear of."""
+    out = list(points[:1])
+    for (x0, y0), (x1, y1) in itertools.pairwise(points):
+        out += [(x0 + (x1 - x0) * k / per_segment, y0) for k in range(1, per_segment + 1)]
+        out += [(x1, y0 + (y1 - y0) * k / per_segment) for k in range(1, per_segment + 1)]
+    return out
+
+
 def curve_figure(
     curve: Sequence[CurvePoint], uniform: Sequence[CurvePoint], current: Allocation
 ) -> go.Figure:
     """Total weighted error against bits per weight: the allocation at budgets from the
     cheapest to the largest (a line), each uniform scheme (points, the ones no other
-    uniform scheme beats on both axes ringed) and the current allocation (a star)."""
+    uniform scheme beats on both axes ringed) and the current allocation (a star).
+
+    Uniform schemes crowd (six between 4.1 and 4.5 bits per weight): each is labelled where
+    its name fits clear of the other labels and points, beside it or out on a leader line
+    (``point_labels.place_labels``, the ringed ones first), the rest by hover only, as the
+    title says. The axes' ranges are set here, so the
+    labels' layout knows where the points fall."""
+
+    def err(e: float) -> float:
+        return max(e, 1e-30)
+
+    xs = [p.bits_per_weight for p in (*curve, *uniform)] + [current.bits_per_weight]
+    ys = [err(p.error) for p in (*curve, *uniform)] + [err(current.total_error)]
+    xr = _span(xs, 0.06, 0.25)
+    yr = _span([math.log10(y) for y in ys], 0.1, 0.15)
     fig = go.Figure()
     fig.add_trace(
         go.Scatter(
             x=[p.bits_per_weight for p in curve],
-            y=[max(p.error, 1e-30) for p in curve],
+            y=[err(p.error) for p in curve],
             mode="lines+markers",
             name="mixed (allocated)",
             line={"color": _MIXED, "shape": "hv"},
@@ -160,28 +195,53 @@ def curve_figure(
             hovertemplate="mixed: %{x:.3f} bits/w, error %{y:.4g}<extra></extra>",
         )
     )
+    title = "Total error vs size: mixed against uniform"
     if uniform:
         front = pareto_mask([p.bits for p in uniform], [p.error for p in uniform])
+        ux = [p.bits_per_weight for p in uniform]
+        uy = [math.log10(err(p.error)) for p in uniform]
+        order = sorted(range(len(uniform)), key=lambda i: (not front[i], ux[i]))
+        star = (current.bits_per_weight, math.log10(err(current.total_error)))
+        plot = PlotBox()
+        # the star is one more point to keep clear of (it has no label)
+        placed = place_labels(
+            [*ux, star[0]],
+            [*uy, star[1]],
+            [p.label for p in uniform] + [""],
+            xr,
+            yr,
+            plot,
+            order,
+            _steps([(p.bits_per_weight, math.log10(err(p.error))) for p in curve]),
+        )
+        for label in placed:
+            i = label.index
+            fig.add_annotation(label_annotation(label, ux[i], uy[i], plot.font, _UNIFORM))
+        hidden = len(uniform) - len(placed)
+        if hidden:
+            title += (
+                f"<br><sup>{hidden} of {len(uniform)} uniform schemes unlabelled where they "
+                "crowd: hover a point for its name</sup>"
+            )
         fig.add_trace(
             go.Scatter(
-                x=[p.bits_per_weight for p in uniform],
-                y=[max(p.error, 1e-30) for p in uniform],
-                text=[p.label for p in uniform],
-                mode="markers+text",
-                textposition="top center",
+                x=ux,
+                y=[err(p.error) for p in uniform],
+                customdata=[p.label for p in uniform],
+                mode="markers",
                 name="uniform schemes",
                 marker={
                     "color": _UNIFORM,
                     "size": [12 if f else 8 for f in front],
                     "symbol": ["circle" if f else "circle-open" for f in front],
                 },
-                hovertemplate="%{text}: %{x:.3f} bits/w, error %{y:.4g}<extra></extra>",
+                hovertemplate="%{customdata}: %{x:.3f} bits/w, error %{y:.4g}<extra></extra>",
             )
         )
     fig.add_trace(
         go.Scatter(
             x=[current.bits_per_weight],
-            y=[max(current.total_error, 1e-30)],
+            y=[err(current.total_error)],
             mode="markers",
             name="this allocation",
             marker={"symbol": "star", "size": 16, "color": "black"},
@@ -189,10 +249,12 @@ def curve_figure(
         )
     )
     fig.update_layout(
-        title="Total error vs size: mixed against uniform",
-        xaxis_title="bits per weight (codes + scales + zero points)",
-        yaxis_title="total error (Σ over tensors)",
-        yaxis_type="log",
+        title=title,
+        xaxis={
+            "title": "bits per weight (codes + scales + zero points)",
+            "range": [xr.lo, xr.hi],
+        },
+        yaxis={"title": "total error (Σ over tensors)", "type": "log", "range": [yr.lo, yr.hi]},
         height=420,
         legend={"orientation": "h", "y": -0.25},
     )

@@ -8,6 +8,8 @@ key             value                                               field
                 ``encoder.layer.0.intermediate.dense``
 ``l.scheme``    ``w8a16`` | ``w8a8`` | ``w4a16_g128`` | ``w4a8`` |  ``choice``
                 ``custom``
+``l.preset``    read only: a preset by its value or its label       ``choice``
+                (``W4A16 g128``), any case; written as ``l.scheme``
 ``l.w.<k>``     custom weights: ``config_to_query`` keys, or         ``weight``
                 ``l.w=none`` (weights stay float)
 ``l.a.<k>``     custom activations: the same keys, or ``l.a=none``   ``activation``
@@ -18,7 +20,9 @@ key             value                                               field
 ==============  ==================================================  ===================
 
 ``layer_from_query`` parses each part on its own, so one bad value loses only its part;
-every problem comes back as a sentence for the page to show. Nothing is evaluated.
+every problem comes back as a sentence for the page to show, and so does an ``l.`` key the
+page does not know (a typo such as ``l.sheme`` would otherwise be dropped in silence).
+Nothing is evaluated.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from quant_core import QuantConfig
+from quant_core import QuantConfig, preset_names
 
 from ..activations.layer import EvalSplit, LayerSettings, SchemeChoice
 from ..activations.sentences import RangeMode
@@ -48,6 +52,16 @@ _A = "l.a"
 _NONE = "none"
 ALPHA_STEP = 0.05
 """The α slider's step: a link's α must be a multiple of it (0.05, 0.1, ... 1)."""
+_PRESET_KEY = "l.preset"
+_PRESETS = tuple(c for c in SchemeChoice if c.preset is not None)
+_KNOWN_KEYS = frozenset(
+    {f"{PREFIX}{k}" for k in ("layer", "scheme", "preset", "ranges", "split", "alpha")}
+    | {_W, _A}
+    | {f"{side}.{k}" for side in (_W, _A) for k in QUERY_KEYS}
+)
+_KEYS_TEXT = (
+    "l.layer, l.scheme, l.w.<key>, l.a.<key>, l.w=none, l.a=none, l.ranges, l.split, l.alpha"
+)
 _LAYER_RE = re.compile(r"[A-Za-z0-9_.]{1,200}")
 _ALPHA_RE = re.compile(r"[0-9](\.[0-9]{1,6})?")
 
@@ -106,6 +120,31 @@ def _alpha(raw: str) -> float:
     return round(steps) * ALPHA_STEP
 
 
+def _preset(raw: str) -> SchemeChoice:
+    """The preset ``l.preset=raw`` names: a ``SchemeChoice`` preset's value or label in any
+    case (``W8A8``, ``w4a16_g128``, ``W4A16 g128``); ``ValueError`` naming the value and
+    the presets otherwise, with a pointer where the value means something elsewhere (a
+    shipped format is one side's scheme, ``custom`` is the two pickers)."""
+    norm = raw.strip().lower().replace(" ", "_")
+    for choice in _PRESETS:
+        if norm == choice.value:
+            return choice
+    accepted = ", ".join(c.value for c in _PRESETS)
+    shown = raw[:40]
+    if norm == SchemeChoice.CUSTOM.value:
+        raise ValueError(
+            f"{_PRESET_KEY}={shown!r} is not a preset (one of: {accepted}); for two pickers "
+            f"link {PREFIX}scheme=custom"
+        )
+    if raw.strip().upper() in {n.upper() for n in preset_names()}:
+        name = raw.strip().upper()
+        raise ValueError(
+            f"{_PRESET_KEY}={shown!r} is a format for one side, not a layer scheme (one "
+            f"of: {accepted}); for {name} weights link {PREFIX}scheme=custom&{_W}.preset={name}"
+        )
+    raise ValueError(f"{_PRESET_KEY}={shown!r} is not one of: {accepted}")
+
+
 def _side(params: Mapping[str, str], side: str) -> tuple[QuantConfig | None, bool]:
     """A custom side's config, or ``(None, True)`` for ``side=none``."""
     raw = params.get(side)
@@ -154,10 +193,27 @@ def layer_from_query(params: Mapping[str, str]) -> LayerQuery:
             continue
         found[name] = cfg
         found[f"{name}_float"] = float_
+    raw_preset = params.get(_PRESET_KEY)
+    if raw_preset is not None:
+        try:
+            named = _preset(raw_preset)
+        except ValueError as exc:
+            problems.append(f"preset ({exc})")
+        else:
+            if found.get("choice", named) is not named:
+                problems.append(
+                    f"preset ({_PRESET_KEY}={raw_preset[:40]!r} disagrees with "
+                    f"{PREFIX}scheme={params[PREFIX + 'scheme']}; using {PREFIX}scheme)"
+                )
+            else:  # also where l.scheme was unusable (that problem is said already)
+                found["choice"] = named
     raw_alpha = params.get(f"{PREFIX}alpha")
     if raw_alpha is not None:
         try:
             found["alpha"] = _alpha(raw_alpha)
         except ValueError as exc:
             problems.append(f"SmoothQuant's α ({exc})")
+    unknown = sorted(k for k in params if k.startswith(PREFIX) and k not in _KNOWN_KEYS)
+    for key in unknown:
+        problems.append(f"key {key[:60]!r} (not a key of this page; its keys: {_KEYS_TEXT})")
     return LayerQuery(**found, problems=tuple(problems))  # type: ignore[arg-type]
