@@ -204,6 +204,10 @@ def source_picker(collapsed: bool = False) -> PreparedSource | None:
             kinds,
             format_func=KIND_LABELS.__getitem__,
             key="src_kind",
+            help=(
+                "MiniLM is all-MiniLM-L6-v2, the sentence model that ships with the app. "
+                "Its activations are the inputs of its linear layers, captured on sentences."
+            ),
             persist_state=PERSIST,
         )
         try:

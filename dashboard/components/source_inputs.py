@@ -55,9 +55,9 @@ UPLOAD = "_uploaded_file"
 KIND_LABELS = {
     SourceKind.SYNTHETIC: "Synthetic",
     SourceKind.EXAMPLE: "Teaching examples",
-    SourceKind.MODEL: "Bundled model (all-MiniLM-L6-v2)",
+    SourceKind.MODEL: "Bundled model (MiniLM)",
     SourceKind.UPLOAD: "Upload a file",
-    SourceKind.ACTIVATIONS: "Activations (linear-layer inputs of all-MiniLM-L6-v2)",
+    SourceKind.ACTIVATIONS: "Activations (MiniLM inputs)",
     SourceKind.FOLDER: "Model folder on this machine",
 }
 _DIST_LABELS = {

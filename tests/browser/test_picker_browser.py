@@ -37,7 +37,7 @@ def test_granularity_survives_a_switch_to_activations_and_back(page, app_url: st
     wait_idle(page)
     assert _checked(page, "Granularity") == ["Per channel"]
 
-    _pick_source(page, "Activations (linear-layer inputs of all-MiniLM-L6-v2)")
+    _pick_source(page, "Activations (MiniLM inputs)")
     page.wait_for_url(re.compile(r"[?&]src=act(&|$)"), timeout=90_000)
     wait_idle(page)
     page.get_by_role("radiogroup", name="Ranges", exact=True).wait_for()

@@ -89,7 +89,7 @@ def offered_algorithms(layer: str | None) -> tuple[Algorithm, ...]:
     return tuple(Algorithm) if layer is not None else DATA_FREE
 
 
-BUNDLED_PATH = "Source → Bundled model (all-MiniLM-L6-v2)"
+BUNDLED_PATH = "Source → Bundled model (MiniLM)"
 """Where the tensor picker offers the bundled model's weights (its labels, as shown)."""
 
 
