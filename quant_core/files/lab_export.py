@@ -449,50 +449,44 @@ def read_lab_export(blob: Blob, header: STHeader, max_elements: int) -> Quantize
     if cfg.two_level and version != "1":
         stored = _read_parts(blob, header, cfg, layout, shape)
         scale, zero_point, offset = scales_from_stored(stored, cfg, layout)
-        return QuantizedTensor(
-            codes=codes,
-            scale=scale,
-            zero_point=zero_point,
-            config=cfg,
-            layout=layout,
-            input_dtype=torch.float32,
-            offset=offset,
-            stored=stored,
+    else:  # one level, or an export of version 1
+        # a two-level format's block scales are exact float32 (d * sc, 2^(e - 127), ...)
+        sdtypes = ("F32",) if cfg.two_level else (
+            tuple(k for k, v in _SCALE_DTYPES.items() if v is cfg.scale_dtype)
         )
-    # a two-level format's block scales are exact float32 (d * sc, 2^(e - 127), ...)
-    sdtypes = ("F32",) if cfg.two_level else (
-        tuple(k for k, v in _SCALE_DTYPES.items() if v is cfg.scale_dtype)
-    )
-    scale = part("scale", sdtypes, layout.n_blocks).to(torch.float32).reshape(layout.scale_shape)
-    zero_point = torch.zeros(layout.scale_shape, dtype=torch.int32)
-    offset = None
-    if cfg.float_offset:
-        if "offset" not in entries:
-            raise QuantizedFileError(f"{shown}: {cfg.describe()} stores an offset; none found")
-        offset = part("offset", sdtypes, layout.n_blocks).to(torch.float32)
-        offset = offset.reshape(layout.scale_shape)
-    elif cfg.has_zero_point:
-        if "zero_point" not in entries:
-            raise QuantizedFileError(f"{shown}: {cfg.describe()} stores zero points; none found")
-        zp_packed = part("zero_point", ("U8",), packed_size(layout.n_blocks, cfg.bits))
-        zp = unpack(zp_packed, cfg.bits, layout.n_blocks, signed=True)
-        zero_point = zp.to(torch.int32).reshape(layout.scale_shape)
-    stored = None
-    if cfg.two_level:
-        found = {
-            f: read_tensor(blob, entries[f"stored_{f}"]).clone()
-            for f in STORED_PARTS
-            if f"stored_{f}" in entries
-        }
-        if "codes" not in found or found["codes"].numel() != layout.n_blocks:
-            raise QuantizedFileError(
-                f"{shown}: {cfg.name} stores its block scales as integers: stored_codes "
-                f"with {layout.n_blocks:,} values was expected"
-            )
-        for f in ("codes", "min_codes"):
-            if f in found:
-                found[f] = found[f].to(torch.int32).reshape(layout.scale_shape)
-        stored = StoredScales(**found)
+        scale = part("scale", sdtypes, layout.n_blocks).to(torch.float32)
+        scale = scale.reshape(layout.scale_shape)
+        zero_point = torch.zeros(layout.scale_shape, dtype=torch.int32)
+        offset = None
+        if cfg.float_offset:
+            if "offset" not in entries:
+                raise QuantizedFileError(f"{shown}: {cfg.describe()} stores an offset; none found")
+            offset = part("offset", sdtypes, layout.n_blocks).to(torch.float32)
+            offset = offset.reshape(layout.scale_shape)
+        elif cfg.has_zero_point:
+            if "zero_point" not in entries:
+                raise QuantizedFileError(
+                    f"{shown}: {cfg.describe()} stores zero points; none found"
+                )
+            zp_packed = part("zero_point", ("U8",), packed_size(layout.n_blocks, cfg.bits))
+            zp = unpack(zp_packed, cfg.bits, layout.n_blocks, signed=True)
+            zero_point = zp.to(torch.int32).reshape(layout.scale_shape)
+        stored = None
+        if cfg.two_level:
+            found = {
+                f: read_tensor(blob, entries[f"stored_{f}"]).clone()
+                for f in STORED_PARTS
+                if f"stored_{f}" in entries
+            }
+            if "codes" not in found or found["codes"].numel() != layout.n_blocks:
+                raise QuantizedFileError(
+                    f"{shown}: {cfg.name} stores its block scales as integers: stored_codes "
+                    f"with {layout.n_blocks:,} values was expected"
+                )
+            for f in ("codes", "min_codes"):
+                if f in found:
+                    found[f] = found[f].to(torch.int32).reshape(layout.scale_shape)
+            stored = StoredScales(**found)
     return QuantizedTensor(
         codes=codes,
         scale=scale,
