@@ -92,6 +92,17 @@ def test_pins_parse_or_name_the_line() -> None:
         parse_pins("( = Q4_0", ["Q4_0"])
 
 
+def test_heatmap_keeps_its_title_clear_of_the_tilted_scheme_names() -> None:
+    """In a narrow column (a 1100 px window) plotly tilts the scheme names on the top axis;
+    with the title in the plot's margin they ran up into it. The title sits in the
+    container with automargin and the top axis has automargin, so plotly moves the plot
+    down instead (checked in Chromium at 640 px)."""
+    layout = heatmap_figure(ROWS).layout
+    assert layout.title.text.startswith("Sensitivity: ")
+    assert layout.title.yref == "container" and layout.title.automargin is True
+    assert layout.xaxis.side == "top" and layout.xaxis.automargin is True
+
+
 def test_figures_and_table() -> None:
     problem = build_problem(ROWS, objective=Objective.ABSOLUTE)
     alloc = allocate(problem, 1300)
