@@ -122,6 +122,9 @@ def test_figures_and_table() -> None:
     curve = curve_figure(allocation_curve(problem, 4), uniform_points(problem), alloc)
     names = ["mixed (allocated)", "uniform schemes", "this allocation"]
     assert [t.name for t in curve.data] == names
+    # drawn at the width its labels were laid out for, whatever the page's width
+    assert curve.layout.width == PlotBox().width + 160
+    assert (curve.layout.margin.l, curve.layout.margin.r) == (80, 80)
     table = allocation_table(ROWS, alloc)
     assert list(table["scheme"]) == ["Q4_0", "Q8_0"]
     assert table["weighted SQNR (dB)"][0] == pytest.approx(20.0)

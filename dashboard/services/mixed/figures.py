@@ -265,6 +265,11 @@ def curve_figure(
         height=420,
         legend={"orientation": "h", "y": -0.25},
     )
+    if uniform:
+        # The labels were laid out for a plot of PlotBox's width: the figure keeps that
+        # width (plus plotly's default 80 px side margins) whatever the page's width, or a
+        # wider plot spreads the points under labels placed for the narrower one.
+        fig.update_layout(width=int(plot.width) + 160, margin={"l": 80, "r": 80})
     return fig
 
 
