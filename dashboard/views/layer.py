@@ -6,6 +6,7 @@ import streamlit as st
 
 from dashboard import cache
 from dashboard.components import url
+from dashboard.components.fallback import cannot_quantize
 from dashboard.components.layer_controls import layer_controls, layer_query, seed_layer_from_url
 from dashboard.components.layer_metrics import contribution_metrics, output_metrics
 from dashboard.services.activations.figures import sweep_figure
@@ -13,6 +14,7 @@ from dashboard.services.activations.layer import EvalSplit, linear_shapes
 from dashboard.services.activations.layer_export import layer_metrics_csv, layer_metrics_table
 from dashboard.services.activations.source import capture_summary
 from dashboard.services.display.text import literal
+from quant_core import check_shape
 from quant_core.calibration import CALIBRATION_SENTENCES, HELD_OUT_SENTENCES, transformer_of
 
 if url.first_run("layer"):
@@ -40,6 +42,17 @@ with st.sidebar:
         st.caption(f"{name}: {summary}")
 
 key = settings.key
+# Weights whose blocks do not divide the rows (Q4_K on rows of 384) are known from the shape
+# alone: say so with llama-quantize's type for such a tensor one click away, as the
+# explorer and A/B do (the weight picker's keys start with "lw_").
+weight_cfg = settings.scheme.weight
+if weight_cfg is not None:
+    w_shape = tuple(int(d) for d in inputs.weight.shape)
+    try:
+        check_shape(w_shape, weight_cfg)
+    except ValueError as exc:
+        cannot_quantize(exc, weight_cfg, w_shape, key="l_fallback_w", side="W", prefix="lw_")
+        st.stop()
 try:
     base = cache.layer_eval(key, inputs, settings.scheme, settings.ranges, None)
     smoothed = (

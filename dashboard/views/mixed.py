@@ -200,10 +200,14 @@ st.caption(
     + (f"; the uniform {alloc.uniform} did better and was taken" if alloc.uniform else "")
     + "."
 )
-left, right = st.columns(2)
-left.plotly_chart(mix_figure(alloc), key="mx_mix")
+# The curve is drawn at its own width on a row of its own: its labels are laid out for a
+# plot of PlotBox's 340 px, and half the page at a 1100 px window left some 200 px (Q6_K's
+# label, the subtitle and the axis title were cut off at the right edge).
+st.plotly_chart(mix_figure(alloc), key="mx_mix")
 uniform = uniform_points(problem)
-right.plotly_chart(curve_figure(allocation_curve(problem), uniform, alloc), key="mx_curve")
+st.plotly_chart(
+    curve_figure(allocation_curve(problem), uniform, alloc), key="mx_curve", width="content"
+)
 
 # The judgement runs the model (seconds); the allocation's table and downloads come first in
 # time, so a click on "Recipe (JSON)" while the model still runs gets this budget's recipe,

@@ -166,6 +166,23 @@ def test_presets_run_and_show_outputs_and_contributions(choice: SchemeChoice) ->
     assert (metric_value(at, "Activation-only SQNR") == "float (no error)") is not has_act
 
 
+def test_weights_whose_blocks_do_not_fit_offer_llama_quantizes_type() -> None:
+    """Q4_K weights on a layer whose rows are 384 values (super-blocks of 256 do not divide
+    them): the page says so with the button the explorer and A/B show, and the click runs."""
+    layer = "encoder.layer.0.intermediate.dense"  # W [1536, 384]
+    at = new_app("layer.py", **{"l.layer": layer, "l.scheme": "custom", "l.w.preset": "Q4_K"})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    errors = [plain(e.value) for e in at.error]
+    assert len(errors) == 1 and "super-block of 256" in errors[0], errors
+    button = at.button(key="l_fallback_w")
+    assert button.label.startswith("Use Q5_0 for W")
+    button.click().run()
+    no_errors(at)
+    assert at.selectbox(key="lw_q_preset").value == "Q5_0"
+    assert metric_value(at, "Output SQNR").endswith(" dB")
+
+
 def test_none_none_gives_zero_output_error() -> None:
     at = new_app("layer.py").run()
     at.selectbox(key="l_scheme").set_value(SchemeChoice.CUSTOM).run()

@@ -81,6 +81,16 @@ def test_bundled_model_default() -> None:
     assert 5.5 < float(metrics(at)["Bits per weight"]) <= 6.0
 
 
+def test_the_error_vs_size_chart_takes_the_pages_width() -> None:
+    """Its labels are laid out for a plot at least PlotBox's 340 px wide; in half the page
+    of a 1100 px window (about 200 px of plot) labels, subtitle and axis title were cut."""
+    at = open_page().run()
+    no_errors(at)
+    in_columns = [el.key for col in at.columns for el in col.get("plotly_chart")]
+    assert "mx_curve" not in in_columns
+    assert "mx_curve" in [el.key for el in at.get("plotly_chart")]
+
+
 def test_the_url_carries_budget_candidates_and_floor() -> None:
     at = open_page(**{"mx.budget": "20MB", "mx.cands": "int8_pc,int4_g128", "mx.floor": "int8_pc"})
     no_errors(at)

@@ -92,6 +92,17 @@ def test_pins_parse_or_name_the_line() -> None:
         parse_pins("( = Q4_0", ["Q4_0"])
 
 
+def test_heatmap_keeps_its_title_clear_of_the_tilted_scheme_names() -> None:
+    """In a narrow column (a 1100 px window) plotly tilts the scheme names on the top axis;
+    with the title in the plot's margin they ran up into it. The title sits in the
+    container with automargin and the top axis has automargin, so plotly moves the plot
+    down instead (checked in Chromium at 640 px)."""
+    layout = heatmap_figure(ROWS).layout
+    assert layout.title.text.startswith("Sensitivity: ")
+    assert layout.title.yref == "container" and layout.title.automargin is True
+    assert layout.xaxis.side == "top" and layout.xaxis.automargin is True
+
+
 def test_figures_and_table() -> None:
     problem = build_problem(ROWS, objective=Objective.ABSOLUTE)
     alloc = allocate(problem, 1300)
@@ -111,6 +122,9 @@ def test_figures_and_table() -> None:
     curve = curve_figure(allocation_curve(problem, 4), uniform_points(problem), alloc)
     names = ["mixed (allocated)", "uniform schemes", "this allocation"]
     assert [t.name for t in curve.data] == names
+    # drawn at the width its labels were laid out for, whatever the page's width
+    assert curve.layout.width == PlotBox().width + 160
+    assert (curve.layout.margin.l, curve.layout.margin.r) == (80, 80)
     table = allocation_table(ROWS, alloc)
     assert list(table["scheme"]) == ["Q4_0", "Q8_0"]
     assert table["weighted SQNR (dB)"][0] == pytest.approx(20.0)

@@ -119,10 +119,17 @@ def heatmap_figure(
             )
         )
     fig.update_layout(
-        title=f"Sensitivity: {metric.value} per tensor and scheme (higher is better)",
+        # In a narrow column plotly tilts the scheme names on the top axis up into the
+        # title (1100 px window: 'int4_g128' over '(higher is better)'): the title, placed
+        # in the container with automargin, and the axis push the plot down instead.
+        title={
+            "text": f"Sensitivity: {metric.value} per tensor and scheme (higher is better)",
+            "yref": "container",
+            "automargin": True,
+        },
         height=int(min(2400, max(360, 140 + 16 * len(tensors)))),
         yaxis={"autorange": "reversed", "type": "category"},
-        xaxis={"type": "category", "side": "top"},
+        xaxis={"type": "category", "side": "top", "automargin": True},
         margin={"l": 10, "r": 10, "t": 90, "b": 10},
         showlegend=False,
     )
@@ -258,6 +265,11 @@ def curve_figure(
         height=420,
         legend={"orientation": "h", "y": -0.25},
     )
+    if uniform:
+        # The labels were laid out for a plot of PlotBox's width: the figure keeps that
+        # width (plus plotly's default 80 px side margins) whatever the page's width, or a
+        # wider plot spreads the points under labels placed for the narrower one.
+        fig.update_layout(width=int(plot.width) + 160, margin={"l": 80, "r": 80})
     return fig
 
 
