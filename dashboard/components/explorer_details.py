@@ -25,6 +25,7 @@ from dashboard.components.charts import histogram_chart, static_table, zoom_char
 from dashboard.components.explorer_run import ExplorerRun, run_explorer, teaching_for
 from dashboard.components.ste import ste_section
 from dashboard.components.view import block_chooser, current_view, zoom_window
+from dashboard.services.display.labels import format_label
 from dashboard.services.explorer.explore import block_cells
 from dashboard.services.explorer.zoom import zoom_view
 from dashboard.services.sources.prepared import PreparedSource
@@ -107,7 +108,7 @@ def downloads(inputs: ExplorerInputs) -> None:
     # about 1 kB (NVFP4 at 128x256: 19,748 bytes for 18,436).
     two_level = cfg.two_level
     what = (
-        f"packed codes and block scales as {cfg.name} stores them"
+        f"packed codes and block scales as {format_label(cfg)} stores them"
         if two_level
         else "packed codes, scales and zero points"
     )

@@ -216,6 +216,8 @@ def test_downloads_caption_matches_the_files_size(preset: str) -> None:
     assert "plus a short header" in caption and 0 < size - stated < 2_000, (caption, size)
     if preset == "NVFP4":  # 128 x 256 / 2 FP4 bytes + 128 x 256 / 16 E4M3 bytes + 4
         assert stated == 18_436 and "as NVFP4 stores them" in caption, caption
+    if preset == "NF4_DQ":  # named as the picker names it, not by its registry key
+        assert "as NF4 + double quant stores them" in caption, caption
 
 
 def test_a_model_link_without_a_tensor_opens_at_the_pickers_tensor() -> None:

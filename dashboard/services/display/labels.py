@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from quant_core import FloatScales, Format, QuantConfig
 
-__all__ = ["FORMAT_LABELS", "scale_storage_label", "scheme_label"]
+__all__ = ["FORMAT_LABELS", "format_label", "scale_storage_label", "scheme_label"]
 
 
 FORMAT_LABELS: dict[Format, str] = {
@@ -51,3 +51,16 @@ def scale_storage_label(cfg: QuantConfig) -> str:
         return cfg.scale_dtype.value
     tag = next((w for w in cfg.describe().split(" ") if w.startswith("s:")), None)
     return cfg.scale_dtype.value if tag is None else tag.removeprefix("s:")
+
+
+def format_label(cfg: QuantConfig) -> str:
+    """A config as the scheme picker names it: a shipped format's label (``"MXFP8
+    (E4M3)"``, ``"NF4 + double quant"``), not its registry key (``"MXFP8_E4M3"``,
+    ``"NF4_DQ"``); any other config, ``cfg.name``."""
+    from quant_core.formats.registry import preset_names, presets
+
+    name = cfg.name
+    if name in preset_names():
+        return next(p.label for p in presets() if p.name == name)
+    return name
+
