@@ -4,26 +4,16 @@ its choices in its URL, and heavy links wait for a click (item 11)."""
 from __future__ import annotations
 
 import resource
-from pathlib import Path
 
 import pytest
-import streamlit as st
 from markdown_text import plain
+from page_runs import open_page
 from streamlit.testing.v1 import AppTest
 
 from dashboard.services.activations.layer import SchemeChoice
 
 pytestmark = pytest.mark.slow
 
-VIEWS = Path(__file__).resolve().parents[2] / "dashboard" / "views"
-
-
-def open_page(page: str, **query: str) -> AppTest:
-    st.cache_data.clear()
-    at = AppTest.from_file(str(VIEWS / page), default_timeout=300)
-    for k, v in query.items():
-        at.query_params[k] = v
-    return at.run()
 
 
 def no_errors(at: AppTest) -> None:

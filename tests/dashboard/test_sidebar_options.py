@@ -5,28 +5,16 @@ ellipsis (``token_embd.weight  F32 [64, 512`` read as whole)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-import streamlit as st
 from markdown_text import plain
+from page_runs import open_page
 from streamlit.testing.v1 import AppTest
 
 from dashboard.services.display.options import ELLIPSIS, OPTION_CHARS
 
-VIEWS = Path(__file__).resolve().parents[2] / "dashboard" / "views"
-
 NOT_OURS: set[str] = set()
 """Select boxes left out of the check (none: the source kind picker fits since the
 seventh stop)."""
-
-
-def open_page(page: str, **query: str) -> AppTest:
-    st.cache_data.clear()
-    at = AppTest.from_file(str(VIEWS / page), default_timeout=300)
-    for k, v in query.items():
-        at.query_params[k] = v
-    return at.run()
 
 
 def _too_long(at: AppTest) -> dict[str, list[str]]:
