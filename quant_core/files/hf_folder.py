@@ -93,8 +93,10 @@ class SafetensorsSource:
                 shard_of = {n: s for n, (s, _) in self._where.items()}
                 for layer in layers:
                     parts = {n: self._where[n][1] for n in layer.parts.values()}
+                    # the shard(s) holding this weight's parts, not "2 shards"
+                    held = sorted({shard_of[n] for n in parts}, key=_natural)
                     entry, geo = layer_entry(
-                        layer, spec, parts, shard_of, read_small, _shown(shards)
+                        layer, spec, parts, shard_of, read_small, " and ".join(held)
                     )
                     if entry.name in plain or entry.name in self._layers:
                         raise QuantizedFileError(

@@ -417,7 +417,14 @@ def read_lab_export(blob: Blob, header: STHeader, max_elements: int) -> Quantize
     entries = header.entries
 
     def part(name: str, dtypes: tuple[str, ...], count: int) -> torch.Tensor:
-        e = entries[name]
+        e = entries.get(name)
+        if e is None:  # e.g. a version 2 two-level export relabelled version 1
+            raise QuantizedFileError(
+                f"{shown}: tensor {name!r} is missing; a {list(shape)} tensor under "
+                f"{cfg.describe()} (export version {version}) stores {count:,} values of "
+                + " or ".join(dtypes)
+                + " there"
+            )
         if e.dtype not in dtypes or e.numel != count:
             raise QuantizedFileError(
                 f"{shown}: tensor {name!r} is {e.dtype} {list(e.shape)}; a {list(shape)} "

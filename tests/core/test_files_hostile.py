@@ -653,3 +653,41 @@ def test_the_string_count_bound_holds_for_any_json(value, ascii_only, indent):
     text = json.dumps(value, ensure_ascii=ascii_only, indent=indent).encode()
     bound, true = _string_count(text), _strings(value)
     assert bound == true
+
+
+# -- found by mutation fuzzing (one hand-made file per defect class) ------------------------
+
+
+def test_a_weight_that_lies_in_a_sharded_folder_names_its_shard(tmp_path):
+    """The message named "2 shards" instead of a file: the shard holding the weight's
+    parts is named."""
+    _gptq_folder(tmp_path, shards=2)
+    index = json.loads((tmp_path / "model.safetensors.index.json").read_text())
+    shard = index["weight_map"][f"{MODULE}.scales"]
+    path = tmp_path / shard
+    header, data = _header(path.read_bytes())
+    header[f"{MODULE}.scales"]["shape"] = [64]  # [2, 32] of F16: the same bytes
+    path.write_bytes(_with_header(header, data))
+    message = rf"^model-0000[12]-of-00002\.safetensors( and \S+)?: weight '{MODULE}.weight': "
+    with pytest.raises(QuantizedFileError, match=message + ".*scales' is F16 \\[64\\]") as err:
+        open_quantized(tmp_path)
+    assert shard in str(err.value)
+
+
+def test_a_two_level_export_without_its_scale_tensor_is_named(tmp_path):
+    """A version 1 export of a two-level format (or a version 2 one relabelled version 1)
+    without ``scale``: a ``KeyError: 'scale'`` escaped at load."""
+    from safetensors.torch import load_file, safe_open
+
+    src = os.path.join(os.path.dirname(__file__), "data", "lab_export_v1_NVFP4.safetensors")
+    with safe_open(src, "pt") as f:
+        metadata = f.metadata()
+    tensors = load_file(src)
+    del tensors["scale"]
+    path = tmp_path / "layer.safetensors"
+    path.write_bytes(save(tensors, metadata=metadata))
+    f = open_quantized(path)
+    with pytest.raises(
+        QuantizedFileError, match=r"^layer\.safetensors: tensor 'scale' is missing; a \[.*F32"
+    ):
+        f.load("layer")
