@@ -446,13 +446,24 @@ def read_lab_export(blob: Blob, header: STHeader, max_elements: int) -> Quantize
         # The lab's OCP MXFP4 shares llama.cpp's MXFP4 blocks, but its FP4 code 8 is -0
         # (llama.cpp reads +0): its own export keeps the code it wrote.
         own_zero = cfg != ggml_type(type_name).config
-        qt = from_ggml_bytes(blocks.numpy().tobytes(), type_name, shape, signed_zero=own_zero)
+        try:
+            qt = from_ggml_bytes(
+                blocks.numpy().tobytes(), type_name, shape, signed_zero=own_zero
+            )
+        except ValueError as err:
+            raise QuantizedFileError(f"{shown}: tensor 'ggml_blocks': {err}") from None
         return dataclasses.replace(qt, config=cfg)
     packed = part("codes", ("U8",), packed_size(numel, cfg.bits))
     signed = cfg.format is Format.INT
     codes = unpack(packed, cfg.bits, numel, signed=signed).reshape(shape)
     if not signed:
         codes = codes.to(torch.uint8)
+    if cfg.format in (Format.TERNARY, Format.TERNARY_PACKED) and numel and int(codes.max()) > 2:
+        # 2 bits hold 0..3 but the codebook has three codes: 3 decoded to NaN, silently
+        raise QuantizedFileError(
+            f"{shown}: tensor 'codes' holds the code {int(codes.max())}, which is not a "
+            f"{cfg.format.value} code (0, 1, 2 store -1, 0, +1): damaged codes"
+        )
     if cfg.two_level and version != "1":
         stored = _read_parts(blob, header, cfg, layout, shape)
         scale, zero_point, offset = scales_from_stored(stored, cfg, layout)

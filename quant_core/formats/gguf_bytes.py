@@ -271,6 +271,14 @@ def from_ggml_bytes(
         codes = (bits & 1).reshape(n, 128)
     elif name == "TQ2_0":
         codes = block_codes(name, raw)
+        # 2 bits hold 0..3 but a trit is 0..2: the codebook has no code 3 (it decoded to
+        # NaN, silently; llama.cpp reads it as +2 d). No writer makes one: a damaged file.
+        bad = (codes.reshape(n, -1) > 2).any(dim=1)
+        if bool(bad.any()):
+            raise ValueError(
+                f"TQ2_0 block {int(bad.nonzero()[0]):,} (from 0) holds the 2-bit value 3, "
+                "which is not a trit (0, 1, 2 store -1, 0, +1): damaged blocks"
+            )
         s = block_halves(raw, 64)
     elif name == "TQ1_0":
         codes = block_codes(name, raw)

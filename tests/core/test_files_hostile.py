@@ -691,3 +691,49 @@ def test_a_two_level_export_without_its_scale_tensor_is_named(tmp_path):
         QuantizedFileError, match=r"^layer\.safetensors: tensor 'scale' is missing; a \[.*F32"
     ):
         f.load("layer")
+
+
+def test_a_tq2_0_block_holding_the_value_3_is_refused(tmp_path):
+    """TQ2_0 stores trits in 2 bits; the value 3 is no trit (no writer makes it), and the
+    ternary codebook decoded it to NaN, silently (llama.cpp reads it as +2 d)."""
+    block = bytearray(66)  # 64 bytes of 2-bit values (0: -1), then d = 1.0 (fp16)
+    block[64:66] = np.float16(1.0).tobytes()
+    block[5] = 0b11 << 2  # value 32 * 0 + 5 of the block's second group: 3
+    f = _open(tmp_path, raw_gguf([("w", (256,), int(GGML.TQ2_0), 0)], bytes(block)))
+    message = r"^m\.gguf: tensor 'w': TQ2_0 block 0 \(from 0\) holds the 2-bit value 3"
+    with pytest.raises(QuantizedFileError, match=message):
+        f.load("w")
+    block[5] = 0b10 << 2  # a valid trit (+1) still reads
+    f = _open(tmp_path, raw_gguf([("w", (256,), int(GGML.TQ2_0), 0)], bytes(block)), "n.gguf")
+    values = f.load("w").dequantize()
+    assert values[37].item() == 1.0 and values[0].item() == -1.0
+
+
+def test_a_ternary_export_holding_code_3_is_refused(tmp_path):
+    """The lab's ternary export packs codes 0..2 at 2 bits; a damaged code 3 decoded to NaN,
+    silently."""
+    from quant_core import Format, PerGroup, QuantConfig, quantize
+    from quant_core.files.lab_export import config_to_json, export_tensors
+
+    cfg = QuantConfig(format=Format.TERNARY, granularity=PerGroup(16))
+    qt = quantize(torch.randn(4, 32, generator=torch.Generator().manual_seed(0)), cfg)
+    tensors, layout = export_tensors(qt)
+    meta = {
+        "shape": "[4, 32]",
+        "format": cfg.format.value,
+        "bits": str(cfg.bits),
+        "mode": cfg.mode.value,
+        "granularity": json.dumps({"kind": "PerGroup", "group_size": 16}),
+        "zero_point_convention": cfg.zero_point.value,
+        "config": config_to_json(cfg),
+        **layout,
+    }
+    path = tmp_path / "layer.safetensors"
+    path.write_bytes(save(tensors, metadata=meta))
+    assert torch.equal(open_quantized(path).load("layer").dequantize(), qt.dequantize())
+    tensors["codes"][3] = 0xFF  # four codes of 3
+    path.write_bytes(save(tensors, metadata=meta))
+    f = open_quantized(path)
+    message = r"^layer\.safetensors: tensor 'codes' holds the code 3, which is not a ternary"
+    with pytest.raises(QuantizedFileError, match=message):
+        f.load("layer")
