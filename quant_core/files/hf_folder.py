@@ -163,10 +163,20 @@ def _kind(spec: QuantSpec | None, layouts: set[object], shown: str) -> FileKind:
     return layouts.pop() if layouts else FileKind.SAFETENSORS  # type: ignore[return-value]
 
 
-def _natural(name: str) -> list[object]:
+def _natural(name: str) -> list[tuple[int, int, str]]:
+    """``layers.2`` before ``layers.10``: digit runs compared by length, then text, not
+    by ``int`` (a name of over 4,300 digits made ``int`` raise a ``ValueError`` naming no
+    file; the dashboard's ``natural_key`` is the same)."""
     import re
 
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
+    key = []
+    for part in re.split(r"(\d+)", name):
+        if part.isdecimal():
+            digits = part.lstrip("0")
+            key.append((0, len(digits), digits))
+        else:
+            key.append((1, 0, part))
+    return key
 
 
 def _read_index(path: Path, guard: PathGuard) -> dict[str, str]:

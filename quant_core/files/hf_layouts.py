@@ -455,7 +455,8 @@ def _bnb_geometry(
     _check(
         isinstance(shape, list)
         and 1 <= len(shape) <= 8
-        and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape),
+        # below 2^63 (a torch size): a product of larger ones can be too long to print
+        and all(isinstance(d, int) and not isinstance(d, bool) and 0 < d < 2**63 for d in shape),
         shown,
         layer,
         f"quant state shape {str(shape)[:60]} is not a list of sizes",

@@ -351,6 +351,20 @@ def is_lab_export(header: STHeader) -> bool:
     )
 
 
+_MAX_EXPORT_DIMS = 64  # torch's own limit
+
+
+def _sizes(shape: object) -> bool:
+    """A shape: at most 64 positive integers, each below ``2^63`` (a torch size). Larger
+    ones multiplied into a count too long to print (over 4,300 digits): a ``ValueError``
+    naming no file when the count was put into a message."""
+    return (
+        isinstance(shape, list)
+        and len(shape) <= _MAX_EXPORT_DIMS
+        and all(isinstance(d, int) and not isinstance(d, bool) and 0 < d < 2**63 for d in shape)
+    )
+
+
 def export_config(meta: Mapping[str, str], shown: str) -> tuple[QuantConfig, tuple[int, ...]]:
     """The config and shape an export's metadata names (its whole ``config``; an export
     written before that key existed names the fields dequantization needs, and the range
@@ -360,9 +374,7 @@ def export_config(meta: Mapping[str, str], shown: str) -> tuple[QuantConfig, tup
         cfg = config_from_json(meta["config"], shown)
         try:
             shape = json.loads(meta["shape"])
-            if not isinstance(shape, list) or not all(
-                isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape
-            ):
+            if not _sizes(shape):
                 raise ValueError(f"shape {meta['shape'][:80]!r} is not a list of sizes")
         except (KeyError, ValueError, RecursionError) as err:
             raise QuantizedFileError(
@@ -372,9 +384,7 @@ def export_config(meta: Mapping[str, str], shown: str) -> tuple[QuantConfig, tup
     try:
         shape = json.loads(meta["shape"])
         gran = json.loads(meta["granularity"])
-        if not isinstance(shape, list) or not all(
-            isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape
-        ):
+        if not _sizes(shape):
             raise ValueError(f"shape {meta['shape'][:80]!r} is not a list of sizes")
         if not isinstance(gran, dict) or gran.get("kind") not in _GRANULARITIES:
             raise ValueError(f"unknown granularity {meta['granularity'][:80]!r}")

@@ -130,7 +130,11 @@ def _string_count(text: bytes) -> int:
 
 
 def _count(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    """A size or offset: a non-negative integer below ``2^64`` (a ``usize``, as the
+    safetensors library parses it). Larger ones are refused before they are multiplied:
+    eight dimensions of 4,000 digits made a product Python refuses to print (over 4,300
+    digits), a ``ValueError`` naming no file."""
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**64
 
 
 @dataclass(frozen=True)

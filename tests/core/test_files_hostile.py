@@ -737,3 +737,72 @@ def test_a_ternary_export_holding_code_3_is_refused(tmp_path):
     message = r"^layer\.safetensors: tensor 'codes' holds the code 3, which is not a ternary"
     with pytest.raises(QuantizedFileError, match=message):
         f.load("layer")
+
+
+def test_a_tensor_name_of_many_digits_is_listed(tmp_path):
+    """Natural name order turned digit runs into ``int``: a name of 5,000 digits raised
+    Python's "Exceeds the limit (4300 digits)" ``ValueError``, naming no file."""
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(save({"a" + "1" * 5000: torch.zeros(2), "a2": torch.ones(2)}))
+    names = [t.name for t in open_quantized(path).tensors]
+    assert names == ["a2", "a" + "1" * 5000]
+
+
+_BIG = 10**4000  # JSON allows it; a product of two has over 4,300 digits, too long to print
+
+
+def _bnb_with_state_shape(shape: list[int]) -> bytes:
+    from quantized_files import bnb_state_dict
+
+    sd = bnb_state_dict(torch.randn(16, 64, generator=torch.Generator().manual_seed(0)), MODULE)
+    key = f"{MODULE}.weight.quant_state.bitsandbytes__nf4"
+    state = json.loads(bytes(sd[key].tolist()))
+    state["shape"] = shape
+    sd[key] = torch.tensor(list(json.dumps(state).encode()), dtype=torch.uint8)
+    return save(sd)
+
+
+def _export_with_shape(shape: list[int]) -> bytes:
+    from quant_core import Mode, PerGroup, QuantConfig, quantize
+    from quant_core.files.lab_export import config_to_json, export_tensors
+
+    cfg = QuantConfig(4, Mode.ASYMMETRIC, PerGroup(8))
+    x = torch.randn(2, 16, generator=torch.Generator().manual_seed(0))
+    tensors, layout = export_tensors(quantize(x, cfg))
+    meta = {
+        "shape": json.dumps(shape),
+        "format": cfg.format.value,
+        "bits": "4",
+        "mode": cfg.mode.value,
+        "granularity": json.dumps({"kind": "PerGroup", "group_size": 8}),
+        "zero_point_convention": cfg.zero_point.value,
+        "config": config_to_json(cfg),
+        **layout,
+    }
+    return save(tensors, metadata=meta)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (
+            lambda: _with_header(
+                {"x": {"dtype": "F32", "shape": [_BIG, _BIG], "data_offsets": [0, 4]}}, bytes(4)
+            ),
+            r"tensor 'x': shape \[1000.* is not a list of sizes",
+        ),
+        (lambda: _bnb_with_state_shape([_BIG, _BIG]), r"quant state shape \[1000.* is not a list"),
+        (lambda: _export_with_shape([_BIG, _BIG]), r"its metadata is not a lab export's \(shape"),
+    ],
+    ids=["safetensors-shape", "bnb-quant-state", "lab-export-shape"],
+)
+def test_sizes_too_long_to_print_are_refused(tmp_path, make, message):
+    """Sizes of 4,000 digits multiplied into a count that Python refuses to print (over
+    4,300 digits): formatting the message raised a ``ValueError`` naming no file. Sizes
+    are refused above ``2^64`` (safetensors' ``usize``) or ``2^63`` (a torch size)."""
+    path = tmp_path / "u.safetensors"
+    path.write_bytes(make())
+    with pytest.raises(QuantizedFileError, match=r"^u\.safetensors: .*" + message):
+        f = open_quantized(path)
+        for t in f.tensors:
+            f.load(t.name).dequantize()

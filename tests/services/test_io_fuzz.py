@@ -165,3 +165,14 @@ def test_safetensors_files_on_disk(fuzz_dir: Path, data: st.DataObject) -> None:
         load_safetensors_file_tensor(path, None, LIMITS)
     except LoadError as err:
         assert str(err)
+
+
+def test_sizes_too_long_to_print_are_a_load_error() -> None:
+    """Two dimensions of 4,000 digits (JSON allows them) multiplied into a byte count
+    Python refuses to print (over 4,300 digits): a ``ValueError`` escaped, not a
+    ``LoadError``. Sizes are ``usize`` values, below ``2^64``, as the library parses them."""
+    header = {"x": {"dtype": "F32", "shape": [10**4000, 10**4000], "data_offsets": [0, 4]}}
+    text = json.dumps(header).encode()
+    raw = struct.pack("<Q", len(text)) + text + bytes(4)
+    with pytest.raises(LoadError, match=r"^u\.safetensors: tensor 'x': shape \[1000"):
+        list_tensors("u.safetensors", raw, LIMITS)

@@ -270,7 +270,10 @@ def short(err: BaseException, limit: int = 300) -> str:
 
 
 def is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    """A size or offset: a non-negative integer below ``2^64`` (a ``usize``, as the
+    safetensors library parses it); larger ones multiplied into counts too long to print
+    (over 4,300 digits), a ``ValueError`` instead of a ``LoadError``."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64
 
 
 def count(n: int, noun: str) -> str:
