@@ -462,10 +462,11 @@ def _bnb_geometry(
         f"quant state shape {str(shape)[:60]} is not a list of sizes",
     )
     _check(
-        isinstance(blocksize, int) and not isinstance(blocksize, bool) and blocksize > 0,
+        # below 2^63: decoding divides int64 positions by it (torch overflowed on more)
+        isinstance(blocksize, int) and not isinstance(blocksize, bool) and 0 < blocksize < 2**63,
         shown,
         layer,
-        f"quant state blocksize {blocksize!r} is not a positive integer",
+        f"quant state blocksize {str(blocksize)[:40]} is not a positive integer below 2^63",
     )
     _check(quant_type in ("nf4", "fp4"), shown, layer, f"quant_type {quant_type!r} is not nf4/fp4")
     numel = math.prod(shape)
@@ -490,10 +491,10 @@ def _bnb_geometry(
         nb = state.get("nested_blocksize")
         offset = state.get("nested_offset")
         _check(
-            isinstance(nb, int) and not isinstance(nb, bool) and nb > 0,
+            isinstance(nb, int) and not isinstance(nb, bool) and 0 < nb < 2**63,  # as blocksize
             shown,
             layer,
-            f"nested_blocksize {nb!r} is not a positive integer",
+            f"nested_blocksize {str(nb)[:40]} is not a positive integer below 2^63",
         )
         _check(
             isinstance(offset, int | float)

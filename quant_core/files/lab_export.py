@@ -337,7 +337,7 @@ def config_from_json(text: str, shown: str) -> QuantConfig:
             scale_format=_SCALE_FORMATS[skind](**sf),
             **fields,
         )
-    except (KeyError, TypeError, ValueError, RecursionError) as err:
+    except (KeyError, TypeError, ValueError, RecursionError, OverflowError) as err:
         raise QuantizedFileError(f"{shown}: its config metadata is not readable ({err})") from None
 
 
@@ -397,7 +397,7 @@ def export_config(meta: Mapping[str, str], shown: str) -> tuple[QuantConfig, tup
             scale_dtype=ScaleDtype(meta.get("scale_dtype", "fp32")),
             zero_point=ZeroPoint(meta["zero_point_convention"]),
         )
-    except (KeyError, TypeError, ValueError, RecursionError) as err:
+    except (KeyError, TypeError, ValueError, RecursionError, OverflowError) as err:
         raise QuantizedFileError(f"{shown}: its metadata is not a lab export's ({err})") from None
     return cfg, tuple(shape)
 

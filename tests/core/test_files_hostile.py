@@ -806,3 +806,37 @@ def test_sizes_too_long_to_print_are_refused(tmp_path, make, message):
         f = open_quantized(path)
         for t in f.tensors:
             f.load(t.name).dequantize()
+
+
+@pytest.mark.parametrize("key", ["blocksize", "nested_blocksize"])
+def test_a_quant_state_block_size_past_int64_is_refused(tmp_path, key):
+    """A block size of ``2^64`` passed the listing (one run of blocks) and made torch's
+    integer division raise ``OverflowError: int too big to convert`` at load."""
+    from quantized_files import bnb_state_dict
+
+    sd = bnb_state_dict(torch.randn(16, 64, generator=torch.Generator().manual_seed(0)), MODULE)
+    state_key = f"{MODULE}.weight.quant_state.bitsandbytes__nf4"
+    state = json.loads(bytes(sd[state_key].tolist()))
+    state[key] = 2**64
+    sd[state_key] = torch.tensor(list(json.dumps(state).encode()), dtype=torch.uint8)
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(save(sd))
+    with pytest.raises(
+        QuantizedFileError, match=rf"^model\.safetensors: weight .*{key} 18446744073709551616 is"
+    ):
+        f = open_quantized(path)
+        f.load(f"{MODULE}.weight")
+
+
+def test_an_export_config_number_too_large_for_a_float_is_refused(tmp_path):
+    """``percentile`` of ``10^400`` in an export's config: ``QuantConfig`` raised
+    ``OverflowError: int too large to convert to float``."""
+    raw = _export_with_shape([2, 16])
+    header, data = _header(raw)
+    config = json.loads(header["__metadata__"]["config"])
+    config["percentile"] = 10**400
+    header["__metadata__"]["config"] = json.dumps(config)
+    path = tmp_path / "u.safetensors"
+    path.write_bytes(_with_header(header, data))
+    with pytest.raises(QuantizedFileError, match=r"^u\.safetensors: its config metadata is not"):
+        open_quantized(path)
