@@ -255,6 +255,15 @@ def from_ggml_bytes(
     elif name == "MXFP4":
         # codes (llama.cpp's code 8 is +0 unless signed_zero: module docstring), e, 2^(e - 127)
         codes, e, s = mxfp4_blocks(raw, plus_zero=not signed_zero)
+        # E8M0's 255 is NaN (OCP): its scale 2^128 is no float32, and its blocks decoded
+        # to NaN and float32's max where llama.cpp's halved scale gives finite values. Its
+        # quantizer writes at most 254: a damaged file, as the export's E8M0 codes are.
+        bad = e == 255
+        if bool(bad.any()):
+            raise ValueError(
+                f"MXFP4 block {int(bad.nonzero()[0]):,} (from 0) has the scale exponent 255, "
+                "which is NaN in E8M0: damaged blocks"
+            )
         stored = StoredScales(codes=e)
     elif name == "NVFP4":
         u = raw[:, :4].to(torch.int32).reshape(-1)

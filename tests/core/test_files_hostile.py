@@ -840,3 +840,15 @@ def test_an_export_config_number_too_large_for_a_float_is_refused(tmp_path):
     path.write_bytes(_with_header(header, data))
     with pytest.raises(QuantizedFileError, match=r"^u\.safetensors: its config metadata is not"):
         open_quantized(path)
+
+
+def test_an_mxfp4_block_of_scale_exponent_255_is_refused(tmp_path):
+    """E8M0's exponent 255 is NaN; its blocks decoded to NaN (code 0) and float32's max
+    where llama.cpp reads finite values (``ggml_e8m0_to_fp32_half``). No writer makes it."""
+    block = bytearray(17)  # e, then 16 bytes of FP4 codes (all 0)
+    block[0] = 127  # 2^0
+    blocks = bytes(block) + bytes([255]) + bytes(16)
+    f = _open(tmp_path, raw_gguf([("w", (64,), int(GGML.MXFP4), 0)], blocks))
+    message = r"^m\.gguf: tensor 'w': MXFP4 block 1 \(from 0\) has the scale exponent 255"
+    with pytest.raises(QuantizedFileError, match=message):
+        f.load("w")
