@@ -343,7 +343,7 @@ def _ct_group(layer: Layer, spec: CTSpec, shown: str) -> CTGroup:
                 try:
                     if re.match(target[3:], module):
                         return group
-                except re.error:
+                except (re.error, OverflowError):  # a{4294967296}: too large to compile
                     continue
             elif target == module or not target.startswith(("model.", "lm_head")):
                 return group  # a class name ("Linear"): every packed weight is one

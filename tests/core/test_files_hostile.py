@@ -852,3 +852,17 @@ def test_an_mxfp4_block_of_scale_exponent_255_is_refused(tmp_path):
     message = r"^m\.gguf: tensor 'w': MXFP4 block 1 \(from 0\) has the scale exponent 255"
     with pytest.raises(QuantizedFileError, match=message):
         f.load("w")
+
+
+def test_a_target_regex_of_a_huge_repeat_count_never_matches(tmp_path):
+    """``re:a{4294967296}`` parses for ``regex_risk`` but Python's ``re`` refuses to
+    compile it with ``OverflowError`` (not ``re.error``), which escaped the listing; like a
+    target that does not compile, it never matches."""
+    layer = random_signed_layer(np.random.default_rng(0), 8, 64, 4, 64, symmetric=True)
+    write_folder(
+        tmp_path,
+        prefixed("m.q", pack_compressed(layer, 4)),
+        _two_group_ct_config(["re:a{4294967296}"]),
+    )
+    (entry,) = open_quantized(tmp_path).tensors
+    assert " g64 " in entry.type_name  # group_1's "Linear" took it
