@@ -583,9 +583,9 @@ def test_shapes_and_bit_widths_reuse_the_warm_kernels():
 @needs_compiled
 def test_shipped_presets_reuse_the_warm_kernels():
     """After ``warm_up``, every shipped preset (llama.cpp's types, MX, NVFP4, FP8 blocks,
-    BitNet, double quantization) quantizes, dequantizes (also by ``quantize_dequantize``), writes its GGUF bytes and reads
-    them back at real weight shapes without compiling anything: a first pick on a page, or
-    a first GGUF file, does not wait."""
+    BitNet, double quantization) quantizes, dequantizes (also by ``quantize_dequantize``),
+    writes its GGUF bytes and reads them back at real weight shapes without compiling
+    anything: a first pick on a page, or a first GGUF file, does not wait."""
     report = warm_up()
     assert report.backend is Backend.COMPILED and report.failure is None
     before = counters["stats"]["unique_graphs"]
