@@ -142,6 +142,7 @@ def _check_probe(shape: tuple[int, ...], cfg: QuantConfig) -> str | None:
     with use_backend(Backend.COMPILED, min_elements=1):
         fast = quantize(x, cfg)
         fast_hat = fast.dequantize()
+        fast_trip = quantize_dequantize(x, cfg)  # the integer encoders that give values
         error_metrics(x, fast_hat)
         # x * 2 on x's ranges (static ranges), so that some inputs clip
         fast_clip = clip_stats(x * 2, quantize(x * 2, cfg, ranges=fast.chosen_range))
@@ -157,7 +158,9 @@ def _check_probe(shape: tuple[int, ...], cfg: QuantConfig) -> str | None:
         ref_hist = histogram(x.reshape(-1), 50, -2.0, 3.0)
     if not torch.equal(fast_hist, ref_hist):
         return "histogram counts differ from the eager path's"
-    return _first_difference(fast, fast_hat, ref, ref_hat, cfg.describe())
+    return _first_difference(fast, fast_hat, ref, ref_hat, cfg.describe()) or _first_difference(
+        fast_trip.quantized, fast_trip.values, ref, ref_hat, f"{cfg.describe()} (round trip)"
+    )
 
 
 def _check_bytes_probe() -> str | None:

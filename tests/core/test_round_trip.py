@@ -3,7 +3,7 @@
 scales, values, ``-0`` and NaN bits included), for every shipped preset on both paths.
 
 The fused passes (``formats.llama_cpp.fuses_values``: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, TQ1_0,
-TQ2_0) compute the values from the float code in the loop that writes the codes, with the
+TQ2_0, Q1_0) compute the values from the float code in the loop that writes the codes, with the
 fp16 scale rounded inside the compiled reduction (Inductor drops such a round trip unless
 told to emulate casts): the corners below are where that could differ: signed zeros (a
 ``roundf`` of a small negative value is ``-0``, a code converts to ``+0``), ties in
@@ -18,6 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quant_core import (
+    Mode,
+    PerChannel,
+    PerGroup,
+    PerTensor,
     QuantConfig,
     QuantizedTensor,
     RoundTrip,
@@ -26,9 +30,10 @@ from quant_core import (
     quantize,
     quantize_dequantize,
 )
+from quant_core.config import ZeroPoint
 from quant_core.formats import llama_cpp
 
-FUSED = ("Q4_0", "Q5_0", "Q4_1", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0")
+FUSED = ("Q4_0", "Q5_0", "Q4_1", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0", "Q1_0")
 _FORCED_EAGER = kernels.backend_from_env() is kernels.Backend.EAGER
 _NEEDS_COMPILED = pytest.mark.skipif(
     _FORCED_EAGER, reason=f"{kernels.ENV_VAR}=0 forces the eager path"
@@ -56,8 +61,10 @@ def _assert_same(a: torch.Tensor | None, b: torch.Tensor | None, what: str) -> N
     assert torch.equal(_bits(a), _bits(b)), what
 
 
-def _assert_round_trip(x: torch.Tensor, name: str, backend: kernels.Backend) -> None:
-    cfg = QuantConfig.from_name(name)
+def _assert_round_trip(
+    x: torch.Tensor, name: str | QuantConfig, backend: kernels.Backend
+) -> None:
+    cfg = QuantConfig.from_name(name) if isinstance(name, str) else name
     with kernels.use_backend(backend, min_elements=1):
         try:
             ref = quantize(x, cfg)
@@ -169,3 +176,30 @@ def test_non_matrix_shapes_keep_their_shape() -> None:
     trip = quantize_dequantize(x, QuantConfig.from_name("Q8_0"))
     assert trip.values.shape == x.shape and trip.values.dtype == torch.float32
     _assert_same(trip.values, quantize(x, QuantConfig.from_name("Q8_0")).dequantize(), "values")
+
+
+def _int_configs() -> list[QuantConfig]:
+    """The lab's integer configs over every layout class and zero-point convention: the
+    fused encoder (``kernels.encode_int_values``, int8 codes) and int16's two passes."""
+    cfgs = []
+    for gran in (PerTensor(), PerChannel(0), PerChannel(1), PerGroup(32)):
+        for bits in (2, 4, 8, 12):
+            cfgs.append(QuantConfig(bits, Mode.SYMMETRIC, gran))
+            for zp in ZeroPoint:
+                cfgs.append(QuantConfig(bits, Mode.ASYMMETRIC, gran, zero_point=zp))
+    return cfgs
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("cfg", _int_configs(), ids=lambda c: c.describe())
+def test_integer_configs_round_trip(cfg: QuantConfig, backend: kernels.Backend) -> None:
+    """Random values with signed zeros, one-signed rows (an offset far from 0) and
+    subnormal rows, where a rounded ``-0`` or a zero point could show."""
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(64, 256, generator=g) * 3
+    x[0, :8] = torch.tensor([0.5, -0.5, 1.5, 2.5, -0.0, 0.0, 1e-30, -1e-30])
+    x[1] = -0.0
+    x[2] = x[2].abs() + 5
+    x[3] = -x[3].abs() - 5
+    x[4] *= 1e-40
+    _assert_round_trip(x, cfg, backend)
