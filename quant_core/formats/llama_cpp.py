@@ -369,22 +369,17 @@ def _abs_sums_transposed(blocks: torch.Tensor) -> torch.Tensor:
     return acc
 
 
-def _q1_0_scales(blocks: torch.Tensor) -> torch.Tensor:
-    """Q1_0's ``fp16(sum_abs / 128)`` per block (``[n_blocks, 1]``)."""
-    acc = switch.compiled_or(
-        _abs_sums_in_order, "llama_cpp", blocks, fallback=_abs_sums_transposed
-    )
-    # / 128 is exact (a power of two), as C's division is; true division all the same
-    d = torch.div(acc, torch.full_like(acc, float(blocks.shape[1]))).reshape(-1, 1)
-    return _fp16(d)
-
-
 def _q1_0(blocks: torch.Tensor, cfg: QuantConfig) -> Quantized:
     """Q1_0 (``quantize_row_q1_0_ref``): ``d = fp16(sum_abs / 128)``, ``sum_abs`` added up
     one value at a time from 0 in float32 as the C loop does (``_abs_sums_in_order``), and
     the codes ``x >= 0`` (1: ``+d``, 0: ``-d``). 4096 x 4096, one thread: the sums 249 ms
     eagerly (transposed), 24 ms compiled."""
-    s = _q1_0_scales(blocks)
+    acc = switch.compiled_or(
+        _abs_sums_in_order, "llama_cpp", blocks, fallback=_abs_sums_transposed
+    )
+    # / 128 is exact (a power of two), as C's division is; true division all the same
+    d = torch.div(acc, torch.full_like(acc, float(blocks.shape[1]))).reshape(-1, 1)
+    s = _fp16(d)
     codes = (blocks >= 0).to(torch.uint8)
     # no peaks: a sum of finite |x| may overflow to inf
     return Quantized(codes, BlockParams(s, _zeros(len(s), s.device), None, s))
@@ -592,22 +587,7 @@ def _legacy_min_values(blocks: torch.Tensor, cfg: QuantConfig) -> Quantized:
     return Quantized(codes, BlockParams(s, z, m, s), peak, values)
 
 
-def _binary_values(blocks: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Q1_0's codes ``x >= 0`` (uint8) and values ``clamp(t s)``, ``t = +-1`` the binary
-    table's entry of the code."""
-    up = blocks >= 0
-    return up.to(torch.uint8), _clamped(torch.where(up, 1.0, -1.0) * s)
-
-
-def _q1_0_values(blocks: torch.Tensor, cfg: QuantConfig) -> Quantized:
-    """``_q1_0`` with its codes and values from one pass (the codes were an eager pass)."""
-    s = _q1_0_scales(blocks)
-    codes, values = _run_pass(_binary_values, blocks, s)
-    return Quantized(codes, BlockParams(s, _zeros(len(s), s.device), None, s), None, values)
-
-
 _FUSED: dict[str, Callable[[torch.Tensor, QuantConfig], Quantized]] = {
-    "Q1_0": _q1_0_values,
     "Q4_0": _legacy_symmetric_values,
     "Q5_0": _legacy_symmetric_values,
     "Q4_1": _legacy_min_values,
