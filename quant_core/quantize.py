@@ -220,8 +220,7 @@ def quantize_dequantize(
     Where the format has a fused pass, the values are written in the loop that writes the
     codes, from the float code (``round(x / d) d`` on the stored ``d``), instead of by a
     second pass that reads the codes back: llama.cpp's Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, TQ1_0,
-    TQ2_0 without importance and NVFP4_GGUF on the compiled path
-    (``formats.llama_cpp.fuses_values``), and the lab's
+    TQ2_0 without importance (``formats.llama_cpp.fuses_values``), and the lab's
     integer formats of up to 8 bits with nearest rounding on the compiled path
     (``kernels.encode_int_values``: MXINT8, the sidebar's int configs). 4096 x 4096 Q8_0,
     one thread: 3.5 -> 2.7 times a ``x.clone()``. Every other format, and the eager path

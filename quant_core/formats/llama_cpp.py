@@ -37,7 +37,6 @@ blocks whose max and min tie in magnitude eagerly; Q4_1/Q5_1 those with a zero e
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -289,44 +288,7 @@ def _mxfp4_codes(blocks: torch.Tensor, d_half: torch.Tensor) -> torch.Tensor:
     return code.to(torch.uint8)
 
 
-def _mxfp4_codes_values(
-    blocks: torch.Tensor, d_half: torch.Tensor, s: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``_mxfp4_codes`` and, from the same search, the values ``clamp(t s)``: ``t`` the
-    FP4 table's entry of the code (``+-kv / 2``, exact; ``+0`` for code 0), ``s`` the
-    lab's scale, as the FP4 decode computes them."""
-    a = blocks.abs()
-    best = a
-    code = torch.zeros_like(blocks, dtype=torch.int32)
-    level = torch.zeros_like(blocks)
-    for i, kv in enumerate(_MXFP4_KVALUES[1:8], start=1):
-        err = (kv * d_half - a).abs()
-        better = err < best
-        best = torch.where(better, err, best)
-        code = torch.where(better, i, code)
-        level = torch.where(better, kv / 2, level)
-    negative = (blocks < 0) & (code > 0)
-    code = torch.where(negative, code + 8, code)
-    t = torch.where(negative, -level, level)
-    return code.to(torch.uint8), _clamped(t * s)
-
-
-def _fp4_search(
-    blocks: torch.Tensor, d_half: torch.Tensor, s: torch.Tensor, values: bool
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``_fp4_codes``, with the values from the same pass where ``values`` asks and the
-    pass runs compiled (else ``None``: the caller dequantizes)."""
-    if values:
-        both = switch.try_compiled(
-            _mxfp4_codes_values, "llama_cpp_values", blocks, d_half.contiguous(), s
-        )
-        if both is not None:
-            return both
-    return _fp4_codes(blocks, d_half), None
-
-
 def _mxfp4(blocks: torch.Tensor, cfg: QuantConfig) -> Quantized:
-    # no fused round trip: NVFP4's (_fp4_search) measured no faster here (5.8x a clone)
     amax = _kernel(_absmax_pass, blocks)  # exact in any order; +0 for an all-zero block
     # numpy's float32 log2, as the gguf package computes the exponent (per block: small).
     a = amax.cpu().numpy()
@@ -423,7 +385,7 @@ def _q1_0(blocks: torch.Tensor, cfg: QuantConfig) -> Quantized:
     return Quantized(codes, BlockParams(s, _zeros(len(s), s.device), None, s))
 
 
-def _nvfp4(blocks: torch.Tensor, cfg: QuantConfig, values: bool = False) -> Quantized:
+def _nvfp4(blocks: torch.Tensor, cfg: QuantConfig) -> Quantized:
     """GGUF NVFP4 (``quantize_row_nvfp4_ref``) per sub-block of 16: ``ue =
     ue4m3_from_float(amax / 6)``, ``d = ue4m3(ue) / 2`` and each code
     ``best_index_mxfp4(x, d)`` (MXFP4's search: ties towards zero). The lab's scale is
@@ -432,10 +394,9 @@ def _nvfp4(blocks: torch.Tensor, cfg: QuantConfig, values: bool = False) -> Quan
     # true division (a scalar divisor may become a multiply by 1/6 on some devices)
     ue = ue4m3_from_float(torch.div(amax, torch.full_like(amax, 6.0)))
     s = ue4m3_values(ue)
-    codes, fused = _fp4_search(blocks, s * 0.5, s, values)
+    codes = _fp4_codes(blocks, s * 0.5)
     stored = StoredScales(codes=ue.reshape(-1))
-    params = BlockParams(s, _zeros(len(s), s.device), None, s, None, stored)
-    return Quantized(codes, params, amax, fused)
+    return Quantized(codes, BlockParams(s, _zeros(len(s), s.device), None, s, None, stored), amax)
 
 
 # -- fused round trips: codes and dequantized values from one pass ------------------------
@@ -634,14 +595,12 @@ _FUSED: dict[str, Callable[[torch.Tensor, QuantConfig], Quantized]] = {
     "Q8_0": _q8_0_values,
     "TQ1_0": _ternary_values_pass,
     "TQ2_0": _ternary_values_pass,
-    "NVFP4": functools.partial(_nvfp4, values=True),
 }
 
 
 def fuses_values(cfg: QuantConfig) -> bool:
     """Whether ``quantize_blocks(..., values=True)`` gives the dequantized values of
-    ``cfg``'s GGUF type from its own pass (``Quantized.values``; NVFP4's only where its
-    search runs compiled)."""
+    ``cfg``'s GGUF type from its own pass (``Quantized.values``)."""
     return gguf_type_of(cfg) in _FUSED
 
 

@@ -3,13 +3,12 @@
 scales, values, ``-0`` and NaN bits included), for every shipped preset on both paths.
 
 The fused passes (``formats.llama_cpp.fuses_values``: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, TQ1_0,
-TQ2_0, and NVFP4_GGUF on the compiled path) compute the values from the float code in the
-loop that writes the codes, with the fp16 scale rounded inside the compiled reduction
-(Inductor drops such a round trip unless told to emulate casts). The corners below are
-where that could differ: signed zeros (a ``roundf`` of a small negative value is ``-0``,
-a code converts to ``+0``), ties in magnitude (Q4_0/Q5_0's first), blocks of zeros,
-subnormal ``d`` (``1/d = inf``), ``max - min`` overflowing, fp16 overflowing (``d``
-beyond 65504), and values near fp16's ties."""
+TQ2_0) compute the values from the float code in the loop that writes the codes, with the
+fp16 scale rounded inside the compiled reduction (Inductor drops such a round trip unless
+told to emulate casts): the corners below are where that could differ: signed zeros (a
+``roundf`` of a small negative value is ``-0``, a code converts to ``+0``), ties in
+magnitude (Q4_0/Q5_0's first), blocks of zeros, subnormal ``d`` (``1/d = inf``), ``max -
+min`` overflowing, fp16 overflowing (``d`` beyond 65504), and values near fp16's ties."""
 
 from __future__ import annotations
 
@@ -34,7 +33,7 @@ from quant_core import (
 from quant_core.config import ZeroPoint
 from quant_core.formats import llama_cpp
 
-FUSED = ("Q4_0", "Q5_0", "Q4_1", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0", "NVFP4_GGUF")
+FUSED = ("Q4_0", "Q5_0", "Q4_1", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0")
 _FORCED_EAGER = kernels.backend_from_env() is kernels.Backend.EAGER
 _NEEDS_COMPILED = pytest.mark.skipif(
     _FORCED_EAGER, reason=f"{kernels.ENV_VAR}=0 forces the eager path"
