@@ -94,7 +94,7 @@ from .model_activations import (
     rank_layers,
 )
 from .packing import pack, packed_size, unpack
-from .quantize import QuantizedTensor, quantize
+from .quantize import QuantizedTensor, RoundTrip, quantize, quantize_dequantize
 from .ranges import BlockRange
 from .research import (
     DoReFaResult,
@@ -169,6 +169,7 @@ __all__ = [
     "RangeComparison",
     "RangeMethod",
     "Recipe",
+    "RoundTrip",
     "Rounding",
     "ScaleDtype",
     "ScaleFormat",
@@ -227,6 +228,7 @@ __all__ = [
     "q_k_ste",
     "quantize",
     "quantize_activation",
+    "quantize_dequantize",
     "quantize_model",
     "quantize_weight",
     "quantize_weights",

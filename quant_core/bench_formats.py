@@ -5,8 +5,9 @@ For each preset (default: all of ``formats.registry.preset_names()``), timed in 
 its references so that a change in the machine's load affects them alike, median of ``K``
 runs after one warm-up:
 
-- ``ours``: ``quantize(x, cfg).dequantize()``; against ``clone``: ``x.clone()``. Target:
-  ``ours / clone <= CLONE_RATIO_TARGET`` (3).
+- ``ours``: ``quantize_dequantize(x, cfg)`` (the ``QuantizedTensor`` and its values, as
+  the app's pages ask for them; bit for bit ``quantize(x, cfg).dequantize()``); against
+  ``clone``: ``x.clone()``. Target: ``ours / clone <= CLONE_RATIO_TARGET`` (3).
 - For the GGUF types that llama.cpp's ``gguf`` package quantizes (Q4_0, Q4_1, Q5_0, Q5_1,
   Q8_0, TQ1_0, TQ2_0, and MXFP4 as ``MXFP4_GGUF``, whose bytes are the package's):
   ``gguf.quants.quantize`` then ``gguf.quants.dequantize`` of the same tensor, its numpy
@@ -28,7 +29,7 @@ import torch
 
 from .config import QuantConfig
 from .formats.registry import preset_names
-from .quantize import quantize
+from .quantize import quantize, quantize_dequantize
 from .quantized_tensor import QuantizedTensor
 
 __all__ = [
@@ -120,7 +121,7 @@ def time_format(x: torch.Tensor, name: str, repeats: int) -> FormatTiming:
     cfg = QuantConfig.from_name(name)
     fns: dict[str, Callable[[], object]] = {
         "clone": x.clone,
-        "ours": lambda: quantize(x, cfg).dequantize(),
+        "ours": lambda: quantize_dequantize(x, cfg),
     }
     type_name = cfg.gguf_type
     if type_name is not None:
@@ -153,7 +154,8 @@ def report(x: torch.Tensor, names: Sequence[str] | None, repeats: int) -> bool:
     and the verdicts; ``True`` when every target is met."""
     names = tuple(names) if names else preset_names()
     print(
-        "formats: ours = quantize(x, QuantConfig.from_name(name)).dequantize(); clone = "
+        "formats: ours = quantize_dequantize(x, QuantConfig.from_name(name)) (codes and "
+        "values, as quantize(...).dequantize()); clone = "
         "x.clone(); gguf = gguf.quants.quantize then dequantize (numpy); decode = "
         "from_ggml_bytes(bytes).dequantize() against gguf.quants.dequantize(bytes)"
     )

@@ -38,7 +38,7 @@ from .formats.registry import preset_names
 from .kernels import switch
 from .kernels.switch import Backend, _compiler_ok, active_backend, use_backend
 from .metrics import error_metrics
-from .quantize import quantize
+from .quantize import quantize, quantize_dequantize
 from .quantized_tensor import QuantizedTensor
 
 __all__ = ["WarmUp", "warm_up", "warm_up_in_background"]
@@ -142,6 +142,7 @@ def _check_probe(shape: tuple[int, ...], cfg: QuantConfig) -> str | None:
     with use_backend(Backend.COMPILED, min_elements=1):
         fast = quantize(x, cfg)
         fast_hat = fast.dequantize()
+        fast_trip = quantize_dequantize(x, cfg)  # the integer encoders that give values
         error_metrics(x, fast_hat)
         # x * 2 on x's ranges (static ranges), so that some inputs clip
         fast_clip = clip_stats(x * 2, quantize(x * 2, cfg, ranges=fast.chosen_range))
@@ -157,7 +158,9 @@ def _check_probe(shape: tuple[int, ...], cfg: QuantConfig) -> str | None:
         ref_hist = histogram(x.reshape(-1), 50, -2.0, 3.0)
     if not torch.equal(fast_hist, ref_hist):
         return "histogram counts differ from the eager path's"
-    return _first_difference(fast, fast_hat, ref, ref_hat, cfg.describe())
+    return _first_difference(fast, fast_hat, ref, ref_hat, cfg.describe()) or _first_difference(
+        fast_trip.quantized, fast_trip.values, ref, ref_hat, f"{cfg.describe()} (round trip)"
+    )
 
 
 def _check_bytes_probe() -> str | None:
@@ -216,7 +219,8 @@ def _check_bytes_probe() -> str | None:
 
 def _check_format_probe(name: str) -> str | None:
     """Quantize and dequantize a probe under the shipped preset ``name`` (``"Q4_K"``) on
-    both paths, with the GGUF bytes where it is a GGUF type; a description of the first
+    both paths, with the GGUF bytes where it is a GGUF type, and ``quantize_dequantize``
+    compiled against the eager pair (its fused passes); a description of the first
     difference, or None. ``[256, 768]``: three K-quant super-blocks (256) per row and
     2 x 6 of FP8_BLOCK's 128 x 128 tiles, so that no count of blocks is 1 (Dynamo
     specialises sizes of 1, and a later real shape would compile again)."""
@@ -228,11 +232,14 @@ def _check_format_probe(name: str) -> str | None:
         fast = quantize(x, cfg)
         fast_hat = fast.dequantize()
         fast_bytes = fast.to_ggml_bytes() if cfg.gguf_type is not None else b""
+        fast_trip = quantize_dequantize(x, cfg)  # its fused passes, where it has them
     with use_backend(Backend.EAGER):
         ref = quantize(x, cfg)
         ref_hat = ref.dequantize()
         ref_bytes = ref.to_ggml_bytes() if cfg.gguf_type is not None else b""
-    problem = _first_difference(fast, fast_hat, ref, ref_hat, name)
+    problem = _first_difference(fast, fast_hat, ref, ref_hat, name) or _first_difference(
+        fast_trip.quantized, fast_trip.values, ref, ref_hat, f"{name} (quantize_dequantize)"
+    )
     if problem is not None:
         return problem
     if fast_bytes != ref_bytes:

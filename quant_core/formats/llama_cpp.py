@@ -54,6 +54,7 @@ __all__ = [
     "Quantized",
     "check_importance",
     "checks_finiteness",
+    "fuses_values",
     "quantize_blocks",
     "roundf",
     "ue4m3_from_float",
@@ -66,11 +67,19 @@ class Quantized:
     shape), ``params`` (each ``[n_blocks, 1]``) and, for the types of
     ``checks_finiteness``, ``peaks`` ``[n_blocks, 1]``: a value each block's pass reduced
     from all its values (its largest magnitude, signed or not), finite exactly when they all
-    are; ``None`` for the other types."""
+    are, or ``[1, 1]``: the largest of those over all blocks; ``None`` for the other
+    types. ``values`` (float32, ``codes``' shape): the
+    dequantized values, bit for bit what ``QuantizedTensor.dequantize`` makes of ``codes``
+    and ``params``, where the caller asked for them and the type has a fused pass
+    (``fuses_values``); else ``None``."""
 
     codes: torch.Tensor
     params: BlockParams
     peaks: torch.Tensor | None = None
+    values: torch.Tensor | None = None
+
+
+_F32_MAX = torch.finfo(torch.float32).max
 
 
 def roundf(v: torch.Tensor) -> torch.Tensor:
@@ -390,6 +399,211 @@ def _nvfp4(blocks: torch.Tensor, cfg: QuantConfig) -> Quantized:
     return Quantized(codes, BlockParams(s, _zeros(len(s), s.device), None, s, None, stored), amax)
 
 
+# -- fused round trips: codes and dequantized values from one pass ------------------------
+#
+# ``quantize(x, cfg).dequantize()`` reads ``x`` in the quantize pass and the codes back in a
+# second one: torch converts the int8 codes to float32 (a full-size write), then the
+# compiled affine map runs over them in place (Inductor loads int8 lanes badly, see
+# ``kernels.passes.decode_int``). The fused passes below write the dequantized values in
+# the loop that writes the codes, from the float code before it becomes an integer: a
+# reduction pass (each block's extremes, as the type's own pass computes them), the
+# per-block scales eagerly (the fp16 rounding included, on ``[n_blocks, 1]`` only), then
+# one pass for codes and values. Each value is the decode's formula on the same float
+# code: ``float(int8(q)) = q + 0`` for an integer ``q`` in range (``+ 0`` makes a ``-0``
+# from ``roundf`` the ``+0`` that an integer converts to), so the bits are
+# ``dequantize``'s. 4096 x 4096 Q8_0, one thread: quantize + dequantize 3.5x a clone, the
+# fused pass 2.7x.
+
+
+def _scale_of(d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(1/d or 0, fp16(d))`` per block: what every legacy type derives from its ``d``."""
+    return _inverse(d), _fp16(d)
+
+
+def _absmax_scales(
+    blocks: torch.Tensor, top: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Q8_0's (``top = 127``) or TQ1_0/TQ2_0's (``top = 1``) reduction pass: per block
+    ``1/d`` and ``fp16(d)`` of ``d = max |x| / top`` (as ``_q8_pass``, ``_ternary_pass``),
+    and the largest ``d`` of all (``[1, 1]``; NaN propagates: finite exactly when every
+    value is), so that the ``[n_blocks, 1]`` steps run in the same loop, not as eager ops."""
+    d = blocks.abs().amax(dim=1, keepdim=True) / top
+    inv, s = _scale_of(d)
+    return inv, s, d.amax(dim=0, keepdim=True)
+
+
+def _symmetric_scales(
+    blocks: torch.Tensor, half: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
+    """Q4_0/Q5_0's reduction pass (``_symmetric_pass``' ``mx``): per block ``mx``, ``1/d``
+    and ``fp16(d)`` for ``d = mx / -half``; whether ``hi = -lo`` (a tie, or a zero block,
+    which the caller redoes eagerly) and whether any block ties; the largest ``|mx|``
+    (``[1, 1]``, finite exactly when every value is)."""
+    hi = blocks.amax(dim=1, keepdim=True)
+    lo = blocks.amin(dim=1, keepdim=True)
+    mx = torch.where(-lo > hi, lo, hi)
+    inv, s = _scale_of(mx / -half)
+    tie = hi == -lo
+    return mx, inv, s, tie, tie.any(), torch.maximum(hi, -lo).amax(dim=0, keepdim=True)
+
+
+def _min_params(
+    hi: torch.Tensor, lo: torch.Tensor, top: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Q4_1/Q5_1's per-block ``1/d``, ``fp16(d)`` and ``fp16(min)``, ``d = (hi - lo) /
+    top``, as ``_legacy_min`` computes them."""
+    inv, s = _scale_of((hi - lo) / top)
+    return inv, s, _fp16(lo)
+
+
+def _min_scales(blocks: torch.Tensor, top: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Q4_1/Q5_1's reduction pass: per block ``hi``, ``lo``, ``_min_params``, whether an
+    extreme is zero (its sign may be the compiled reduction's: the caller redoes those
+    blocks eagerly) and whether any is; the largest ``max(hi, -lo)`` (``[1, 1]``)."""
+    hi = blocks.amax(dim=1, keepdim=True)
+    lo = blocks.amin(dim=1, keepdim=True)
+    inv, s, m = _min_params(hi, lo, top)
+    zero = (hi == 0) | (lo == 0)
+    peak = torch.maximum(hi, -lo).amax(dim=0, keepdim=True)
+    return hi, lo, inv, s, m, zero, zero.any(), peak
+
+
+def _clamped(v: torch.Tensor) -> torch.Tensor:
+    return v.clamp(-_F32_MAX, _F32_MAX)
+
+
+def _q8_values(
+    blocks: torch.Tensor, inv: torch.Tensor, s: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q8_0's codes ``roundf(x id)`` (int8) and values ``clamp(q s)``."""
+    q = roundf(_finite_or_zero(blocks * inv))
+    return q.to(torch.int8), _clamped((q + 0.0) * s)
+
+
+def _ternary_values(
+    blocks: torch.Tensor, inv: torch.Tensor, s: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """TQ1_0/TQ2_0's stored codes ``roundf(x id) + 1`` (uint8) and values ``clamp(t s)``,
+    ``t = roundf(x id) + 0`` the ternary table's entry of the code (``-1, +0, 1``)."""
+    q = roundf(_finite_or_zero(blocks * inv))
+    return (q + 1).to(torch.uint8), _clamped((q + 0.0) * s)
+
+
+def _symmetric_values(
+    blocks: torch.Tensor, inv: torch.Tensor, half: torch.Tensor, s: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q4_0/Q5_0's codes ``_symmetric_codes`` (int8) and values ``clamp(q s)``; ``q = u -
+    half`` of two integers is never ``-0``."""
+    u = torch.trunc(_finite_or_zero(blocks * inv + (half + 0.5)))
+    q = u.clamp(min=0).clamp(max=2 * half - 1) - half
+    return q.to(torch.int8), _clamped(q * s)
+
+
+def _min_values(
+    blocks: torch.Tensor,
+    lo: torch.Tensor,
+    inv: torch.Tensor,
+    top: torch.Tensor,
+    qmin: torch.Tensor,
+    s: torch.Tensor,
+    m: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q4_1/Q5_1's codes (``_min_pass``'s, int8) and values ``clamp((q - qmin) s + m)``,
+    ``decode_int_offset``'s formula with ``z = qmin``."""
+    u = torch.trunc(_finite_or_zero((blocks - lo) * inv + 0.5))
+    q = u.clamp(min=0).clamp(max=top) + qmin
+    return q.to(torch.int8), _clamped((q - qmin) * s + m)
+
+
+# Inductor drops a float32 -> float16 -> float32 round trip inside a kernel unless told to
+# emulate the casts: without it ``fp16(d)`` came out as ``d`` itself (Q4_1, TQ2_0).
+_CASTS = {"emulate_precision_casts": True}
+
+
+def _run_pass(fn: Callable[..., Any], *args: torch.Tensor) -> Any:
+    """``fn(*args)`` compiled where allowed (keeping the casts), else eagerly."""
+    return switch.compiled_or(fn, "llama_cpp_values", *args, options=_CASTS)
+
+
+def _absmax_values(blocks: torch.Tensor, cfg: QuantConfig, top: float) -> Quantized:
+    """Q8_0 (``top = 127``) or TQ1_0/TQ2_0 (``top = 1``, stored codes ``q + 1``) fused."""
+    inv, s, peak = _run_pass(_absmax_scales, blocks, torch.tensor(top, device=blocks.device))
+    values_fn = _q8_values if top > 1 else _ternary_values
+    codes, values = _run_pass(values_fn, blocks, inv, s)
+    params = BlockParams(s, _zeros(len(s), s.device), None, s)
+    return Quantized(codes, params, peak, values)
+
+
+def _q8_0_values(blocks: torch.Tensor, cfg: QuantConfig) -> Quantized:
+    return _absmax_values(blocks, cfg, 127.0)
+
+
+def _ternary_values_pass(blocks: torch.Tensor, cfg: QuantConfig) -> Quantized:
+    return _absmax_values(blocks, cfg, 1.0)
+
+
+def _legacy_symmetric_values(blocks: torch.Tensor, cfg: QuantConfig) -> Quantized:
+    half = 1 << (cfg.bits - 1)
+    half_t = torch.tensor(float(half), device=blocks.device)
+    out = switch.try_compiled(
+        _symmetric_scales, "llama_cpp_values", blocks, half_t, options=_CASTS
+    )
+    if out is None:  # eagerly: the first value of largest magnitude
+        mx = _signed_absmax_pass(blocks)
+        inv, s = _scale_of(mx / -half)
+        peak = mx
+    else:  # max or min by magnitude; a tie's blocks (zero blocks too) as the eager path
+        mx, inv, s, tie, any_tie, peak = out
+        if bool(any_tie):
+            rows = tie.reshape(-1)
+            mx[rows] = _signed_absmax_pass(blocks[rows])
+            inv[rows], s[rows] = _scale_of(mx[rows] / -half)
+    codes, values = _run_pass(_symmetric_values, blocks, inv, half_t, s)
+    params = BlockParams(s, _zeros(len(s), s.device), None, s)
+    return Quantized(codes, params, peak, values)
+
+
+def _legacy_min_values(blocks: torch.Tensor, cfg: QuantConfig) -> Quantized:
+    top = (1 << cfg.bits) - 1
+    dev = blocks.device
+    top_t = torch.tensor(float(top), device=dev)
+    out = switch.try_compiled(
+        _min_scales, "llama_cpp_values", blocks, top_t, options=_CASTS
+    )
+    if out is None:
+        hi = blocks.amax(dim=1, keepdim=True)
+        lo = blocks.amin(dim=1, keepdim=True)
+        inv, s, m = _min_params(hi, lo, top_t)
+        peak = torch.maximum(hi, -lo)
+    else:  # a compiled reduction may give a zero extreme the other sign: redo those
+        hi, lo, inv, s, m, zero, any_zero, peak = out
+        if bool(any_zero):
+            _eager_zero_extremes(blocks, hi, lo)
+            rows = zero.reshape(-1)
+            inv[rows], s[rows], m[rows] = _min_params(hi[rows], lo[rows], top_t)
+    qmin_t = torch.tensor(float(cfg.qmin), device=dev)
+    codes, values = _run_pass(_min_values, blocks, lo, inv, top_t, qmin_t, s, m)
+    z = torch.full(s.shape, cfg.qmin, dtype=torch.int32, device=dev)
+    return Quantized(codes, BlockParams(s, z, m, s), peak, values)
+
+
+_FUSED: dict[str, Callable[[torch.Tensor, QuantConfig], Quantized]] = {
+    "Q4_0": _legacy_symmetric_values,
+    "Q5_0": _legacy_symmetric_values,
+    "Q4_1": _legacy_min_values,
+    "Q5_1": _legacy_min_values,
+    "Q8_0": _q8_0_values,
+    "TQ1_0": _ternary_values_pass,
+    "TQ2_0": _ternary_values_pass,
+}
+
+
+def fuses_values(cfg: QuantConfig) -> bool:
+    """Whether ``quantize_blocks(..., values=True)`` gives the dequantized values of
+    ``cfg``'s GGUF type from its own pass (``Quantized.values``)."""
+    return gguf_type_of(cfg) in _FUSED
+
+
 _QUANTIZERS: dict[str, Callable[[torch.Tensor, QuantConfig], Quantized]] = {
     "Q4_0": _legacy_symmetric,
     "Q5_0": _legacy_symmetric,
@@ -440,14 +654,19 @@ def quantize_blocks(
     cfg: QuantConfig,
     layout: BlockLayout,
     importance: torch.Tensor | None = None,
+    *,
+    values: bool = False,
 ) -> Quantized:
     """Codes (``[n_blocks, block_len]``) and block parameters of ``blocks`` (float32) under
     llama.cpp's quantizer of ``cfg``'s GGUF type; ``importance`` (``check_importance``d):
-    its weighted quantizer (the K-quants and IQ4); ``peaks`` where ``checks_finiteness``."""
+    its weighted quantizer (the K-quants and IQ4); ``peaks`` where ``checks_finiteness``;
+    ``values``: the dequantized values too, where ``fuses_values(cfg)`` (the same codes,
+    parameters and peaks)."""
     name = gguf_type_of(cfg)
     if name is None:
         raise ValueError(f"{cfg.describe()!r} is no GGUF type")
-    fn = _QUANTIZERS.get(name)
+    fn = _FUSED.get(name) if values else None
+    fn = fn or _QUANTIZERS.get(name)
     if fn is None:
         from . import kquants
 

@@ -482,4 +482,53 @@ def _bin_kernel(x: torch.Tensor, lo: torch.Tensor, per_unit: torch.Tensor, top: 
 
 _FLOAT8 = {Format.FP8_E4M3: torch.float8_e4m3fn, Format.FP8_E5M2: torch.float8_e5m2}
 _ENCODE = {torch.int8: _encode_int8, torch.int16: _encode_int16}
+
+
+def _encode_values_kernel(
+    blocks: torch.Tensor,
+    s: torch.Tensor,
+    z: torch.Tensor,
+    m: torch.Tensor,
+    qmin: torch.Tensor,
+    qmax: torch.Tensor,
+    sd: torch.Tensor,
+    zd: torch.Tensor,
+    md: torch.Tensor,
+    dtype: torch.dtype,
+    convention: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``_encode_kernel``'s codes and, from the same float code ``q``, the values that the
+    decode kernel of ``convention`` makes of them (``sd``, ``zd``, ``md``: the stored
+    scale, zero point, offset): ``q + 0`` is ``float(int(q))`` (a rounded ``-0`` becomes
+    the ``+0`` an integer converts to), then the decode's operations in its order."""
+    q = _unrounded(blocks, s, z, m).round().clamp(qmin, qmax)
+    f = q + 0.0
+    if convention == "zero_point_offset":
+        v = (f - zd.to(torch.float32)) * sd + md
+    elif convention == "offset":
+        v = f * sd + md
+    elif convention == "zero_point":
+        v = (f - zd.to(torch.float32)) * sd
+    else:
+        v = f * sd
+    return q.to(dtype), v.clamp(-_F32_MAX, _F32_MAX)
+
+
+def _encode_values_body(dtype: torch.dtype, convention: str):
+    """``_encode_values_kernel`` for one code dtype and decode convention (a function of
+    tensors only, as a kernel takes it)."""
+
+    def encode_values(blocks, s, z, m, qmin, qmax, sd, zd, md):
+        return _encode_values_kernel(blocks, s, z, m, qmin, qmax, sd, zd, md, dtype, convention)
+
+    return encode_values
+
+
+_ENCODE_VALUES = {
+    (dtype, convention): _encode_values_body(dtype, convention)
+    for dtype in (torch.int8,)
+    for convention in ("scale", "zero_point", "offset", "zero_point_offset")
+}
+"""The nearest-rounding integer encoders that also give the dequantized values, by code
+dtype and decode convention (``passes.encode_int_values``)."""
 _ENCODE_STOCHASTIC = {torch.int8: _encode_stochastic_int8, torch.int16: _encode_stochastic_int16}

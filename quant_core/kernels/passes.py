@@ -14,6 +14,7 @@ from ..formats import NF4_MIN_SCALE, Codebook
 from .bodies import (
     _ENCODE,
     _ENCODE_STOCHASTIC,
+    _ENCODE_VALUES,
     _FLOAT8,
     SMALL_TABLE_MAX,
     _abs_sum_kernel,
@@ -46,6 +47,7 @@ __all__ = [
     "decode_int_offset",
     "encode_codebook",
     "encode_int",
+    "encode_int_values",
     "error_sums",
     "extremes",
     "int_squared_error",
@@ -132,6 +134,48 @@ def encode_int(
         out = _run(_ENCODE[dtype], "encode", *args)
     else:
         out = _run(_ENCODE_STOCHASTIC[dtype], "encode_stochastic", *args, noise)
+    return None if out is _FAILED else out
+
+
+def encode_int_values(
+    blocks: torch.Tensor,
+    s: torch.Tensor,
+    z: torch.Tensor,
+    m: torch.Tensor,
+    qmin: int,
+    qmax: int,
+    dtype: torch.dtype,
+    stored: tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None],
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``encode_int``'s nearest-rounded codes and, in the same pass, the float32 values
+    that ``decode_int`` / ``decode_int_offset`` make of them under ``stored = (s, z, m)``
+    (the stored scale, the zero point where the decode subtracts one, the offset where it
+    adds one; one per row): one pass over ``blocks`` instead of the codes' write, their
+    conversion to float32 and the decode's pass. ``None``: run ``encode_int`` and decode.
+
+    int8 codes only: with int16 codes (bits 9 to 16) the compiled pass's values differed
+    from the decode's on a probe (not pursued), so those run the two passes."""
+    if blocks.dtype != torch.float32 or dtype != torch.int8 or not _usable(blocks):
+        return None
+    sd, zd, md = stored
+    if md is not None:
+        convention = "offset" if zd is None else "zero_point_offset"
+    else:
+        convention = "scale" if zd is None else "zero_point"
+    zero = torch.zeros(1, 1)
+    bounds = torch.tensor([qmin, qmax], dtype=torch.float32)
+    args = (
+        _kernel_layout(blocks),
+        _column(s),
+        _column(z, torch.int32),
+        _column(m),
+        bounds[0],
+        bounds[1],
+        _column(sd),
+        zero.to(torch.int32) if zd is None else _column(zd, torch.int32),
+        zero if md is None else _column(md),
+    )
+    out = _run(_ENCODE_VALUES[dtype, convention], f"encode_values_{convention}", *args)
     return None if out is _FAILED else out
 
 

@@ -1,7 +1,8 @@
 """A causal language model judged by its output: KL divergence of its next-token
 distributions against the float model, and perplexity, on a short held-out text, with
 weights fake-quantized tensor by tensor (each weight replaced by ``quantize(w,
-cfg).dequantize()``; the model still computes in float32, on the CPU).
+cfg).dequantize()``, by ``quantize_dequantize``; the model still computes in float32, on
+the CPU).
 
 The model comes from a local folder only (``config.json``, weights, tokenizer files), read
 by ``transformers`` with ``local_files_only=True`` and ``trust_remote_code=False``: no
@@ -31,7 +32,7 @@ import torch
 from torch import nn
 
 from ..config import QuantConfig
-from ..quantize import quantize
+from ..quantize import quantize_dequantize
 from .texts import HELD_OUT_TEXT
 
 __all__ = [
@@ -232,7 +233,7 @@ def fake_quantized(
                 p = params[name]
                 w = p.detach().clone()
                 try:
-                    w_hat = quantize(w.to(torch.float32), cfg).dequantize()
+                    w_hat = quantize_dequantize(w.to(torch.float32), cfg).values
                 except ValueError as exc:
                     raise ValueError(f"{name} {list(w.shape)}: {exc}") from exc
                 saved[name] = w

@@ -46,6 +46,7 @@ from quant_core import (
     error_metrics,
     kernels,
     quantize,
+    quantize_dequantize,
     set_backend,
     use_backend,
     warm_up,
@@ -582,9 +583,9 @@ def test_shapes_and_bit_widths_reuse_the_warm_kernels():
 @needs_compiled
 def test_shipped_presets_reuse_the_warm_kernels():
     """After ``warm_up``, every shipped preset (llama.cpp's types, MX, NVFP4, FP8 blocks,
-    BitNet, double quantization) quantizes, dequantizes, writes its GGUF bytes and reads
-    them back at real weight shapes without compiling anything: a first pick on a page, or
-    a first GGUF file, does not wait."""
+    BitNet, double quantization) quantizes, dequantizes (also by ``quantize_dequantize``),
+    writes its GGUF bytes and reads them back at real weight shapes without compiling
+    anything: a first pick on a page, or a first GGUF file, does not wait."""
     report = warm_up()
     assert report.backend is Backend.COMPILED and report.failure is None
     before = counters["stats"]["unique_graphs"]
@@ -595,6 +596,7 @@ def test_shipped_presets_reuse_the_warm_kernels():
             for name in preset_names():
                 qt = quantize(x, QuantConfig.from_name(name))
                 qt.dequantize()
+                quantize_dequantize(x, QuantConfig.from_name(name))  # its fused passes
                 if qt.config.gguf_type is not None:
                     # and reopened, as a GGUF file's tensor is
                     data = qt.to_ggml_bytes()

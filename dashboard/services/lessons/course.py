@@ -31,6 +31,7 @@ from quant_core import (
     ZeroPoint,
     error_metrics,
     quantize,
+    quantize_dequantize,
     storage_cost,
 )
 
@@ -117,7 +118,7 @@ def given_formulas(scale: float, zero_point: int) -> tuple[str, ...]:
 
 def course_error(x: torch.Tensor, cfg: QuantConfig) -> float:
     """The course's quantization error (the MSE) of ``x`` under ``cfg``."""
-    return error_metrics(x, quantize(x, cfg).dequantize()).mse
+    return error_metrics(x, quantize_dequantize(x, cfg).values).mse
 
 
 def _card(label: str, value: str, help_text: str) -> MetricCard:
@@ -296,7 +297,7 @@ def format_table(weight: torch.Tensor, group_size: int) -> pd.DataFrame:
     rows = []
     for cfg in beyond_linear_schemes(group_size):
         try:
-            m = error_metrics(weight, quantize(weight, cfg).dequantize())
+            m = error_metrics(weight, quantize_dequantize(weight, cfg).values)
         except ValueError:
             continue
         rows.append(

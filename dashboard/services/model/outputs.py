@@ -47,8 +47,8 @@ from quant_core import (
     fake_quantize_linears,
     layer_output_error,
     linear_layer,
-    quantize,
     quantize_activation,
+    quantize_dequantize,
     storage_cost,
 )
 from quant_core.calibration import capture_and_embed, check_sentences, run_sentences, transformer_of
@@ -195,7 +195,7 @@ def _layer_row(
         if algorithm is Algorithm.RTN:
             held_rtn = held  # the algorithm is RTN: the same codes (quantize_weight)
         else:
-            rtn = quantize(w, res.quantized.config).dequantize()
+            rtn = quantize_dequantize(w, res.quantized.config).values
             held_rtn = (
                 error_metrics(y, F.linear(x, rtn, b))
                 if same

@@ -1,0 +1,205 @@
+"""``quantize_dequantize``: the ``QuantizedTensor`` and its values in one call, bit for bit
+``quantize(x, cfg)`` and its ``dequantize()`` (codes, scales, zero points, offsets, stored
+scales, values, ``-0`` and NaN bits included), for every shipped preset on both paths.
+
+The fused passes (``formats.llama_cpp.fuses_values``: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, TQ1_0,
+TQ2_0) compute the values from the float code in the loop that writes the codes, with the
+fp16 scale rounded inside the compiled reduction (Inductor drops such a round trip unless
+told to emulate casts): the corners below are where that could differ: signed zeros (a
+``roundf`` of a small negative value is ``-0``, a code converts to ``+0``), ties in
+magnitude (Q4_0/Q5_0's first), blocks of zeros, subnormal ``d`` (``1/d = inf``), ``max -
+min`` overflowing, fp16 overflowing (``d`` beyond 65504), and values near fp16's ties."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from quant_core import (
+    Mode,
+    PerChannel,
+    PerGroup,
+    PerTensor,
+    QuantConfig,
+    QuantizedTensor,
+    RoundTrip,
+    kernels,
+    preset_names,
+    quantize,
+    quantize_dequantize,
+)
+from quant_core.config import ZeroPoint
+from quant_core.formats import llama_cpp
+
+FUSED = ("Q4_0", "Q5_0", "Q4_1", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0")
+_FORCED_EAGER = kernels.backend_from_env() is kernels.Backend.EAGER
+_NEEDS_COMPILED = pytest.mark.skipif(
+    _FORCED_EAGER, reason=f"{kernels.ENV_VAR}=0 forces the eager path"
+)
+_RUNNABLE = [b for b in kernels.Backend if b is kernels.Backend.EAGER or not _FORCED_EAGER]
+BACKENDS = [
+    pytest.param(b, marks=_NEEDS_COMPILED if b is kernels.Backend.COMPILED else (), id=b.value)
+    for b in kernels.Backend
+]
+
+
+def _bits(t: torch.Tensor | None) -> torch.Tensor | None:
+    """``t``'s bits as integers (so ``-0`` differs from ``+0`` and NaNs compare equal)."""
+    if t is None or not t.is_floating_point():
+        return t
+    width = {2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
+    return t.contiguous().view(width)
+
+
+def _assert_same(a: torch.Tensor | None, b: torch.Tensor | None, what: str) -> None:
+    if a is None or b is None:
+        assert a is b, what
+        return
+    assert a.dtype == b.dtype and a.shape == b.shape, what
+    assert torch.equal(_bits(a), _bits(b)), what
+
+
+def _assert_round_trip(
+    x: torch.Tensor, name: str | QuantConfig, backend: kernels.Backend
+) -> None:
+    cfg = QuantConfig.from_name(name) if isinstance(name, str) else name
+    with kernels.use_backend(backend, min_elements=1):
+        try:
+            ref = quantize(x, cfg)
+        except Exception as exc:  # the same error (NF4_DQ on values near float32's max)
+            with pytest.raises(type(exc)):
+                quantize_dequantize(x, cfg)
+            return
+        ref_values = ref.dequantize()
+        trip = quantize_dequantize(x, cfg)
+    assert isinstance(trip, RoundTrip) and isinstance(trip.quantized, QuantizedTensor)
+    got = trip.quantized
+    for field in ("codes", "scale", "zero_point", "offset"):
+        _assert_same(getattr(got, field), getattr(ref, field), f"{name} {field}")
+    for field in ("codes", "min_codes", "super_scale", "super_min"):
+        _assert_same(
+            getattr(got.stored, field, None), getattr(ref.stored, field, None), f"stored {field}"
+        )
+    _assert_same(trip.values, ref_values, f"{name} values")
+    assert trip.values.shape == x.shape
+
+
+def _corners(g: torch.Generator) -> torch.Tensor:
+    """``[128, 512]`` float32 (two K-quant super-blocks per row, 4 x FP8_BLOCK tiles): normal
+    values at several scales with each corner in rows of its own."""
+    x = torch.randn(128, 512, generator=g) * torch.logspace(-3, 3, 128).unsqueeze(1)
+    x[0, :8] = torch.tensor([0.5, -0.5, 1.5, 2.5, -0.0, 0.0, 1e-30, -1e-30])
+    x[1] = 0.0
+    x[2] = -0.0
+    zero = torch.rand(512, generator=g) < 0.3
+    x[3] = torch.where(zero, torch.where(torch.rand(512, generator=g) < 0.5, -0.0, 0.0), x[3])
+    x[4] = torch.randn(512, generator=g) * 1e-41  # subnormal d
+    x[5] = torch.where(x[5] < 0, -1.0e38, 1.0e38)  # max - min overflows
+    x[5, 0::32] = 3.0e38
+    x[6] = torch.randint(-3, 4, (512,), generator=g).float()  # ties in magnitude
+    x[6, 0::32] = 4.0
+    x[6, 5::32] = -4.0
+    x[7] = torch.randn(512, generator=g) * 1e7  # fp16(d) overflows for Q8_0, TQ
+    x[8] = torch.randn(512, generator=g).abs()  # one-signed blocks (Q4_1's min > 0)
+    x[9] = -torch.randn(512, generator=g).abs()
+    return x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", preset_names())
+def test_every_preset_round_trips_as_quantize_then_dequantize(
+    name: str, backend: kernels.Backend
+) -> None:
+    _assert_round_trip(_corners(torch.Generator().manual_seed(3)), name, backend)
+
+
+def test_the_fused_types_are_the_legacy_and_ternary_ones() -> None:
+    fused = {n for n in preset_names() if llama_cpp.fuses_values(QuantConfig.from_name(n))}
+    assert fused == set(FUSED)
+
+
+_FLOATS = st.one_of(
+    st.floats(-1e4, 1e4, width=32),
+    st.sampled_from([0.0, -0.0, 1e-41, -1e-41, 6.55e4, -6.55e4, 3e38, -3e38, 0.5, -0.5]),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows=st.integers(1, 3),
+    blocks=st.integers(1, 2),
+    fill=st.lists(_FLOATS, min_size=1, max_size=64),
+    scale=st.sampled_from([1.0, 1e-3, 1e3, 1e-38]),
+    name=st.sampled_from(FUSED),
+    backend=st.sampled_from(_RUNNABLE),
+)
+def test_fused_types_round_trip_on_any_values(
+    rows: int, blocks: int, fill: list[float], scale: float, name: str, backend: kernels.Backend
+) -> None:
+    """Random blocks of 256 (the ternary types' length) tiled from drawn values, zeros,
+    subnormals, fp16's edge and float32's largest among them."""
+    n = rows * blocks * 256
+    base = torch.tensor(fill, dtype=torch.float32).repeat(n // len(fill) + 1)[:n]
+    g = torch.Generator().manual_seed(len(fill))
+    x = (base[torch.randperm(n, generator=g)] * scale).reshape(rows, blocks * 256)
+    _assert_round_trip(x, name, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", ["Q8_0", "Q4_1", "Q4_K"])
+def test_non_finite_input_raises_as_quantize(name: str, backend: kernels.Backend) -> None:
+    x = torch.randn(4, 256)
+    x[2, 7] = float("nan")
+    with kernels.use_backend(backend, min_elements=1):
+        with pytest.raises(ValueError) as plain:
+            quantize(x, QuantConfig.from_name(name))
+        with pytest.raises(ValueError) as fused:
+            quantize_dequantize(x, QuantConfig.from_name(name))
+    assert str(fused.value) == str(plain.value)
+
+
+def test_importance_reaches_the_weighted_quantizer() -> None:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(8, 512, generator=g)
+    w = torch.rand(512, generator=g)
+    cfg = QuantConfig.from_name("Q4_K")
+    trip = quantize_dequantize(x, cfg, importance=w)
+    ref = quantize(x, cfg, importance=w)
+    _assert_same(trip.quantized.codes, ref.codes, "codes")
+    _assert_same(trip.values, ref.dequantize(), "values")
+
+
+def test_non_matrix_shapes_keep_their_shape() -> None:
+    x = torch.randn(2, 3, 256, dtype=torch.float16)
+    trip = quantize_dequantize(x, QuantConfig.from_name("Q8_0"))
+    assert trip.values.shape == x.shape and trip.values.dtype == torch.float32
+    _assert_same(trip.values, quantize(x, QuantConfig.from_name("Q8_0")).dequantize(), "values")
+
+
+def _int_configs() -> list[QuantConfig]:
+    """The lab's integer configs over every layout class and zero-point convention: the
+    fused encoder (``kernels.encode_int_values``, int8 codes) and int16's two passes."""
+    cfgs = []
+    for gran in (PerTensor(), PerChannel(0), PerChannel(1), PerGroup(32)):
+        for bits in (2, 4, 8, 12):
+            cfgs.append(QuantConfig(bits, Mode.SYMMETRIC, gran))
+            for zp in ZeroPoint:
+                cfgs.append(QuantConfig(bits, Mode.ASYMMETRIC, gran, zero_point=zp))
+    return cfgs
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("cfg", _int_configs(), ids=lambda c: c.describe())
+def test_integer_configs_round_trip(cfg: QuantConfig, backend: kernels.Backend) -> None:
+    """Random values with signed zeros, one-signed rows (an offset far from 0) and
+    subnormal rows, where a rounded ``-0`` or a zero point could show."""
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(64, 256, generator=g) * 3
+    x[0, :8] = torch.tensor([0.5, -0.5, 1.5, 2.5, -0.0, 0.0, 1e-30, -1e-30])
+    x[1] = -0.0
+    x[2] = x[2].abs() + 5
+    x[3] = -x[3].abs() - 5
+    x[4] *= 1e-40
+    _assert_round_trip(x, cfg, backend)
