@@ -359,6 +359,13 @@ def _double_quant(rng: BlockRange, cfg: QuantConfig, sf: DoubleQuantScales) -> B
     s_float = _absmax(rng).to(torch.float32) / _value_max(cfg)
     flat = s_float.reshape(-1)
     offset = flat.mean()
+    if not bool(torch.isfinite(offset)):
+        # bitsandbytes' float32 mean overflows the same way and stores NaN scales
+        raise ValueError(
+            f"{cfg.name} stores its block scales less their mean, and the mean of these "
+            f"block scales (largest {float(flat.max()):.4g}) overflows float32: values this "
+            "large have no double-quantized scales (bitsandbytes stores NaN for them)"
+        )
     centred = flat - offset
     n = flat.numel()
     runs = math.ceil(n / sf.block)

@@ -214,3 +214,14 @@ def test_quantize_model_names_the_layer_that_does_not_fit():
         quantize_model(model, QuantConfig(granularity=PerGroup(8)))
     # all or nothing: the layer that did fit was not replaced either
     assert type(model[0]) is nn.Linear and type(model[2]) is nn.Linear
+
+
+def test_double_quant_refuses_block_scales_whose_mean_overflows():
+    # 16 blocks of 64 at 3.3e38: their float32 mean overflows, which bitsandbytes stores
+    # as NaN scales; a large value in one block alone still quantizes
+    cfg = QuantConfig.from_name("NF4_DQ")
+    with pytest.raises(ValueError, match=r"NF4_DQ .* mean of these block scales .*overflows"):
+        quantize(torch.full((4, 256), 3.3e38), cfg)
+    x = torch.zeros(4, 256)
+    x[0, 0] = 3e38
+    assert quantize(x, cfg).dequantize()[0, 0] == torch.tensor(3e38)
