@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from quant_core import FloatScales, Format, QuantConfig
 
-__all__ = ["FORMAT_LABELS", "format_label", "scale_storage_label", "scheme_label"]
+__all__ = [
+    "FORMAT_LABELS",
+    "format_key",
+    "format_label",
+    "scale_storage_label",
+    "scheme_label",
+]
 
 
 FORMAT_LABELS: dict[Format, str] = {
@@ -63,4 +69,20 @@ def format_label(cfg: QuantConfig) -> str:
     if name in preset_names():
         return next(p.label for p in presets() if p.name == name)
     return name
+
+
+def format_key(raw: str) -> str | None:
+    """The registry key of the shipped format ``raw`` names, by its key or by the label
+    the scheme picker shows, in any case and with spaces around ignored: ``"nf4_dq"`` and
+    ``"NF4 + double quant"`` both give ``"NF4_DQ"``, ``"mxfp8 (e4m3)"`` gives
+    ``"MXFP8_E4M3"``; ``None`` for anything else. A link is written with keys, but a user
+    typing one copies what the picker shows."""
+    from quant_core.formats.registry import presets
+
+    if not isinstance(raw, str):
+        raise TypeError(f"a format name must be a str, got {type(raw).__name__}")
+    norm = " ".join(raw.split()).casefold()
+    return next(
+        (p.name for p in presets() if norm in (p.name.casefold(), p.label.casefold())), None
+    )
 
