@@ -19,6 +19,7 @@ from dashboard.components.model_source import model_roots
 from dashboard.components.persist import PERSIST
 from dashboard.components.stored_maps import stored_maps
 from dashboard.components.view import block_chooser, overview_maps, view_options
+from dashboard.services.display.labels import format_label, stored_type_label
 from dashboard.services.display.reduce import needs_reduction
 from dashboard.services.display.text import literal
 from dashboard.services.explorer.map_image import MapImage
@@ -149,12 +150,13 @@ def quantized_file_view(source: PreparedSource) -> None:
         raise TypeError("the quantized-file view needs a file tensor")
     url.write(source_to_query(source.choice))
     entry = ft.entry
+    stored_type = stored_type_label(entry.type_name)  # "NF4 + double quant", not NF4_DQ
     st.caption(
         f"**{literal(source.label)}** · shape {list(entry.shape)} · stored as "
-        f"**{literal(entry.type_name)}**"
+        f"**{literal(stored_type)}**"
     )
     c1, c2, c3 = st.columns(3)
-    c1.metric("Stored type", entry.type_name)
+    c1.metric("Stored type", stored_type)
     c2.metric("Bytes in the file", human_bytes(entry.nbytes))
     c3.metric("Bits per weight, as stored", f"{entry.bits_per_weight:.4g}")
     for note in source.notes:
@@ -177,14 +179,14 @@ def quantized_file_view(source: PreparedSource) -> None:
     if fexp.unmodelled is not None:
         st.info(f"Only the values are shown: {literal(fexp.unmodelled)}.")
         if fexp.comparison is not None:
-            st.dataframe(_metrics_table(fexp, entry.type_name), hide_index=True, key="qf_table")
+            st.dataframe(_metrics_table(fexp, stored_type), hide_index=True, key="qf_table")
         return
     exp = fexp.stored
     if exp is None:
         return
-    name, described = exp.config.name, exp.config.describe()
+    name, described = format_label(exp.config), exp.config.describe()
     # a GPTQ or AWQ tensor's config is named by its description: say it once
-    spelled = "" if name == described else f" ({literal(described)})"
+    spelled = "" if exp.config.name == described else f" ({literal(described)})"
     st.caption(f"As the lab models it: **{literal(name)}**{spelled}.")
     rows, cols = exp.original.shape
     opts = view_options(reduced=needs_reduction((rows, cols)))
@@ -197,13 +199,13 @@ def quantized_file_view(source: PreparedSource) -> None:
     else:
         metrics_row(exp)
         st.subheader("The file against the lab's round-to-nearest of the original")
-        st.dataframe(_metrics_table(fexp, entry.type_name), hide_index=True, key="qf_table")
+        st.dataframe(_metrics_table(fexp, stored_type), hide_index=True, key="qf_table")
         if fexp.comparison.rtn_unavailable:
             st.caption(literal(fexp.comparison.rtn_unavailable))
         if fexp.rtn is not None:
             rtn_figs = cache.overview(f"{key}|rtn|{opts!r}", fexp.rtn, opts)
             pair = {
-                "error": _titled(figs.error, f"Error of the file ({entry.type_name})"),
+                "error": _titled(figs.error, f"Error of the file ({stored_type})"),
                 "rtn_error": _titled(rtn_figs.error, "Error of the lab's round-to-nearest"),
             }
             if all(isinstance(v, MapImage) for v in pair.values()):

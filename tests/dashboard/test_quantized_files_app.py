@@ -304,3 +304,24 @@ def test_ab_on_a_quantized_files_tensor_says_its_values_are_already_quantized(
     captions = [plain(c.value) for c in at.caption]
     assert "stored as Q8_0, dequantized to float32" in captions[0], captions
     assert any("already quantized (Q8_0)" in c for c in captions), captions
+
+
+def test_the_labs_export_names_its_format_as_the_picker_does(root: Path) -> None:
+    """The explorer's export of a shipped format, opened again: "Stored type" said the
+    registry key (NF4_DQ) where the scheme picker and the export's caption say "NF4 +
+    double quant"."""
+    from dashboard.services.explorer import exports
+    from dashboard.services.explorer.explore import explore
+    from quant_core import QuantConfig
+
+    exp = explore(UP, QuantConfig.from_name("NF4_DQ"))
+    (root / "up-nf4.safetensors").write_bytes(exports.quantized_safetensors(exp))
+    at = new_app(EXPLORER, src="folder", folder=str(root / "up-nf4.safetensors")).run()
+    no_errors(at)
+    assert {m.label: m.value for m in at.metric}["Stored type"] == "NF4 + double quant"
+    captions = [plain(c.value) for c in [*at.caption, *at.sidebar.caption]]
+    assert any("stored as NF4 + double quant" in c for c in captions), captions
+    assert any(c.startswith("up-nf4 · NF4 + double quant · [64, 256]") for c in captions)
+    assert any("Quantization Lab export: NF4 + double quant," in plain(i.value) for i in at.info)
+    assert any(c.startswith("As the lab models it: NF4 + double quant (nf4") for c in captions)
+    assert not any("NF4_DQ" in c for c in captions), captions

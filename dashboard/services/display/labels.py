@@ -12,6 +12,7 @@ __all__ = [
     "format_label",
     "scale_storage_label",
     "scheme_label",
+    "stored_type_label",
 ]
 
 
@@ -71,6 +72,17 @@ def format_label(cfg: QuantConfig) -> str:
     return name
 
 
+def stored_type_label(type_name: str) -> str:
+    """A file's stored type (``TensorEntry.type_name``) as the pages name it: the lab's
+    export stores a shipped format under its registry key (``"NF4_DQ"``), shown as the
+    picker's label (``"NF4 + double quant"``); any other type as it is (``"Q4_K"``,
+    ``"F16"``, ``"GPTQ int4 g128"``: GGUF's type names that are also registry keys have
+    themselves as labels)."""
+    from quant_core.formats.registry import presets
+
+    return next((p.label for p in presets() if p.name == type_name), type_name)
+
+
 def format_key(raw: str) -> str | None:
     """The registry key of the shipped format ``raw`` names, by its key or by the label
     the scheme picker shows, in any case and with spaces around ignored: ``"nf4_dq"`` and
@@ -85,4 +97,3 @@ def format_key(raw: str) -> str | None:
     return next(
         (p.name for p in presets() if norm in (p.name.casefold(), p.label.casefold())), None
     )
-

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from dashboard.services.display.labels import stored_type_label
 from dashboard.services.explorer.explore import Exploration, explore
 from quant_core import PerGroup, PerTensor, QuantizedTensor, SuperBlockScales
 from quant_core.files import (
@@ -66,7 +67,8 @@ class FileTensor:
         """What the page says about where the values come from."""
         e = self.entry
         lines = [
-            f"{self.file.kind.label}: {e.type_name}, {human_bytes(e.nbytes)} for "
+            f"{self.file.kind.label}: {stored_type_label(e.type_name)}, "
+            f"{human_bytes(e.nbytes)} for "
             f"{e.numel:,} values, {e.bits_per_weight:.3f} bits per weight as stored."
         ]
         if not e.quantized:
