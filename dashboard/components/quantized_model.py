@@ -9,6 +9,7 @@ import streamlit as st
 from dashboard import cache
 from dashboard.components.persist import PERSIST
 from dashboard.components.quantized_view import original_picker
+from dashboard.components.tables import with_error_formats
 from dashboard.services.display.text import literal
 from dashboard.services.files.open import QuantizedModel
 from dashboard.services.files.report import (
@@ -55,7 +56,9 @@ def quantized_model_page(model: QuantizedModel) -> None:
 
     def show(rows, total):
         bar.progress(len(rows) / max(total, 1), text=f"{len(rows)} of {total} tensors")
-        live.dataframe(rows_table(rows), hide_index=True)  # redrawn: no key
+        table = rows_table(rows)
+        config = with_error_formats(table.columns)
+        live.dataframe(table, hide_index=True, column_config=config)  # redrawn: no key
 
     key = f"{qfile.key}|{original.key}|{with_rtn}"
     try:  # a rerun stops it at the next redraw; the rows done so far are kept
@@ -70,4 +73,7 @@ def quantized_model_page(model: QuantizedModel) -> None:
         f"{len(matched):,} of {len(rows):,} tensors matched in {literal(original.name)}; "
         "each read, decoded and compared one at a time."
     )
-    st.dataframe(rows_table(rows), hide_index=True, key="qm_report")
+    table = rows_table(rows)  # errors at 3 significant digits, not 0.000002
+    st.dataframe(
+        table, hide_index=True, key="qm_report", column_config=with_error_formats(table.columns)
+    )

@@ -6,6 +6,7 @@ files give a message and the page keeps working."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import gguf
@@ -17,6 +18,7 @@ from markdown_text import plain
 from safetensors.torch import save_file
 from streamlit.testing.v1 import AppTest
 
+from dashboard.services.display.errors import ERROR_FORMAT
 from dashboard.services.model.roots import ROOTS_ENV
 from dashboard.services.sources.choice import SourceKind
 from tests.core.quantized_files import (
@@ -73,6 +75,16 @@ def no_errors(at: AppTest) -> None:
     assert not at.error, [plain(e.value) for e in at.error]
 
 
+def column_formats(frame_element) -> dict[str, str]:
+    """Each configured column's number format, from the dataframe element's proto."""
+    config = json.loads(frame_element.proto.columns or "{}")
+    return {
+        name.removeprefix("col:"): fmt
+        for name, col in config.items()
+        if (fmt := (col.get("type_config") or {}).get("format")) is not None
+    }
+
+
 def frame(at: AppTest, column: str):
     """The first dataframe on the page with ``column``."""
     return next(d.value for d in at.dataframe if column in d.value.columns)
@@ -121,6 +133,10 @@ def test_the_original_gives_the_files_error_beside_the_labs_rtn(root: Path) -> N
     ]
     # made by the gguf package's reference Q8_0: the lab's llama.cpp recipe rounds the same
     assert table["mse"].iloc[0] == table["mse"].iloc[1] > 0
+    # errors at three significant digits: Streamlit's default 4 decimals wrote 0.000002
+    (element,) = [d for d in at.dataframe if "quantization" in d.value.columns]
+    formats = column_formats(element)
+    assert formats == {"mse": ERROR_FORMAT, "rmse": ERROR_FORMAT, "max |error|": ERROR_FORMAT}
 
 
 def test_a_link_reopens_the_files_tensor(root: Path) -> None:
@@ -186,6 +202,9 @@ def test_whole_model_page_reports_every_tensor_and_the_mix(root: Path) -> None:
         "model.layers.0.mlp.down_proj.weight",
     }
     assert (report["mse"] > 0).all()
+    (element,) = [d for d in at.dataframe if "original" in d.value.columns]
+    formats = column_formats(element)
+    assert formats["mse"] == formats["rtn_mse"] == ERROR_FORMAT, formats
 
 
 def test_a_folder_with_an_unknown_quantization_config_says_which(root: Path) -> None:
