@@ -20,6 +20,7 @@ from dashboard.components.persist import PERSIST
 from dashboard.components.stored_maps import stored_maps
 from dashboard.components.tables import with_error_formats
 from dashboard.components.view import block_chooser, overview_maps, view_options
+from dashboard.services.display.bits import bits_text
 from dashboard.services.display.labels import format_label, stored_type_label
 from dashboard.services.display.reduce import needs_reduction
 from dashboard.services.display.text import literal
@@ -168,7 +169,7 @@ def quantized_file_view(source: PreparedSource) -> None:
     c1, c2, c3 = st.columns(3)
     c1.metric("Stored type", stored_type)
     c2.metric("Bytes in the file", human_bytes(entry.nbytes))
-    c3.metric("Bits per weight, as stored", f"{entry.bits_per_weight:.4g}")
+    c3.metric("Bits per weight, as stored", bits_text(entry.bits_per_weight))
     for note in source.notes:
         st.info(literal(note))
 

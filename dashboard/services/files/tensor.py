@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from dashboard.services.display.bits import bits_text
 from dashboard.services.display.labels import stored_type_label
 from dashboard.services.explorer.explore import Exploration, explore
 from quant_core import PerGroup, PerTensor, QuantizedTensor, SuperBlockScales
@@ -69,7 +70,7 @@ class FileTensor:
         lines = [
             f"{self.file.kind.label}: {stored_type_label(e.type_name)}, "
             f"{human_bytes(e.nbytes)} for "
-            f"{e.numel:,} values, {e.bits_per_weight:.3f} bits per weight as stored."
+            f"{e.numel:,} values, {bits_text(e.bits_per_weight)} bits per weight as stored."
         ]
         if not e.quantized:
             lines.append(
