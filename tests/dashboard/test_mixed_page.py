@@ -136,6 +136,23 @@ def test_bad_pins_are_named_and_the_page_goes_on() -> None:
     assert (table[table["tensor"].str.contains("query")]["scheme"] == "int8_pc").all()
 
 
+def test_a_link_carries_the_pins_and_the_importance_toggle() -> None:
+    """Pins and "Weigh errors by input importance" were left out of the URL: a reloaded or
+    shared link allocated without the pins."""
+    pins = r"attention\.self\.query = int8_pc"
+    at = open_page(**{"mx.cands": "int8_pc,int4_g128", "mx.pins": pins, "mx.imp": "off"})
+    no_errors(at)
+    assert at.text_area(key="mx_pins").value == pins
+    assert at.toggle(key="mx_importance").value is False
+    table = at.dataframe[-1].value
+    assert (table[table["tensor"].str.contains("query")]["scheme"] == "int8_pc").all()
+    assert query(at, "mx.pins") == pins and query(at, "mx.imp") == "off"
+    at.toggle(key="mx_importance").set_value(True).run()
+    at.text_area(key="mx_pins").set_value("").run()
+    no_errors(at)
+    assert "mx.imp" not in at.query_params and "mx.pins" not in at.query_params
+
+
 def _t(*shape: int, seed: int) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(torch.bfloat16)
 
