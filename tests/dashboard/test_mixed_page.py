@@ -91,6 +91,16 @@ def test_the_error_vs_size_chart_takes_the_pages_width() -> None:
     assert "mx_curve" in [el.key for el in at.get("plotly_chart")]
 
 
+def test_the_total_error_metric_has_a_label_that_fits_and_says_what_it_sums() -> None:
+    """The label "Total error (Σ noise/signal)" was cut off in a quarter of the page at 1100
+    px."""
+    at = open_page(**{"mx.cands": "int8_pc,int4_g128", "mx.budget": "6bpw"})
+    no_errors(at)
+    (total,) = [m for m in at.metric if m.label.startswith("Total error")]
+    assert total.label == "Total error" and "Σ noise/signal" in total.help
+    assert len(total.label) <= len("Smaller than 16-bit")  # its neighbour, which fits
+
+
 def test_the_url_carries_budget_candidates_and_floor() -> None:
     at = open_page(**{"mx.budget": "20MB", "mx.cands": "int8_pc,int4_g128", "mx.floor": "int8_pc"})
     no_errors(at)
