@@ -205,6 +205,11 @@ def test_whole_model_page_reports_every_tensor_and_the_mix(root: Path) -> None:
     (element,) = [d for d in at.dataframe if "original" in d.value.columns]
     formats = column_formats(element)
     assert formats["mse"] == formats["rtn_mse"] == ERROR_FORMAT, formats
+    # the errors first, before the long original names (past the edge at 1100 px), and
+    # the mix's table on a row of its own (its last columns were cut off in two fifths)
+    assert list(report.columns[:6]) == ["name", "type", "mse", "sqnr_db", "rtn_mse", "rtn_sqnr_db"]
+    in_columns = [list(d.value.columns) for col in at.columns for d in col.dataframe]
+    assert not any("share of bytes" in c for c in in_columns), in_columns
 
 
 def test_a_folder_with_an_unknown_quantization_config_says_which(root: Path) -> None:
