@@ -166,10 +166,12 @@ def quantized_file_view(source: PreparedSource) -> None:
         f"**{literal(source.label)}** · shape {list(entry.shape)} · stored as "
         f"**{literal(stored_type)}**"
     )
-    c1, c2, c3 = st.columns(3)
-    c1.metric("Stored type", stored_type)
-    c2.metric("Bytes in the file", human_bytes(entry.nbytes))
-    c3.metric("Bits per weight, as stored", bits_text(entry.bits_per_weight))
+    # a row that wraps, each metric as wide as its text: in a third of the page a long
+    # type was cut off ("GPTQ int4 g128 a…" at 1400 px, "NF4 + dou…" at 1100 px)
+    row = st.container(horizontal=True, gap="large", key="qf_stored")
+    row.metric("Stored type", stored_type, width="content")
+    row.metric("Bytes in the file", human_bytes(entry.nbytes), width="content")
+    row.metric("Bits per weight, as stored", bits_text(entry.bits_per_weight), width="content")
     for note in source.notes:
         st.info(literal(note))
 

@@ -16,6 +16,7 @@ import streamlit as st
 import torch
 from markdown_text import plain
 from safetensors.torch import save_file
+from streamlit.proto.Block_pb2 import Block as BlockProto
 from streamlit.testing.v1 import AppTest
 
 from dashboard.services.display.errors import ERROR_FORMAT
@@ -83,6 +84,23 @@ def column_formats(frame_element) -> dict[str, str]:
         for name, col in config.items()
         if (fmt := (col.get("type_config") or {}).get("format")) is not None
     }
+
+
+def stored_row(at: AppTest):
+    """The block holding the quantized view's "Stored type" metric (key ``qf_stored``)."""
+
+    def find(node):
+        for child in getattr(node, "children", {}).values():
+            proto = getattr(child, "proto", None)
+            if isinstance(proto, BlockProto) and proto.id.endswith("qf_stored"):
+                return child
+            if (found := find(child)) is not None:
+                return found
+        return None
+
+    row = find(at.main)
+    assert row is not None, "no qf_stored block"
+    return row
 
 
 def frame(at: AppTest, column: str):
@@ -157,6 +175,13 @@ def test_a_gptq_folder_is_a_source_too(root: Path) -> None:
     no_errors(at)
     assert {m.label: m.value for m in at.metric}["Stored type"] == "GPTQ int4 g32 act-order"
     assert any("act-order" in plain(c.value) for c in [*at.caption, *at.info])
+    # the stored type, bytes and bits: a row that wraps, each metric its text's width; in
+    # a third of the page "GPTQ int4 g32 act-order" was cut off ("GPTQ int4 g128 a…")
+    row = stored_row(at)
+    assert row.proto.flex_container.direction == BlockProto.FlexContainer.Direction.HORIZONTAL
+    assert row.proto.flex_container.wrap
+    labels = [m.label for m in row.get("metric")]
+    assert labels == ["Stored type", "Bytes in the file", "Bits per weight, as stored"]
     # its config is named by its description: said once, not "int4 asym g32 (int4 asym g32)"
     (modelled,) = [plain(c.value) for c in at.caption if "As the lab models it" in c.value]
     assert "(" not in modelled, modelled
