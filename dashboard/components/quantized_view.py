@@ -29,6 +29,7 @@ from dashboard.services.explorer.overview import MapView
 from dashboard.services.files.open import path_key
 from dashboard.services.files.tensor import (
     FileExploration,
+    extra_bytes_note,
     fits_matrix,
     human_bytes,
     matrix_shape,
@@ -197,6 +198,9 @@ def quantized_file_view(source: PreparedSource) -> None:
     exp = fexp.stored
     if exp is None:
         return
+    extra = extra_bytes_note(entry, exp.storage, ft.file.kind)
+    if extra is not None:
+        st.caption(literal(extra))
     name, described = format_label(exp.config), exp.config.describe()
     # a GPTQ or AWQ tensor's config is named by its description: say it once
     spelled = "" if exp.config.name == described else f" ({literal(described)})"

@@ -182,6 +182,10 @@ def test_a_gptq_folder_is_a_source_too(root: Path) -> None:
     assert row.proto.flex_container.wrap
     labels = [m.label for m in row.get("metric")]
     assert labels == ["Stored type", "Bytes in the file", "Bits per weight, as stored"]
+    # the file's bits (4.281: g_idx too) against the layout's sum below (4.156) had no
+    # reason given: g_idx is 64 int32 = 256 bytes beyond the codes and scales
+    captions = [plain(c.value) for c in at.caption]
+    assert any("are 256 more than the codes and scales" in c and "g_idx" in c for c in captions)
     # its config is named by its description: said once, not "int4 asym g32 (int4 asym g32)"
     (modelled,) = [plain(c.value) for c in at.caption if "As the lab models it" in c.value]
     assert "(" not in modelled, modelled

@@ -22,7 +22,13 @@ from dashboard.services.files.report import (
     rows_table,
     run_file_report,
 )
-from dashboard.services.files.tensor import FileTensor, as_matrix, entry_label, file_exploration
+from dashboard.services.files.tensor import (
+    FileTensor,
+    as_matrix,
+    entry_label,
+    extra_bytes_note,
+    file_exploration,
+)
 from dashboard.services.model.roots import PathRefused, parse_roots
 from quant_core import Mode, PerGroup, QuantConfig, error_metrics
 from quant_core.files import open_quantized
@@ -205,3 +211,11 @@ def test_the_labs_own_scale_is_still_derived() -> None:
         panel = teaching_panel(explore(x, QuantConfig(4, mode, PerGroup(32))), 0)
         assert r"\frac{" in panel.formulas[1] and "stored" not in panel.formulas[1]
         assert not any("is the one stored" in n for n in panel.notes)
+
+
+def test_a_gguf_tensor_spends_nothing_beyond_its_codes_and_scales(gguf_file: Path) -> None:
+    f = open_quantized(gguf_file)
+    ft = FileTensor(f, f.load("blk.0.ffn_up.weight"))
+    fexp = file_exploration(ft)
+    assert fexp.stored is not None
+    assert extra_bytes_note(ft.entry, fexp.stored.storage, f.kind) is None
