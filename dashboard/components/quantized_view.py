@@ -169,7 +169,7 @@ def quantized_file_view(source: PreparedSource) -> None:
     )
     # a row that wraps, each metric as wide as its text: in a third of the page a long
     # type was cut off ("GPTQ int4 g128 a…" at 1400 px, "NF4 + dou…" at 1100 px)
-    row = st.container(horizontal=True, gap="large", key="qf_stored")
+    row = st.container(horizontal=True, gap="medium", key="qf_stored")
     row.metric("Stored type", stored_type, width="content")
     row.metric("Bytes in the file", human_bytes(entry.nbytes), width="content")
     row.metric("Bits per weight, as stored", bits_text(entry.bits_per_weight), width="content")
