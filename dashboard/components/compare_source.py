@@ -7,6 +7,7 @@ import streamlit as st
 
 from dashboard.components import url
 from dashboard.components.source import current_source, source_caption
+from dashboard.services.display.labels import stored_type_label
 from dashboard.services.display.text import literal
 from dashboard.services.sources.prepared import PreparedSource
 from dashboard.services.state.source import source_to_query
@@ -28,8 +29,9 @@ def compare_source_or_stop(purpose: str) -> PreparedSource:
     if ft is not None and ft.entry.quantized:
         # without it, a scheme on the file's own grid reads as lossless ("exact: better on
         # both"), as if that format cost nothing on the original
+        stored = literal(stored_type_label(ft.entry.type_name))
         st.caption(
-            f"These values are already quantized ({literal(ft.entry.type_name)}): a scheme "
+            f"These values are already quantized ({stored}): a scheme "
             "on the same grid gives them back exactly. To judge a format, compare on the "
             "unquantized model's tensor."
         )

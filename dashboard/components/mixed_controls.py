@@ -73,6 +73,10 @@ def mixed_controls() -> MixedControls:
         st.session_state["mx_unit"] = q.budget.unit
         st.session_state["mx_value"] = float(q.budget.value)
         st.session_state["mx_floor"] = q.floor or "none"
+        if q.pins is not None:
+            st.session_state["mx_pins"] = q.pins
+        if q.weigh is not None:
+            st.session_state["mx_importance"] = q.weigh
         for problem in q.problems:
             url.add_warning(f"Ignored the link's {problem}.")
     with st.sidebar:
@@ -102,16 +106,19 @@ def mixed_controls() -> MixedControls:
             placeholder=r"layers\.0\. = int8_pc",
             help="A regular expression searched in tensor names; the first matching line wins.",
         )
+        st.session_state.setdefault("mx_importance", True)  # seeded above from the link
         weigh = st.toggle(
             "Weigh errors by input importance",
-            value=True,
             key="mx_importance",
             help="diag(XᵀX) of each layer's inputs on calibration text, as llama.cpp's "
             "importance matrix: errors in the inputs the model uses count more.",
         )
     budget = Budget(float(value), unit)
     chosen_floor = None if floor == "none" else floor
-    url.write({**model_query(), **mixed_to_query(budget, names, chosen_floor)})
+    # the pins and the toggle too: a shared link without them allocated differently
+    url.write(
+        {**model_query(), **mixed_to_query(budget, names, chosen_floor, pins_text or "", weigh)}
+    )
     return MixedControls(
         tuple(CANDIDATES[n] for n in names), budget, chosen_floor, pins_text or "", weigh
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dashboard import cache
 from dashboard.components import persist
+from dashboard.services.display.labels import stored_type_label
 from dashboard.services.files.open import path_key
 from dashboard.services.files.tensor import human_bytes
 from dashboard.services.model.roots import ModelRoots
@@ -21,19 +22,17 @@ def _pick(qfile: QuantizedFile, key: str, from_link: bool) -> str:
     """``from_link``: the tensor may have come from a link (a folder's; an upload's never
     does), so a name the file lacks is said, unless the user switched files since."""
     entries = {t.name: t for t in qfile.tensors}
+    types = {t.name: stored_type_label(t.type_name) for t in qfile.tensors}
     first = next((t.name for t in qfile.tensors if t.quantized), qfile.tensors[0].name)
     return persist.name_picker(
         f"Tensor ({len(entries):,} in {qfile.kind.label}, {qfile.nbytes:,} bytes)",
         list(entries),
         key,
         first,
-        lambda n: (
-            f"{n} · {entries[n].type_name} · {list(entries[n].shape)} · "
-            f"{human_bytes(entries[n].nbytes)}"
-        ),
+        lambda n: f"{n} · {types[n]} · {list(entries[n].shape)} · {human_bytes(entries[n].nbytes)}",
         stale=(lambda n: f"Tensor {n!r} is not in this file.") if from_link else None,
         owner=qfile.key,
-        tag=lambda n: entries[n].type_name,
+        tag=types.__getitem__,
     )
 
 

@@ -18,7 +18,10 @@ from dashboard.components.metrics import metrics_row
 from dashboard.components.model_source import model_roots
 from dashboard.components.persist import PERSIST
 from dashboard.components.stored_maps import stored_maps
+from dashboard.components.tables import with_error_formats
 from dashboard.components.view import block_chooser, overview_maps, view_options
+from dashboard.services.display.bits import bits_text
+from dashboard.services.display.labels import format_label, stored_type_label
 from dashboard.services.display.reduce import needs_reduction
 from dashboard.services.display.text import literal
 from dashboard.services.explorer.map_image import MapImage
@@ -26,6 +29,7 @@ from dashboard.services.explorer.overview import MapView
 from dashboard.services.files.open import path_key
 from dashboard.services.files.tensor import (
     FileExploration,
+    extra_bytes_note,
     fits_matrix,
     human_bytes,
     matrix_shape,
@@ -130,6 +134,15 @@ def _metrics_table(fexp: FileExploration, type_name: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _show_metrics(fexp: FileExploration, type_name: str) -> None:
+    # errors at three significant digits: the default 4 decimals showed an MSE of 2.05e-6
+    # as 0.000002, the file's and the lab's alike however much they differ
+    table = _metrics_table(fexp, type_name)
+    st.dataframe(
+        table, hide_index=True, key="qf_table", column_config=with_error_formats(table.columns)
+    )
+
+
 def shows_stored(source: PreparedSource) -> bool:
     """Whether ``source``'s file tensor has codes and scales of its own to draw: a type the
     lab decodes, in blocks that fit the explorer's matrix (``fits_matrix``), decided from
@@ -149,14 +162,17 @@ def quantized_file_view(source: PreparedSource) -> None:
         raise TypeError("the quantized-file view needs a file tensor")
     url.write(source_to_query(source.choice))
     entry = ft.entry
+    stored_type = stored_type_label(entry.type_name)  # "NF4 + double quant", not NF4_DQ
     st.caption(
         f"**{literal(source.label)}** · shape {list(entry.shape)} · stored as "
-        f"**{literal(entry.type_name)}**"
+        f"**{literal(stored_type)}**"
     )
-    c1, c2, c3 = st.columns(3)
-    c1.metric("Stored type", entry.type_name)
-    c2.metric("Bytes in the file", human_bytes(entry.nbytes))
-    c3.metric("Bits per weight, as stored", f"{entry.bits_per_weight:.4g}")
+    # a row that wraps, each metric as wide as its text: in a third of the page a long
+    # type was cut off ("GPTQ int4 g128 a…" at 1400 px, "NF4 + dou…" at 1100 px)
+    row = st.container(horizontal=True, gap="medium", key="qf_stored")
+    row.metric("Stored type", stored_type, width="content")
+    row.metric("Bytes in the file", human_bytes(entry.nbytes), width="content")
+    row.metric("Bits per weight, as stored", bits_text(entry.bits_per_weight), width="content")
     for note in source.notes:
         st.info(literal(note))
 
@@ -177,14 +193,17 @@ def quantized_file_view(source: PreparedSource) -> None:
     if fexp.unmodelled is not None:
         st.info(f"Only the values are shown: {literal(fexp.unmodelled)}.")
         if fexp.comparison is not None:
-            st.dataframe(_metrics_table(fexp, entry.type_name), hide_index=True, key="qf_table")
+            _show_metrics(fexp, stored_type)
         return
     exp = fexp.stored
     if exp is None:
         return
-    name, described = exp.config.name, exp.config.describe()
+    extra = extra_bytes_note(entry, exp.storage, ft.file.kind)
+    if extra is not None:
+        st.caption(literal(extra))
+    name, described = format_label(exp.config), exp.config.describe()
     # a GPTQ or AWQ tensor's config is named by its description: say it once
-    spelled = "" if name == described else f" ({literal(described)})"
+    spelled = "" if exp.config.name == described else f" ({literal(described)})"
     st.caption(f"As the lab models it: **{literal(name)}**{spelled}.")
     rows, cols = exp.original.shape
     opts = view_options(reduced=needs_reduction((rows, cols)))
@@ -197,13 +216,13 @@ def quantized_file_view(source: PreparedSource) -> None:
     else:
         metrics_row(exp)
         st.subheader("The file against the lab's round-to-nearest of the original")
-        st.dataframe(_metrics_table(fexp, entry.type_name), hide_index=True, key="qf_table")
+        _show_metrics(fexp, stored_type)
         if fexp.comparison.rtn_unavailable:
             st.caption(literal(fexp.comparison.rtn_unavailable))
         if fexp.rtn is not None:
             rtn_figs = cache.overview(f"{key}|rtn|{opts!r}", fexp.rtn, opts)
             pair = {
-                "error": _titled(figs.error, f"Error of the file ({entry.type_name})"),
+                "error": _titled(figs.error, f"Error of the file ({stored_type})"),
                 "rtn_error": _titled(rtn_figs.error, "Error of the lab's round-to-nearest"),
             }
             if all(isinstance(v, MapImage) for v in pair.values()):

@@ -24,6 +24,7 @@ from dashboard.components.source_inputs import (
     upload_choice,
 )
 from dashboard.services.activations.source import activation_label, activation_notes
+from dashboard.services.display.labels import stored_type_label
 from dashboard.services.display.text import literal
 from dashboard.services.io import LoadError
 from dashboard.services.model.checkpoint import Checkpoint
@@ -274,7 +275,8 @@ def source_caption(chosen: PreparedSource) -> None:
     dtype = literal(chosen.dtype_label)
     ft = chosen.file_tensor
     if ft is not None and ft.entry.quantized:
-        dtype = f"stored as **{literal(ft.entry.type_name)}**, dequantized to {dtype}"
+        stored = literal(stored_type_label(ft.entry.type_name))
+        dtype = f"stored as **{stored}**, dequantized to {dtype}"
     st.caption(f"**{literal(chosen.label)}** · shape {shape} · {dtype}")
 
 

@@ -193,7 +193,15 @@ c3.metric(
     *size_ratio("16-bit", fp_bytes / max(alloc.total_bytes, 1)),
     help=metric_help(Metric.SIZE_RATIO),
 )
-c4.metric("Total error (Σ noise/signal)", f"{alloc.total_error:.4g}")
+# the label short enough for a quarter of the page at a 1100 px window ("Total error (Σ
+# noise/sig…" was cut off there); what it sums is in the help
+c4.metric(
+    "Total error",
+    f"{alloc.total_error:.4g}",
+    help="Σ noise/signal: each tensor's squared error over its squared values (weighed by "
+    "input importance when that is on), summed over the tensors. The allocation makes it "
+    "as small as the budget allows.",
+)
 st.caption(
     f"Budget {budget.describe()} = {alloc.budget_bits / 8e6:.2f} MB for these weights; "
     f"λ = {alloc.lagrange:.3g} error per bit, {alloc.fixup_moves} fix-up move(s)"

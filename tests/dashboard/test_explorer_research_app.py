@@ -80,7 +80,7 @@ def test_picking_min_max_levels_and_a_variant_reaches_the_url() -> None:
     no_errors(at)
     assert query(at, "fmt") == "minmax_levels" and query(at, "qk") == "original"
     assert query(at, "rescale") is None and query(at, "gran") is None
-    assert metric_value(at, "Bits per element") == "4.062"  # 4 + 64/1024: x_min and x_max
+    assert metric_value(at, "Bits per element") == "4.0625"  # 4 + 64/1024: x_min and x_max
     at.radio(key="q_qk").set_value(QkVariant.MODIFIED).run()
     at.slider(key="q_bits").set_value(2).run()
     no_errors(at)

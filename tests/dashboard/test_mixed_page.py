@@ -91,6 +91,16 @@ def test_the_error_vs_size_chart_takes_the_pages_width() -> None:
     assert "mx_curve" in [el.key for el in at.get("plotly_chart")]
 
 
+def test_the_total_error_metric_has_a_label_that_fits_and_says_what_it_sums() -> None:
+    """The label "Total error (Σ noise/signal)" was cut off in a quarter of the page at 1100
+    px."""
+    at = open_page(**{"mx.cands": "int8_pc,int4_g128", "mx.budget": "6bpw"})
+    no_errors(at)
+    (total,) = [m for m in at.metric if m.label.startswith("Total error")]
+    assert total.label == "Total error" and "Σ noise/signal" in total.help
+    assert len(total.label) <= len("Smaller than 16-bit")  # its neighbour, which fits
+
+
 def test_the_url_carries_budget_candidates_and_floor() -> None:
     at = open_page(**{"mx.budget": "20MB", "mx.cands": "int8_pc,int4_g128", "mx.floor": "int8_pc"})
     no_errors(at)
@@ -134,6 +144,23 @@ def test_bad_pins_are_named_and_the_page_goes_on() -> None:
     no_errors(at)
     table = at.dataframe[-1].value
     assert (table[table["tensor"].str.contains("query")]["scheme"] == "int8_pc").all()
+
+
+def test_a_link_carries_the_pins_and_the_importance_toggle() -> None:
+    """Pins and "Weigh errors by input importance" were left out of the URL: a reloaded or
+    shared link allocated without the pins."""
+    pins = r"attention\.self\.query = int8_pc"
+    at = open_page(**{"mx.cands": "int8_pc,int4_g128", "mx.pins": pins, "mx.imp": "off"})
+    no_errors(at)
+    assert at.text_area(key="mx_pins").value == pins
+    assert at.toggle(key="mx_importance").value is False
+    table = at.dataframe[-1].value
+    assert (table[table["tensor"].str.contains("query")]["scheme"] == "int8_pc").all()
+    assert query(at, "mx.pins") == pins and query(at, "mx.imp") == "off"
+    at.toggle(key="mx_importance").set_value(True).run()
+    at.text_area(key="mx_pins").set_value("").run()
+    no_errors(at)
+    assert "mx.imp" not in at.query_params and "mx.pins" not in at.query_params
 
 
 def _t(*shape: int, seed: int) -> torch.Tensor:

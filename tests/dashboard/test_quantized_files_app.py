@@ -6,6 +6,7 @@ files give a message and the page keeps working."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import gguf
@@ -15,8 +16,10 @@ import streamlit as st
 import torch
 from markdown_text import plain
 from safetensors.torch import save_file
+from streamlit.proto.Block_pb2 import Block as BlockProto
 from streamlit.testing.v1 import AppTest
 
+from dashboard.services.display.errors import ERROR_FORMAT
 from dashboard.services.model.roots import ROOTS_ENV
 from dashboard.services.sources.choice import SourceKind
 from tests.core.quantized_files import (
@@ -73,6 +76,33 @@ def no_errors(at: AppTest) -> None:
     assert not at.error, [plain(e.value) for e in at.error]
 
 
+def column_formats(frame_element) -> dict[str, str]:
+    """Each configured column's number format, from the dataframe element's proto."""
+    config = json.loads(frame_element.proto.columns or "{}")
+    return {
+        name.removeprefix("col:"): fmt
+        for name, col in config.items()
+        if (fmt := (col.get("type_config") or {}).get("format")) is not None
+    }
+
+
+def stored_row(at: AppTest):
+    """The block holding the quantized view's "Stored type" metric (key ``qf_stored``)."""
+
+    def find(node):
+        for child in getattr(node, "children", {}).values():
+            proto = getattr(child, "proto", None)
+            if isinstance(proto, BlockProto) and proto.id.endswith("qf_stored"):
+                return child
+            if (found := find(child)) is not None:
+                return found
+        return None
+
+    row = find(at.main)
+    assert row is not None, "no qf_stored block"
+    return row
+
+
 def frame(at: AppTest, column: str):
     """The first dataframe on the page with ``column``."""
     return next(d.value for d in at.dataframe if column in d.value.columns)
@@ -121,6 +151,10 @@ def test_the_original_gives_the_files_error_beside_the_labs_rtn(root: Path) -> N
     ]
     # made by the gguf package's reference Q8_0: the lab's llama.cpp recipe rounds the same
     assert table["mse"].iloc[0] == table["mse"].iloc[1] > 0
+    # errors at three significant digits: Streamlit's default 4 decimals wrote 0.000002
+    (element,) = [d for d in at.dataframe if "quantization" in d.value.columns]
+    formats = column_formats(element)
+    assert formats == {"mse": ERROR_FORMAT, "rmse": ERROR_FORMAT, "max |error|": ERROR_FORMAT}
 
 
 def test_a_link_reopens_the_files_tensor(root: Path) -> None:
@@ -141,6 +175,17 @@ def test_a_gptq_folder_is_a_source_too(root: Path) -> None:
     no_errors(at)
     assert {m.label: m.value for m in at.metric}["Stored type"] == "GPTQ int4 g32 act-order"
     assert any("act-order" in plain(c.value) for c in [*at.caption, *at.info])
+    # the stored type, bytes and bits: a row that wraps, each metric its text's width; in
+    # a third of the page "GPTQ int4 g32 act-order" was cut off ("GPTQ int4 g128 a…")
+    row = stored_row(at)
+    assert row.proto.flex_container.direction == BlockProto.FlexContainer.Direction.HORIZONTAL
+    assert row.proto.flex_container.wrap
+    labels = [m.label for m in row.get("metric")]
+    assert labels == ["Stored type", "Bytes in the file", "Bits per weight, as stored"]
+    # the file's bits (4.281: g_idx too) against the layout's sum below (4.156) had no
+    # reason given: g_idx is 64 int32 = 256 bytes beyond the codes and scales
+    captions = [plain(c.value) for c in at.caption]
+    assert any("are 256 more than the codes and scales" in c and "g_idx" in c for c in captions)
     # its config is named by its description: said once, not "int4 asym g32 (int4 asym g32)"
     (modelled,) = [plain(c.value) for c in at.caption if "As the lab models it" in c.value]
     assert "(" not in modelled, modelled
@@ -186,6 +231,14 @@ def test_whole_model_page_reports_every_tensor_and_the_mix(root: Path) -> None:
         "model.layers.0.mlp.down_proj.weight",
     }
     assert (report["mse"] > 0).all()
+    (element,) = [d for d in at.dataframe if "original" in d.value.columns]
+    formats = column_formats(element)
+    assert formats["mse"] == formats["rtn_mse"] == ERROR_FORMAT, formats
+    # the errors first, before the long original names (past the edge at 1100 px), and
+    # the mix's table on a row of its own (its last columns were cut off in two fifths)
+    assert list(report.columns[:6]) == ["name", "type", "mse", "sqnr_db", "rtn_mse", "rtn_sqnr_db"]
+    in_columns = [list(d.value.columns) for col in at.columns for d in col.dataframe]
+    assert not any("share of bytes" in c for c in in_columns), in_columns
 
 
 def test_a_folder_with_an_unknown_quantization_config_says_which(root: Path) -> None:
@@ -304,3 +357,24 @@ def test_ab_on_a_quantized_files_tensor_says_its_values_are_already_quantized(
     captions = [plain(c.value) for c in at.caption]
     assert "stored as Q8_0, dequantized to float32" in captions[0], captions
     assert any("already quantized (Q8_0)" in c for c in captions), captions
+
+
+def test_the_labs_export_names_its_format_as_the_picker_does(root: Path) -> None:
+    """The explorer's export of a shipped format, opened again: "Stored type" said the
+    registry key (NF4_DQ) where the scheme picker and the export's caption say "NF4 +
+    double quant"."""
+    from dashboard.services.explorer import exports
+    from dashboard.services.explorer.explore import explore
+    from quant_core import QuantConfig
+
+    exp = explore(UP, QuantConfig.from_name("NF4_DQ"))
+    (root / "up-nf4.safetensors").write_bytes(exports.quantized_safetensors(exp))
+    at = new_app(EXPLORER, src="folder", folder=str(root / "up-nf4.safetensors")).run()
+    no_errors(at)
+    assert {m.label: m.value for m in at.metric}["Stored type"] == "NF4 + double quant"
+    captions = [plain(c.value) for c in [*at.caption, *at.sidebar.caption]]
+    assert any("stored as NF4 + double quant" in c for c in captions), captions
+    assert any(c.startswith("up-nf4 · NF4 + double quant · [64, 256]") for c in captions)
+    assert any("Quantization Lab export: NF4 + double quant," in plain(i.value) for i in at.info)
+    assert any(c.startswith("As the lab models it: NF4 + double quant (nf4") for c in captions)
+    assert not any("NF4_DQ" in c for c in captions), captions

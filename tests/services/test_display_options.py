@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard.services.display.options import ELLIPSIS, OPTION_CHARS, fit_name, option_labels
+from dashboard.services.display.options import (
+    ELLIPSIS,
+    MIN_NAME_CHARS,
+    OPTION_CHARS,
+    fit_name,
+    option_labels,
+)
 
 
 @pytest.mark.parametrize(
@@ -33,3 +39,19 @@ def test_option_labels_keep_the_tag_and_tell_names_apart() -> None:
     assert len(set(short.values())) == len(names)
     with pytest.raises(ValueError, match="at least 8"):
         fit_name("x" * 20, 4)
+
+
+@pytest.mark.parametrize("tag", ["GPTQ int4 g128 act-order", "NF4 + double quant"])
+def test_a_tag_too_long_for_the_box_is_left_out(tag: str) -> None:
+    """Such a tag left the name 8 characters and the box still cut the tag off
+    ("qua…NF4_DQ  NF4 + double qua"); the caption under the box has the whole line."""
+    names = ["model.layers.0.mlp.down_proj.weight", "quantized_NF4_DQ"]
+    labels = option_labels(names, lambda n: tag)
+    assert labels == {
+        "model.layers.0.mlp.down_proj.weight": "…layers.0.mlp.down_proj.weight",
+        "quantized_NF4_DQ": "quantized_NF4_DQ",
+    }
+    assert all(len(v) <= OPTION_CHARS for v in labels.values())
+    # a tag that leaves the name MIN_NAME_CHARS is kept
+    kept = option_labels(names, lambda n: "x" * (OPTION_CHARS - MIN_NAME_CHARS - 2))
+    assert all(v.endswith("  " + "x" * 16) for v in kept.values())

@@ -12,6 +12,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from dashboard.services.explorer.explore import explore
+from dashboard.services.explorer.teaching import teaching_panel
 from dashboard.services.files.open import open_path, original_tensor, quantized_path
 from dashboard.services.files.report import (
     FileReportStore,
@@ -20,15 +22,23 @@ from dashboard.services.files.report import (
     rows_table,
     run_file_report,
 )
-from dashboard.services.files.tensor import FileTensor, as_matrix, entry_label, file_exploration
+from dashboard.services.files.tensor import (
+    FileTensor,
+    as_matrix,
+    entry_label,
+    extra_bytes_note,
+    file_exploration,
+)
 from dashboard.services.model.roots import PathRefused, parse_roots
-from quant_core import error_metrics
+from quant_core import Mode, PerGroup, QuantConfig, error_metrics
 from quant_core.files import open_quantized
 from tests.core.quantized_files import (
     GGML,
+    pack_compressed,
     pack_gptq,
     prefixed,
     random_int_layer,
+    random_signed_layer,
     write_folder,
     write_gguf,
 )
@@ -153,3 +163,59 @@ def test_the_roots_guard_every_file_read(tmp_path: Path) -> None:
         open_path(str(inside / "m-00001-of-00002.gguf"), roots)
     with pytest.raises(PathRefused, match="outside the allowed folders"):
         open_path(str(outside / "m-00002-of-00002.gguf"), roots)
+
+
+def _ct_exploration(tmp_path: Path, symmetric: bool):
+    """A compressed-tensors int4 g32 tensor as llm-compressor packs it, explored (no
+    original): its scales are the file's, ``max|r| / 8`` where its codes reach -8."""
+    rng = np.random.default_rng(4)
+    layer = random_signed_layer(rng, 8, 64, 4, 32, symmetric)
+    layer.q[:, 0] = -8  # every group of column 0's reaches code -8: max|r| = 8 s
+    layer.q[:, 32] = -8
+    weights = {"num_bits": 4, "type": "int", "symmetric": symmetric, "strategy": "group"}
+    config = {
+        "quant_method": "compressed-tensors",
+        "format": "pack-quantized",
+        "config_groups": {
+            "group_0": {"targets": ["Linear"], "weights": weights | {"group_size": 32}}
+        },
+    }
+    write_folder(
+        tmp_path, prefixed("model.layers.0.mlp.up_proj", pack_compressed(layer, 4)), config
+    )
+    f = open_quantized(tmp_path)
+    fexp = file_exploration(FileTensor(f, f.load("model.layers.0.mlp.up_proj.weight")))
+    assert fexp.stored is not None
+    return fexp.stored
+
+
+def test_a_files_own_scale_is_shown_as_stored_not_derived_by_the_min_max_rule(
+    tmp_path: Path,
+) -> None:
+    """The teaching panel wrote ``s = max|r| / 7 = 0.054474 / 7`` (a max|r| worked back from
+    the scale) beside a note saying max|r| = 0.06226 and "lands on code -8, not on the
+    lowest code -8": llm-compressor's symmetric scale is max|r| / 8."""
+    exp = _ct_exploration(tmp_path, symmetric=True)
+    panel = teaching_panel(exp, 0)
+    scale = float(exp.qt.scale.reshape(-1)[0])
+    assert panel.formulas[1].startswith(r"s = "), panel.formulas
+    assert "stored" in panel.formulas[1] and r"\frac{\max|r|}" not in panel.formulas[1]
+    (note,) = panel.notes
+    assert f"s = {scale:.4g} is the one stored" in note and "not on the lowest" not in note
+    assert f"rule's {8 * scale / 7:.4g}" in note  # max|r| = 8 s, the rule's max|r| / 7
+
+
+def test_the_labs_own_scale_is_still_derived() -> None:
+    x = torch.randn(4, 64, generator=torch.Generator().manual_seed(1))
+    for mode in Mode:
+        panel = teaching_panel(explore(x, QuantConfig(4, mode, PerGroup(32))), 0)
+        assert r"\frac{" in panel.formulas[1] and "stored" not in panel.formulas[1]
+        assert not any("is the one stored" in n for n in panel.notes)
+
+
+def test_a_gguf_tensor_spends_nothing_beyond_its_codes_and_scales(gguf_file: Path) -> None:
+    f = open_quantized(gguf_file)
+    ft = FileTensor(f, f.load("blk.0.ffn_up.weight"))
+    fexp = file_exploration(ft)
+    assert fexp.stored is not None
+    assert extra_bytes_note(ft.entry, fexp.stored.storage, f.kind) is None

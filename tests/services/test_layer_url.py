@@ -61,6 +61,10 @@ def test_a_preset_writes_no_sides() -> None:
         ({"l.w.bits": "99"}, "99"),
         ({"l.preset": "w3a3"}, "l.preset='w3a3' is not one of: w8a16, w8a8, w4a16_g128, w4a8"),
         ({"l.preset": "Q4_K"}, "l.w.preset=Q4_K"),
+        # a shipped format by the picker's label, any case: pointed to by its key
+        ({"l.preset": "NF4 + double quant"}, "l.w.preset=NF4_DQ"),
+        ({"l.preset": " nf4 + DOUBLE  quant "}, "l.w.preset=NF4_DQ"),
+        ({"l.preset": "mxfp8 (e4m3)"}, "l.w.preset=MXFP8_E4M3"),
         ({"l.preset": "custom"}, "l.scheme=custom"),
         ({"l.preset": "w8a8", "l.scheme": "w4a8"}, "disagrees with l.scheme=w4a8"),
         ({"l.sheme": "w8a8"}, "'l.sheme' (not a key of this page"),
@@ -104,3 +108,11 @@ def test_the_export_has_every_number_the_page_shows() -> None:
     assert back["output_mse"][0] == pytest.approx(ev.metrics.mse, rel=1e-12)
     assert back["evaluation"].tolist() == ["scheme", "smoothquant"]
     assert back["alpha"][1] == 0.25 and pd.isna(back["alpha"][0])
+
+
+@pytest.mark.parametrize("raw", ["NF4 + double quant", "nf4 + double quant", "NF4_DQ"])
+def test_a_custom_side_takes_a_shipped_format_by_key_or_label(raw: str) -> None:
+    """The pointer ``l.preset=NF4 + double quant`` gives leads to a usable link, and so does
+    the same link written with the label the picker shows."""
+    parsed = layer_from_query({"l.scheme": "custom", "l.w.preset": raw, "l.a": "none"})
+    assert not parsed.problems and parsed.weight == QuantConfig.from_name("NF4_DQ")

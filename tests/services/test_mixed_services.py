@@ -81,6 +81,28 @@ def test_query_defaults_and_problems() -> None:
     assert len(q.problems) == 2 and q.floor is None
 
 
+def test_pins_and_the_importance_toggle_round_trip_through_the_link() -> None:
+    """A shared link carried neither: the page it opened allocated without the pins and
+    with errors weighed, whatever the sharer saw."""
+    pins = "attention\\.self\\.query = int8_pc\n# a comment"
+    out = mixed_to_query(Budget(4.5), ["int8_pc"], None, pins, weigh=False)
+    assert out["mx.pins"] == pins and out["mx.imp"] == "off"
+    q = mixed_from_query(out)
+    assert (q.pins, q.weigh, q.problems) == (pins, False, ())
+    # the defaults keep a link's old form
+    plain_link = mixed_to_query(Budget(4.5), ["int8_pc"], None)
+    assert set(plain_link) == {"mx.budget", "mx.cands", "mx.floor"}
+    # a link that does not say leaves the page's own (None)
+    assert (mixed_from_query({}).pins, mixed_from_query({}).weigh) == (None, None)
+    assert mixed_from_query({"mx.imp": "on"}).weigh is True
+    q = mixed_from_query({"mx.imp": "maybe", "mx.pins": "x" * 5000})
+    assert q.weigh is None and q.pins is None
+    assert q.problems == (
+        "mx.pins (5,000 characters; at most 4,000); no pins",
+        "mx.imp='maybe' is not on or off; weighed",
+    )
+
+
 def test_pins_parse_or_name_the_line() -> None:
     pins = parse_pins("# comment\n\nlayers\\.0\\. = Q8_0\nlm_head=Q4_0\n", ["Q4_0", "Q8_0"])
     assert [(p.pattern, p.scheme) for p in pins] == [(r"layers\.0\.", "Q8_0"), ("lm_head", "Q4_0")]

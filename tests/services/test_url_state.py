@@ -342,3 +342,17 @@ def test_link_fixes_name_each_changed_value() -> None:
     assert other == ("bits=12 is not available here; using 8",)
     with pytest.raises(TypeError):
         link_fixes({"bits": "4"}, got, 8)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("raw", "name"),
+    [
+        ("NF4 + double quant", "NF4_DQ"),
+        ("nf4 + DOUBLE quant", "NF4_DQ"),
+        ("MXFP8 (E4M3)", "MXFP8_E4M3"),
+        ("fp8 128x128 blocks", "FP8_BLOCK"),
+        ("q4_k", "Q4_K"),
+    ],
+)
+def test_preset_takes_the_pickers_label_as_well_as_the_key(raw: str, name: str) -> None:
+    assert config_from_query({"preset": raw}) == QuantConfig.from_name(name)

@@ -34,6 +34,9 @@ ERROR_COLUMNS: frozenset[str] = frozenset(
         "MSE",
         "max abs error",
         "output MSE (held-out)",
+        # the quantized-file view's metrics_table and the whole-model file report
+        "max |error|",
+        "rtn_mse",
     }
 )
 """The columns of the comparison pages' tables that hold an error magnitude (written with

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from quant_core import FloatScales, Format, QuantConfig
 
-__all__ = ["FORMAT_LABELS", "format_label", "scale_storage_label", "scheme_label"]
+__all__ = [
+    "FORMAT_LABELS",
+    "format_key",
+    "format_label",
+    "scale_storage_label",
+    "scheme_label",
+    "stored_type_label",
+]
 
 
 FORMAT_LABELS: dict[Format, str] = {
@@ -64,3 +71,29 @@ def format_label(cfg: QuantConfig) -> str:
         return next(p.label for p in presets() if p.name == name)
     return name
 
+
+def stored_type_label(type_name: str) -> str:
+    """A file's stored type (``TensorEntry.type_name``) as the pages name it: the lab's
+    export stores a shipped format under its registry key (``"NF4_DQ"``), shown as the
+    picker's label (``"NF4 + double quant"``); any other type as it is (``"Q4_K"``,
+    ``"F16"``, ``"GPTQ int4 g128"``: GGUF's type names that are also registry keys have
+    themselves as labels)."""
+    from quant_core.formats.registry import presets
+
+    return next((p.label for p in presets() if p.name == type_name), type_name)
+
+
+def format_key(raw: str) -> str | None:
+    """The registry key of the shipped format ``raw`` names, by its key or by the label
+    the scheme picker shows, in any case and with spaces around ignored: ``"nf4_dq"`` and
+    ``"NF4 + double quant"`` both give ``"NF4_DQ"``, ``"mxfp8 (e4m3)"`` gives
+    ``"MXFP8_E4M3"``; ``None`` for anything else. A link is written with keys, but a user
+    typing one copies what the picker shows."""
+    from quant_core.formats.registry import presets
+
+    if not isinstance(raw, str):
+        raise TypeError(f"a format name must be a str, got {type(raw).__name__}")
+    norm = " ".join(raw.split()).casefold()
+    return next(
+        (p.name for p in presets() if norm in (p.name.casefold(), p.label.casefold())), None
+    )

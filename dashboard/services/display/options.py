@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-__all__ = ["ELLIPSIS", "OPTION_CHARS", "fit_name", "option_labels"]
+__all__ = ["ELLIPSIS", "MIN_NAME_CHARS", "OPTION_CHARS", "fit_name", "option_labels"]
 
 OPTION_CHARS = 30
 """The characters a sidebar select box shows at its default width (measured in Chromium:
 ``token_embd.weight  F32 [64, 512`` was the visible part of a longer line)."""
 ELLIPSIS = "…"
+MIN_NAME_CHARS = 12
+"""The fewest characters a tag leaves the name: a longer tag is not shown in the box."""
 
 
 def _tail(parts: Sequence[str], room: int) -> list[str]:
@@ -69,12 +71,21 @@ def option_labels(
 ) -> dict[str, str]:
     """Each of ``names`` -> its option: ``fit_name`` of it, followed by ``tag(name)`` (two
     spaces apart; a stored type such as ``Q4_K``, never cut) within ``limit`` characters in
-    all. Where two names would read the same, they are cut in the middle by characters
-    instead, and where that still clashes, they keep their whole names (the box cuts them,
-    but the list tells them apart)."""
+    all; a tag too long to leave the name ``MIN_NAME_CHARS`` is left out. Where two names
+    would read the same, they are cut in the middle by characters instead, and where that
+    still clashes, they keep their whole names (the box cuts them, but the list tells them
+    apart)."""
+
+    def suffix_of(name: str) -> str:
+        # a tag that would leave the name fewer than MIN_NAME_CHARS is left out (the box
+        # cut "GPTQ int4 g128 act-order" and "NF4 + double quant" off after the name); the
+        # caption under the box has the whole line
+        suffix = f"  {tag(name)}" if tag is not None else ""
+        return suffix if len(suffix) <= limit - MIN_NAME_CHARS else ""
+
     out: dict[str, str] = {}
     for name in names:
-        suffix = f"  {tag(name)}" if tag is not None else ""
+        suffix = suffix_of(name)
         room = max(limit - len(suffix), 8)
         out[name] = fit_name(name, room) + suffix
     for fallback in (_cut_middle, None):
@@ -83,7 +94,7 @@ def option_labels(
             seen.setdefault(label, []).append(name)
         clashes = [name for same in seen.values() if len(same) > 1 for name in same]
         for name in clashes:
-            suffix = f"  {tag(name)}" if tag is not None else ""
+            suffix = suffix_of(name)
             room = max(limit - len(suffix), 8)
             short = name if fallback is None or len(name) <= room else fallback(name, room)
             out[name] = short + suffix

@@ -20,6 +20,8 @@ __all__ = [
     "latex_number",
     "latex_operand",
     "latex_text",
+    "rule_scale",
+    "scale_fits",
 ]
 
 
@@ -41,6 +43,15 @@ class BlockNumbers:
     chosen_lo: float
     chosen_hi: float
     offset: float = 0.0
+
+
+def _stored_scale_line(s: float, exp: Exploration, nums: BlockNumbers) -> str:
+    """``s = 0.0077820`` (stored), with what the min-max rule would have given."""
+    rule = rule_scale(exp, nums)
+    return (
+        rf"s = {_f(s)}{latex_text(' (stored; the min-max rule gives ')}{_f(rule or 0.0)}"
+        + latex_text(")")
+    )
 
 
 def block_numbers(exp: Exploration, block: int) -> BlockNumbers:
@@ -66,6 +77,38 @@ def block_numbers(exp: Exploration, block: int) -> BlockNumbers:
         chosen_hi=float(chosen.hi.reshape(-1)[block]),
         offset=0.0 if exp.qt.offset is None else float(exp.qt.offset.reshape(-1)[block]),
     )
+
+
+def rule_scale(exp: Exploration, nums: BlockNumbers) -> float | None:
+    """The scale the min-max rule the formulas write gives this block's values: ``max|r| /
+    qmax`` (symmetric), ``(r_max - r_min) / (qmax - qmin)`` (asymmetric; with 0 put in the
+    range under the include-zero convention); ``None`` where the formulas derive none from
+    the values (a codebook format, a clipping range)."""
+    cfg = exp.config
+    if cfg.format is not Format.INT or cfg.range_method is not RangeMethod.MINMAX:
+        return None
+    lo, hi = nums.data_min, nums.data_max
+    if cfg.mode is Mode.SYMMETRIC:
+        return max(abs(lo), abs(hi)) / nums.qmax
+    if cfg.zero_point is ZeroPoint.INCLUDE_ZERO:
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+    return (hi - lo) / (nums.qmax - nums.qmin)
+
+
+_STORED_SCALE_TOL = 2.0**-7
+"""How far a stored scale may sit from the rule's and still be the rule's: bf16, the
+coarsest scale dtype, keeps 8 significant bits (a relative step of at most 2^-8)."""
+
+
+def scale_fits(exp: Exploration, nums: BlockNumbers) -> bool:
+    """Whether the block's scale is the one ``rule_scale`` gives (up to its dtype's
+    rounding). A quantized file's or an algorithm's own scale need not be (llm-compressor's
+    symmetric int4 divides max|r| by 8, a GPTQ file's scales were fitted to weights GPTQ
+    changed since): its formulas then show the scale as stored instead of deriving it."""
+    rule = rule_scale(exp, nums)
+    if rule is None or rule <= 0.0:  # nothing to derive: a block of zeros
+        return True
+    return abs(nums.scale - rule) <= _STORED_SCALE_TOL * rule
 
 
 def latex_number(v: float) -> str:
@@ -121,13 +164,19 @@ def formulas(exp: Exploration, nums: BlockNumbers) -> tuple[str, ...]:
         rf"q_{{\min}} = -2^{{{cfg.bits - 1}}} = {qmin},\quad"
         rf" q_{{\max}} = 2^{{{cfg.bits - 1}}}-1 = {qmax}"
     )
+    fits = scale_fits(exp, nums)
     if cfg.mode is Mode.SYMMETRIC:
         a = s * qmax
         head = r"a" if clipped else r"\max|r|"
+        scale_line = (
+            rf"s = \frac{{{head}}}{{q_{{\max}}}} = \frac{{{_f(a)}}}{{{qmax}}} = {_f(s)},"
+            r"\quad z = 0"
+            if fits
+            else _stored_scale_line(s, exp, nums) + r",\quad z = 0"
+        )
         return (
             code_range,
-            rf"s = \frac{{{head}}}{{q_{{\max}}}} = \frac{{{_f(a)}}}{{{qmax}}} = {_f(s)},"
-            r"\quad z = 0",
+            scale_line,
             rf"q = \operatorname{{clamp}}\left({rounding}\left(\frac{{r}}{{{_f(s)}}}\right),"
             rf" {qmin}, {qmax}\right)",
             rf"\hat r = s\,q = {_f(s)}\,q",
@@ -139,6 +188,30 @@ def formulas(exp: Exploration, nums: BlockNumbers) -> tuple[str, ...]:
         rf" {qmin}, {qmax}\right)"
     )
     dequantize_line = rf"\hat r = s\,(q - z) = {_f(s)}\,(q - {_p(z)})"
+    if not fits:  # the file's (or algorithm's) own scale and zero point (or min)
+        stored = latex_text(" (stored)")
+        offset_line = (
+            rf"m = {_f(nums.offset)}{stored}"
+            if cfg.zero_point is ZeroPoint.FLOAT_MIN
+            else rf"z = {z}{stored}"
+        )
+        if cfg.zero_point is ZeroPoint.FLOAT_MIN:
+            m = nums.offset
+            return (
+                code_range,
+                _stored_scale_line(s, exp, nums),
+                offset_line,
+                rf"q = \operatorname{{clamp}}\left({rounding}\left(\frac{{r - {_p(m)}}}"
+                rf"{{{_f(s)}}}\right), {qmin}, {qmax}\right)",
+                rf"\hat r = s\,q + m = {_f(s)}\,q + {_p(m)}",
+            )
+        return (
+            code_range,
+            _stored_scale_line(s, exp, nums),
+            offset_line,
+            quantize_line,
+            dequantize_line,
+        )
     if cfg.zero_point is ZeroPoint.FLOAT_MIN:
         m = nums.offset
         return (

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 
 from quant_core import code_total
 
+from ..display.bits import bits_text
 from ..display.metric_help import Metric, metric_help, size_ratio
 from .algorithm import AlgorithmExploration
 from .explore import Exploration
@@ -111,7 +112,7 @@ def exploration_cards(exp: Exploration) -> tuple[tuple[MetricCard, ...], tuple[M
     storage = (
         MetricCard(
             "Bits per element",
-            f"{s.bits_per_element:.4g}",
+            bits_text(s.bits_per_element),
             metric_help(Metric.BITS_PER_ELEMENT, f"{stored}, over {s.n_elements:,} elements"),
         ),
         MetricCard(

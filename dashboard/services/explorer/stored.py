@@ -32,7 +32,8 @@ from quant_core import (
     codebook_for,
 )
 
-from ..display.labels import FORMAT_LABELS
+from ..display.bits import bits_text
+from ..display.labels import FORMAT_LABELS, format_label
 from ..display.reduce import Reduction, reduce_2d
 from .colour import constant_range
 from .explore import Exploration, block_cells, block_label, block_values
@@ -117,11 +118,11 @@ def layout_text(exp: Exploration) -> str:
     """Markdown: the format's layout and where its bits per value go (from the storage
     report's parts)."""
     cfg, storage = exp.config, exp.storage
-    lines = [f"**{cfg.name}**: {storage.bits_per_element:.4g} bits per value ="]
+    lines = [f"**{format_label(cfg)}**: {bits_text(storage.bits_per_element)} bits per value ="]
     for part in storage.parts:
-        per = part.total_bits / storage.n_elements
-        bits = f"{part.bits:.4g}"
-        lines.append(f"- {part.count:,} {part.what} × {bits} bits: **{per:.4g}** per value")
+        per = bits_text(part.total_bits / storage.n_elements)
+        bits = bits_text(part.bits)
+        lines.append(f"- {part.count:,} {part.what} × {bits} bits: **{per}** per value")
     return "\n".join(lines)
 
 

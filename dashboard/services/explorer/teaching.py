@@ -14,7 +14,14 @@ from quant_core import Format, Mode, PerChannel, RangeMethod, Rounding, ZeroPoin
 
 from .block_values import BlockValues, extreme_indices
 from .explore import Exploration, block_cells, block_label, block_values
-from .formulas import BlockNumbers, block_numbers, format_name, formulas
+from .formulas import (
+    BlockNumbers,
+    block_numbers,
+    format_name,
+    formulas,
+    rule_scale,
+    scale_fits,
+)
 from .stored import (
     is_stored_format,
     layout_text,
@@ -231,6 +238,17 @@ def block_notes(exp: Exploration, nums: BlockNumbers) -> tuple[str, ...]:
     """Plain-language notes on what is special about this block's numbers."""
     cfg = exp.config
     notes: list[str] = []
+    if not scale_fits(exp, nums):
+        # a file's (or an algorithm's) own scale: the notes below explain the min-max rule
+        # and would say things of this block that are not so (CT's symmetric int4 puts
+        # -max|r| on code -8: "lands on code -8, not on the lowest code -8")
+        rule = rule_scale(exp, nums)
+        return (
+            f"This block's scale s = {nums.scale:.4g} is the one stored, not the min-max "
+            f"rule's {rule:.4g} for its values [{nums.data_min:.4g}, {nums.data_max:.4g}]: "
+            "the file's quantizer or the algorithm chose it (llm-compressor's symmetric "
+            "int4 divides max|r| by 8; GPTQ and HQQ fit their scales to the error).",
+        )
     clipped = cfg.range_method is not RangeMethod.MINMAX
     lo = nums.chosen_lo if clipped else nums.data_min
     hi = nums.chosen_hi if clipped else nums.data_max

@@ -60,18 +60,21 @@ class FileRow:
     seconds: float = 0.0
 
     def record(self) -> dict[str, object]:
+        """The row as the report's table shows it: the errors right after the name and
+        type, before the long original name (at a 1100 px window they were past the
+        table's right edge, behind a horizontal scroll)."""
         e = self.entry
         return {
             "name": e.name,
             "type": e.type_name,
-            "shape": "×".join(str(d) for d in e.shape),
-            "bytes": e.nbytes,
-            "bits/weight": round(e.bits_per_weight, 4),
-            "original": self.original or "",
             "mse": self.mse,
             "sqnr_db": self.sqnr_db,
             "rtn_mse": self.rtn_mse,
             "rtn_sqnr_db": self.rtn_sqnr_db,
+            "bits/weight": round(e.bits_per_weight, 4),
+            "shape": "×".join(str(d) for d in e.shape),
+            "bytes": e.nbytes,
+            "original": self.original or "",
             "note": self.note,
         }
 

@@ -14,10 +14,13 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from dashboard.services.display.bits import bits_text
+from dashboard.services.display.labels import stored_type_label
 from dashboard.services.explorer.explore import Exploration, explore
-from quant_core import PerGroup, PerTensor, QuantizedTensor, SuperBlockScales
+from quant_core import PerGroup, PerTensor, QuantizedTensor, StorageReport, SuperBlockScales
 from quant_core.files import (
     FileComparison,
+    FileKind,
     QuantizedFile,
     StoredTensor,
     TensorEntry,
@@ -30,6 +33,7 @@ __all__ = [
     "FileTensor",
     "as_matrix",
     "entry_label",
+    "extra_bytes_note",
     "file_exploration",
     "fits_matrix",
     "human_bytes",
@@ -66,8 +70,9 @@ class FileTensor:
         """What the page says about where the values come from."""
         e = self.entry
         lines = [
-            f"{self.file.kind.label}: {e.type_name}, {human_bytes(e.nbytes)} for "
-            f"{e.numel:,} values, {e.bits_per_weight:.3f} bits per weight as stored."
+            f"{self.file.kind.label}: {stored_type_label(e.type_name)}, "
+            f"{human_bytes(e.nbytes)} for "
+            f"{e.numel:,} values, {bits_text(e.bits_per_weight)} bits per weight as stored."
         ]
         if not e.quantized:
             lines.append(
@@ -80,6 +85,35 @@ class FileTensor:
                 "dequantizes to are shown instead."
             )
         return (*lines, *self.stored.notes)
+
+
+_EXTRA_TENSORS = {
+    FileKind.GPTQ: "its g_idx (32 bits per input column)",
+    FileKind.BITSANDBYTES: "bitsandbytes' quant maps and quant state",
+    FileKind.COMPRESSED_TENSORS: "its weight_shape tensor",
+}
+
+
+def extra_bytes_note(
+    entry: TensorEntry, modelled: StorageReport, kind: FileKind | None = None
+) -> str | None:
+    """What the file spends beyond the codes and scales the lab models (``modelled``: the
+    storage of the stored tensor's exploration), or ``None`` when nothing: a GPTQ file's
+    ``g_idx``, bitsandbytes' quant maps and state, a compressed-tensors shape tensor
+    (``kind``: the file's, to name them). Without it "Bits per weight, as stored" (4.204
+    for bitsandbytes NF4) and the layout's sum below it (4.127) disagree with no reason
+    given."""
+    extra = entry.nbytes - modelled.total_bytes
+    if extra <= 0 or entry.numel == 0:
+        return None
+    what = _EXTRA_TENSORS.get(kind, "the format's other tensors") if kind else None
+    return (
+        f"The file's {entry.nbytes:,} bytes are {extra:,} more than the codes and scales "
+        f"drawn below ({modelled.total_bytes:,} bytes, "
+        f"{bits_text(modelled.bits_per_element)} bits per value): "
+        f"{bits_text(8 * extra / entry.numel)} bits per value of "
+        f"{what or 'the format’s other tensors'}."
+    )
 
 
 def matrix_shape(shape: tuple[int, ...]) -> tuple[int, int]:

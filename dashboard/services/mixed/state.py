@@ -1,4 +1,5 @@
-"""The mixed-precision page's URL state: the budget and the candidate schemes.
+"""The mixed-precision page's URL state: the budget, the candidate schemes, the floor, the pins
+and whether errors are weighed by input importance.
 
 ==============  ==============================================  ====================
 key             value                                           meaning
@@ -7,6 +8,11 @@ key             value                                           meaning
                 ``1.2GB``
 ``mx.cands``    candidate names joined by ``,``                  the candidates
 ``mx.floor``    a candidate name or ``none``                     embeddings/head floor
+``mx.pins``     the pins' text, ``PATTERN = scheme`` per line;   the pins
+                absent: none (checked by ``parse_pins`` on the
+                page, which names a bad line)
+``mx.imp``      ``off``: errors not weighed by input             the importance toggle
+                importance; absent or ``on``: weighed
 ==============  ==============================================  ====================
 
 ``mixed_from_query`` parses each key on its own: a bad value falls back to its default
@@ -34,7 +40,10 @@ __all__ = [
     "DEFAULT_BUDGET",
     "DEFAULT_FLOOR",
     "FLOOR_KEY",
+    "IMPORTANCE_KEY",
     "MAX_PINS",
+    "MAX_PINS_TEXT",
+    "PINS_KEY",
     "MixedQuery",
     "budget_text",
     "mixed_from_query",
@@ -46,6 +55,10 @@ __all__ = [
 BUDGET_KEY = "mx.budget"
 CANDIDATES_KEY = "mx.cands"
 FLOOR_KEY = "mx.floor"
+PINS_KEY = "mx.pins"
+IMPORTANCE_KEY = "mx.imp"
+MAX_PINS_TEXT = 4000
+"""The longest pins text a link may carry (50 pins of some 80 characters)."""
 DEFAULT_BUDGET = Budget(4.5, BudgetUnit.BITS_PER_WEIGHT)
 DEFAULT_FLOOR: str | None = None
 _BUDGET_RE = re.compile(r"([0-9]{1,9}(?:\.[0-9]{1,9})?)(bpw|MB|GB)")
@@ -69,11 +82,16 @@ def budget_text(budget: Budget) -> str:
 @dataclass(frozen=True)
 class MixedQuery:
     """What the URL held: ``budget``, ``candidates`` (names, in the known order),
-    ``floor`` (a candidate name or ``None``) and ``problems`` (one sentence per bad key)."""
+    ``floor`` (a candidate name or ``None``), ``pins`` (the pins' text, unparsed: the page
+    parses it against the chosen schemes), ``weigh`` (errors weighed by input importance;
+    ``pins`` and ``weigh`` are ``None`` where the link does not say, so the page keeps what
+    it has) and ``problems`` (one sentence per bad key)."""
 
     budget: Budget = DEFAULT_BUDGET
     candidates: tuple[str, ...] = tuple(c.name for c in DEFAULT_CANDIDATES)
     floor: str | None = DEFAULT_FLOOR
+    pins: str | None = None
+    weigh: bool | None = None
     problems: tuple[str, ...] = ()
 
 
@@ -109,15 +127,44 @@ def mixed_from_query(
             floor = raw
         else:
             problems.append(f"{FLOOR_KEY}={str(raw)[:40]!r} is not a chosen scheme; no floor")
-    return MixedQuery(budget, cands, floor, tuple(problems))
+    pins = None
+    raw = params.get(PINS_KEY)
+    if raw is not None:
+        if len(str(raw)) > MAX_PINS_TEXT:
+            problems.append(
+                f"{PINS_KEY} ({len(str(raw)):,} characters; at most {MAX_PINS_TEXT:,}); no pins"
+            )
+        else:
+            pins = str(raw)
+    weigh = None
+    raw = params.get(IMPORTANCE_KEY)
+    if raw is not None:
+        if raw in ("on", "off"):
+            weigh = raw == "on"
+        else:
+            problems.append(f"{IMPORTANCE_KEY}={str(raw)[:40]!r} is not on or off; weighed")
+    return MixedQuery(budget, cands, floor, pins, weigh, tuple(problems))
 
 
-def mixed_to_query(budget: Budget, candidates: Sequence[str], floor: str | None) -> dict[str, str]:
-    return {
+def mixed_to_query(
+    budget: Budget,
+    candidates: Sequence[str],
+    floor: str | None,
+    pins: str = "",
+    weigh: bool = True,
+) -> dict[str, str]:
+    """The page's keys; ``mx.pins`` only when there are pins and ``mx.imp`` only when off,
+    so a link of the defaults keeps its old form."""
+    out = {
         BUDGET_KEY: budget_text(budget),
         CANDIDATES_KEY: ",".join(candidates),
         FLOOR_KEY: floor or "none",
     }
+    if pins.strip():
+        out[PINS_KEY] = pins
+    if not weigh:
+        out[IMPORTANCE_KEY] = "off"
+    return out
 
 
 MAX_PINS = 50

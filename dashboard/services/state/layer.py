@@ -31,10 +31,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from quant_core import QuantConfig, preset_names
+from quant_core import QuantConfig
 
 from ..activations.layer import EvalSplit, LayerSettings, SchemeChoice
 from ..activations.sentences import RangeMode
+from ..display.labels import format_key
 from .query import member
 from .scheme import QUERY_KEYS, config_from_query, config_to_query
 
@@ -124,7 +125,8 @@ def _preset(raw: str) -> SchemeChoice:
     """The preset ``l.preset=raw`` names: a ``SchemeChoice`` preset's value or label in any
     case (``W8A8``, ``w4a16_g128``, ``W4A16 g128``); ``ValueError`` naming the value and
     the presets otherwise, with a pointer where the value means something elsewhere (a
-    shipped format is one side's scheme, ``custom`` is the two pickers)."""
+    shipped format, by its key or the picker's label in any case, is one side's scheme:
+    the pointer names its key; ``custom`` is the two pickers)."""
     norm = raw.strip().lower().replace(" ", "_")
     for choice in _PRESETS:
         if norm == choice.value:
@@ -136,8 +138,8 @@ def _preset(raw: str) -> SchemeChoice:
             f"{_PRESET_KEY}={shown!r} is not a preset (one of: {accepted}); for two pickers "
             f"link {PREFIX}scheme=custom"
         )
-    if raw.strip().upper() in {n.upper() for n in preset_names()}:
-        name = raw.strip().upper()
+    name = format_key(raw)  # by key or by the picker's label: "NF4 + double quant"
+    if name is not None:
         raise ValueError(
             f"{_PRESET_KEY}={shown!r} is a format for one side, not a layer scheme (one "
             f"of: {accepted}); for {name} weights link {PREFIX}scheme=custom&{_W}.preset={name}"

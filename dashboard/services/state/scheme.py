@@ -30,8 +30,9 @@ ssigned    ``0`` | ``1``; only with ``sfmt=super``                ``SuperBlockSc
 sblock     integer 2..65536; with ``sfmt=super`` (default 256)    ``super_block`` / ``block``
            or ``sfmt=dq`` (default 256)
 recipe     ``lab`` | ``llama_cpp``                                ``recipe``
-preset     a shipped format's name (``Q4_K``, ``MXFP4``, ...):    the whole config
-           alone, no other scheme key
+preset     a shipped format's name (``Q4_K``, ``MXFP4``, ...)     the whole config
+           or the picker's label (``NF4 + double quant``), any
+           case; alone, no other scheme key
 =========  =====================================================  ==========================
 
 Keys from ``tile`` on are written only when they differ from the defaults (``sfmt=float``,
@@ -82,6 +83,7 @@ from quant_core import (
     preset_names,
 )
 
+from ..display.labels import format_key
 from .query import member
 from .scale_storage import DEFAULT_SCALE_DTYPE
 
@@ -389,13 +391,13 @@ def config_from_query(params: Mapping[str, str]) -> QuantConfig:
                 f"query parameter preset names a whole scheme; it cannot be combined with "
                 f"{', '.join(others)}"
             )
-        try:
-            return QuantConfig.from_name(preset)
-        except ValueError:
+        key = format_key(preset)  # the picker's label too: "NF4 + double quant"
+        if key is None:
             raise ValueError(
                 f"query parameter preset={preset!r} is not a known format; known: "
                 f"{', '.join(preset_names())}"
-            ) from None
+            )
+        return QuantConfig.from_name(key)
     d = QuantConfig()
     fmt = _or(_parse_enum(params, "fmt", Format), d.format)
     # a non-integer format has its own width, from 1 bit (binary) on; bits must equal it
