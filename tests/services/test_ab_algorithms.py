@@ -96,7 +96,7 @@ def test_dominating_exact_and_equal_cost_verdicts() -> None:
     fp16 = QuantConfig(bits=4, granularity=PerTensor(), scale_dtype=ScaleDtype.FP16)
     ab = compare_ab(X, INT4_T, fp16)
     assert ab.metrics_b.mse <= ab.metrics_a.mse
-    assert cost_headline(ab).startswith("**B**: 4.062 bits/el")
+    assert cost_headline(ab).startswith("**B**: 4.0625 bits/el")
     assert "B costs 98% of the bits and " in cost_headline(ab)
     assert cost_headline(ab).endswith("better on both.")
     same = cost_headline(compare_ab(X, INT4_T, INT4_T))

@@ -97,3 +97,11 @@ def test_conclusion_names_the_best_scheme_under_the_budget(table: pd.DataFrame) 
     assert f"({low:.4g} bits" in cheapest
     with pytest.raises(ValueError, match="budget"):
         conclusion(table, ErrorAxis.MSE, budget=0)
+
+
+def test_conclusion_writes_a_shipped_format_s_bits_exactly() -> None:
+    # Q6_K costs 6 + 0.5 + 0.0625 = 6.5625 bits; four significant digits wrote 6.562
+    x = torch.randn(4, 256, generator=torch.Generator().manual_seed(0))
+    table = sweep_table(run_sweep(x, [QuantConfig.from_name("Q6_K")]))
+    text = conclusion(table, ErrorAxis.MSE, budget=8)
+    assert "(6.5625 bits, " in text, text

@@ -12,6 +12,7 @@ first; with equal bits, the more accurate one.
 
 from __future__ import annotations
 
+from ..display.bits import bits_text
 from ..display.errors import error_text
 from .ab import ABResult
 
@@ -59,7 +60,7 @@ def _number(value: float) -> str:
 
 
 def _side(name: str, bits: float, err: float, what: str) -> str:
-    return f"**{name}**: {bits:.4g} bits/el, {what} {_number(err)}"
+    return f"**{name}**: {bits_text(bits)} bits/el, {what} {_number(err)}"
 
 
 def _verdict(first: str, second: str, errors: dict[str, float], cost: str | None, noun: str) -> str:

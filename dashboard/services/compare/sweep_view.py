@@ -17,6 +17,7 @@ import numbers
 import numpy as np
 import pandas as pd
 
+from ..display.bits import bits_text
 from ..display.errors import error_text
 from ..display.text import literal
 from .frontier import ErrorAxis
@@ -93,7 +94,7 @@ def _error_phrase(axis: ErrorAxis, value: float) -> str:
 def _scheme_phrase(row: pd.Series, axis: ErrorAxis) -> str:
     bits = row["bits_per_element"]
     return (
-        f"**{literal(row['scheme'])}** ({bits:.4g} bits, "
+        f"**{literal(row['scheme'])}** ({bits_text(float(bits))} bits, "
         f"{_error_phrase(axis, float(row[axis.value]))})"
     )
 
