@@ -1,6 +1,7 @@
 """``warm_up``: compile the common kernels on small probes and check each against the
 eager path bit for bit, in the foreground or in a daemon thread: the integer and codebook
-passes first, then the GGUF byte decoders, then every shipped preset's own passes.
+passes first, then the GGUF byte decoders, then every shipped preset's own passes, then
+the mixed-precision table's error sums.
 
 It sits above what it warms (``quantize``, ``metrics``, ``analysis`` and the kernels they
 call), so the kernels package imports nothing of theirs."""
@@ -247,6 +248,34 @@ def _check_format_probe(name: str) -> str | None:
     return None
 
 
+def _mixed_table_probe() -> str | None:
+    """The mixed-precision page's table on small probes: ``mixed.measure_tensor`` over
+    every candidate (``mixed.ALL_CANDIDATES``), with input importance and without, with
+    held-out inputs and without, so that its own passes (the error sums, plain and
+    weighted, fused with the code per block or over the dequantized copy) are compiled
+    before the page's first table. ``[96, 384]``: rows that llama.cpp's 256-blocks do not
+    divide (the GGUF fallback types), ``[64, 768]``: three K-quant super-blocks per row;
+    one block per row (``int8_pc``) and several both occur, and no count is 1 but that
+    one (Dynamo specialises sizes of 1 and 0 to 1 apart). Its sums round differently from
+    the eager reference's by design (``mixed.sums``), so nothing is compared here: the
+    kernels it runs are checked against the eager path by the probes before it. Always
+    ``None`` (a compile that fails turns the compiled path off by itself)."""
+    from .mixed import ALL_CANDIDATES, measure_tensor  # above quantize: imported late
+
+    gen = torch.Generator().manual_seed(2)
+    with use_backend(Backend.COMPILED, min_elements=1):
+        for rows, cols in ((96, 384), (64, 768)):
+            w = torch.randn(rows, cols, generator=gen)
+            a = torch.rand(cols, generator=gen, dtype=torch.float64) + 0.5
+            held_out = torch.randn(40, cols, generator=gen)
+            for importance in (a, None):
+                for inputs in (None, held_out):
+                    measure_tensor(
+                        "probe", w, ALL_CANDIDATES, importance=importance, held_out=inputs
+                    )
+    return None
+
+
 def warm_up() -> WarmUp:
     """Compile the common kernels now (on small probes) and check each against the eager
     path bit for bit; returns what happened. Cold, this takes tens of seconds (mostly the
@@ -265,6 +294,8 @@ def warm_up() -> WarmUp:
         # last: the shipped formats' own passes (llama.cpp's quantizers, MX, NVFP4, ...),
         # so that the first pick of a preset on a page does not wait for the C++ compiler
         checks += [functools.partial(_check_format_probe, name) for name in preset_names()]
+        # then the mixed-precision table's sums, which run those presets' quantizers
+        checks.append(_mixed_table_probe)
         for check in checks:
             problem = check()
             if problem is None and switch._failure is None:

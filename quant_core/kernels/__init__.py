@@ -101,6 +101,7 @@ from .switch import (
     runs_compiled,
     set_backend,
     use_backend,
+    wait_for_warm_up,
 )
 
 __all__ = [
@@ -132,4 +133,5 @@ __all__ = [
     "set_backend",
     "tile_extremes",
     "use_backend",
+    "wait_for_warm_up",
 ]

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import hypothesis.extra.numpy as hnp
 import numpy as np
@@ -61,6 +62,7 @@ from quant_core.kernels.bodies import (
     _sign_magnitude,
     _sign_magnitude_encoder,
 )
+from quant_core.mixed import ALL_CANDIDATES, measure_tensor
 
 FORCED_EAGER = kernels.backend_from_env() is Backend.EAGER
 needs_compiled = pytest.mark.skipif(FORCED_EAGER, reason="QLAB_COMPILE=0 forces the eager path")
@@ -605,6 +607,26 @@ def test_shipped_presets_reuse_the_warm_kernels():
 
 
 @needs_compiled
+def test_the_mixed_table_reuses_the_warm_kernels():
+    """After ``warm_up``, the mixed-precision page's table (``measure_tensor`` over every
+    candidate, with input importance and without, with held-out inputs and without) at
+    the bundled MiniLM's weight shapes compiles nothing: before the warm-up covered it,
+    the page's first table compiled its error sums (5 graphs, seconds each cold)."""
+    report = warm_up()
+    assert report.backend is Backend.COMPILED and report.failure is None
+    before = counters["stats"]["unique_graphs"]
+    gen = torch.Generator().manual_seed(0)
+    for rows, cols in [(1000, 384), (512, 384), (1536, 384), (384, 1536)]:
+        w = torch.randn(rows, cols, generator=gen)
+        a = torch.rand(cols, generator=gen, dtype=torch.float64)
+        held_out = torch.randn(60, cols, generator=gen)
+        for importance in (a, None):
+            for inputs in (None, held_out):
+                measure_tensor("w", w, ALL_CANDIDATES, importance=importance, held_out=inputs)
+    assert counters["stats"]["unique_graphs"] == before
+
+
+@needs_compiled
 def test_a_new_layout_compiles_once():
     """A layout class the warm-up skips (groups of one: ``block_len == 1``) compiles its
     kernels once; later shapes and widths reuse them."""
@@ -670,6 +692,18 @@ def test_other_threads_run_eagerly_while_the_kernels_warm(monkeypatch):
     monkeypatch.setattr(kernels.switch, "_warming", threading.Thread(target=lambda: None))
     with use_backend(Backend.COMPILED):
         assert kernels.extremes(torch.randn(512, 512)) is None
+
+
+def test_waiting_for_a_warm_up_elsewhere_ends_when_it_does(monkeypatch):
+    other = threading.Thread(target=lambda: None)
+    monkeypatch.setattr(kernels.switch, "_warming", other)
+    start = time.perf_counter()
+    assert not kernels.wait_for_warm_up(0.2)  # still warming after the timeout
+    assert time.perf_counter() - start >= 0.2
+    threading.Timer(0.2, lambda: setattr(kernels.switch, "_warming", None)).start()
+    assert kernels.wait_for_warm_up(30.0)
+    monkeypatch.setattr(kernels.switch, "_warming", threading.current_thread())
+    assert kernels.wait_for_warm_up(0.0)  # this thread's own warm-up: nothing to wait for
 
 
 @needs_compiled

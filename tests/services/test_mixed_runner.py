@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -24,7 +25,13 @@ from dashboard.services.mixed.runner import (
     run_tasks,
     shutdown_pools,
 )
-from dashboard.services.mixed.tasks import TableTask, lookup_importance, run_task, tasks_for
+from dashboard.services.mixed.tasks import (
+    TableTask,
+    TaskResult,
+    lookup_importance,
+    run_task,
+    tasks_for,
+)
 from dashboard.services.model.folder import open_checkpoint
 from dashboard.services.model.roots import PathRefused, parse_roots
 from dashboard.services.model.shards import write_sharded
@@ -167,7 +174,26 @@ def test_the_store_keeps_one_result_per_tensor(checkpoint) -> None:
     assert len(more) == 6 and more[tasks[0].tensor] is results[tasks[0].tensor]
 
 
-def kill_once(task: TableTask) -> TaskResult:  # noqa: F821 - resolved at call time
+def test_a_table_in_this_process_waits_for_the_kernel_warm_up(checkpoint, monkeypatch) -> None:
+    """While a warm-up runs in another thread every kernel runs eagerly, which for the
+    K-quants' searches is slower than waiting for it: the table's tasks start after it."""
+    from quant_core.kernels import switch
+
+    ckpt, roots = checkpoint
+    tasks = tasks_for(ckpt, CANDIDATES, roots)[:2]
+    monkeypatch.setattr(switch, "_warming", threading.Thread(target=lambda: None))
+    threading.Timer(0.3, lambda: setattr(switch, "_warming", None)).start()
+    warming_at_run: list[bool] = []
+
+    def task_fn(task: TableTask) -> TaskResult:
+        warming_at_run.append(switch._warming is not None)
+        return run_task(task)
+
+    results = fill_table(TableStore(), "k", tasks, Placement(Where.IN_PROCESS), task_fn=task_fn)
+    assert len(results) == 2 and warming_at_run == [False, False]
+
+
+def kill_once(task: TableTask) -> TaskResult:
     """Run the task, but first kill this worker process (SIGKILL: no clean-up, as an
     out-of-memory kill) the first time the marked tensor is attempted."""
     mark = Path(os.environ[KILL_MARK])

@@ -32,12 +32,15 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from quant_core.kernels import wait_for_warm_up
+
 from .tasks import TableTask, TaskResult, run_task
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
     "RAY_ENV",
     "RAY_SECRET",
+    "WARM_UP_WAIT_S",
     "Placement",
     "TableStore",
     "TaskFailed",
@@ -52,6 +55,9 @@ __all__ = [
 RAY_ENV = "QLAB_RAY_ADDRESS"
 RAY_SECRET = "ray_address"
 CONNECT_TIMEOUT_S = 20.0
+WARM_UP_WAIT_S = 600.0
+"""How long a table run in this process waits for the server's kernel warm-up
+(``quant_core.kernels.wait_for_warm_up``) before it runs eagerly."""
 RAY_MAX_RETRIES = 3
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[3])
 
@@ -378,12 +384,18 @@ def fill_table(
     """Every task's result in ``store`` under ``key``: the ones missing are run on
     ``placement`` and added as they finish. ``on_progress(results, total)`` before the
     first, at most every ``every_s`` seconds and after the last; an exception it raises
-    (Streamlit stopping the script) stops the run, the results so far kept."""
+    (Streamlit stopping the script) stops the run, the results so far kept.
+
+    In this process, a table with work left first waits for a kernel warm-up running in
+    another thread (at most ``WARM_UP_WAIT_S``): the eager path it would take meanwhile
+    is slower than the warm-up's remaining seconds (``wait_for_warm_up``)."""
     have = store.results(key)
     todo = [t for t in tasks if t.tensor not in have]
     total = len(tasks)
     if on_progress is not None:
         on_progress(have, total)
+    if todo and placement.where is Where.IN_PROCESS:
+        wait_for_warm_up(WARM_UP_WAIT_S)
     last = time.monotonic()
     runner = run_tasks(todo, placement, task_fn)
     try:
