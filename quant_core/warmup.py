@@ -253,8 +253,8 @@ def _mixed_table_probe() -> str | None:
     every candidate (``mixed.ALL_CANDIDATES``), with input importance and without, with
     held-out inputs and without, so that its own passes (the error sums, plain and
     weighted, fused with the code per block or over the dequantized copy) are compiled
-    before the page's first table. ``[96, 384]``: rows that llama.cpp's 256-blocks do not
-    divide (the GGUF fallback types), ``[64, 768]``: three K-quant super-blocks per row;
+    before the page's first table. ``[8, 384]``: rows that llama.cpp's 256-blocks do not
+    divide (the GGUF fallback types), ``[4, 768]``: three K-quant super-blocks per row;
     one block per row (``int8_pc``) and several both occur, and no count is 1 but that
     one (Dynamo specialises sizes of 1 and 0 to 1 apart). Its sums round differently from
     the eager reference's by design (``mixed.sums``), so nothing is compared here: the
@@ -264,7 +264,7 @@ def _mixed_table_probe() -> str | None:
 
     gen = torch.Generator().manual_seed(2)
     with use_backend(Backend.COMPILED, min_elements=1):
-        for rows, cols in ((96, 384), (64, 768)):
+        for rows, cols in ((8, 384), (4, 768)):
             w = torch.randn(rows, cols, generator=gen)
             a = torch.rand(cols, generator=gen, dtype=torch.float64) + 0.5
             held_out = torch.randn(40, cols, generator=gen)
