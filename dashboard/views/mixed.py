@@ -28,7 +28,13 @@ from dashboard.services.mixed.figures import (
     progress_table,
     skip_reasons,
 )
-from dashboard.services.mixed.runner import Placement, TaskFailed, Where, fill_table
+from dashboard.services.mixed.runner import (
+    WAITING_TEXT,
+    Placement,
+    TaskFailed,
+    Where,
+    fill_table,
+)
 from dashboard.services.mixed.sources import file_checkpoint
 from dashboard.services.mixed.state import parse_pins
 from dashboard.services.mixed.tasks import tasks_for
@@ -137,7 +143,14 @@ def show(results, total):
 
 table_key = f"{model.key}|{','.join(names)}|{'imp' if importance else 'plain'}"
 try:
-    results = fill_table(mixed_cache.tables(), table_key, tasks, placement, on_progress=show)
+    results = fill_table(
+        mixed_cache.tables(),
+        table_key,
+        tasks,
+        placement,
+        on_progress=show,
+        on_wait=lambda: bar.progress(0.0, text=WAITING_TEXT),
+    )
 except (TaskFailed, LoadError) as exc:
     st.error(f"The table stopped: {literal(exc)}")
     st.stop()

@@ -102,6 +102,7 @@ from .switch import (
     set_backend,
     use_backend,
     wait_for_warm_up,
+    warm_up_running,
 )
 
 __all__ = [
@@ -134,4 +135,5 @@ __all__ = [
     "tile_extremes",
     "use_backend",
     "wait_for_warm_up",
+    "warm_up_running",
 ]

@@ -29,6 +29,7 @@ __all__ = [
     "set_backend",
     "use_backend",
     "wait_for_warm_up",
+    "warm_up_running",
 ]
 
 _log = logging.getLogger("quant_core.kernels")
@@ -194,6 +195,13 @@ def _usable(*tensors: torch.Tensor) -> bool:
     if warming is not None and warming is not threading.current_thread():
         return False  # the kernels are being compiled: run eagerly rather than wait
     return _compiler_ok()
+
+
+def warm_up_running() -> bool:
+    """Whether a kernel warm-up runs now in a thread other than this one (so this one's
+    kernels run eagerly until it ends, and ``wait_for_warm_up`` would wait)."""
+    warming = _warming
+    return warming is not None and warming is not threading.current_thread()
 
 
 def wait_for_warm_up(timeout: float) -> bool:

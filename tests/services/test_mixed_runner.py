@@ -189,8 +189,22 @@ def test_a_table_in_this_process_waits_for_the_kernel_warm_up(checkpoint, monkey
         warming_at_run.append(switch._warming is not None)
         return run_task(task)
 
-    results = fill_table(TableStore(), "k", tasks, Placement(Where.IN_PROCESS), task_fn=task_fn)
+    waits: list[bool] = []
+    results = fill_table(
+        TableStore(),
+        "k",
+        tasks,
+        Placement(Where.IN_PROCESS),
+        task_fn=task_fn,
+        on_wait=lambda: waits.append(switch._warming is not None),
+    )
     assert len(results) == 2 and warming_at_run == [False, False]
+    assert waits == [True]  # the page is told once, before the wait
+    # no warm-up running: no wait and nothing said
+    fill_table(
+        TableStore(), "k", tasks, Placement(Where.IN_PROCESS), on_wait=lambda: waits.append(False)
+    )
+    assert waits == [True]
 
 
 def kill_once(task: TableTask) -> TaskResult:

@@ -32,7 +32,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from quant_core.kernels import wait_for_warm_up
+from quant_core.kernels import wait_for_warm_up, warm_up_running
 
 from .tasks import TableTask, TaskResult, run_task
 
@@ -40,6 +40,7 @@ __all__ = [
     "CONNECT_TIMEOUT_S",
     "RAY_ENV",
     "RAY_SECRET",
+    "WAITING_TEXT",
     "WARM_UP_WAIT_S",
     "Placement",
     "TableStore",
@@ -58,6 +59,11 @@ CONNECT_TIMEOUT_S = 20.0
 WARM_UP_WAIT_S = 600.0
 """How long a table run in this process waits for the server's kernel warm-up
 (``quant_core.kernels.wait_for_warm_up``) before it runs eagerly."""
+WAITING_TEXT = (
+    "Waiting for the server's kernel warm-up (a minute or two after it starts): the table "
+    "then runs compiled, several times faster than it would meanwhile"
+)
+"""What the page says while ``fill_table`` waits for the warm-up (``on_wait``)."""
 RAY_MAX_RETRIES = 3
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[3])
 
@@ -378,6 +384,7 @@ def fill_table(
     placement: Placement,
     *,
     on_progress: Callable[[dict[str, TaskResult], int], None] | None = None,
+    on_wait: Callable[[], None] | None = None,
     every_s: float = 0.5,
     task_fn: TaskFn = run_task,
 ) -> dict[str, TaskResult]:
@@ -388,13 +395,16 @@ def fill_table(
 
     In this process, a table with work left first waits for a kernel warm-up running in
     another thread (at most ``WARM_UP_WAIT_S``): the eager path it would take meanwhile
-    is slower than the warm-up's remaining seconds (``wait_for_warm_up``)."""
+    is slower than the warm-up's remaining seconds (``wait_for_warm_up``). ``on_wait()``
+    first, so the page can say why nothing moves."""
     have = store.results(key)
     todo = [t for t in tasks if t.tensor not in have]
     total = len(tasks)
     if on_progress is not None:
         on_progress(have, total)
-    if todo and placement.where is Where.IN_PROCESS:
+    if todo and placement.where is Where.IN_PROCESS and warm_up_running():
+        if on_wait is not None:
+            on_wait()
         wait_for_warm_up(WARM_UP_WAIT_S)
     last = time.monotonic()
     runner = run_tasks(todo, placement, task_fn)
