@@ -36,7 +36,14 @@ from .hf_layouts import Layer, decode_layer, find_layers, layer_entry, plain_ent
 from .lab_export import is_lab_export, read_lab_export
 from .safetensors_header import STEntry, STHeader, read_header, read_tensor
 
-__all__ = ["INDEX_NAME", "MAX_INDEX_BYTES", "SINGLE_NAME", "SafetensorsSource", "open_folder"]
+__all__ = [
+    "INDEX_NAME",
+    "MAX_INDEX_BYTES",
+    "SINGLE_NAME",
+    "SafetensorsSource",
+    "natural_key",
+    "open_folder",
+]
 
 INDEX_NAME = "model.safetensors.index.json"
 SINGLE_NAME = "model.safetensors"
@@ -94,7 +101,7 @@ class SafetensorsSource:
                 for layer in layers:
                     parts = {n: self._where[n][1] for n in layer.parts.values()}
                     # the shard(s) holding this weight's parts, not "2 shards"
-                    held = sorted({shard_of[n] for n in parts}, key=_natural)
+                    held = sorted({shard_of[n] for n in parts}, key=natural_key)
                     entry, geo = layer_entry(
                         layer, spec, parts, shard_of, read_small, " and ".join(held)
                     )
@@ -110,7 +117,7 @@ class SafetensorsSource:
                 shard, e = self._where[name]
                 entries.append(plain_entry(e, shard))
             self.kind = _kind(spec, layouts, _shown(shards))
-        self.entries = tuple(sorted(entries, key=lambda e: _natural(e.name)))
+        self.entries = tuple(sorted(entries, key=lambda e: natural_key(e.name)))
 
     def _export_entry(self) -> TensorEntry:
         from .lab_export import export_config
@@ -163,10 +170,11 @@ def _kind(spec: QuantSpec | None, layouts: set[object], shown: str) -> FileKind:
     return layouts.pop() if layouts else FileKind.SAFETENSORS  # type: ignore[return-value]
 
 
-def _natural(name: str) -> list[tuple[int, int, str]]:
+def natural_key(name: str) -> list[tuple[int, int, str]]:
     """``layers.2`` before ``layers.10``: digit runs compared by length, then text, not
     by ``int`` (a name of over 4,300 digits made ``int`` raise a ``ValueError`` naming no
-    file; the dashboard's ``natural_key`` is the same)."""
+    file). The order tensors, shards and folders are listed in, here and in the
+    dashboard."""
     import re
 
     key = []
@@ -257,7 +265,7 @@ def _pick(folder: Path, guard: PathGuard) -> tuple[list[str], tuple[str, ...], d
 
 def _from_index(folder: Path, guard: PathGuard) -> tuple[list[str], tuple[str, ...], dict]:
     weight_map = _read_index(folder / INDEX_NAME, guard)
-    names = sorted(set(weight_map.values()), key=_natural)
+    names = sorted(set(weight_map.values()), key=natural_key)
     if len(names) > MAX_SHARDS:
         raise QuantizedFileError(
             f"{INDEX_NAME} names {len(names):,} shards; the limit is {MAX_SHARDS:,}"

@@ -22,7 +22,6 @@ Steps, for a file of ``size`` bytes:
 
 from __future__ import annotations
 
-import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import safetensors
+
+from quant_core.files.hf_folder import natural_key
 
 from .common import (
     DEFAULT_LIMITS,
@@ -58,8 +59,6 @@ __all__ = [
     "natural_key",
     "open_file",
 ]
-
-
 
 
 def _dtype_name(st_dtype: str) -> str:
@@ -191,19 +190,6 @@ def _entries(file: RegularFile, shown: str) -> tuple[_Entry, ...]:
             )
         entries.append(_Entry(TensorInfo(name, shape, _dtype_name(st_dtype)), st_dtype))
     return tuple(sorted(entries, key=lambda e: natural_key(e.info.name)))
-
-
-def natural_key(name: str) -> list[tuple[int, int, str]]:
-    """``layers.2`` before ``layers.10`` (digit runs compared by length, then text): the
-    order tensors, shards and folders are listed in."""
-    key = []
-    for part in re.split(r"(\d+)", name):
-        if part.isdecimal():
-            digits = part.lstrip("0")
-            key.append((0, len(digits), digits))
-        else:
-            key.append((1, 0, part))
-    return key
 
 
 # ---------------------------------------------------------------------------------------
