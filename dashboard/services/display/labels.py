@@ -64,12 +64,7 @@ def format_label(cfg: QuantConfig) -> str:
     """A config as the scheme picker names it: a shipped format's label (``"MXFP8
     (E4M3)"``, ``"NF4 + double quant"``), not its registry key (``"MXFP8_E4M3"``,
     ``"NF4_DQ"``); any other config, ``cfg.name``."""
-    from quant_core.formats.registry import preset_names, presets
-
-    name = cfg.name
-    if name in preset_names():
-        return next(p.label for p in presets() if p.name == name)
-    return name
+    return stored_type_label(cfg.name)
 
 
 def stored_type_label(type_name: str) -> str:
