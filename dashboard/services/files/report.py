@@ -14,9 +14,7 @@ so a rerun resumes it where it stopped, as the folder report does.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -26,6 +24,7 @@ import plotly.graph_objects as go
 from quant_core.files import QuantizedFile, TensorEntry, compare_with_original
 
 from ..display.text import html_literal
+from ..row_store import RowStore
 
 __all__ = [
     "FileReportStore",
@@ -187,31 +186,11 @@ def measure(
     )
 
 
-class FileReportStore:
-    """The rows of file reports by key, kept as they come for at most ``max_reports``
-    keys (least recently used out first); thread-safe, each row added once, in order."""
+class FileReportStore(RowStore[FileRow]):
+    """The rows of file reports by key (``RowStore``), for at most ``max_reports`` keys."""
 
     def __init__(self, max_reports: int = 4) -> None:
-        self.max_reports = max_reports
-        self._rows: OrderedDict[str, tuple[FileRow, ...]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def rows(self, key: str) -> tuple[FileRow, ...]:
-        with self._lock:
-            if key in self._rows:
-                self._rows.move_to_end(key)
-            return self._rows.get(key, ())
-
-    def add(self, key: str, row: FileRow) -> tuple[FileRow, ...]:
-        with self._lock:
-            rows = self._rows.get(key, ())
-            if row.done == len(rows) + 1:
-                rows += (row,)
-            self._rows[key] = rows
-            self._rows.move_to_end(key)
-            while len(self._rows) > self.max_reports:
-                self._rows.popitem(last=False)
-            return rows
+        super().__init__(FileRow, max_reports)
 
 
 def run_file_report(

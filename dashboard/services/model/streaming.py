@@ -31,9 +31,7 @@ where it stopped, and a finished report is shown again without reading anything.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -53,6 +51,7 @@ from quant_core import (
 
 from ..io import Limits, LoadError, load_safetensors_file_tensor
 from ..io.common import check_size
+from ..row_store import RowStore
 from .checkpoint import Checkpoint, CheckpointError, CheckpointTensor
 from .evaluate import LayerResult, ModelEvalResult, SkippedLayer, working_copy
 
@@ -206,41 +205,12 @@ def _measure(
     return LayerResult(info, report_tensor(info.name, w, qt)), read
 
 
-class ReportStore:
-    """The rows of streamed reports by key (folder and scheme), kept as they come, for at
-    most ``max_reports`` keys (the least recently used goes first). Thread-safe: sessions
-    streaming the same key share one list, each row added once, in order."""
+class ReportStore(RowStore[StreamedLayer]):
+    """The rows of streamed reports by key (folder and scheme; ``RowStore``), for at most
+    ``max_reports`` keys."""
 
     def __init__(self, max_reports: int = 8) -> None:
-        if isinstance(max_reports, bool) or not isinstance(max_reports, int) or max_reports < 1:
-            raise ValueError(f"max_reports must be a positive int, got {max_reports!r}")
-        self.max_reports = max_reports
-        self._rows: OrderedDict[str, tuple[StreamedLayer, ...]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def rows(self, key: str) -> tuple[StreamedLayer, ...]:
-        """The rows of ``key`` so far (empty when unknown)."""
-        with self._lock:
-            rows = self._rows.get(key, ())
-            if key in self._rows:
-                self._rows.move_to_end(key)
-            return rows
-
-    def add(self, key: str, row: StreamedLayer) -> tuple[StreamedLayer, ...]:
-        """Append ``row`` to ``key``'s rows when it is the next one (``row.done`` is one
-        more than the count so far; otherwise another session got there first and the row
-        is dropped); the rows of ``key`` after it."""
-        if not isinstance(row, StreamedLayer):
-            raise TypeError(f"row must be a StreamedLayer, got {type(row).__name__}")
-        with self._lock:
-            rows = self._rows.get(key, ())
-            if row.done == len(rows) + 1:
-                rows += (row,)
-            self._rows[key] = rows
-            self._rows.move_to_end(key)
-            while len(self._rows) > self.max_reports:
-                self._rows.popitem(last=False)
-            return rows
+        super().__init__(StreamedLayer, max_reports)
 
 
 def run_report(
