@@ -15,7 +15,7 @@ as ``dashboard/launch.py`` does at start. Then, each with a new ``TableStore`` (
 
 Every path's rows are compared with the in-process ones, bit for bit (``record()`` less
 the seconds). Run: ``PYTHONPATH=. python benchmarks/mixed_first_table.py [--workers N]
-[--hidden 128 --layers 2] [--repeats 1]``.
+[--hidden 128 --layers 2] [--repeats 1] [--skip-cold | --in-process-only]``.
 """
 
 from __future__ import annotations
@@ -64,6 +64,9 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--skip-cold", action="store_true", help="no cold local worker pass")
+    parser.add_argument(
+        "--in-process-only", action="store_true", help="no local worker passes at all"
+    )
     args = parser.parse_args()
 
     from conftest import write_tiny_llama
@@ -104,7 +107,7 @@ def main() -> None:
                 ("local cold", local, True),
                 ("local warm", local, False),
             ):
-                if fresh and args.skip_cold:
+                if (fresh and args.skip_cold) or (args.in_process_only and placement is local):
                     continue
                 if fresh:
                     shutdown_pools()
@@ -113,7 +116,7 @@ def main() -> None:
                 same = _rows(results) == want
                 print(f"{name}: {seconds:.2f} s, rows identical: {same}", flush=True)
         chosen = getattr(runner, "small_table", None)
-        if chosen is not None:
+        if chosen is not None and not args.in_process_only:
             shutdown_pools()
             page = chosen(tasks) or local
             seconds, results = _time(tasks, page)
