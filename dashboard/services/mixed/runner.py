@@ -1,6 +1,8 @@
 """Where the sensitivity table's tasks run: in this process, in local worker processes, or on
 a Ray cluster, with results streamed back as each task finishes. No scheduler of our own:
-``concurrent.futures`` hands tasks to local processes, Ray to its workers.
+``concurrent.futures`` hands tasks to local processes, Ray to its workers. A small table
+(``small_table``: at most ``IN_PROCESS_MAX_ELEMENTS`` weight elements) runs in this process
+whatever the setting: its kernels are warm, a fresh worker's are compiled first.
 
 Ray is optional and off by default. It is used when ``QLAB_RAY_ADDRESS`` (environment) or
 ``ray_address`` (``.streamlit/secrets.toml``) names a cluster (``host:port``,
