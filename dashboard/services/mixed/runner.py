@@ -69,15 +69,16 @@ WAITING_TEXT = (
 )
 """What the page says while ``fill_table`` waits for the warm-up (``on_wait``)."""
 RAY_MAX_RETRIES = 3
-IN_PROCESS_MAX_ELEMENTS = 64_000_000
+IN_PROCESS_MAX_ELEMENTS = 32_000_000
 """A table of at most this many weight elements runs in this process whatever the setting
 (``small_table``): this process's kernels are warm (the server's warm-up), while a fresh
 worker process, local or Ray's, compiles its own before its first weight. Measured on the
 shared 2-core machine (``benchmarks/mixed_first_table.py``, the 11 default candidates): a
 tiny Llama folder's first table took 187 s in 2 fresh local workers and 0.7 to 4 s here; a
-19.5M-element one 5.3 s here (3.7M elements/s). 64M elements is then about 17 s here, a
-tenth of what the fresh workers' compilation alone took; a larger table goes to the
-workers (or Ray), whose pool is kept and whose compilation is paid once."""
+19.5M-element one 5.3 to 51 s here (median 20 s of 6 in two runs; about 1M elements/s).
+32M elements is then about 30 s here, a sixth of what the fresh workers' compilation alone
+took; a larger table goes to the workers (or Ray), whose pool is kept and whose
+compilation is paid once."""
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[3])
 
 TaskFn = Callable[[TableTask], TaskResult]
