@@ -1,7 +1,8 @@
 """Mixed precision: every 2-D weight under every candidate scheme (the sensitivity table),
 one scheme per tensor for a size budget, judged by what the model then computes, and the
 recipe to take away. A model folder's table runs in worker processes, or on Ray when the
-server names a cluster."""
+server names a cluster; a small folder's (``runner.small_table``) in the server's process,
+whose kernels are warm."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from dashboard.services.mixed.runner import (
     TaskFailed,
     Where,
     fill_table,
+    small_table,
 )
 from dashboard.services.mixed.sources import file_checkpoint
 from dashboard.services.mixed.state import parse_pins
@@ -115,18 +117,20 @@ if controls.weigh and importance is None:
         + (f" ({literal(lm_problem)})." if lm_problem else ".")
     )
 
-if folder is None:
-    placement = Placement(Where.IN_PROCESS)
-else:
-    placement = mixed_cache.placement(ray_address(), LOCAL_WORKERS)
-if placement.message:
-    st.warning(literal(placement.message))
 roots = model_roots() if folder is not None else None
 tasks = tasks_for(checkpoint, candidates, roots, importance, held_out)
 st.session_state[N_WEIGHTS] = sum(t.n_elements for t in tasks)  # for the unit's change
 if not tasks:
     st.warning(f"{literal(model.label)} holds no 2-D weights to quantize.")
     st.stop()
+# A small folder's table runs here too, where the kernels are warm: fresh worker processes
+# would compile theirs first (minutes); Ray is not even looked for then.
+if folder is None:
+    placement = Placement(Where.IN_PROCESS)
+else:
+    placement = small_table(tasks) or mixed_cache.placement(ray_address(), LOCAL_WORKERS)
+if placement.message:
+    st.warning(literal(placement.message))
 st.caption(
     f"**{literal(model.label)}** · {len(tasks)} weights × {len(candidates)} schemes · the "
     f"table runs on {literal(placement.describe())}"

@@ -18,6 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard.services.display.metric_help import Metric
 from dashboard.services.display.text import html_literal
+from dashboard.services.mixed import runner
 from dashboard.services.mixed.runner import RAY_ENV, shutdown_pools
 from dashboard.services.model.roots import ROOTS_ENV
 from dashboard.services.model.shards import write_sharded
@@ -195,6 +196,8 @@ def test_a_folder_without_config_json_gets_table_and_allocation(
     roots: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(RAY_ENV, "127.0.0.1:9")  # nothing listens there
+    # no table is small enough for this process: the workers' path and Ray's fallback
+    monkeypatch.setattr(runner, "IN_PROCESS_MAX_ELEMENTS", 0)
     at = open_folder(roots, "weights-only")
     no_errors(at)
     text = " ".join(plain(w.value) for w in at.warning)
@@ -212,6 +215,26 @@ def test_a_folder_without_config_json_gets_table_and_allocation(
     ]
     assert any("no config.json" in plain(i.value) for i in at.info)
     assert not [b for b in at.button if b.key == "mx_judge"]
+
+
+def test_a_small_folders_table_runs_in_the_servers_warm_process(
+    roots: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder of at most ``IN_PROCESS_MAX_ELEMENTS`` weight elements is measured here,
+    where the kernels are warm, not in fresh workers that compile theirs first; the caption
+    says so, and Ray is not even looked for (no warning about the address that does not
+    answer). Its rows are the workers' rows (``test_mixed_runner``)."""
+    monkeypatch.setenv(RAY_ENV, "127.0.0.1:9")  # nothing listens there
+    at = open_folder(roots, "weights-only")
+    no_errors(at)
+    assert not at.warning
+    captions = " ".join(plain(c.value) for c in at.caption)
+    n = 128 * 128 + 128 * 256 + 200 * 128
+    assert (
+        f"the table runs on this machine, in the app's own process (a small model, {n:,} "
+        "weight elements" in captions
+    )
+    assert len(at.dataframe[-1].value) == 3
 
 
 def test_a_causal_lm_folder_is_judged_by_kl_and_perplexity(roots: Path) -> None:

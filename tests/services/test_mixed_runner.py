@@ -24,6 +24,7 @@ from dashboard.services.mixed.runner import (
     fill_table,
     run_tasks,
     shutdown_pools,
+    small_table,
 )
 from dashboard.services.mixed.tasks import (
     TableTask,
@@ -156,6 +157,43 @@ def test_an_address_that_does_not_answer_falls_back_at_once() -> None:
     assert "no answer from 127.0.0.1:9" in (placement.message or "")
     assert "running on this machine, 2 worker process(es) instead" in (placement.message or "")
     assert choose_placement(None, 0) == Placement(Where.IN_PROCESS)
+
+
+def test_a_small_table_runs_in_this_process_and_says_why(
+    checkpoint, reference_rows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At most ``IN_PROCESS_MAX_ELEMENTS`` weight elements: this process (its kernels are
+    warm), the reason in ``describe``; one element more: ``None`` (the server's setting)."""
+    from dashboard.services.mixed import runner
+
+    ckpt, roots = checkpoint
+    tasks = tasks_for(ckpt, CANDIDATES, roots)
+    n = sum(t.n_elements for t in tasks)
+    placement = small_table(tasks, n)
+    assert placement is not None and placement.where is Where.IN_PROCESS
+    assert placement.message is None
+    assert placement.describe() == (
+        f"this machine, in the app's own process (a small model, {n:,} weight elements: "
+        "faster here, where the kernels are compiled already, than in worker processes "
+        "that compile their own first)"
+    )
+    assert small_table(tasks, n - 1) is None
+    assert small_table((), 0) is not None
+    monkeypatch.setattr(runner, "IN_PROCESS_MAX_ELEMENTS", n - 1)  # read at the call
+    assert small_table(tasks) is None
+    monkeypatch.setattr(runner, "IN_PROCESS_MAX_ELEMENTS", n)
+    assert small_table(tasks) == placement
+    for bad in (-1, 1.5, True, "8"):
+        with pytest.raises(ValueError, match="max_elements must be an int >= 0"):
+            small_table(tasks, bad)
+    # the rows are the in-process rows of every other placement's comparison
+    results = fill_table(TableStore(), "k", tasks, placement)
+    exact = {t: tuple(r.record() | {"seconds": None} for r in rows) for t, rows in
+             reference_rows.items()}  # fmt: skip
+    assert {
+        t: tuple(r.record() | {"seconds": None} for r in res.rows) for t, res in results.items()
+    } == exact
+    assert Placement(Where.IN_PROCESS).describe() == "this machine, in the app's own process"
 
 
 def test_the_store_keeps_one_result_per_tensor(checkpoint) -> None:

@@ -1,6 +1,8 @@
 """Where the sensitivity table's tasks run: in this process, in local worker processes, or on
 a Ray cluster, with results streamed back as each task finishes. No scheduler of our own:
-``concurrent.futures`` hands tasks to local processes, Ray to its workers.
+``concurrent.futures`` hands tasks to local processes, Ray to its workers. A small table
+(``small_table``: at most ``IN_PROCESS_MAX_ELEMENTS`` weight elements) runs in this process
+whatever the setting: its kernels are warm, a fresh worker's are compiled first.
 
 Ray is optional and off by default. It is used when ``QLAB_RAY_ADDRESS`` (environment) or
 ``ray_address`` (``.streamlit/secrets.toml``) names a cluster (``host:port``,
@@ -38,6 +40,7 @@ from .tasks import TableTask, TaskResult, run_task
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
+    "IN_PROCESS_MAX_ELEMENTS",
     "RAY_ENV",
     "RAY_SECRET",
     "WAITING_TEXT",
@@ -51,6 +54,7 @@ __all__ = [
     "ray_address_setting",
     "run_tasks",
     "shutdown_pools",
+    "small_table",
 ]
 
 RAY_ENV = "QLAB_RAY_ADDRESS"
@@ -65,6 +69,16 @@ WAITING_TEXT = (
 )
 """What the page says while ``fill_table`` waits for the warm-up (``on_wait``)."""
 RAY_MAX_RETRIES = 3
+IN_PROCESS_MAX_ELEMENTS = 32_000_000
+"""A table of at most this many weight elements runs in this process whatever the setting
+(``small_table``): this process's kernels are warm (the server's warm-up), while a fresh
+worker process, local or Ray's, compiles its own before its first weight. Measured on the
+shared 2-core machine (``benchmarks/mixed_first_table.py``, the 11 default candidates): a
+tiny Llama folder's first table took 187 s in 2 fresh local workers and 0.7 to 4 s here; a
+19.5M-element one 5.3 to 51 s here (median 20 s of 6 in two runs; about 1M elements/s).
+32M elements is then about 30 s here, a sixth of what the fresh workers' compilation alone
+took; a larger table goes to the workers (or Ray), whose pool is kept and whose
+compilation is paid once."""
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[3])
 
 TaskFn = Callable[[TableTask], TaskResult]
@@ -86,13 +100,17 @@ class Placement:
     workers: int = 1
     address: str | None = None
     message: str | None = None
+    reason: str | None = None
+    """Why the work runs here though the setting says elsewhere (``small_table``: a small
+    table), said by ``describe``; ``None`` where it runs as set."""
 
     def describe(self) -> str:
         if self.where is Where.RAY:
             return f"Ray cluster at {self.address} ({self.workers} CPUs)"
         if self.where is Where.LOCAL:
             return f"this machine, {self.workers} worker process(es)"
-        return "this machine, in the app's own process"
+        text = "this machine, in the app's own process"
+        return f"{text} ({self.reason})" if self.reason else text
 
 
 class TaskFailed(RuntimeError):
@@ -207,6 +225,27 @@ def choose_placement(
         return _fallback(local, f"Ray: {problem}")
     cpus = int(ray.cluster_resources().get("CPU", 1))
     return Placement(Where.RAY, cpus, ray_address)
+
+
+def small_table(tasks: Sequence[TableTask], max_elements: int | None = None) -> Placement | None:
+    """This process, with the reason in ``Placement.reason``, for ``tasks`` whose weights
+    hold at most ``max_elements`` elements in all (``None``: ``IN_PROCESS_MAX_ELEMENTS``,
+    read at the call; this process's kernels are warm, a worker's are compiled before its
+    first weight); ``None`` for a larger table, which goes where the server is set to
+    (``choose_placement``). The rows are the same bits either way: every placement runs
+    ``run_task``."""
+    if max_elements is None:
+        max_elements = IN_PROCESS_MAX_ELEMENTS
+    if isinstance(max_elements, bool) or not isinstance(max_elements, int) or max_elements < 0:
+        raise ValueError(f"max_elements must be an int >= 0, got {max_elements!r}")
+    total = sum(t.n_elements for t in tasks)
+    if total > max_elements:
+        return None
+    reason = (
+        f"a small model, {total:,} weight elements: faster here, where the kernels are "
+        "compiled already, than in worker processes that compile their own first"
+    )
+    return Placement(Where.IN_PROCESS, reason=reason)
 
 
 def _fallback(local: Placement, why: str) -> Placement:
