@@ -327,6 +327,13 @@ def _quantize(
                 return _result(x, cfg, layout, codes, params, rng), layout.from_blocks(fused)
         codes = encode_int(blocks, params.encode_scale, params.zero_point, m_enc, cfg, generator)
     else:
+        if values and cfg.rounding is Rounding.NEAREST:
+            both = kernels.encode_codebook_values(
+                blocks, params.encode_scale, cb, params.encode_inverse, params.scale
+            )
+            if both is not None:
+                codes, fused = both
+                return _result(x, cfg, layout, codes, params, rng), layout.from_blocks(fused)
         codes = encode_codebook(
             blocks, params.encode_scale, cb, cfg, generator, params.encode_inverse
         )

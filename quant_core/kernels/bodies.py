@@ -364,6 +364,37 @@ def _codebook_encoder(fmt: Format, multiply: bool = False) -> Callable[..., torc
     return encode_small
 
 
+@functools.cache
+def _codebook_values_body(
+    encoder: Callable[..., torch.Tensor], fmt: Format | None
+) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """``encoder``'s codes and, from them in the same loop, the values that the decode
+    kernel for the codebook's table makes of them: ``_minifloat_decoder(fmt)``'s formula
+    for a float format ``fmt``, else ``_decode_small_table``'s (the table the last
+    argument). The codes become float32 by ``to`` (exact), as the decode's input does.
+    The encoder's own arguments come first, then the stored scale ``[n, 1]``."""
+    if fmt is not None:
+        mf = _minifloat(fmt)
+        if mf is None:
+            raise ValueError(f"{fmt.value} codes are not a small float's bits")
+
+        def encode_minifloat_values(*args: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            code = encoder(*args[:-1])
+            v = _minifloat_values(code.to(torch.float32), mf) * args[-1]
+            # the decode's clamp by selects (a NaN keeps its bits)
+            v = torch.where(v > _F32_MAX, _F32_MAX, torch.where(v < -_F32_MAX, -_F32_MAX, v))
+            return code, v
+
+        return encode_minifloat_values
+
+    def encode_table_values(*args: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        code = encoder(*args[:-2])
+        entry = _small_table_values(code.to(torch.float32), args[-1])
+        return code, (entry * args[-2]).clamp(-_F32_MAX, _F32_MAX)
+
+    return encode_table_values
+
+
 def _sign_magnitude_encoder(sm: _SignMagnitude, multiply: bool) -> Callable[..., torch.Tensor]:
     """The nearest-rounding encoder of a sign-magnitude codebook: ``|v|`` clamped to the
     largest magnitude and counted against the magnitudes' midpoints (a tie moved up where

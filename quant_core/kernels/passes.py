@@ -21,6 +21,7 @@ from .bodies import (
     _beyond_kernel,
     _bin_kernel,
     _codebook_encoder,
+    _codebook_values_body,
     _decode_offset,
     _decode_scale,
     _decode_small_table,
@@ -46,6 +47,7 @@ __all__ = [
     "decode_int",
     "decode_int_offset",
     "encode_codebook",
+    "encode_codebook_values",
     "encode_int",
     "encode_int_values",
     "error_sums",
@@ -303,6 +305,38 @@ def codebook_encoder_args(
     # the compiled variant is keyed by name: one per format and per division/multiplication
     name = f"codebook_{cb.format.value}" + ("_inverse" if inverse is not None else "")
     return kernel, args, name
+
+
+def encode_codebook_values(
+    blocks: torch.Tensor,
+    s: torch.Tensor,
+    cb: Codebook,
+    inverse: torch.Tensor | None,
+    scale: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``encode_codebook``'s uint8 codes of ``blocks`` (float32 ``[n, L]``) and, in the
+    same pass, the float32 values that ``decode_codebook`` makes of them with ``scale``
+    (the stored scale, one per row) and ``cb``'s ``decode_table``: one read of ``blocks``
+    instead of the codes' write, their conversion to float32 and the decode's pass.
+    ``None``: run ``encode_codebook`` and decode.
+
+    The value of each code is the decode kernel's own formula on the same code, converted
+    to float32 as torch converts it (exact): the float formats (FP4, FP6, FP8) from the
+    code's bits (``_minifloat_values``), other tables of up to ``SMALL_TABLE_MAX`` entries
+    by the decode's tree of selects, each scaled and clamped in the decode's order. Larger
+    tables (a gather) are not fused."""
+    if blocks.dtype != torch.float32 or blocks.dim() != 2 or not _usable(blocks):
+        return None
+    table = cb.decode_table
+    fmt = _minifloat_for_table(table)
+    n = table.shape[0]
+    if fmt is None and (n > SMALL_TABLE_MAX or n & (n - 1)):
+        return None
+    kernel, args, name = codebook_encoder_args(blocks, s, cb, inverse)
+    body = _codebook_values_body(kernel, fmt)
+    extra = (_column(scale),) if fmt is not None else (_column(scale), table)
+    out = _run(body, f"{name}_values", *args, *extra)
+    return None if out is _FAILED else out
 
 
 def decode_codebook(
