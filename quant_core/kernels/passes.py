@@ -284,13 +284,18 @@ def encode_codebook(
 
 
 def codebook_encoder_args(
-    blocks: torch.Tensor, s: torch.Tensor, cb: Codebook, inverse: torch.Tensor | None = None
+    blocks: torch.Tensor,
+    s: torch.Tensor,
+    cb: Codebook,
+    inverse: torch.Tensor | None = None,
+    raw: bool = False,
 ) -> tuple[Any, tuple[torch.Tensor, ...], str]:
     """``encode_codebook``'s kernel body, its arguments (``blocks`` first) and its name:
     ``blocks`` 2-D ``[n, L]``, 3-D ``[rows, n, L]`` (one ``s`` per ``[rows, n]``) or a
     4-D tile view. Shared with the table's fused error pass (``error_passes``), which traces
-    the same body."""
-    kernel = _codebook_encoder(cb.format, multiply=inverse is not None or cb.format is Format.NF4)
+    the same body. ``raw``: the encoder that gives int32 codes (``_codebook_encoder``)."""
+    multiply = inverse is not None or cb.format is Format.NF4
+    kernel = _codebook_encoder(cb.format, multiply=multiply, raw=raw)
     if inverse is not None:
         args: tuple[torch.Tensor, ...] = (_kernel_layout(blocks), _per_block(inverse, blocks))
         if cb.format not in _FLOAT8:
@@ -324,15 +329,21 @@ def encode_codebook_values(
     to float32 as torch converts it (exact): the float formats (FP4, FP6, FP8) from the
     code's bits (``_minifloat_values``), other tables of up to ``SMALL_TABLE_MAX`` entries
     by the decode's tree of selects, each scaled and clamped in the decode's order. Larger
-    tables (a gather) are not fused."""
-    if blocks.dtype != torch.float32 or blocks.dim() != 2 or not _usable(blocks):
+    tables (a gather) are not fused, nor FP8: its codes come from a float8 cast, whose
+    lanes Inductor converts to integers slowly, and the one pass took longer than the two
+    (4096 x 4096 FP8 E4M3 in blocks of 32, one thread, minimum of 11: 96 ms against 79 ms
+    encode + decode; FP4 52 against 60, NF4 67 against 88, ternary 50 against 58, FP6
+    54 against 55, a 16-19 ms clone)."""
+    if blocks.dtype != torch.float32 or blocks.dim() != 2 or cb.format in _FLOAT8:
+        return None
+    if not _usable(blocks):
         return None
     table = cb.decode_table
     fmt = _minifloat_for_table(table)
     n = table.shape[0]
     if fmt is None and (n > SMALL_TABLE_MAX or n & (n - 1)):
         return None
-    kernel, args, name = codebook_encoder_args(blocks, s, cb, inverse)
+    kernel, args, name = codebook_encoder_args(blocks, s, cb, inverse, raw=True)
     body = _codebook_values_body(kernel, fmt)
     extra = (_column(scale),) if fmt is not None else (_column(scale), table)
     out = _run(body, f"{name}_values", *args, *extra)
