@@ -10,9 +10,9 @@ runs after one warm-up:
   ``clone``: ``x.clone()``. Target: ``ours / clone <= CLONE_RATIO_TARGET`` (3). Codes and
   values come from one pass for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0, MXINT8 and
   (compiled) MXFP4, MXFP6, NVFP4, NF4_DQ, BITNET; the others quantize, then dequantize.
-  Not every preset meets the target: the MX and NVFP4 presets spend most of their time
-  outside that pass (the FP4/FP6 encoder's compares, the per-block scale fitting), and
-  the row prints ``NOT met`` for them.
+  Not every preset meets the target (the row prints ``NOT met``): for the MX and NVFP4
+  presets that one pass itself (the encoder's compares or bit arithmetic per value, then
+  the value's) and the eager per-block scale fitting cost more than three copies.
 - For the GGUF types that llama.cpp's ``gguf`` package quantizes (Q4_0, Q4_1, Q5_0, Q5_1,
   Q8_0, TQ1_0, TQ2_0, and MXFP4 as ``MXFP4_GGUF``, whose bytes are the package's):
   ``gguf.quants.quantize`` then ``gguf.quants.dequantize`` of the same tensor, its numpy
