@@ -7,7 +7,12 @@ runs after one warm-up:
 
 - ``ours``: ``quantize_dequantize(x, cfg)`` (the ``QuantizedTensor`` and its values, as
   the app's pages ask for them; bit for bit ``quantize(x, cfg).dequantize()``); against
-  ``clone``: ``x.clone()``. Target: ``ours / clone <= CLONE_RATIO_TARGET`` (3).
+  ``clone``: ``x.clone()``. Target: ``ours / clone <= CLONE_RATIO_TARGET`` (3). Codes and
+  values come from one pass for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0, MXINT8 and
+  (compiled) MXFP4, MXFP6, NVFP4, NF4_DQ, BITNET; the others quantize, then dequantize.
+  Not every preset meets the target (the row prints ``NOT met``): for the MX and NVFP4
+  presets that one pass itself (the encoder's compares or bit arithmetic per value, then
+  the value's) and the eager per-block scale fitting cost more than three copies.
 - For the GGUF types that llama.cpp's ``gguf`` package quantizes (Q4_0, Q4_1, Q5_0, Q5_1,
   Q8_0, TQ1_0, TQ2_0, and MXFP4 as ``MXFP4_GGUF``, whose bytes are the package's):
   ``gguf.quants.quantize`` then ``gguf.quants.dequantize`` of the same tensor, its numpy

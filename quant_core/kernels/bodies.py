@@ -308,7 +308,9 @@ def _sign_magnitude(cb: Codebook) -> _SignMagnitude | None:
 
 
 @functools.cache
-def _codebook_encoder(fmt: Format, multiply: bool = False) -> Callable[..., torch.Tensor]:
+def _codebook_encoder(
+    fmt: Format, multiply: bool = False, raw: bool = False
+) -> Callable[..., torch.Tensor]:
     """The nearest-rounding encoder of one codebook format, its constants baked in.
 
     FP8: ``clamp(r / s)`` cast to the native float8 dtype (IEEE round to nearest even,
@@ -319,7 +321,9 @@ def _codebook_encoder(fmt: Format, multiply: bool = False) -> Callable[..., torc
     format's rule says (``Codebook.tie_up``); the code by table (NF4 codes are indices),
     ``-0``'s code for a negative ``v`` rounding to zero. NF4 takes ``1/s`` and multiplies,
     as bitsandbytes and the eager path do; ``multiply``: the second argument is a reciprocal
-    to multiply by (NF4's ``1/s``, NVFP4's ``(1/t)/sc``), else a scale to divide by."""
+    to multiply by (NF4's ``1/s``, NVFP4's ``(1/t)/sc``), else a scale to divide by.
+    ``raw``: the codes as int32 (the same numbers), for a kernel that also computes their
+    values (``_codebook_values_body``: Inductor converts uint8 lanes slowly)."""
     cb = codebook_for(fmt)
     lo, hi = float(cb.values[0]), float(cb.values[-1])
     if fmt in _FLOAT8:
@@ -327,15 +331,16 @@ def _codebook_encoder(fmt: Format, multiply: bool = False) -> Callable[..., torc
 
         def encode_fp8(blocks: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
             v = blocks * s if multiply else blocks / s
-            return v.clamp(lo, hi).to(dtype).view(torch.uint8)
+            code = v.clamp(lo, hi).to(dtype).view(torch.uint8)
+            return code.to(torch.int32) if raw else code
 
         return encode_fp8
     sm = _sign_magnitude(cb)
     mf = _minifloat(fmt)
     if sm is not None and mf is not None and len(sm.mags) >= _ROUNDING_MIN_MAGNITUDES:
-        return _minifloat_encoder(mf, sm, multiply)
+        return _minifloat_encoder(mf, sm, multiply, raw)
     if sm is not None:
-        return _sign_magnitude_encoder(sm, multiply)
+        return _sign_magnitude_encoder(sm, multiply, raw)
     mids = ((cb.values[1:] + cb.values[:-1]) / 2).tolist()
     nf4 = fmt is Format.NF4
     if nf4 and not torch.equal(cb.codes, torch.arange(len(cb.codes), dtype=torch.uint8)):
@@ -355,16 +360,52 @@ def _codebook_encoder(fmt: Format, multiply: bool = False) -> Callable[..., torc
         for mid in bumps:
             idx = idx + (c == mid).to(torch.int32)
         if nf4 or (identity and neg_zero is None):
-            return idx.to(torch.uint8)
+            return idx if raw else idx.to(torch.uint8)
         code = idx.to(torch.uint8) if identity else codes[idx]
         if neg_zero is not None:
             code = torch.where((idx == zero_index) & torch.signbit(v), neg_zero, code)
-        return code
+        return code.to(torch.int32) if raw else code
 
     return encode_small
 
 
-def _sign_magnitude_encoder(sm: _SignMagnitude, multiply: bool) -> Callable[..., torch.Tensor]:
+@functools.cache
+def _codebook_values_body(
+    encoder: Callable[..., torch.Tensor], fmt: Format | None
+) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """``encoder``'s codes and, from them in the same loop, the values that the decode
+    kernel for the codebook's table makes of them: ``_minifloat_decoder(fmt)``'s formula
+    for a float format ``fmt``, else ``_decode_small_table``'s (the table the last
+    argument). ``encoder`` is a ``raw`` one (int32 codes): the values come from the int32
+    code, the same number that the decode's float32 code holds (exactly), and only the
+    stored codes become uint8 (Inductor converts uint8 lanes through memory: reading the
+    uint8 codes back in the loop cost about what the decode pass it saved did). The
+    encoder's own arguments come first, then the stored scale ``[n, 1]``."""
+    if fmt is not None:
+        mf = _minifloat(fmt)
+        if mf is None:
+            raise ValueError(f"{fmt.value} codes are not a small float's bits")
+
+        def encode_minifloat_values(*args: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            code = encoder(*args[:-1])
+            v = _minifloat_values(code, mf) * args[-1]
+            # the decode's clamp by selects (a NaN keeps its bits)
+            v = torch.where(v > _F32_MAX, _F32_MAX, torch.where(v < -_F32_MAX, -_F32_MAX, v))
+            return code.to(torch.uint8), v
+
+        return encode_minifloat_values
+
+    def encode_table_values(*args: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        code = encoder(*args[:-2])
+        entry = _small_table_values(code.to(torch.float32), args[-1])
+        return code.to(torch.uint8), (entry * args[-2]).clamp(-_F32_MAX, _F32_MAX)
+
+    return encode_table_values
+
+
+def _sign_magnitude_encoder(
+    sm: _SignMagnitude, multiply: bool, raw: bool = False
+) -> Callable[..., torch.Tensor]:
     """The nearest-rounding encoder of a sign-magnitude codebook: ``|v|`` clamped to the
     largest magnitude and counted against the magnitudes' midpoints (a tie moved up where
     ``sm.tie_up`` says), the sign bit of ``v`` (IEEE's, so ``-0`` and a negative rounding
@@ -391,7 +432,8 @@ def _sign_magnitude_encoder(sm: _SignMagnitude, multiply: bool) -> Callable[...,
             idx = idx + (a == mid).to(torch.int32)
         # the sign bit as an integer (a compare, as torch.signbit is a scalar loop there)
         negative = (v.view(torch.int32) < 0).to(torch.int32)
-        return (idx | (negative << sign_bit)).to(torch.uint8)
+        code = idx | (negative << sign_bit)
+        return code if raw else code.to(torch.uint8)
 
     return encode_sign_magnitude
 
@@ -402,7 +444,7 @@ float's bits (``_minifloat_encoder``); fewer (FP4's 8) count midpoints, as fast 
 
 
 def _minifloat_encoder(
-    mf: _MiniFloat, sm: _SignMagnitude, multiply: bool
+    mf: _MiniFloat, sm: _SignMagnitude, multiply: bool, raw: bool = False
 ) -> Callable[..., torch.Tensor]:
     """The nearest-rounding encoder of a float codebook (FP6) by rounding ``|v|``'s
     float32 bits to the format's ``M`` mantissa bits, instead of ``2^(1 + E + M) - 1``
@@ -445,7 +487,8 @@ def _minifloat_encoder(
         idx = torch.where(mag < int(smallest_normal), sub, normal)
         idx = torch.where(mag > 0x7F800000, 0, idx)  # NaN: no midpoint lies below it
         negative = (bits < 0).to(torch.int32)
-        return (idx | (negative << sign_bit)).to(torch.uint8)
+        code = idx | (negative << sign_bit)
+        return code if raw else code.to(torch.uint8)
 
     return encode_minifloat
 

@@ -21,6 +21,7 @@ from .bodies import (
     _beyond_kernel,
     _bin_kernel,
     _codebook_encoder,
+    _codebook_values_body,
     _decode_offset,
     _decode_scale,
     _decode_small_table,
@@ -46,6 +47,7 @@ __all__ = [
     "decode_int",
     "decode_int_offset",
     "encode_codebook",
+    "encode_codebook_values",
     "encode_int",
     "encode_int_values",
     "error_sums",
@@ -282,13 +284,18 @@ def encode_codebook(
 
 
 def codebook_encoder_args(
-    blocks: torch.Tensor, s: torch.Tensor, cb: Codebook, inverse: torch.Tensor | None = None
+    blocks: torch.Tensor,
+    s: torch.Tensor,
+    cb: Codebook,
+    inverse: torch.Tensor | None = None,
+    raw: bool = False,
 ) -> tuple[Any, tuple[torch.Tensor, ...], str]:
     """``encode_codebook``'s kernel body, its arguments (``blocks`` first) and its name:
     ``blocks`` 2-D ``[n, L]``, 3-D ``[rows, n, L]`` (one ``s`` per ``[rows, n]``) or a
     4-D tile view. Shared with the table's fused error pass (``error_passes``), which traces
-    the same body."""
-    kernel = _codebook_encoder(cb.format, multiply=inverse is not None or cb.format is Format.NF4)
+    the same body. ``raw``: the encoder that gives int32 codes (``_codebook_encoder``)."""
+    multiply = inverse is not None or cb.format is Format.NF4
+    kernel = _codebook_encoder(cb.format, multiply=multiply, raw=raw)
     if inverse is not None:
         args: tuple[torch.Tensor, ...] = (_kernel_layout(blocks), _per_block(inverse, blocks))
         if cb.format not in _FLOAT8:
@@ -303,6 +310,44 @@ def codebook_encoder_args(
     # the compiled variant is keyed by name: one per format and per division/multiplication
     name = f"codebook_{cb.format.value}" + ("_inverse" if inverse is not None else "")
     return kernel, args, name
+
+
+def encode_codebook_values(
+    blocks: torch.Tensor,
+    s: torch.Tensor,
+    cb: Codebook,
+    inverse: torch.Tensor | None,
+    scale: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``encode_codebook``'s uint8 codes of ``blocks`` (float32 ``[n, L]``) and, in the
+    same pass, the float32 values that ``decode_codebook`` makes of them with ``scale``
+    (the stored scale, one per row) and ``cb``'s ``decode_table``: one read of ``blocks``
+    instead of the codes' write, their conversion to float32 and the decode's pass.
+    ``None``: run ``encode_codebook`` and decode.
+
+    The value of each code is the decode kernel's own formula on the same code, converted
+    to float32 as torch converts it (exact): the float formats (FP4, FP6, FP8) from the
+    code's bits (``_minifloat_values``), other tables of up to ``SMALL_TABLE_MAX`` entries
+    by the decode's tree of selects, each scaled and clamped in the decode's order. Larger
+    tables (a gather) are not fused, nor FP8: its codes come from a float8 cast, whose
+    lanes Inductor converts to integers slowly, and the one pass took longer than the two
+    (4096 x 4096 FP8 E4M3 in blocks of 32, one thread, minimum of 11: 96 ms against 79 ms
+    encode + decode; FP4 52 against 60, NF4 67 against 88, ternary 50 against 58, FP6
+    54 against 55, a 16-19 ms clone)."""
+    if blocks.dtype != torch.float32 or blocks.dim() != 2 or cb.format in _FLOAT8:
+        return None
+    if not _usable(blocks):
+        return None
+    table = cb.decode_table
+    fmt = _minifloat_for_table(table)
+    n = table.shape[0]
+    if fmt is None and (n > SMALL_TABLE_MAX or n & (n - 1)):
+        return None
+    kernel, args, name = codebook_encoder_args(blocks, s, cb, inverse, raw=True)
+    body = _codebook_values_body(kernel, fmt)
+    extra = (_column(scale),) if fmt is not None else (_column(scale), table)
+    out = _run(body, f"{name}_values", *args, *extra)
+    return None if out is _FAILED else out
 
 
 def decode_codebook(

@@ -34,6 +34,9 @@ from quant_core.config import ZeroPoint
 from quant_core.formats import llama_cpp
 
 FUSED = ("Q4_0", "Q5_0", "Q4_1", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0")
+CODEBOOK_FUSED = ("MXFP4", "NVFP4", "MXFP6_E2M3", "MXFP6_E3M2", "NF4_DQ", "BITNET")
+"""Presets whose codes and values come from one compiled pass on the compiled path
+(``kernels.encode_codebook_values``): FP4, FP6, NF4 and ternary codebooks, not FP8."""
 _FORCED_EAGER = kernels.backend_from_env() is kernels.Backend.EAGER
 _NEEDS_COMPILED = pytest.mark.skipif(
     _FORCED_EAGER, reason=f"{kernels.ENV_VAR}=0 forces the eager path"
@@ -203,3 +206,74 @@ def test_integer_configs_round_trip(cfg: QuantConfig, backend: kernels.Backend) 
     x[3] = -x[3].abs() - 5
     x[4] *= 1e-40
     _assert_round_trip(x, cfg, backend)
+
+
+def _spy_codebook_values(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Record, per call, whether ``kernels.encode_codebook_values`` gave a result."""
+    hits: list[bool] = []
+    original = kernels.encode_codebook_values
+
+    def spy(*args: object, **kwargs: object) -> object:
+        out = original(*args, **kwargs)  # type: ignore[arg-type]
+        hits.append(out is not None)
+        return out
+
+    monkeypatch.setattr(kernels, "encode_codebook_values", spy)
+    return hits
+
+
+@_NEEDS_COMPILED
+@pytest.mark.parametrize("name", [*CODEBOOK_FUSED, "MXFP8_E4M3", "MXFP8_E5M2", "FP8_BLOCK"])
+def test_codebook_presets_take_the_fused_pass_except_fp8(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hits = _spy_codebook_values(monkeypatch)
+    x = torch.randn(128, 256, generator=torch.Generator().manual_seed(5))
+    with kernels.use_backend(kernels.Backend.COMPILED, min_elements=1):
+        quantize_dequantize(x, QuantConfig.from_name(name))
+    if name in CODEBOOK_FUSED:
+        assert hits == [True]
+    else:  # FP8: encode, then decode (FP8_BLOCK's tiles may not ask at all)
+        assert True not in hits
+
+
+@_NEEDS_COMPILED
+def test_mxfp4_fused_pass_on_a_hand_derived_block() -> None:
+    """One MX block of 32 whose largest magnitude is 6 (E8M0 scale 2^0): the FP4 E2M1
+    levels themselves, their midpoints (ties to the even code: 0.25 -> 0, 0.75 -> 1, 1.25
+    -> 1, 1.75 -> 2, 2.5 -> 2, 3.5 -> 4, 5 -> 4), values beyond 6 (none: 6 is the peak) and
+    signed zeros (-0 keeps the sign code 8 and the value -0)."""
+    levels = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+    mids = [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0]
+    row = levels + [-v for v in levels] + mids + [-v for v in mids] + [-0.0, 0.1]
+    x = torch.tensor(row, dtype=torch.float32).reshape(1, 32).repeat(4, 1)
+    want_mags = levels + levels + [0.0, 1.0, 1.0, 2.0, 2.0, 4.0, 4.0] * 2 + [0.0, 0.0]
+    want = torch.tensor(want_mags) * torch.tensor([1.0] * 8 + [-1.0] * 8 + [1.0] * 7
+                                                  + [-1.0] * 7 + [-1.0, 1.0])
+    cfg = QuantConfig.from_name("MXFP4")
+    with kernels.use_backend(kernels.Backend.COMPILED, min_elements=1):
+        trip = quantize_dequantize(x, cfg)
+        ref = quantize(x, cfg)
+    assert torch.equal(_bits(trip.values[0]), _bits(want))
+    assert torch.equal(trip.quantized.codes, ref.codes)
+    assert int(trip.quantized.codes[0, 8]) == 8 and int(trip.quantized.codes[0, 30]) == 8  # -0
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows=st.integers(1, 3),
+    fill=st.lists(_FLOATS, min_size=1, max_size=64),
+    scale=st.sampled_from([1.0, 1e-3, 1e3, 1e-38, 1e30]),
+    name=st.sampled_from(CODEBOOK_FUSED),
+    backend=st.sampled_from(_RUNNABLE),
+)
+def test_fused_codebook_formats_round_trip_on_any_values(
+    rows: int, fill: list[float], scale: float, name: str, backend: kernels.Backend
+) -> None:
+    """Rows of 256 (NF4_DQ's super-block) tiled from drawn values: zeros of both signs,
+    ties, subnormals and values near float32's largest, whose scales saturate."""
+    n = rows * 256
+    base = torch.tensor(fill, dtype=torch.float32).repeat(n // len(fill) + 1)[:n]
+    g = torch.Generator().manual_seed(len(fill))
+    x = (base[torch.randperm(n, generator=g)] * scale).reshape(rows, 256)
+    _assert_round_trip(x, name, backend)
