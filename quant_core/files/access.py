@@ -17,6 +17,7 @@ Reads are ``os.pread`` of exactly the range asked; a range past the end is a
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Iterator
@@ -35,6 +36,7 @@ __all__ = [
     "QuantizedFileError",
     "file_kind",
     "open_blob",
+    "read_json",
 ]
 
 
@@ -239,3 +241,20 @@ def reopen(location: Location, guard: PathGuard) -> Iterator[Blob]:
                 f"{blob.size:,} bytes): open it again"
             )
         yield blob
+
+
+def read_json(path: Path, guard: PathGuard, max_bytes: int) -> object:
+    """The JSON value in ``path`` (inside the guard's folders), read whole once its size is
+    known to be at most ``max_bytes``: a ``QuantizedFileError`` naming the file for one
+    larger, not UTF-8, not JSON, or nested past the parser's recursion limit."""
+    location = locate(path, guard)
+    if location.size > max_bytes:
+        raise QuantizedFileError(
+            f"{location.shown} is {location.size:,} bytes, over the {max_bytes:,}-byte limit"
+        )
+    with reopen(location, guard) as blob:
+        raw = blob.read(0, blob.size)
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise QuantizedFileError(f"{location.shown} is not valid JSON ({str(err)[:120]})") from None

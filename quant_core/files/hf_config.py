@@ -8,7 +8,6 @@ Every value is checked; a method or a packing the reader does not know is a
 
 from __future__ import annotations
 
-import json
 import re
 import re._constants as sre_constants  # the parsed regex's node kinds (Python >= 3.11)
 import re._parser as sre_parser
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .access import PathGuard, QuantizedFileError, locate, reopen
+from .access import PathGuard, QuantizedFileError, read_json
 from .entries import FileKind
 
 __all__ = [
@@ -108,17 +107,7 @@ KIND_OF: dict[type, FileKind] = {
 
 
 def _read_json(path: Path, guard: PathGuard) -> dict[str, Any]:
-    location = locate(path, guard)
-    if location.size > MAX_CONFIG_BYTES:
-        raise QuantizedFileError(
-            f"{path.name} is {location.size:,} bytes, over the {MAX_CONFIG_BYTES:,}-byte limit"
-        )
-    with reopen(location, guard) as blob:
-        raw = blob.read(0, blob.size)
-    try:
-        parsed = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise QuantizedFileError(f"{path.name} is not valid JSON ({str(err)[:120]})") from None
+    parsed = read_json(path, guard, MAX_CONFIG_BYTES)
     if not isinstance(parsed, dict):
         raise QuantizedFileError(f"{path.name} is not a JSON object")
     return parsed

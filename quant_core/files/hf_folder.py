@@ -15,7 +15,6 @@ about 200 bytes stored as a tensor), per compressed-tensors weight its ``weight_
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Mapping
 from contextlib import ExitStack
 from pathlib import Path
@@ -28,6 +27,7 @@ from .access import (
     PathGuard,
     QuantizedFileError,
     locate,
+    read_json,
     reopen,
 )
 from .entries import FileKind, StoredTensor, TensorEntry
@@ -188,17 +188,7 @@ def natural_key(name: str) -> list[tuple[int, int, str]]:
 
 
 def _read_index(path: Path, guard: PathGuard) -> dict[str, str]:
-    location = locate(path, guard)
-    if location.size > MAX_INDEX_BYTES:
-        raise QuantizedFileError(
-            f"{INDEX_NAME} is {location.size:,} bytes, over the {MAX_INDEX_BYTES:,}-byte limit"
-        )
-    with reopen(location, guard) as blob:
-        raw = blob.read(0, blob.size)
-    try:
-        parsed = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise QuantizedFileError(f"{INDEX_NAME} is not valid JSON ({str(err)[:120]})") from None
+    parsed = read_json(path, guard, MAX_INDEX_BYTES)
     weight_map = parsed.get("weight_map") if isinstance(parsed, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
         raise QuantizedFileError(f'{INDEX_NAME} has no "weight_map" (tensor name -> shard file)')
