@@ -362,6 +362,29 @@ def test_index_that_lies(tmp_path):
         open_quantized(tmp_path)
 
 
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors.index.json"])
+def test_json_beside_the_weights_that_is_not_json(tmp_path, monkeypatch, name):
+    """``config.json`` and the shard index are read whole only under their size limit, and
+    bytes that are not UTF-8 JSON, or JSON nested past the parser's recursion limit, name
+    the file (``access.read_json``, the one read both use)."""
+    from quant_core.files import hf_config, hf_folder
+
+    _gptq_folder(tmp_path, shards=2)
+    path = tmp_path / name
+    path.write_bytes(b"\xff\xfe{")
+    with pytest.raises(QuantizedFileError, match=rf"{name} is not valid JSON \("):
+        open_quantized(tmp_path)
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(QuantizedFileError, match=rf"{name} is not valid JSON \("):
+        open_quantized(tmp_path)
+    path.write_text(json.dumps({"pad": "x" * 100}))
+    limit = "MAX_CONFIG_BYTES" if name == "config.json" else "MAX_INDEX_BYTES"
+    monkeypatch.setattr(hf_config if name == "config.json" else hf_folder, limit, 50)
+    size = path.stat().st_size
+    with pytest.raises(QuantizedFileError, match=rf"{name} is {size:,} bytes, over the 50-byte"):
+        open_quantized(tmp_path)
+
+
 def test_a_named_pipe_is_refused_without_blocking(tmp_path):
     os.mkfifo(tmp_path / "model.safetensors")
     (tmp_path / "config.json").write_text("{}")
