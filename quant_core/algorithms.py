@@ -23,7 +23,7 @@ import torch
 from torch.nn import functional as F
 
 from .awq import AWQOptions, AWQResult, awq_quantize
-from .config import Format, QuantConfig, Recipe, Rounding
+from .config import Format, QuantConfig, Recipe, Rounding, coerce_enum
 from .gptq import GPTQOptions, GPTQResult, gptq_quantize
 from .hqq import HQQOptions, HQQResult, hqq_quantize
 from .metrics import ErrorMetrics, error_metrics
@@ -117,17 +117,7 @@ _OPTIONS: dict[Algorithm, type | None] = {
 
 
 def _coerce_algorithm(algorithm: object) -> Algorithm:
-    if isinstance(algorithm, Algorithm):
-        return algorithm
-    if isinstance(algorithm, str):
-        try:
-            return Algorithm(algorithm.lower())
-        except ValueError:
-            allowed = ", ".join(a.value for a in Algorithm)
-            raise ValueError(
-                f"unknown algorithm {algorithm!r}; expected one of: {allowed}"
-            ) from None
-    raise TypeError(f"algorithm must be an Algorithm or str, got {type(algorithm).__name__}")
+    return coerce_enum(algorithm, Algorithm, "algorithm")
 
 
 @dataclass(frozen=True, eq=False)

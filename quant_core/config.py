@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TypeVar
 
 __all__ = [
     "MAX_INT_BITS",
@@ -33,6 +34,7 @@ __all__ = [
     "ScaleFormat",
     "SuperBlockScales",
     "ZeroPoint",
+    "coerce_enum",
     "int_range",
 ]
 
@@ -384,16 +386,27 @@ def int_range(bits: int) -> tuple[int, int]:
     return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
 
 
-def _coerce_enum(value: object, enum_type: type[enum.Enum], name: str) -> enum.Enum:
+E = TypeVar("E", bound=enum.Enum)
+
+
+def coerce_enum(value: object, enum_type: type[E], name: str, label: str | None = None) -> E:
+    """``value`` as a member of ``enum_type``: the member itself, or a str naming its value
+    (any case). ``ValueError`` "unknown <label> 'x'; expected one of: ..." for a str that
+    names none (``label`` defaults to ``name``), ``TypeError`` "<name> must be a <enum> or
+    str" for any other type."""
     if isinstance(value, enum_type):
         return value
     if isinstance(value, str):
         try:
             return enum_type(value.lower())
         except ValueError:
-            allowed = ", ".join(m.value for m in enum_type)
-            raise ValueError(f"unknown {name} {value!r}; expected one of: {allowed}") from None
-    raise TypeError(f"{name} must be a {enum_type.__name__} or str, got {type(value).__name__}")
+            allowed = ", ".join(str(m.value) for m in enum_type)
+            raise ValueError(
+                f"unknown {label or name} {value!r}; expected one of: {allowed}"
+            ) from None
+    kind = enum_type.__name__
+    article = "an" if kind[0] in "AEIOU" else "a"
+    raise TypeError(f"{name} must be {article} {kind} or str, got {type(value).__name__}")
 
 
 @dataclass(frozen=True)
@@ -436,13 +449,13 @@ class QuantConfig:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
-        set_(self, "mode", _coerce_enum(self.mode, Mode, "mode"))
-        set_(self, "format", _coerce_enum(self.format, Format, "format"))
-        set_(self, "range_method", _coerce_enum(self.range_method, RangeMethod, "range_method"))
-        set_(self, "rounding", _coerce_enum(self.rounding, Rounding, "rounding"))
-        set_(self, "scale_dtype", _coerce_enum(self.scale_dtype, ScaleDtype, "scale_dtype"))
-        set_(self, "zero_point", _coerce_enum(self.zero_point, ZeroPoint, "zero_point"))
-        set_(self, "recipe", _coerce_enum(self.recipe, Recipe, "recipe"))
+        set_(self, "mode", coerce_enum(self.mode, Mode, "mode"))
+        set_(self, "format", coerce_enum(self.format, Format, "format"))
+        set_(self, "range_method", coerce_enum(self.range_method, RangeMethod, "range_method"))
+        set_(self, "rounding", coerce_enum(self.rounding, Rounding, "rounding"))
+        set_(self, "scale_dtype", coerce_enum(self.scale_dtype, ScaleDtype, "scale_dtype"))
+        set_(self, "zero_point", coerce_enum(self.zero_point, ZeroPoint, "zero_point"))
+        set_(self, "recipe", coerce_enum(self.recipe, Recipe, "recipe"))
         if not isinstance(self.granularity, PerTensor | PerChannel | PerGroup | PerBlock):
             raise TypeError(
                 "granularity must be PerTensor(), PerChannel(axis), PerGroup(group_size) or "

@@ -8,6 +8,7 @@ import enum
 
 import torch
 
+from .config import coerce_enum
 from .validation import check_float_tensor
 
 __all__ = ["QkVariant", "check_bits", "coerce_variant", "q_k", "q_k_codes", "q_k_levels"]
@@ -63,17 +64,7 @@ def check_bits(bits: object, lo: int = 1, hi: int = 16) -> int:
 
 
 def coerce_variant(variant: object) -> QkVariant:
-    if isinstance(variant, QkVariant):
-        return variant
-    if isinstance(variant, str):
-        try:
-            return QkVariant(variant.lower())
-        except ValueError:
-            allowed = ", ".join(v.value for v in QkVariant)
-            raise ValueError(
-                f"unknown q_k variant {variant!r}; expected one of: {allowed}"
-            ) from None
-    raise TypeError(f"variant must be a QkVariant or str, got {type(variant).__name__}")
+    return coerce_enum(variant, QkVariant, "variant", "q_k variant")
 
 
 def q_k_codes(

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ..config import _coerce_enum
+from ..config import coerce_enum
 
 __all__ = [
     "ENV_VAR",
@@ -72,7 +72,7 @@ _compiled: dict[str, Callable[..., Any]] = {}
 
 
 def _coerce(backend: object) -> Backend:
-    return _coerce_enum(backend, Backend, "backend")  # type: ignore[return-value]
+    return coerce_enum(backend, Backend, "backend")
 
 
 def _check_min_elements(min_elements: object) -> int:
