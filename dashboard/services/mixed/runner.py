@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from quant_core.kernels import wait_for_warm_up, warm_up_running
+from quant_core.mixed import Candidate
 
 from .tasks import TableTask, TaskResult, run_task
 
@@ -44,6 +45,7 @@ __all__ = [
     "RAY_ENV",
     "RAY_SECRET",
     "WAITING_TEXT",
+    "WARMING_TEXT",
     "WARM_UP_WAIT_S",
     "Placement",
     "TableStore",
@@ -51,6 +53,8 @@ __all__ = [
     "Where",
     "choose_placement",
     "fill_table",
+    "pool_ready",
+    "prewarm",
     "ray_address_setting",
     "run_tasks",
     "shutdown_pools",
@@ -68,6 +72,11 @@ WAITING_TEXT = (
     "then runs compiled, several times faster than it would meanwhile"
 )
 """What the page says while ``fill_table`` waits for the warm-up (``on_wait``)."""
+WARMING_TEXT = (
+    "The worker processes are starting and compiling their kernels (a minute or so on a "
+    "busy machine, once per server): meanwhile this process measures the smallest weights"
+)
+"""What the page says while the local workers warm up (``prewarm``, ``pool_ready``)."""
 RAY_MAX_RETRIES = 3
 IN_PROCESS_MAX_ELEMENTS = 32_000_000
 """A table of at most this many weight elements runs in this process whatever the setting
@@ -227,22 +236,23 @@ def choose_placement(
     return Placement(Where.RAY, cpus, ray_address)
 
 
-def small_table(tasks: Sequence[TableTask], max_elements: int | None = None) -> Placement | None:
-    """This process, with the reason in ``Placement.reason``, for ``tasks`` whose weights
-    hold at most ``max_elements`` elements in all (``None``: ``IN_PROCESS_MAX_ELEMENTS``,
-    read at the call; this process's kernels are warm, a worker's are compiled before its
-    first weight); ``None`` for a larger table, which goes where the server is set to
+def small_table(n_elements: int, max_elements: int | None = None) -> Placement | None:
+    """This process, with the reason in ``Placement.reason``, for a table whose weights
+    hold ``n_elements`` elements in all (``sum(t.n_elements for t in tasks)``), at most
+    ``max_elements`` (``None``: ``IN_PROCESS_MAX_ELEMENTS``, read at the call; this
+    process's kernels are warm, a fresh worker's are compiled before its first weight);
+    ``None`` for a larger table, which goes where the server is set to
     (``choose_placement``). The rows are the same bits either way: every placement runs
     ``run_task``."""
     if max_elements is None:
         max_elements = IN_PROCESS_MAX_ELEMENTS
-    if isinstance(max_elements, bool) or not isinstance(max_elements, int) or max_elements < 0:
-        raise ValueError(f"max_elements must be an int >= 0, got {max_elements!r}")
-    total = sum(t.n_elements for t in tasks)
-    if total > max_elements:
+    for name, value in (("n_elements", n_elements), ("max_elements", max_elements)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    if n_elements > max_elements:
         return None
     reason = (
-        f"a small model, {total:,} weight elements: faster here, where the kernels are "
+        f"a small model, {n_elements:,} weight elements: faster here, where the kernels are "
         "compiled already, than in worker processes that compile their own first"
     )
     return Placement(Where.IN_PROCESS, reason=reason)
@@ -254,10 +264,24 @@ def _fallback(local: Placement, why: str) -> Placement:
     )
 
 
-def _init_worker(threads: int) -> None:
+def _init_worker(threads: int, candidates: tuple[Candidate, ...] | None) -> None:
+    """A new worker process: ``threads`` torch threads, then the table's kernels for
+    ``candidates`` compiled (``quant_core.warmup.warm_up_table``; ``None``: none): Dynamo
+    traces them again in every process, while Inductor's code comes from the on-disk cache
+    the server's warm-up filled. Its first task then runs as fast as its later ones.
+    Nothing to compile under ``QLAB_COMPILE=0``."""
     import torch
 
     torch.set_num_threads(threads)
+    if candidates:
+        from quant_core.warmup import warm_up_table
+
+        warm_up_table(candidates)
+
+
+def _ready() -> int:
+    """A worker's first job from ``prewarm``: nothing (its initializer has run); its pid."""
+    return os.getpid()
 
 
 def run_tasks(
@@ -289,25 +313,55 @@ def _call(task_fn: TaskFn, task: TableTask) -> TaskResult:
 
 _POOLS: dict[int, ProcessPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
+_WARMING: dict[int, list[Future[int]]] = {}
+"""``prewarm``'s jobs by pool size: one done means a worker has compiled its kernels."""
 
 
-def _pool(workers: int) -> ProcessPoolExecutor:
+def _pool(workers: int, candidates: Sequence[Candidate] = ()) -> ProcessPoolExecutor:
     """The process-wide pool of ``workers`` processes, made on first use and kept: a new
-    process pays torch's import and quant_core's kernel compilation (about 20 s here)
-    once, not at every table. A pool broken by a dead worker is replaced."""
+    process pays torch's import and the kernel compilation for ``candidates`` (its
+    initializer, ``_init_worker``; tens of seconds) once, not at every table. The pool
+    made first keeps its candidates; a later table's other schemes compile on first use.
+    A pool broken by a dead worker is replaced."""
     with _POOLS_LOCK:
         pool = _POOLS.get(workers)
         if pool is None or getattr(pool, "_broken", False):
+            _WARMING.pop(workers, None)
             threads = max(1, (os.cpu_count() or 1) // workers)
             # spawn: a forked child would inherit the server's threads and torch's state
             pool = ProcessPoolExecutor(
                 workers,
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=_init_worker,
-                initargs=(threads,),
+                initargs=(threads, tuple(candidates)),
             )
             _POOLS[workers] = pool
         return pool
+
+
+def prewarm(workers: int, candidates: Sequence[Candidate] = ()) -> None:
+    """Start the pool of ``workers`` local processes now, in the background, so that each
+    imports torch and compiles the kernels of ``candidates`` (the table's schemes;
+    ``_init_worker``, tens of seconds) before the table needs them; returns at once. Once
+    per pool: later calls, and calls once the pool is warm, do nothing (a broken pool is
+    replaced and warmed again). The page calls it as soon as it sees a folder whose table
+    goes to local workers."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+    pool = _pool(workers, candidates)
+    with _plain_main():  # holds _POOLS_LOCK: one caller submits
+        if workers not in _WARMING:
+            # one job per worker: the executor starts a process per job it cannot give
+            # to an idle one, up to ``workers``
+            _WARMING[workers] = [pool.submit(_ready) for _ in range(workers)]
+
+
+def pool_ready(workers: int) -> bool:
+    """Whether a worker of the ``workers`` pool has started and compiled its kernels
+    (``prewarm``'s first job is done); ``False`` before ``prewarm``."""
+    with _POOLS_LOCK:
+        jobs = _WARMING.get(workers, ())
+        return any(j.done() and j.exception() is None for j in jobs)
 
 
 def shutdown_pools() -> None:
@@ -316,6 +370,7 @@ def shutdown_pools() -> None:
         for pool in _POOLS.values():
             pool.shutdown(wait=True, cancel_futures=True)
         _POOLS.clear()
+        _WARMING.clear()
 
 
 @contextlib.contextmanager
@@ -334,11 +389,25 @@ def _plain_main() -> Iterator[None]:
 
 
 def _run_local(tasks: Sequence[TableTask], workers: int, task_fn: TaskFn) -> Iterator[TaskResult]:
+    """The tasks on the ``workers`` pool. While no worker has compiled its kernels yet
+    (``pool_ready``, or a task done) and this process's are warm, this process takes the
+    smallest tasks still waiting, one at a time (a cancelled job never runs in the pool):
+    the table moves from the first second instead of after the workers' compilation."""
+    prewarm(workers, tasks[0].candidates)
     pool = _pool(workers)
     with _plain_main():
         futures: dict[Future[TaskResult], TableTask] = {pool.submit(task_fn, t): t for t in tasks}
     pending = set(futures)
+    by_size = sorted(futures, key=lambda f: futures[f].n_elements)
     try:
+        while by_size and not pool_ready(workers) and not warm_up_running():
+            if any(f.done() for f in pending):
+                break  # a worker is warm
+            fut = by_size.pop(0)
+            if not fut.cancel():
+                continue  # handed to a worker already
+            pending.discard(fut)
+            yield _call(task_fn, futures[fut])
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
