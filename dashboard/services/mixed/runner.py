@@ -4,6 +4,16 @@ a Ray cluster, with results streamed back as each task finishes. No scheduler of
 (``small_table``: at most ``IN_PROCESS_MAX_ELEMENTS`` weight elements) runs in this process
 whatever the setting: its kernels are warm, a fresh worker's are compiled first.
 
+Warm local workers. A fresh process imports torch and quant_core (about 8 s) and Dynamo
+traces each kernel graph the table uses again (tens of seconds: Inductor's compiled code
+itself comes from the on-disk cache the server's warm-up filled, shared through the
+default ``/tmp/torchinductor_$USER``). So the kept pool's initializer compiles the table's
+kernels on small probes (``quant_core.warmup.warm_up_table``) before any task; ``prewarm``
+starts the pool in the background (the page calls it when it sees a large folder, before
+its calibration), ``pool_ready`` says when a worker is ready; and while none is, this
+process (warm) measures the smallest waiting tasks (``_run_local``), so the table moves
+from the first second.
+
 Ray is optional and off by default. It is used when ``QLAB_RAY_ADDRESS`` (environment) or
 ``ray_address`` (``.streamlit/secrets.toml``) names a cluster (``host:port``,
 ``ray://host:port``, or ``auto``), or ``local`` to start a Ray instance on this machine.
