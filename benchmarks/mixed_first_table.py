@@ -12,7 +12,7 @@ The process first runs the server's kernel warm-up (``quant_core.warmup.warm_up`
   page's first table on a folder paid: each worker starts, imports torch and compiles
   quant_core's kernels on its first weight;
 - ``local cold``: ``fill_table`` on fresh workers now: each worker compiles the table's
-  kernels in its initializer while this process measures the smallest weights;
+  kernels in its initializer (``warm_up_table``) before its first task;
 - ``prewarm`` then ``local prewarmed``: ``prewarm`` (what the page calls when it sees the
   folder), the seconds until a worker is ready (``pool_ready``), then the table;
 - ``local warm``: the same pool again (what every later table pays);

@@ -161,28 +161,6 @@ def test_local_worker_processes_give_the_same_rows(
             prewarm(bad)
 
 
-def test_while_the_workers_warm_this_process_takes_tasks(
-    checkpoint, reference_rows, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A cold pool: this process measures the smallest waiting tasks until a worker is
-    ready; every tensor's rows come once, and the same as the reference's."""
-    monkeypatch.setenv("QLAB_COMPILE", "0")  # the workers'; this process's as it was
-    shutdown_pools()
-    ckpt, roots = checkpoint
-    tasks = tasks_for(ckpt, CANDIDATES, roots)
-    try:
-        got = list(run_tasks(tasks, Placement(Where.LOCAL, 2)))
-    finally:
-        shutdown_pools()
-    assert sorted(r.tensor for r in got) == sorted(t.tensor for t in tasks)
-    same({r.tensor: r.rows for r in got}, reference_rows)
-    here = [r for r in got if r.worker.split(":")[1] == str(os.getpid())]
-    # a spawned worker imports torch (seconds) before it takes a task; these take ms
-    assert here, "no task ran in this process while the workers started"
-    smallest = min(t.n_elements for t in tasks)
-    assert any(t.n_elements == smallest for t in tasks if t.tensor in {r.tensor for r in here})
-
-
 def test_a_broken_pool_is_replaced_and_warmed_again(
     checkpoint, reference_rows, monkeypatch: pytest.MonkeyPatch
 ) -> None:

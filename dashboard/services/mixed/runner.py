@@ -10,9 +10,7 @@ itself comes from the on-disk cache the server's warm-up filled, shared through 
 default ``/tmp/torchinductor_$USER``). So the kept pool's initializer compiles the table's
 kernels on small probes (``quant_core.warmup.warm_up_table``) before any task; ``prewarm``
 starts the pool in the background (the page calls it when it sees a large folder, before
-its calibration), ``pool_ready`` says when a worker is ready; and while none is, this
-process (warm) measures the smallest waiting tasks (``_run_local``), so the table moves
-from the first second.
+its calibration), ``pool_ready`` says when a worker is ready.
 
 Ray is optional and off by default. It is used when ``QLAB_RAY_ADDRESS`` (environment) or
 ``ray_address`` (``.streamlit/secrets.toml``) names a cluster (``host:port``,
@@ -84,7 +82,7 @@ WAITING_TEXT = (
 """What the page says while ``fill_table`` waits for the warm-up (``on_wait``)."""
 WARMING_TEXT = (
     "The worker processes are starting and compiling their kernels (a minute or so on a "
-    "busy machine, once per server): meanwhile this process measures the smallest weights"
+    "busy machine, once per server); the table fills in once they are ready"
 )
 """What the page says while the local workers warm up (``prewarm``, ``pool_ready``)."""
 RAY_MAX_RETRIES = 3
@@ -97,7 +95,9 @@ tiny Llama folder's first table took 187 s in 2 fresh local workers and 0.7 to 4
 19.5M-element one 5.3 to 51 s here (median 20 s of 6 in two runs; about 1M elements/s).
 32M elements is then about 30 s here, a sixth of what the fresh workers' compilation alone
 took; a larger table goes to the workers (or Ray), whose pool is kept and whose
-compilation is paid once."""
+compilation is paid once: in the initializer (``prewarm``, started by the page as soon as
+it sees the folder), while this process measures the smallest weights (module docstring;
+figures in ``docs/maintainers.md``, December 7, warm local workers)."""
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[3])
 
 TaskFn = Callable[[TableTask], TaskResult]
@@ -399,25 +399,18 @@ def _plain_main() -> Iterator[None]:
 
 
 def _run_local(tasks: Sequence[TableTask], workers: int, task_fn: TaskFn) -> Iterator[TaskResult]:
-    """The tasks on the ``workers`` pool. While no worker has compiled its kernels yet
-    (``pool_ready``, or a task done) and this process's are warm, this process takes the
-    smallest tasks still waiting, one at a time (a cancelled job never runs in the pool):
-    the table moves from the first second instead of after the workers' compilation."""
+    """The tasks on the ``workers`` pool (``prewarm``ed with the tasks' candidates, if the
+    page has not done it yet: each worker compiles the table's kernels before its first
+    task). Nothing runs in this process meanwhile: on the shared 2-core machine this
+    process measured the 38.4M-element table in 151 s, the 2 warm workers in 11 s, and
+    this process taking the smallest tasks until a worker was ready made the first table
+    118 s against 71 s without (``docs/maintainers.md``, December 7)."""
     prewarm(workers, tasks[0].candidates)
     pool = _pool(workers)
     with _plain_main():
         futures: dict[Future[TaskResult], TableTask] = {pool.submit(task_fn, t): t for t in tasks}
     pending = set(futures)
-    by_size = sorted(futures, key=lambda f: futures[f].n_elements)
     try:
-        while by_size and not pool_ready(workers) and not warm_up_running():
-            if any(f.done() for f in pending):
-                break  # a worker is warm
-            fut = by_size.pop(0)
-            if not fut.cancel():
-                continue  # handed to a worker already
-            pending.discard(fut)
-            yield _call(task_fn, futures[fut])
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
