@@ -6,7 +6,7 @@ The process first runs the server's kernel warm-up (``quant_core.warmup.warm_up`
 ``--table-warm-up``: only the table's kernels, ``warm_up_table``, a minute less), as
 ``dashboard/launch.py`` does at start. Then, each with a new ``TableStore`` (nothing kept):
 
-- ``in process``: the table in this (warm) process, the reference rows;
+- ``in process``: the table in this (warm) process, once: the reference rows;
 - ``local cold, before``: fresh local worker processes fed as before the warmed pool
   (``_before``: no kernel warm-up in the initializer, every task to the workers), what the
   page's first table on a folder paid: each worker starts, imports torch and compiles
@@ -16,8 +16,8 @@ The process first runs the server's kernel warm-up (``quant_core.warmup.warm_up`
 - ``prewarm`` then ``local prewarmed``: ``prewarm`` (what the page calls when it sees the
   folder), the seconds until a worker is ready (``pool_ready``), then the table;
 - ``local warm``: the same pool again (what every later table pays);
-- ``page``: the placement the page chooses for this table (``small_table``), on a
-  fresh pool again.
+- ``page``: a table of at most ``IN_PROCESS_MAX_ELEMENTS`` elements, the placement the
+  page chooses (``small_table``: this process); a larger one's is ``local cold``.
 
 Every path's rows are compared with the in-process ones, bit for bit (``record()`` less
 the seconds). Run: ``PYTHONPATH=. python benchmarks/mixed_first_table.py [--workers N]
@@ -129,7 +129,6 @@ def main() -> None:
         print(f"in process (first): {ref_s:.2f} s", flush=True)
         want = _rows(ref)
         names = (
-            "in process",
             "local cold, before",
             "local cold",
             "prewarm",
@@ -137,16 +136,17 @@ def main() -> None:
             "local warm",
         )
         times: dict[str, list[float]] = {n: [] for n in names}
+        times["in process"] = [ref_s]
         for _ in range(args.repeats):
             for name in names:
-                cold = name not in ("in process", "local warm", "local prewarmed")
-                if (cold and args.skip_cold) or (args.in_process_only and name != "in process"):
+                cold = name not in ("local warm", "local prewarmed")
+                if (cold and args.skip_cold) or args.in_process_only:
                     continue
                 if cold:
                     shutdown_pools()
                 if name == "prewarm":
                     start = time.perf_counter()
-                    prewarm(args.workers, DEFAULT_CANDIDATES)
+                    prewarm(args.workers, DEFAULT_CANDIDATES, unweighted=False)
                     while not pool_ready(args.workers):
                         time.sleep(0.1)
                     times[name].append(time.perf_counter() - start)
@@ -155,7 +155,7 @@ def main() -> None:
                 if name == "local cold, before":
                     seconds, results = _time_before(tasks, args.workers)
                 else:
-                    seconds, results = _time(tasks, in_process if name == "in process" else local)
+                    seconds, results = _time(tasks, local)
                 times[name].append(seconds)
                 here = sum(r.worker.endswith(f":{os.getpid()}") for r in results.values())
                 same = _rows(results) == want
@@ -165,9 +165,9 @@ def main() -> None:
                     flush=True,
                 )
         chosen = getattr(runner, "small_table", None)
-        if chosen is not None and not args.in_process_only:
-            shutdown_pools()
-            page = chosen(n) or local
+        if chosen is not None and not args.in_process_only and chosen(n) is not None:
+            shutdown_pools()  # a larger table's page placement is "local cold" above
+            page = chosen(n)
             seconds, results = _time(tasks, page)
             print(
                 f"page ({page.describe()}): {seconds:.2f} s, rows identical: "

@@ -248,7 +248,9 @@ def _check_format_probe(name: str) -> str | None:
     return None
 
 
-def _mixed_table_probe(candidates=None, held_out: bool = True) -> str | None:
+def _mixed_table_probe(
+    candidates=None, held_out: bool = True, unweighted: bool = True
+) -> str | None:
     """The mixed-precision page's table on small probes: ``mixed.measure_tensor`` over
     every candidate (``mixed.ALL_CANDIDATES``), with input importance and without, with
     held-out inputs and without, so that its own passes (the error sums, plain and
@@ -260,8 +262,9 @@ def _mixed_table_probe(candidates=None, held_out: bool = True) -> str | None:
     the eager reference's by design (``mixed.sums``), so nothing is compared here: the
     kernels it runs are checked against the eager path by the probes before it. Always
     ``None`` (a compile that fails turns the compiled path off by itself). ``candidates``
-    (``None``: all) and ``held_out`` (``False``: without held-out inputs only) narrow it
-    to one table's passes (``warm_up_table``)."""
+    (``None``: all), ``held_out`` (``False``: without held-out inputs only) and
+    ``unweighted`` (``False``: with input importance only) narrow it to one table's
+    passes (``warm_up_table``)."""
     from .mixed import ALL_CANDIDATES, measure_tensor  # above quantize: imported late
 
     candidates = ALL_CANDIDATES if candidates is None else tuple(candidates)
@@ -271,7 +274,7 @@ def _mixed_table_probe(candidates=None, held_out: bool = True) -> str | None:
             w = torch.randn(rows, cols, generator=gen)
             a = torch.rand(cols, generator=gen, dtype=torch.float64) + 0.5
             inputs = (None, torch.randn(40, cols, generator=gen)) if held_out else (None,)
-            for importance in (a, None):
+            for importance in (a, None) if unweighted else (a,):
                 for x in inputs:
                     measure_tensor("probe", w, candidates, importance=importance, held_out=x)
     return None
@@ -316,10 +319,11 @@ def warm_up() -> WarmUp:
     )
 
 
-def warm_up_table(candidates=None) -> WarmUp:
+def warm_up_table(candidates=None, unweighted: bool = True) -> WarmUp:
     """Compile only the mixed-precision table's kernels for ``candidates`` (a sequence of
-    ``mixed.Candidate``; ``None``: all), with input importance and without, no held-out
-    inputs (``_mixed_table_probe``), unchecked: what a table worker process runs before
+    ``mixed.Candidate``; ``None``: all), with input importance and, if ``unweighted``,
+    without (5 of the default candidates' 30 graphs), no held-out inputs
+    (``_mixed_table_probe``), unchecked: what a table worker process runs before
     its first task (``dashboard.services.mixed.runner``), where ``warm_up`` in the
     server's process has checked the kernels against the eager path already. Under
     ``Backend.EAGER`` it returns at once."""
@@ -327,7 +331,7 @@ def warm_up_table(candidates=None) -> WarmUp:
     if active_backend() is not Backend.COMPILED or not _compiler_ok():
         return WarmUp(active_backend(), time.perf_counter() - start, 0, switch._failure)
     graphs = _graphs_compiled()
-    _mixed_table_probe(candidates, held_out=False)
+    _mixed_table_probe(candidates, held_out=False, unweighted=unweighted)
     return WarmUp(
         active_backend(),
         time.perf_counter() - start,

@@ -100,8 +100,9 @@ if folder is None:
 else:
     placement = small_table(n_elements) or mixed_cache.placement(ray_address(), LOCAL_WORKERS)
 if placement.where is Where.LOCAL:
-    # now, before the calibration below: the workers compile while the model runs
-    prewarm(placement.workers, candidates)
+    # now, before the calibration below: the workers compile while the model runs (a
+    # folder's table weighs every weight by importance when the toggle is on)
+    prewarm(placement.workers, candidates, unweighted=not controls.weigh)
 
 # Whether the model's output can be computed here: the bundled model always; a folder's
 # causal LM when it has a config.json and fits this server's memory in float32.

@@ -274,9 +274,10 @@ def _fallback(local: Placement, why: str) -> Placement:
     )
 
 
-def _init_worker(threads: int, candidates: tuple[Candidate, ...] | None) -> None:
+def _init_worker(threads: int, candidates: tuple[Candidate, ...], unweighted: bool) -> None:
     """A new worker process: ``threads`` torch threads, then the table's kernels for
-    ``candidates`` compiled (``quant_core.warmup.warm_up_table``; ``None``: none): Dynamo
+    ``candidates`` compiled, with input importance and, if ``unweighted``, without
+    (``quant_core.warmup.warm_up_table``; no candidates: nothing): Dynamo
     traces them again in every process, while Inductor's code comes from the on-disk cache
     the server's warm-up filled. Its first task then runs as fast as its later ones.
     Nothing to compile under ``QLAB_COMPILE=0``."""
@@ -286,7 +287,7 @@ def _init_worker(threads: int, candidates: tuple[Candidate, ...] | None) -> None
     if candidates:
         from quant_core.warmup import warm_up_table
 
-        warm_up_table(candidates)
+        warm_up_table(candidates, unweighted)
 
 
 def _ready() -> int:
@@ -327,9 +328,12 @@ _WARMING: dict[int, list[Future[int]]] = {}
 """``prewarm``'s jobs by pool size: one done means a worker has compiled its kernels."""
 
 
-def _pool(workers: int, candidates: Sequence[Candidate] = ()) -> ProcessPoolExecutor:
+def _pool(
+    workers: int, candidates: Sequence[Candidate] = (), unweighted: bool = True
+) -> ProcessPoolExecutor:
     """The process-wide pool of ``workers`` processes, made on first use and kept: a new
-    process pays torch's import and the kernel compilation for ``candidates`` (its
+    process pays torch's import and the kernel compilation for ``candidates`` (and
+    ``unweighted``: also without input importance; its
     initializer, ``_init_worker``; tens of seconds) once, not at every table. The pool
     made first keeps its candidates; a later table's other schemes compile on first use.
     A pool broken by a dead worker is replaced."""
@@ -343,22 +347,23 @@ def _pool(workers: int, candidates: Sequence[Candidate] = ()) -> ProcessPoolExec
                 workers,
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=_init_worker,
-                initargs=(threads, tuple(candidates)),
+                initargs=(threads, tuple(candidates), unweighted),
             )
             _POOLS[workers] = pool
         return pool
 
 
-def prewarm(workers: int, candidates: Sequence[Candidate] = ()) -> None:
+def prewarm(workers: int, candidates: Sequence[Candidate] = (), unweighted: bool = True) -> None:
     """Start the pool of ``workers`` local processes now, in the background, so that each
-    imports torch and compiles the kernels of ``candidates`` (the table's schemes;
-    ``_init_worker``, tens of seconds) before the table needs them; returns at once. Once
+    imports torch and compiles the kernels of ``candidates`` (the table's schemes), with
+    input importance and, if ``unweighted``, without (``_init_worker``, tens of seconds)
+    before the table needs them; returns at once. Once
     per pool: later calls, and calls once the pool is warm, do nothing (a broken pool is
     replaced and warmed again). The page calls it as soon as it sees a folder whose table
     goes to local workers."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an int >= 1, got {workers!r}")
-    pool = _pool(workers, candidates)
+    pool = _pool(workers, candidates, unweighted)
     with _plain_main():  # holds _POOLS_LOCK: one caller submits
         if workers not in _WARMING:
             # one job per worker: the executor starts a process per job it cannot give
@@ -405,7 +410,7 @@ def _run_local(tasks: Sequence[TableTask], workers: int, task_fn: TaskFn) -> Ite
     process measured the 38.4M-element table in 151 s, the 2 warm workers in 11 s, and
     this process taking the smallest tasks until a worker was ready made the first table
     118 s against 71 s without (``docs/maintainers.md``, December 7)."""
-    prewarm(workers, tasks[0].candidates)
+    prewarm(workers, tasks[0].candidates, any(t.importance is None for t in tasks))
     pool = _pool(workers)
     with _plain_main():
         futures: dict[Future[TaskResult], TableTask] = {pool.submit(task_fn, t): t for t in tasks}
