@@ -42,7 +42,7 @@ from .metrics import error_metrics
 from .quantize import quantize, quantize_dequantize
 from .quantized_tensor import QuantizedTensor
 
-__all__ = ["WarmUp", "warm_up", "warm_up_in_background"]
+__all__ = ["WarmUp", "warm_up", "warm_up_in_background", "warm_up_table"]
 
 _background: threading.Thread | None = None
 
@@ -248,7 +248,9 @@ def _check_format_probe(name: str) -> str | None:
     return None
 
 
-def _mixed_table_probe() -> str | None:
+def _mixed_table_probe(
+    candidates=None, held_out: bool = True, unweighted: bool = True
+) -> str | None:
     """The mixed-precision page's table on small probes: ``mixed.measure_tensor`` over
     every candidate (``mixed.ALL_CANDIDATES``), with input importance and without, with
     held-out inputs and without, so that its own passes (the error sums, plain and
@@ -259,20 +261,22 @@ def _mixed_table_probe() -> str | None:
     one (Dynamo specialises sizes of 1 and 0 to 1 apart). Its sums round differently from
     the eager reference's by design (``mixed.sums``), so nothing is compared here: the
     kernels it runs are checked against the eager path by the probes before it. Always
-    ``None`` (a compile that fails turns the compiled path off by itself)."""
+    ``None`` (a compile that fails turns the compiled path off by itself). ``candidates``
+    (``None``: all), ``held_out`` (``False``: without held-out inputs only) and
+    ``unweighted`` (``False``: with input importance only) narrow it to one table's
+    passes (``warm_up_table``)."""
     from .mixed import ALL_CANDIDATES, measure_tensor  # above quantize: imported late
 
+    candidates = ALL_CANDIDATES if candidates is None else tuple(candidates)
     gen = torch.Generator().manual_seed(2)
     with use_backend(Backend.COMPILED, min_elements=1):
         for rows, cols in ((8, 384), (4, 768)):
             w = torch.randn(rows, cols, generator=gen)
             a = torch.rand(cols, generator=gen, dtype=torch.float64) + 0.5
-            held_out = torch.randn(40, cols, generator=gen)
-            for importance in (a, None):
-                for inputs in (None, held_out):
-                    measure_tensor(
-                        "probe", w, ALL_CANDIDATES, importance=importance, held_out=inputs
-                    )
+            inputs = (None, torch.randn(40, cols, generator=gen)) if held_out else (None,)
+            for importance in (a, None) if unweighted else (a,):
+                for x in inputs:
+                    measure_tensor("probe", w, candidates, importance=importance, held_out=x)
     return None
 
 
@@ -307,6 +311,27 @@ def warm_up() -> WarmUp:
         with switch._lock:
             if switch._warming is me:
                 switch._warming = None
+    return WarmUp(
+        active_backend(),
+        time.perf_counter() - start,
+        _graphs_compiled() - graphs,
+        switch._failure,
+    )
+
+
+def warm_up_table(candidates=None, unweighted: bool = True) -> WarmUp:
+    """Compile only the mixed-precision table's kernels for ``candidates`` (a sequence of
+    ``mixed.Candidate``; ``None``: all), with input importance and, if ``unweighted``,
+    without (5 of the default candidates' 30 graphs), no held-out inputs
+    (``_mixed_table_probe``), unchecked: what a table worker process runs before
+    its first task (``dashboard.services.mixed.runner``), where ``warm_up`` in the
+    server's process has checked the kernels against the eager path already. Under
+    ``Backend.EAGER`` it returns at once."""
+    start = time.perf_counter()
+    if active_backend() is not Backend.COMPILED or not _compiler_ok():
+        return WarmUp(active_backend(), time.perf_counter() - start, 0, switch._failure)
+    graphs = _graphs_compiled()
+    _mixed_table_probe(candidates, held_out=False, unweighted=unweighted)
     return WarmUp(
         active_backend(),
         time.perf_counter() - start,

@@ -6,6 +6,7 @@ whose kernels are warm."""
 
 from __future__ import annotations
 
+import math
 import os
 
 import streamlit as st
@@ -31,15 +32,18 @@ from dashboard.services.mixed.figures import (
 )
 from dashboard.services.mixed.runner import (
     WAITING_TEXT,
+    WARMING_TEXT,
     Placement,
     TaskFailed,
     Where,
     fill_table,
+    pool_ready,
+    prewarm,
     small_table,
 )
 from dashboard.services.mixed.sources import file_checkpoint
 from dashboard.services.mixed.state import parse_pins
-from dashboard.services.mixed.tasks import tasks_for
+from dashboard.services.mixed.tasks import is_table_weight, tasks_for
 from quant_core.mixed import (
     AllocationRules,
     BudgetOutOfRange,
@@ -86,6 +90,20 @@ except (OSError, LoadError) as exc:
     st.error(f"{literal(model.label)}: {literal(exc)}")
     st.stop()
 
+# The table's weight elements, summed once (tasks_for makes a task of each is_table_weight
+# tensor): where the table runs, the unit's change and the 16-bit size below.
+n_elements = sum(math.prod(t.info.shape) for t in checkpoint.tensors if is_table_weight(t.info))
+# A small folder's table runs here too, where the kernels are warm: fresh worker processes
+# would compile theirs first (a minute or more); Ray is not even looked for then.
+if folder is None:
+    placement = Placement(Where.IN_PROCESS)
+else:
+    placement = small_table(n_elements) or mixed_cache.placement(ray_address(), LOCAL_WORKERS)
+if placement.where is Where.LOCAL:
+    # now, before the calibration below: the workers compile while the model runs (a
+    # folder's table weighs every weight by importance when the toggle is on)
+    prewarm(placement.workers, candidates, unweighted=not controls.weigh)
+
 # Whether the model's output can be computed here: the bundled model always; a folder's
 # causal LM when it has a config.json and fits this server's memory in float32.
 lm_problem = None
@@ -119,22 +137,18 @@ if controls.weigh and importance is None:
 
 roots = model_roots() if folder is not None else None
 tasks = tasks_for(checkpoint, candidates, roots, importance, held_out)
-st.session_state[N_WEIGHTS] = sum(t.n_elements for t in tasks)  # for the unit's change
+st.session_state[N_WEIGHTS] = n_elements  # for the unit's change
 if not tasks:
     st.warning(f"{literal(model.label)} holds no 2-D weights to quantize.")
     st.stop()
-# A small folder's table runs here too, where the kernels are warm: fresh worker processes
-# would compile theirs first (minutes); Ray is not even looked for then.
-if folder is None:
-    placement = Placement(Where.IN_PROCESS)
-else:
-    placement = small_table(tasks) or mixed_cache.placement(ray_address(), LOCAL_WORKERS)
 if placement.message:
     st.warning(literal(placement.message))
 st.caption(
     f"**{literal(model.label)}** · {len(tasks)} weights × {len(candidates)} schemes · the "
     f"table runs on {literal(placement.describe())}"
 )
+if placement.where is Where.LOCAL and not pool_ready(placement.workers):
+    st.caption(WARMING_TEXT)
 
 bar = st.progress(0.0)
 live = st.empty()
@@ -200,7 +214,7 @@ if alloc is None:
     )
     st.stop()
 
-fp_bytes = sum(t.n_elements * 2 for t in tasks)
+fp_bytes = n_elements * 2
 c1, c2, c3, c4 = st.columns(4)
 c1.metric(
     "Bits per weight", f"{alloc.bits_per_weight:.3f}", help=metric_help(Metric.BITS_PER_ELEMENT)

@@ -19,7 +19,7 @@ from streamlit.testing.v1 import AppTest
 from dashboard.services.display.metric_help import Metric
 from dashboard.services.display.text import html_literal
 from dashboard.services.mixed import runner
-from dashboard.services.mixed.runner import RAY_ENV, shutdown_pools
+from dashboard.services.mixed.runner import RAY_ENV, WARMING_TEXT, shutdown_pools
 from dashboard.services.model.roots import ROOTS_ENV
 from dashboard.services.model.shards import write_sharded
 from quant_core.mixed import SHIPPED
@@ -181,6 +181,7 @@ def roots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_llama: Path) -> 
     monkeypatch.setenv(ROOTS_ENV, f"{tmp_path}:{tiny_llama.parent}")
     # worker processes run the eager kernels (the same results): no compiling per process
     monkeypatch.setenv("QLAB_COMPILE", "0")
+    shutdown_pools()  # each test meets a cold pool
     yield tmp_path
     shutdown_pools()
 
@@ -207,6 +208,8 @@ def test_a_folder_without_config_json_gets_table_and_allocation(
     assert "no config.json" in captions
     assert "plain sums of squared weight errors" in captions
     assert "3 weights × 11 schemes" in captions
+    # the page started the workers (prewarm) and says that they are warming
+    assert plain(WARMING_TEXT) in captions
     table = at.dataframe[-1].value
     assert sorted(table["tensor"]) == [
         "lm_head.weight",

@@ -22,6 +22,8 @@ from dashboard.services.mixed.runner import (
     Where,
     choose_placement,
     fill_table,
+    pool_ready,
+    prewarm,
     run_tasks,
     shutdown_pools,
     small_table,
@@ -121,22 +123,71 @@ def test_tasks_cover_every_2d_weight_but_norms(checkpoint, reference_rows) -> No
     assert lookup_importance(ckpt.tensor("lm_head.weight").info) is None
 
 
+def _wait_ready(workers: int, timeout: float = 240.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pool_ready(workers):
+        assert time.monotonic() < deadline, "the workers did not warm up"
+        time.sleep(0.2)
+
+
 def test_local_worker_processes_give_the_same_rows(
     checkpoint, reference_rows, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The workers run quant_core's eager kernels (the same codes bit for bit, the same
-    # error sums within their bound: see ``same``): compiling them in each new process
-    # costs ~20 s.
+    """A warmed pool (``prewarm``, once: a second call starts nothing) runs every task in
+    its workers. They run quant_core's eager kernels (the same codes bit for bit, the same
+    error sums within their bound: see ``same``): compiling them in each new process costs
+    tens of seconds, and ``QLAB_COMPILE=0`` is the fallback kept working here."""
+    from dashboard.services.mixed import runner
+
     monkeypatch.setenv("QLAB_COMPILE", "0")
     shutdown_pools()
     ckpt, roots = checkpoint
     tasks = tasks_for(ckpt, CANDIDATES, roots)
     try:
+        assert not pool_ready(2)
+        prewarm(2)
+        pool, jobs = runner._pool(2), runner._WARMING[2]
+        prewarm(2)  # idempotent: the same pool, no new jobs
+        assert runner._pool(2) is pool and runner._WARMING[2] is jobs and len(jobs) == 2
+        _wait_ready(2)
+        results = {r.tensor: r for r in run_tasks(tasks, Placement(Where.LOCAL, 2))}
+    finally:
+        shutdown_pools()
+    assert not pool_ready(2)
+    same({t: r.rows for t, r in results.items()}, reference_rows)
+    assert all(r.worker.split(":")[1] != str(os.getpid()) for r in results.values())
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="workers must be an int >= 1"):
+            prewarm(bad)
+
+
+def test_a_broken_pool_is_replaced_and_warmed_again(
+    checkpoint, reference_rows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dashboard.services.mixed import runner
+
+    monkeypatch.setenv("QLAB_COMPILE", "0")
+    shutdown_pools()
+    ckpt, roots = checkpoint
+    tasks = tasks_for(ckpt, CANDIDATES, roots)
+    try:
+        prewarm(2)
+        _wait_ready(2)
+        old = runner._pool(2)
+        pid = next(j.result() for j in runner._WARMING[2] if j.done())
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while runner._pool(2) is old:  # the executor marks itself broken
+            assert time.monotonic() < deadline, "the dead worker's pool was kept"
+            time.sleep(0.2)
+        assert not pool_ready(2)  # the new pool's jobs are not there yet
+        prewarm(2)
+        _wait_ready(2)
         results = {r.tensor: r for r in run_tasks(tasks, Placement(Where.LOCAL, 2))}
     finally:
         shutdown_pools()
     same({t: r.rows for t, r in results.items()}, reference_rows)
-    assert all(r.worker.split(":")[1] != str(os.getpid()) for r in results.values())
+    assert all(r.worker.split(":")[1] not in (str(os.getpid()), str(pid)) for r in results.values())
 
 
 def test_the_worker_checks_the_roots_again(checkpoint, tmp_path: Path) -> None:
@@ -169,7 +220,7 @@ def test_a_small_table_runs_in_this_process_and_says_why(
     ckpt, roots = checkpoint
     tasks = tasks_for(ckpt, CANDIDATES, roots)
     n = sum(t.n_elements for t in tasks)
-    placement = small_table(tasks, n)
+    placement = small_table(n, n)
     assert placement is not None and placement.where is Where.IN_PROCESS
     assert placement.message is None
     assert placement.describe() == (
@@ -177,15 +228,17 @@ def test_a_small_table_runs_in_this_process_and_says_why(
         "faster here, where the kernels are compiled already, than in worker processes "
         "that compile their own first)"
     )
-    assert small_table(tasks, n - 1) is None
-    assert small_table((), 0) is not None
+    assert small_table(n, n - 1) is None
+    assert small_table(0, 0) is not None
     monkeypatch.setattr(runner, "IN_PROCESS_MAX_ELEMENTS", n - 1)  # read at the call
-    assert small_table(tasks) is None
+    assert small_table(n) is None
     monkeypatch.setattr(runner, "IN_PROCESS_MAX_ELEMENTS", n)
-    assert small_table(tasks) == placement
+    assert small_table(n) == placement
     for bad in (-1, 1.5, True, "8"):
         with pytest.raises(ValueError, match="max_elements must be an int >= 0"):
-            small_table(tasks, bad)
+            small_table(n, bad)
+        with pytest.raises(ValueError, match="n_elements must be an int >= 0"):
+            small_table(bad)
     # the rows are the in-process rows of every other placement's comparison
     results = fill_table(TableStore(), "k", tasks, placement)
     exact = {t: tuple(r.record() | {"seconds": None} for r in rows) for t, rows in

@@ -4,6 +4,14 @@ a Ray cluster, with results streamed back as each task finishes. No scheduler of
 (``small_table``: at most ``IN_PROCESS_MAX_ELEMENTS`` weight elements) runs in this process
 whatever the setting: its kernels are warm, a fresh worker's are compiled first.
 
+Warm local workers. A fresh process imports torch and quant_core (about 8 s) and Dynamo
+traces each kernel graph the table uses again (tens of seconds: Inductor's compiled code
+itself comes from the on-disk cache the server's warm-up filled, shared through the
+default ``/tmp/torchinductor_$USER``). So the kept pool's initializer compiles the table's
+kernels on small probes (``quant_core.warmup.warm_up_table``) before any task; ``prewarm``
+starts the pool in the background (the page calls it when it sees a large folder, before
+its calibration), ``pool_ready`` says when a worker is ready.
+
 Ray is optional and off by default. It is used when ``QLAB_RAY_ADDRESS`` (environment) or
 ``ray_address`` (``.streamlit/secrets.toml``) names a cluster (``host:port``,
 ``ray://host:port``, or ``auto``), or ``local`` to start a Ray instance on this machine.
@@ -35,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from quant_core.kernels import wait_for_warm_up, warm_up_running
+from quant_core.mixed import Candidate
 
 from .tasks import TableTask, TaskResult, run_task
 
@@ -44,6 +53,7 @@ __all__ = [
     "RAY_ENV",
     "RAY_SECRET",
     "WAITING_TEXT",
+    "WARMING_TEXT",
     "WARM_UP_WAIT_S",
     "Placement",
     "TableStore",
@@ -51,6 +61,8 @@ __all__ = [
     "Where",
     "choose_placement",
     "fill_table",
+    "pool_ready",
+    "prewarm",
     "ray_address_setting",
     "run_tasks",
     "shutdown_pools",
@@ -68,6 +80,11 @@ WAITING_TEXT = (
     "then runs compiled, several times faster than it would meanwhile"
 )
 """What the page says while ``fill_table`` waits for the warm-up (``on_wait``)."""
+WARMING_TEXT = (
+    "The worker processes are starting and compiling their kernels (a minute or so on a "
+    "busy machine, once per server); the table fills in once they are ready"
+)
+"""What the page says while the local workers warm up (``prewarm``, ``pool_ready``)."""
 RAY_MAX_RETRIES = 3
 IN_PROCESS_MAX_ELEMENTS = 32_000_000
 """A table of at most this many weight elements runs in this process whatever the setting
@@ -78,7 +95,10 @@ tiny Llama folder's first table took 187 s in 2 fresh local workers and 0.7 to 4
 19.5M-element one 5.3 to 51 s here (median 20 s of 6 in two runs; about 1M elements/s).
 32M elements is then about 30 s here, a sixth of what the fresh workers' compilation alone
 took; a larger table goes to the workers (or Ray), whose pool is kept and whose
-compilation is paid once."""
+compilation is paid once, in the initializer (``prewarm``, started by the page as soon as
+it sees the folder). A 38.4M-element table then took 18.8 s in 2 prewarmed workers against
+102.5 s in fresh ones and 54.1 s here (2 torch threads), one run; another run gave 145 to
+151 s here (``docs/maintainers.md``, December 7, warm local workers)."""
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[3])
 
 TaskFn = Callable[[TableTask], TaskResult]
@@ -227,22 +247,23 @@ def choose_placement(
     return Placement(Where.RAY, cpus, ray_address)
 
 
-def small_table(tasks: Sequence[TableTask], max_elements: int | None = None) -> Placement | None:
-    """This process, with the reason in ``Placement.reason``, for ``tasks`` whose weights
-    hold at most ``max_elements`` elements in all (``None``: ``IN_PROCESS_MAX_ELEMENTS``,
-    read at the call; this process's kernels are warm, a worker's are compiled before its
-    first weight); ``None`` for a larger table, which goes where the server is set to
+def small_table(n_elements: int, max_elements: int | None = None) -> Placement | None:
+    """This process, with the reason in ``Placement.reason``, for a table whose weights
+    hold ``n_elements`` elements in all (``sum(t.n_elements for t in tasks)``), at most
+    ``max_elements`` (``None``: ``IN_PROCESS_MAX_ELEMENTS``, read at the call; this
+    process's kernels are warm, a fresh worker's are compiled before its first weight);
+    ``None`` for a larger table, which goes where the server is set to
     (``choose_placement``). The rows are the same bits either way: every placement runs
     ``run_task``."""
     if max_elements is None:
         max_elements = IN_PROCESS_MAX_ELEMENTS
-    if isinstance(max_elements, bool) or not isinstance(max_elements, int) or max_elements < 0:
-        raise ValueError(f"max_elements must be an int >= 0, got {max_elements!r}")
-    total = sum(t.n_elements for t in tasks)
-    if total > max_elements:
+    for name, value in (("n_elements", n_elements), ("max_elements", max_elements)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    if n_elements > max_elements:
         return None
     reason = (
-        f"a small model, {total:,} weight elements: faster here, where the kernels are "
+        f"a small model, {n_elements:,} weight elements: faster here, where the kernels are "
         "compiled already, than in worker processes that compile their own first"
     )
     return Placement(Where.IN_PROCESS, reason=reason)
@@ -254,10 +275,25 @@ def _fallback(local: Placement, why: str) -> Placement:
     )
 
 
-def _init_worker(threads: int) -> None:
+def _init_worker(threads: int, candidates: tuple[Candidate, ...], unweighted: bool) -> None:
+    """A new worker process: ``threads`` torch threads, then the table's kernels for
+    ``candidates`` compiled, with input importance and, if ``unweighted``, without
+    (``quant_core.warmup.warm_up_table``; no candidates: nothing): Dynamo
+    traces them again in every process, while Inductor's code comes from the on-disk cache
+    the server's warm-up filled. Its first task then runs as fast as its later ones.
+    Nothing to compile under ``QLAB_COMPILE=0``."""
     import torch
 
     torch.set_num_threads(threads)
+    if candidates:
+        from quant_core.warmup import warm_up_table
+
+        warm_up_table(candidates, unweighted)
+
+
+def _ready() -> int:
+    """A worker's first job from ``prewarm``: nothing (its initializer has run); its pid."""
+    return os.getpid()
 
 
 def run_tasks(
@@ -289,25 +325,59 @@ def _call(task_fn: TaskFn, task: TableTask) -> TaskResult:
 
 _POOLS: dict[int, ProcessPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
+_WARMING: dict[int, list[Future[int]]] = {}
+"""``prewarm``'s jobs by pool size: one done means a worker has compiled its kernels."""
 
 
-def _pool(workers: int) -> ProcessPoolExecutor:
+def _pool(
+    workers: int, candidates: Sequence[Candidate] = (), unweighted: bool = True
+) -> ProcessPoolExecutor:
     """The process-wide pool of ``workers`` processes, made on first use and kept: a new
-    process pays torch's import and quant_core's kernel compilation (about 20 s here)
-    once, not at every table. A pool broken by a dead worker is replaced."""
+    process pays torch's import and the kernel compilation for ``candidates`` (and
+    ``unweighted``: also without input importance; its
+    initializer, ``_init_worker``; tens of seconds) once, not at every table. The pool
+    made first keeps its candidates; a later table's other schemes compile on first use.
+    A pool broken by a dead worker is replaced."""
     with _POOLS_LOCK:
         pool = _POOLS.get(workers)
         if pool is None or getattr(pool, "_broken", False):
+            _WARMING.pop(workers, None)
             threads = max(1, (os.cpu_count() or 1) // workers)
             # spawn: a forked child would inherit the server's threads and torch's state
             pool = ProcessPoolExecutor(
                 workers,
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=_init_worker,
-                initargs=(threads,),
+                initargs=(threads, tuple(candidates), unweighted),
             )
             _POOLS[workers] = pool
         return pool
+
+
+def prewarm(workers: int, candidates: Sequence[Candidate] = (), unweighted: bool = True) -> None:
+    """Start the pool of ``workers`` local processes now, in the background, so that each
+    imports torch and compiles the kernels of ``candidates`` (the table's schemes), with
+    input importance and, if ``unweighted``, without (``_init_worker``, tens of seconds)
+    before the table needs them; returns at once. Once
+    per pool: later calls, and calls once the pool is warm, do nothing (a broken pool is
+    replaced and warmed again). The page calls it as soon as it sees a folder whose table
+    goes to local workers."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+    pool = _pool(workers, candidates, unweighted)
+    with _plain_main():  # holds _POOLS_LOCK: one caller submits
+        if workers not in _WARMING:
+            # one job per worker: the executor starts a process per job it cannot give
+            # to an idle one, up to ``workers``
+            _WARMING[workers] = [pool.submit(_ready) for _ in range(workers)]
+
+
+def pool_ready(workers: int) -> bool:
+    """Whether a worker of the ``workers`` pool has started and compiled its kernels
+    (``prewarm``'s first job is done); ``False`` before ``prewarm``."""
+    with _POOLS_LOCK:
+        jobs = _WARMING.get(workers, ())
+        return any(j.done() and j.exception() is None for j in jobs)
 
 
 def shutdown_pools() -> None:
@@ -316,6 +386,7 @@ def shutdown_pools() -> None:
         for pool in _POOLS.values():
             pool.shutdown(wait=True, cancel_futures=True)
         _POOLS.clear()
+        _WARMING.clear()
 
 
 @contextlib.contextmanager
@@ -334,6 +405,13 @@ def _plain_main() -> Iterator[None]:
 
 
 def _run_local(tasks: Sequence[TableTask], workers: int, task_fn: TaskFn) -> Iterator[TaskResult]:
+    """The tasks on the ``workers`` pool (``prewarm``ed with the tasks' candidates, if the
+    page has not done it yet: each worker compiles the table's kernels before its first
+    task). Nothing runs in this process meanwhile: on the shared 2-core machine this
+    process measured the 38.4M-element table in 151 s, the 2 warm workers in 11 s, and
+    this process taking the smallest tasks until a worker was ready made the first table
+    118 s against 71 s without (``docs/maintainers.md``, December 7)."""
+    prewarm(workers, tasks[0].candidates, any(t.importance is None for t in tasks))
     pool = _pool(workers)
     with _plain_main():
         futures: dict[Future[TaskResult], TableTask] = {pool.submit(task_fn, t): t for t in tasks}
