@@ -11,7 +11,9 @@ from __future__ import annotations
 import functools
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -41,6 +43,9 @@ from .kernels.switch import Backend, _compiler_ok, active_backend, use_backend
 from .metrics import error_metrics
 from .quantize import quantize, quantize_dequantize
 from .quantized_tensor import QuantizedTensor
+
+if TYPE_CHECKING:  # quant_core.mixed imports quantize: imported late at run time
+    from .mixed import Candidate
 
 __all__ = ["WarmUp", "warm_up", "warm_up_in_background", "warm_up_table"]
 
@@ -249,7 +254,9 @@ def _check_format_probe(name: str) -> str | None:
 
 
 def _mixed_table_probe(
-    candidates=None, held_out: bool = True, unweighted: bool = True
+    candidates: Sequence[Candidate] | None = None,
+    held_out: bool = True,
+    unweighted: bool = True,
 ) -> str | None:
     """The mixed-precision page's table on small probes: ``mixed.measure_tensor`` over
     every candidate (``mixed.ALL_CANDIDATES``), with input importance and without, with
@@ -319,7 +326,9 @@ def warm_up() -> WarmUp:
     )
 
 
-def warm_up_table(candidates=None, unweighted: bool = True) -> WarmUp:
+def warm_up_table(
+    candidates: Sequence[Candidate] | None = None, unweighted: bool = True
+) -> WarmUp:
     """Compile only the mixed-precision table's kernels for ``candidates`` (a sequence of
     ``mixed.Candidate``; ``None``: all), with input importance and, if ``unweighted``,
     without (5 of the default candidates' 30 graphs), no held-out inputs
