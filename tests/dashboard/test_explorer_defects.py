@@ -1,0 +1,77 @@
+"""AppTest: defects a demanding user hit on the explorer (odd files, odd tensors), each
+with the run that showed it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import streamlit as st
+from markdown_text import plain
+from streamlit.testing.v1 import AppTest
+
+from dashboard.services.files.tensor import FileTensor, file_exploration
+from dashboard.services.model.roots import ROOTS_ENV
+from dashboard.services.sources.choice import SourceKind
+from quant_core.files import open_quantized
+from tests.core.quantized_files import GGML, random_blocks, write_gguf
+
+EXPLORER = str(Path(__file__).resolve().parents[2] / "dashboard" / "views" / "explorer.py")
+
+
+def _nan_scale_gguf(path: Path) -> None:
+    """A GGUF whose Q4_K tensor has a NaN super-block scale ``d`` (its first two bytes) in
+    its first row, beside a healthy Q4_K tensor."""
+    rng = np.random.default_rng(0)
+    bad = random_blocks(rng, GGML.Q4_K, 2, 256).copy()
+    bad[0, :2] = np.array([np.nan], np.float16).view(np.uint8)
+    write_gguf(
+        path,
+        {
+            "ok.weight": (random_blocks(rng, GGML.Q4_K, 2, 256), GGML.Q4_K),
+            "nan.weight": (bad, GGML.Q4_K),
+        },
+    )
+
+
+def test_a_gguf_tensor_with_a_nan_scale_is_explored_as_values_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Q4_K tensor whose fp16 ``d`` is NaN decodes to a row of NaN: the stored view
+    raised "a precomputed quantization needs a finite matrix" (twice: its fallback ran the
+    same call) and the page ended in a traceback. Its values go to the ordinary explorer,
+    which offers to quantize the finite ones, and the page says why."""
+    monkeypatch.setenv(ROOTS_ENV, str(tmp_path))
+    _nan_scale_gguf(tmp_path / "nan.gguf")
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(EXPLORER, default_timeout=120).run()
+    at.selectbox(key="src_kind").set_value(SourceKind.FOLDER).run()
+    if at.selectbox(key="src_folder").options:
+        at.selectbox(key="src_folder").set_value("").run()
+    at.text_input(key="src_folder_path").set_value(str(tmp_path / "nan.gguf")).run()
+    at.selectbox(key="src_folder_tensor").set_value("nan.weight").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [plain(e.value) for e in at.error]
+    shown = " ".join(plain(x.value) for x in (*at.info, *at.warning))
+    assert "256 NaN and 0 Inf among 512 values" in shown, shown
+    assert "not finite" in shown and "Q4_K" in shown, shown
+    assert at.checkbox(key="v_finite_only").value is True  # the finite half is explored
+    # the healthy tensor of the same file still shows what the file stores
+    at.selectbox(key="src_folder_tensor").set_value("ok.weight").run()
+    assert not at.exception and not at.error
+    assert {m.label: m.value for m in at.metric}["Stored type"] == "Q4_K"
+
+
+def test_file_exploration_says_why_instead_of_raising_for_a_nan_scale(tmp_path: Path) -> None:
+    """The service the stored view calls: a tensor whose stored values are not finite has
+    no exploration of its codes (``unmodelled`` says why); it raised ``ValueError``."""
+    _nan_scale_gguf(tmp_path / "nan.gguf")
+    qf = open_quantized(tmp_path / "nan.gguf")
+    fexp = file_exploration(FileTensor(qf, qf.load("nan.weight")))
+    assert fexp.stored is None and fexp.comparison is None
+    assert fexp.unmodelled is not None
+    assert "256 of its 512 stored values are not finite" in fexp.unmodelled
+    healthy = file_exploration(FileTensor(qf, qf.load("ok.weight")))
+    assert healthy.unmodelled is None and healthy.stored is not None
