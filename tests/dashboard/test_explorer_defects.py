@@ -75,3 +75,24 @@ def test_file_exploration_says_why_instead_of_raising_for_a_nan_scale(tmp_path: 
     assert "256 of its 512 stored values are not finite" in fexp.unmodelled
     healthy = file_exploration(FileTensor(qf, qf.load("ok.weight")))
     assert healthy.unmodelled is None and healthy.stored is not None
+
+
+def test_a_links_scale_format_the_picker_lacks_keeps_the_links_scale_dtype() -> None:
+    """``sfmt=super&sbits=5`` (5-bit super-block scales: no picker option) fell back to
+    fp32 scales, and the page warned "sdtype=fp16 is not available here; using fp32" about
+    a value the link never set; fp16 per block is offered. Only the scale format's keys
+    are warned about, and the scheme keeps the link's (here the default) scale dtype."""
+    st.cache_data.clear()
+    at = AppTest.from_file(EXPLORER, default_timeout=120)
+    for k, v in {
+        "src": "synthetic", "rows": "8", "cols": "256", "bits": "4", "gran": "group",
+        "group": "32", "sfmt": "super", "sbits": "5",
+    }.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    warned = [plain(w.value) for w in at.warning]
+    assert not any("sdtype" in w for w in warned), warned
+    assert any("sfmt=super is not available here" in w for w in warned), warned
+    assert at.selectbox(key="q_sstore").value == "fp16"
+    assert at.query_params["sdtype"] == "fp16"
