@@ -35,6 +35,7 @@ from quant_core import (
     storage_cost,
 )
 
+from ..display.decimals import fixed_decimals
 from ..explorer.explore import Exploration, explore
 from ..explorer.formulas import latex_number, latex_operand
 from ..explorer.metric_cards import MetricCard, compact
@@ -326,9 +327,17 @@ def forum_cards(ans: ForumAnswer) -> tuple[MetricCard, ...]:
     below = ans.below_min
     shown = below[0] if below else 0
     return (
-        _card("s = max|a| / 127", f"{ans.scale:.6f}", f"max|a| = {float(ans.a.abs().max())!r}"),
-        _card(f"b[{shown}]", f"{float(ans.b[shown]):.4f}", f"{int(ans.absmax.codes[shown])} × s"),
-        _card("min(a)", f"{float(ans.a.min()):.4f}", "no min-max level lies below it"),
+        _card(
+            "s = max|a| / 127",
+            fixed_decimals(ans.scale, 6),
+            f"max|a| = {float(ans.a.abs().max())!r}",
+        ),
+        _card(
+            f"b[{shown}]",
+            fixed_decimals(float(ans.b[shown]), 4),
+            f"{int(ans.absmax.codes[shown])} × s",
+        ),
+        _card("min(a)", fixed_decimals(float(ans.a.min()), 4), "no min-max level lies below it"),
         _card("Stored, int8 + s", f"{absmax.bytes} B", f"{absmax.codes} + {absmax.extra} bits"),
         _card("Stored, float32", f"{fp32.bytes} B", f"{fp32.codes} bits"),
     )
