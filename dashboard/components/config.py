@@ -13,6 +13,7 @@ from dashboard.components.granularity import (
     activation_granularity,
     activation_kind,
     divisors,
+    forget_fitted_group,
     weight_granularity,
 )
 from dashboard.components.persist import PERSIST
@@ -171,6 +172,7 @@ def use_preset(name: str, prefix: str = "") -> None:
 def apply_config(cfg: QuantConfig, prefix: str = "") -> None:
     """Set the picker's widgets to ``cfg`` (before they are drawn in this run)."""
     persist.set_values(_state_from_config(cfg, prefix))
+    forget_fitted_group(prefix)
 
 
 _LINK_SCHEME = "_link_scheme_"

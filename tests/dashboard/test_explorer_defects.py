@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 from dashboard.services.files.tensor import FileTensor, file_exploration
 from dashboard.services.model.roots import ROOTS_ENV
 from dashboard.services.sources.choice import SourceKind
+from dashboard.services.sources.examples import Example
 from quant_core.files import open_quantized
 from tests.core.quantized_files import GGML, random_blocks, write_gguf
 
@@ -96,3 +97,60 @@ def test_a_links_scale_format_the_picker_lacks_keeps_the_links_scale_dtype() -> 
     assert any("sfmt=super is not available here" in w for w in warned), warned
     assert at.selectbox(key="q_sstore").value == "fp16"
     assert at.query_params["sdtype"] == "fp16"
+
+
+def test_a_group_size_survives_a_visit_to_a_narrower_tensor() -> None:
+    """Group 256 on a 512 x 512 tensor, then a look at the 4 x 4 and 10-value examples:
+    each source took the nearest divisor of *the previous source's* size (256 -> 4 -> 2,
+    not 10), and back on the 512-column tensor the visitor's 256 had become 2 (16 bits per
+    value instead of 8.0625) with no word said. The picker keeps the size the visitor
+    (or the link) chose and takes the nearest divisor of it on each tensor."""
+    st.cache_data.clear()
+    at = AppTest.from_file(EXPLORER, default_timeout=120)
+    for k, v in {
+        "src": "synthetic", "rows": "512", "cols": "512", "gran": "group", "group": "256",
+    }.items():
+        at.query_params[k] = v
+    at.run()
+    assert at.session_state["q_group"] == 256
+    at.selectbox(key="src_kind").set_value(SourceKind.EXAMPLE).run()
+    at.selectbox(key="src_example").set_value(Example.RANDOM_4X4).run()
+    assert at.session_state["q_group"] == 4
+    at.selectbox(key="src_example").set_value(Example.VECTOR_10).run()
+    assert at.session_state["q_group"] == 10  # nearest to 256, not to 4
+    at.selectbox(key="src_kind").set_value(SourceKind.SYNTHETIC).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["q_group"] == 256
+    assert at.query_params["group"] == "256"
+    # a size the visitor picks on the narrow tensor is their choice from then on
+    at.selectbox(key="src_kind").set_value(SourceKind.EXAMPLE).run()
+    at.selectbox(key="src_example").set_value(Example.VECTOR_10).run()
+    at.select_slider(key="q_group").set_value(5).run()
+    at.selectbox(key="src_kind").set_value(SourceKind.SYNTHETIC).run()
+    assert at.session_state["q_group"] == 4  # the divisor of 512 nearest to 5
+
+
+def test_a_links_group_size_wins_over_the_kept_choice() -> None:
+    """The kept choice does not override a scheme given to the picker: Back to an address
+    naming group 4 on the 512-column tensor opens at 4, even right after 4 was the size
+    set for a narrower tensor."""
+    st.cache_data.clear()
+    at = AppTest.from_file(EXPLORER, default_timeout=120)
+    for k, v in {
+        "src": "synthetic", "rows": "512", "cols": "512", "gran": "group", "group": "256",
+    }.items():
+        at.query_params[k] = v
+    at.run()
+    at.selectbox(key="src_kind").set_value(SourceKind.EXAMPLE).run()
+    at.selectbox(key="src_example").set_value(Example.RANDOM_4X4).run()
+    assert at.session_state["q_group"] == 4
+    # Back to an address of the 512-column tensor at group 4 (the browser's history)
+    at.query_params.clear()
+    for k, v in {
+        "src": "synthetic", "rows": "512", "cols": "512", "gran": "group", "group": "4",
+    }.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["src_kind"] is SourceKind.SYNTHETIC
+    assert at.session_state["q_group"] == 4
