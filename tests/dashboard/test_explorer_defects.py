@@ -154,3 +154,25 @@ def test_a_links_group_size_wins_over_the_kept_choice() -> None:
     assert not at.exception, [e.value for e in at.exception]
     assert at.session_state["src_kind"] is SourceKind.SYNTHETIC
     assert at.session_state["q_group"] == 4
+
+
+@pytest.mark.parametrize(
+    ("vals", "limit"),
+    [("1e-8,2e-8,-3e-8,4e-8", "smallest positive fp16"), ("1e7,-2e7,3e7", "largest fp16")],
+    ids=["below-fp16", "above-fp16"],
+)
+def test_a_scale_clamped_to_its_dtype_is_explained_as_such(vals: str, limit: str) -> None:
+    """Typed values near 1e-8 under fp16 scales: the min-max rule's scale (5.7e-9) is
+    below fp16's smallest positive value, so the stored scale is 5.96e-8. The page said
+    "the file's quantizer or the algorithm chose it (llm-compressor's ...; GPTQ and HQQ
+    ...)" of a plain round-to-nearest on typed values: no file and no algorithm. It now
+    names the scale dtype's limit."""
+    st.cache_data.clear()
+    at = AppTest.from_file(EXPLORER, default_timeout=120)
+    for k, v in {"src": "example", "ex": "typed", "vals": vals, "sdtype": "fp16"}.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    notes = " ".join(plain(i.value) for i in at.info)
+    assert "file's quantizer" not in notes, notes
+    assert limit in notes and "fp32" in notes, notes
