@@ -454,9 +454,13 @@ def _forum_lab() -> None:
     _course(forum_cards(ans), "8-bit absmax")
     codes = ", ".join(str(int(c)) for c in ans.absmax.codes[:5])
     more = ", …" if ans.a.numel() > 5 else ""
+    scale = (
+        f"s = max|a| / 127 = {fixed_decimals(ans.scale, 6)}"
+        if float(ans.a.abs().max()) > 0.0
+        else f"max|a| = 0, so the lab stands in s = {ans.scale:g}"
+    )
     st.markdown(
-        f"**b is 8-bit symmetric absmax:** s = max|a| / 127 = {fixed_decimals(ans.scale, 6)}, "
-        "codes "
+        f"**b is 8-bit symmetric absmax:** {scale}, codes "
         f"round(a / s) = {codes}{more}, b = s · code. **256 min-max levels** would give "
         f"{', '.join(fixed_decimals(float(v), 4) for v in ans.minmax.dequantized[:2])}, … "
         "instead."

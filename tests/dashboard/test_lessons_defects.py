@@ -94,3 +94,16 @@ def test_fixed_decimals_rejects_bad_arguments() -> None:
         fixed_decimals(True, 4)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="-1"):
         fixed_decimals(1.0, -1)
+
+
+def test_forum_lab_on_zeros_does_not_claim_max_over_127_is_one() -> None:
+    """``0 0 0`` showed "s = max|a| / 127 = 1.000000": max|a| is 0, and 1 is the lab's
+    stand-in scale for a block of zeros (0 / 127 would make every code 0 / 0). The card and
+    the sentence say so instead of a false equation."""
+    at = _forum("0 0 0")
+    cards = _cards(at)
+    assert "s = max|a| / 127" not in cards, cards
+    assert cards["s (all of a is 0)"] == "1"
+    (sentence,) = [m.value for m in at.markdown if m.value.startswith("**b is")]
+    assert "max|a| / 127 = 1" not in sentence, sentence
+    assert "max|a| = 0" in sentence, sentence

@@ -321,17 +321,22 @@ def format_cards(table: pd.DataFrame) -> tuple[MetricCard, ...]:
     )
 
 
+def _scale_card(ans: ForumAnswer) -> MetricCard:
+    """``s = max|a| / 127``; for ``a`` all zeros the lab's stand-in ``s = 1`` (``0 / 127``
+    would make every code ``0 / 0``), said as such rather than as ``max|a| / 127 = 1``."""
+    amax = float(ans.a.abs().max())
+    if amax == 0.0:
+        return _card("s (all of a is 0)", f"{ans.scale:g}", "max|a| = 0: any scale gives code 0")
+    return _card("s = max|a| / 127", fixed_decimals(ans.scale, 6), f"max|a| = {amax!r}")
+
+
 def forum_cards(ans: ForumAnswer) -> tuple[MetricCard, ...]:
     """The thread's numbers: ``s``, ``b[3]`` against ``min(a)``, and the storage."""
     fp32, absmax, _ = ans.storage()
     below = ans.below_min
     shown = below[0] if below else 0
     return (
-        _card(
-            "s = max|a| / 127",
-            fixed_decimals(ans.scale, 6),
-            f"max|a| = {float(ans.a.abs().max())!r}",
-        ),
+        _scale_card(ans),
         _card(
             f"b[{shown}]",
             fixed_decimals(float(ans.b[shown]), 4),
