@@ -176,3 +176,26 @@ def test_a_scale_clamped_to_its_dtype_is_explained_as_such(vals: str, limit: str
     notes = " ".join(plain(i.value) for i in at.info)
     assert "file's quantizer" not in notes, notes
     assert limit in notes and "fp32" in notes, notes
+
+
+def test_a_links_zoom_and_block_beyond_the_tensor_are_named() -> None:
+    """``zr=999999&zc=5000&blk=99999`` on a 64 x 64 tensor in groups of 32 (128 blocks):
+    the zoom window and the block were moved to the last row, column and block with no
+    word said, while the link's scheme values get "Link: ... using ..." lines. The view's
+    do too, naming the link's value and the one shown."""
+    st.cache_data.clear()
+    at = AppTest.from_file(EXPLORER, default_timeout=120)
+    for k, v in {
+        "src": "synthetic", "rows": "64", "cols": "64", "gran": "group", "group": "32",
+        "zr": "999999", "zc": "5000", "zs": "16", "blk": "99999",
+    }.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    warned = " ".join(plain(w.value) for w in at.warning)
+    assert "zr=999999 is beyond this tensor's 64 rows; showing row 63" in warned, warned
+    assert "zc=5000 is beyond this tensor's 64 columns; showing column 63" in warned, warned
+    assert "blk=99999 is beyond this scheme's 128 blocks; showing block 127" in warned, warned
+    # said once: the next run (a widget moved) does not repeat it
+    at.number_input(key="v_zrow").set_value(10).run()
+    assert not any("zr=999999" in plain(w.value) for w in at.warning)
