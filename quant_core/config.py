@@ -14,6 +14,7 @@ from typing import TypeVar
 
 __all__ = [
     "MAX_INT_BITS",
+    "MAX_SEED",
     "MIN_INT_BITS",
     "DoubleQuantScales",
     "FP8Scales",
@@ -40,6 +41,8 @@ __all__ = [
 
 MIN_INT_BITS = 2
 MAX_INT_BITS = 16
+MAX_SEED = 2**64 - 1
+"""The largest ``QuantConfig.seed``: ``torch.Generator.manual_seed`` takes ``0..2^64-1``."""
 
 
 class Mode(enum.Enum):
@@ -418,7 +421,7 @@ class QuantConfig:
     ``mode``: only ``Mode.SYMMETRIC`` (absmax scaling) for the non-linear formats.
     ``percentile``: used by ``RangeMethod.PERCENTILE``, in ``(50, 100]``: 99.9 keeps the
     range between the 0.1st and 99.9th percentiles.
-    ``seed``: seeds stochastic rounding when no generator is passed to ``quantize``.
+    ``seed``: seeds stochastic rounding when no generator is passed to ``quantize`` (0..MAX_SEED).
     ``zero_point``: the asymmetric zero-point convention (see ``ZeroPoint``); set to
     ``INCLUDE_ZERO`` for symmetric and codebook schemes, which have no zero point.
     ``scale_format``: how block scales are stored (the second level of a two-level
@@ -491,6 +494,10 @@ class QuantConfig:
             raise ValueError(f"percentile={self.percentile} must be in (50, 100]")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise TypeError(f"seed must be an int, got {self.seed!r}")
+        if not 0 <= self.seed <= MAX_SEED:
+            # what torch.Generator.manual_seed takes (a negative seed wraps around to
+            # 2^64 + seed, so two configs would draw alike): said here, not by quantize
+            raise ValueError(f"seed={self.seed} is outside the range 0..2^64-1")
         if self.range_method is RangeMethod.ABSMEAN and self.mode is not Mode.SYMMETRIC:
             raise ValueError(
                 "range_method=absmean gives a symmetric range [-a, a] (a = mean|x|): use it "

@@ -27,8 +27,14 @@ def _check_bits(bits: object) -> int:
 
 
 def packed_size(count: int, bits: int) -> int:
-    """Bytes needed for ``count`` codes of ``bits`` each: ``ceil(count * bits / 8)``."""
-    return math.ceil(count * _check_bits(bits) / 8)
+    """Bytes needed for ``count`` codes of ``bits`` each: ``ceil(count * bits / 8)``.
+    ``TypeError`` for a ``count`` that is not an int (a bool included), ``ValueError`` for a
+    negative one (it gave 0 bytes)."""
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise TypeError(f"count must be an int, got {count!r}")
+    if count < 0:
+        raise ValueError(f"count={count} is negative; a count of codes is >= 0")
+    return -(-count * _check_bits(bits) // 8)
 
 
 # Codes per piece: a multiple of 8, so every piece fills whole bytes; its temporaries stay

@@ -13,6 +13,7 @@ from dashboard.components.granularity import (
     activation_granularity,
     activation_kind,
     divisors,
+    forget_fitted_group,
     weight_granularity,
 )
 from dashboard.components.persist import PERSIST
@@ -30,6 +31,7 @@ from dashboard.services.state.research import (
 from dashboard.services.state.scale_storage import (
     DEFAULT_SCALE_DTYPE,
     SCALE_STORAGES,
+    float_storage,
     scale_storage_of,
     storage_by_key,
 )
@@ -145,7 +147,7 @@ def _state_from_config(cfg: QuantConfig, p: str) -> dict[str, object]:
     fmt = Format.TERNARY if cfg.format is Format.TERNARY_PACKED else cfg.format
     return {
         f"{p}q_preset": cfg.name if cfg.name in _PRESETS else _CUSTOM,
-        f"{p}q_sstore": storage.key if storage is not None else "fp32",
+        f"{p}q_sstore": (storage or float_storage(cfg.scale_dtype)).key,
         f"{p}q_fmt": fmt,
         f"{p}q_wide": cfg.format is Format.INT and cfg.bits > 8,
         f"{p}q_bits": cfg.bits if cfg.format is Format.INT else 4,
@@ -170,6 +172,7 @@ def use_preset(name: str, prefix: str = "") -> None:
 def apply_config(cfg: QuantConfig, prefix: str = "") -> None:
     """Set the picker's widgets to ``cfg`` (before they are drawn in this run)."""
     persist.set_values(_state_from_config(cfg, prefix))
+    forget_fitted_group(prefix)
 
 
 _LINK_SCHEME = "_link_scheme_"

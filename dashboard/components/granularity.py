@@ -10,7 +10,13 @@ import streamlit as st
 from dashboard.components.persist import PERSIST
 from quant_core import Granularity, PerChannel, PerGroup, PerTensor
 
-__all__ = ["activation_granularity", "activation_kind", "divisors", "weight_granularity"]
+__all__ = [
+    "activation_granularity",
+    "activation_kind",
+    "divisors",
+    "forget_fitted_group",
+    "weight_granularity",
+]
 
 # The options' labels are the same whatever the tensor: the browser keeps a radio's choice
 # as its label, so options renamed under the same key (a weight, then an activation source)
@@ -62,7 +68,6 @@ def weight_granularity(
     or one of ``group_sizes``). ``activation_terms``: the matrix is an activation
     ``[tokens, features]``, so the widgets' labels name the channels per token (axis 0) and
     per feature (axis 1); the choices, their labels and their keys are the same."""
-    ss = st.session_state
     kind = st.radio(
         "Granularity (a channel: a token or a feature)" if activation_terms else "Granularity",
         list(_GRAN_LABELS),
@@ -85,9 +90,7 @@ def weight_granularity(
         return PerChannel(axis=int(axis))
     if kind == "group":
         options = sorted(group_sizes) if group_sizes else divisors(cols)
-        if ss[f"{p}q_group"] not in options:
-            wanted = int(ss[f"{p}q_group"])
-            ss[f"{p}q_group"] = min(options, key=lambda d: (abs(d - wanted), d))
+        _fit_group(p, options)
         group = st.select_slider(
             "Group size" if group_sizes else f"Group size (divisors of {cols})",
             options,
@@ -96,3 +99,34 @@ def weight_granularity(
         )
         return PerGroup(group_size=int(group))
     return PerTensor()
+
+
+def _fitted_key(p: str) -> str:
+    return f"_{p}q_group_fitted"
+
+
+def forget_fitted_group(p: str = "") -> None:
+    """The picker with prefix ``p`` is given a scheme (a link, Back, a preset's button): its
+    group size is that scheme's choice, even when it equals a size set for a narrower
+    tensor before."""
+    st.session_state.pop(_fitted_key(p), None)
+
+
+def _fit_group(p: str, options: Sequence[int]) -> None:
+    """Put the group size into ``options`` before the slider is drawn: the one the visitor
+    (or a link) chose when it is offered, else the option nearest to it (the smaller on a
+    tie). The chosen size is kept apart from the sizes set here for a narrower tensor, so a
+    visit to a 10-column example does not turn 256 into 2 for good (each tensor took the
+    divisor nearest to the previous tensor's size, and the choice was lost in silence).
+    Set only when it must change: a value set here overwrites a slider move in flight."""
+    ss = st.session_state
+    key, chosen_key, fitted_key = f"{p}q_group", f"_{p}q_group_chosen", _fitted_key(p)
+    current = int(ss[key])
+    if current != ss.get(fitted_key):
+        ss[chosen_key] = current  # not a size set here: the visitor's or a link's
+    chosen = int(ss.get(chosen_key, current))
+    target = chosen if chosen in options else min(options, key=lambda d: (abs(d - chosen), d))
+    if target != current:
+        ss[key] = target
+        ss[fitted_key] = target
+

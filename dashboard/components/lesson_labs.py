@@ -17,6 +17,7 @@ from dashboard.components.source import load_choice
 from dashboard.components.ste import ste_section
 from dashboard.services.activations.layer import EvalSplit
 from dashboard.services.activations.sentences import RangeMode
+from dashboard.services.display.decimals import fixed_decimals
 from dashboard.services.display.metric_help import Metric, metric_help
 from dashboard.services.display.text import literal
 from dashboard.services.explorer.explore import Exploration
@@ -453,15 +454,22 @@ def _forum_lab() -> None:
     _course(forum_cards(ans), "8-bit absmax")
     codes = ", ".join(str(int(c)) for c in ans.absmax.codes[:5])
     more = ", …" if ans.a.numel() > 5 else ""
+    scale = (
+        f"s = max|a| / 127 = {fixed_decimals(ans.scale, 6)}"
+        if float(ans.a.abs().max()) > 0.0
+        else f"max|a| = 0, so the lab stands in s = {ans.scale:g}"
+    )
     st.markdown(
-        f"**b is 8-bit symmetric absmax:** s = max|a| / 127 = {ans.scale:.6f}, codes "
+        f"**b is 8-bit symmetric absmax:** {scale}, codes "
         f"round(a / s) = {codes}{more}, b = s · code. **256 min-max levels** would give "
-        f"{', '.join(f'{float(v):.4f}' for v in ans.minmax.dequantized[:2])}, … instead."
+        f"{', '.join(fixed_decimals(float(v), 4) for v in ans.minmax.dequantized[:2])}, … "
+        "instead."
     )
     if ans.below_min:
         i = ans.below_min[0]
         st.info(
-            f"b[{i}] = {float(ans.b[i]):.4f} lies below min(a) = {float(ans.a.min()):.4f}: no "
+            f"b[{i}] = {fixed_decimals(float(ans.b[i]), 4)} lies below min(a) = "
+            f"{fixed_decimals(float(ans.a.min()), 4)}: no "
             "min-max level can be there, so b cannot come from a min-max grid."
         )
     st.caption("Side by side, value by value: absmax (b) and 256 min-max levels.")

@@ -38,7 +38,7 @@ from dashboard.services.sources.prepared import PreparedSource
 from dashboard.services.state.source import source_to_query
 from quant_core.files import QuantizedFile, StoredTensor
 
-__all__ = ["original_picker", "quantized_file_view", "shows_stored"]
+__all__ = ["nonfinite_stored_note", "original_picker", "quantized_file_view", "shows_stored"]
 
 _NONE, _FOLDER, _UPLOAD = "none", "folder", "upload"
 _LABELS = {
@@ -150,9 +150,24 @@ def shows_stored(source: PreparedSource) -> bool:
     unquantized embeddings) or in a type the lab does not decode has none: its values go
     to the ordinary explorer instead of an empty page."""
     ft = source.file_tensor
-    if ft is None or ft.stored.quantized is None:
+    if ft is None or ft.stored.quantized is None or source.nonfinite is not None:
+        # non-finite stored values (a NaN or Inf scale in the file) have no exploration of
+        # their codes: the ordinary explorer offers to quantize the finite ones
         return False
     return fits_matrix(ft.stored.quantized, *matrix_shape(ft.stored.shape))
+
+
+def nonfinite_stored_note(source: PreparedSource) -> str | None:
+    """Why a quantized file's tensor is shown as values, not as the file's codes: its stored
+    scales decode to NaN or Inf (``shows_stored`` is False for it); else ``None``."""
+    ft = source.file_tensor
+    if ft is None or ft.stored.quantized is None or source.nonfinite is None:
+        return None
+    return (
+        f"The file's {stored_type_label(ft.entry.type_name)} blocks of this tensor decode to "
+        "values that are not finite (a scale stored as NaN or Inf): its codes are not drawn, "
+        "and its values are explored as floats under the scheme picked here."
+    )
 
 
 def quantized_file_view(source: PreparedSource) -> None:

@@ -170,6 +170,7 @@ def seed_sweep_from_url(cols: int, layer: str | None) -> None:
     if q.custom_calibration:
         url.add_warning(_OWN_TEXT)
     persist.set_values({**_state_from_grid(fitted.grid), "sw_custom": False})
+    st.session_state.pop(_GROUPS_FITTED, None)  # the link's sizes are the choice
     st.session_state[_GRID] = _Submitted(fitted.grid)
     cost_gate.link_restored("sweep")  # a heavy grid waits for a click (issue 29)
 
@@ -197,6 +198,30 @@ def _calibration_inputs() -> tuple[tuple[str, ...], bool]:
         return CALIBRATION_SENTENCES, False
 
 
+_GROUPS_CHOSEN, _GROUPS_FITTED = "_sw_groups_chosen", "_sw_groups_fitted"
+
+
+def _fit_groups(cols: int) -> None:
+    """Keep the group sizes valid for ``cols`` columns: those the visitor (or a link)
+    chose that divide ``cols``, else the divisor nearest to each. The choice is kept apart
+    from the sizes fitted here, so a visit to a 7-column tensor does not empty the list
+    for good (it did: back at 512 columns the sweep said "Pick at least one of: group
+    sizes"). Set only when it changes (a value set here overwrites a pick in flight)."""
+    ss = st.session_state
+    current = [int(g) for g in ss["sw_groups"]]
+    if current != ss.get(_GROUPS_FITTED):
+        ss[_GROUPS_CHOSEN] = current  # not fitted here: the visitor's or a link's
+    chosen = [int(g) for g in ss.get(_GROUPS_CHOSEN, current)]
+    fitting = [g for g in chosen if cols % g == 0]
+    if not fitting and chosen:
+        options = divisors(cols)
+        nearest = {min(options, key=lambda d, g=g: (abs(d - g), d)) for g in chosen}
+        fitting = sorted(nearest)
+    if fitting != current:
+        ss["sw_groups"] = fitting
+        ss[_GROUPS_FITTED] = fitting
+
+
 def sweep_grid_form(
     shape: tuple[int, int],
     source_key: str,
@@ -219,9 +244,7 @@ def sweep_grid_form(
     # Keep the choices valid for this tensor (the last one may have had other columns).
     # Set only when they change: a value set through session state is sent back to the
     # browser, overwriting what the visitor picked meanwhile (see config_picker's bits).
-    groups = [g for g in ss["sw_groups"] if cols % g == 0]
-    if groups != list(ss["sw_groups"]):
-        ss["sw_groups"] = groups
+    _fit_groups(cols)
     algos = [a for a in ss["sw_algos"] if a in offered] or [Algorithm.RTN]
     if algos != list(ss["sw_algos"]):
         ss["sw_algos"] = algos

@@ -23,6 +23,33 @@ class ZoomWindow:
     size: int
 
 
+_LINK_VIEW = "_link_view"
+
+
+def _link_view(field: str) -> int | None:
+    """The link's value of ``ViewState.field`` once (popped with the last field asked
+    for: the next run does not warn again), ``None`` without a link's view."""
+    view = st.session_state.get(_LINK_VIEW)
+    if not isinstance(view, ViewState):
+        return None
+    asked = st.session_state.setdefault(_LINK_VIEW + "_asked", set())
+    asked.add(field)
+    if {"zoom_row", "zoom_col", "block"} <= asked:
+        st.session_state.pop(_LINK_VIEW, None)
+        st.session_state.pop(_LINK_VIEW + "_asked", None)
+    return int(getattr(view, field))
+
+
+def _warn_beyond(key: str, asked: int | None, limit: int, what: str, unit: str) -> None:
+    """Warn when a link's ``key`` (``asked``) lies beyond ``limit`` ``what`` (shown: the last)."""
+    if asked is not None and asked > limit - 1:
+        st.warning(
+            f"Link: {key}={asked} is beyond this {what}'s {limit:,} {unit}s; showing "
+            f"{unit} {limit - 1}.",
+            icon="⚠️",
+        )
+
+
 def seed_from_url() -> None:
     """On a session's first run, put the URL's view settings into the widgets (or warn)."""
     try:
@@ -30,6 +57,8 @@ def seed_from_url() -> None:
     except ValueError as exc:
         url.add_warning(f"Ignored the link's view settings ({exc}); using the defaults.")
         return
+    # what the link asked of the zoom window and the block, to name where it is moved
+    st.session_state[_LINK_VIEW] = view
     persist.set_values(
         {
             "v_red": view.reduction,
@@ -86,6 +115,8 @@ def zoom_window(rows: int, cols: int) -> ZoomWindow:
     persist.defaults({"v_zsize": 32, "v_zrow": 0, "v_zcol": 0})
     for key, limit in (("v_zrow", rows), ("v_zcol", cols)):
         st.session_state[key] = min(int(st.session_state[key]), max(0, limit - 1))
+    _warn_beyond("zr", _link_view("zoom_row"), rows, "tensor", "row")
+    _warn_beyond("zc", _link_view("zoom_col"), cols, "tensor", "column")
     row = c1.number_input(
         "Zoom: first row",
         min_value=0,
@@ -106,6 +137,8 @@ def zoom_window(rows: int, cols: int) -> ZoomWindow:
 
 def block_chooser(cfg: QuantConfig, n_blocks: int, key: str = "v_block") -> int:
     """Which channel or group the histogram and the teaching panel show."""
+    if key == "v_block":
+        _warn_beyond("blk", _link_view("block"), n_blocks, "scheme", "block")
     if n_blocks == 1:
         return 0
     persist.defaults({key: 0})

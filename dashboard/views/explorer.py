@@ -13,7 +13,11 @@ from dashboard.components.explorer_run import explorer_algorithm, run_explorer
 from dashboard.components.fallback import cannot_quantize
 from dashboard.components.layer_source import is_activation, outlier_strip
 from dashboard.components.metrics import algorithm_row, metrics_row
-from dashboard.components.quantized_view import quantized_file_view, shows_stored
+from dashboard.components.quantized_view import (
+    nonfinite_stored_note,
+    quantized_file_view,
+    shows_stored,
+)
 from dashboard.components.source import current_source, source_caption
 from dashboard.components.stored_maps import stored_maps
 from dashboard.components.view import current_view, overview_maps, view_options
@@ -60,6 +64,9 @@ url.write({**query, **view_to_query(current_view())})
 source_caption(source)
 for note in source.notes:
     st.info(literal(note))
+stored_note = nonfinite_stored_note(source)
+if stored_note is not None:
+    st.info(literal(stored_note))
 if source.nonfinite is not None:
     st.warning(
         f"{source.nonfinite.describe()}. Quantization needs finite values: the non-finite "

@@ -80,7 +80,7 @@ def test_the_decision_is_the_one_the_exploration_gave(gguf_tensors: list[FileTen
     cases = {t.entry.name: t for t in gguf_tensors} | lab
     seen = {}
     for name, ft in cases.items():
-        decision = shows_stored(SimpleNamespace(file_tensor=ft))  # type: ignore[arg-type]
+        decision = shows_stored(SimpleNamespace(file_tensor=ft, nonfinite=None))  # type: ignore[arg-type]
         assert decision == _old_decision(ft), name
         seen[name] = decision
     # every kind of answer was asked for
@@ -97,4 +97,4 @@ def test_the_decision_is_the_one_the_exploration_gave(gguf_tensors: list[FileTen
         "per-group 3-D": True,
         "per-group 1-D": True,
     }
-    assert not shows_stored(SimpleNamespace(file_tensor=None))  # type: ignore[arg-type]
+    assert not shows_stored(SimpleNamespace(file_tensor=None, nonfinite=None))  # type: ignore[arg-type]

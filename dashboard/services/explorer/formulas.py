@@ -8,13 +8,22 @@ from dataclasses import dataclass
 
 import torch
 
-from quant_core import Format, Mode, RangeMethod, Rounding, ZeroPoint, codebook_for
+from quant_core import (
+    Format,
+    Mode,
+    RangeMethod,
+    Rounding,
+    ScaleDtype,
+    ZeroPoint,
+    codebook_for,
+)
 
 from .explore import Exploration, block_values
 
 __all__ = [
     "BlockNumbers",
     "block_numbers",
+    "dtype_clamped_scale",
     "format_name",
     "formulas",
     "latex_number",
@@ -109,6 +118,31 @@ def scale_fits(exp: Exploration, nums: BlockNumbers) -> bool:
     if rule is None or rule <= 0.0:  # nothing to derive: a block of zeros
         return True
     return abs(nums.scale - rule) <= _STORED_SCALE_TOL * rule
+
+
+_HALF_DTYPES = {ScaleDtype.FP16: torch.float16, ScaleDtype.BF16: torch.bfloat16}
+
+
+def dtype_clamped_scale(exp: Exploration, nums: BlockNumbers) -> tuple[float, str] | None:
+    """Where ``rule_scale`` lies outside what the config's fp16 or bf16 scale dtype holds,
+    the scale stored instead (the rule's clamped to the dtype's smallest positive value or
+    its largest, then rounded to it) and which limit (``"smallest positive fp16"``,
+    ``"largest fp16"``); ``None`` when the rule's scale fits the dtype (or there is none,
+    or the scales are stored in fp32 or in two levels). Values near 1e-8 under fp16 scales
+    get s = 2^-24 (5.96e-8), values near 3e7 s = 65504."""
+    cfg = exp.config
+    dtype = _HALF_DTYPES.get(cfg.scale_dtype)
+    rule = rule_scale(exp, nums)
+    if dtype is None or cfg.two_level or rule is None or rule <= 0.0:
+        return None
+    info = torch.finfo(dtype)
+    smallest = info.tiny * info.eps  # the smallest subnormal
+    if smallest <= rule <= info.max:
+        return None
+    name = cfg.scale_dtype.value
+    limit = f"smallest positive {name}" if rule < smallest else f"largest {name}"
+    stored = torch.tensor(rule).clamp(smallest, info.max).to(dtype).float()
+    return float(stored), limit
 
 
 def latex_number(v: float) -> str:

@@ -17,6 +17,7 @@ from .explore import Exploration, block_cells, block_label, block_values
 from .formulas import (
     BlockNumbers,
     block_numbers,
+    dtype_clamped_scale,
     format_name,
     formulas,
     rule_scale,
@@ -243,6 +244,22 @@ def block_notes(exp: Exploration, nums: BlockNumbers) -> tuple[str, ...]:
         # and would say things of this block that are not so (CT's symmetric int4 puts
         # -max|r| on code -8: "lands on code -8, not on the lowest code -8")
         rule = rule_scale(exp, nums)
+        clamped = dtype_clamped_scale(exp, nums)
+        if clamped is not None and math.isclose(clamped[0], nums.scale, rel_tol=2.0**-7):
+            # the lab's own rounding, not a file's or an algorithm's choice
+            stored, limit = clamped
+            dtype = cfg.scale_dtype.value
+            effect = (
+                "values below s / 2 in magnitude round to 0"
+                if stored > (rule or 0.0)
+                else "values beyond s × qmax are clipped"
+            )
+            return (
+                f"This block's scale s = {stored:.4g} is the {limit} value: the min-max "
+                f"rule's {rule:.4g} for its values [{nums.data_min:.4g}, "
+                f"{nums.data_max:.4g}] does not fit in {dtype}, the dtype the scales are "
+                f"stored in, so {effect}. fp32 scales keep the rule's scale.",
+            )
         return (
             f"This block's scale s = {nums.scale:.4g} is the one stored, not the min-max "
             f"rule's {rule:.4g} for its values [{nums.data_min:.4g}, {nums.data_max:.4g}]: "

@@ -225,6 +225,15 @@ def file_exploration(
         notes = comparison.order_note
     else:
         original_m = matrix_qt.dequantize()
+        if not bool(torch.isfinite(original_m).all()):
+            # a scale stored as NaN or Inf: no exploration of codes whose values are not
+            # finite (``explore`` refuses them); said instead of raised
+            bad = int((~torch.isfinite(original_m)).sum())
+            why = (
+                f"{bad:,} of its {original_m.numel():,} stored values are not finite "
+                "(a scale stored as NaN or Inf): no codes or scales to draw"
+            )
+            return FileExploration(None, None, None, why, ())
         notes = ()
         if stored.column_order is not None:
             notes = ("columns sorted by act-order group, as the codes are held",)

@@ -35,6 +35,7 @@ from quant_core import (
     storage_cost,
 )
 
+from ..display.decimals import fixed_decimals
 from ..explorer.explore import Exploration, explore
 from ..explorer.formulas import latex_number, latex_operand
 from ..explorer.metric_cards import MetricCard, compact
@@ -320,15 +321,28 @@ def format_cards(table: pd.DataFrame) -> tuple[MetricCard, ...]:
     )
 
 
+def _scale_card(ans: ForumAnswer) -> MetricCard:
+    """``s = max|a| / 127``; for ``a`` all zeros the lab's stand-in ``s = 1`` (``0 / 127``
+    would make every code ``0 / 0``), said as such rather than as ``max|a| / 127 = 1``."""
+    amax = float(ans.a.abs().max())
+    if amax == 0.0:
+        return _card("s (all of a is 0)", f"{ans.scale:g}", "max|a| = 0: any scale gives code 0")
+    return _card("s = max|a| / 127", fixed_decimals(ans.scale, 6), f"max|a| = {amax!r}")
+
+
 def forum_cards(ans: ForumAnswer) -> tuple[MetricCard, ...]:
     """The thread's numbers: ``s``, ``b[3]`` against ``min(a)``, and the storage."""
     fp32, absmax, _ = ans.storage()
     below = ans.below_min
     shown = below[0] if below else 0
     return (
-        _card("s = max|a| / 127", f"{ans.scale:.6f}", f"max|a| = {float(ans.a.abs().max())!r}"),
-        _card(f"b[{shown}]", f"{float(ans.b[shown]):.4f}", f"{int(ans.absmax.codes[shown])} × s"),
-        _card("min(a)", f"{float(ans.a.min()):.4f}", "no min-max level lies below it"),
+        _scale_card(ans),
+        _card(
+            f"b[{shown}]",
+            fixed_decimals(float(ans.b[shown]), 4),
+            f"{int(ans.absmax.codes[shown])} × s",
+        ),
+        _card("min(a)", fixed_decimals(float(ans.a.min()), 4), "no min-max level lies below it"),
         _card("Stored, int8 + s", f"{absmax.bytes} B", f"{absmax.codes} + {absmax.extra} bits"),
         _card("Stored, float32", f"{fp32.bytes} B", f"{fp32.codes} bits"),
     )

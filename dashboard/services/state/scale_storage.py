@@ -20,6 +20,7 @@ __all__ = [
     "DEFAULT_SCALE_DTYPE",
     "SCALE_STORAGES",
     "ScaleStorage",
+    "float_storage",
     "scale_storage_of",
     "storage_by_key",
 ]
@@ -130,3 +131,17 @@ def scale_storage_of(cfg: QuantConfig) -> ScaleStorage | None:
         if s.scale_format == cfg.scale_format and s.scale_dtype == cfg.scale_dtype:
             return s
     return None
+
+
+def float_storage(dtype: ScaleDtype) -> ScaleStorage:
+    """The choice that stores one ``dtype`` float per block: what a config whose scale
+    format no choice stores (5-bit super-block scales from a link) is shown as, keeping
+    its scale dtype (it fell back to fp32, and the page warned about an ``sdtype`` the link
+    never set). ``TypeError`` for anything but a ``ScaleDtype``."""
+    if not isinstance(dtype, ScaleDtype):
+        raise TypeError(f"dtype must be a ScaleDtype, got {dtype!r}")
+    return next(
+        s
+        for s in SCALE_STORAGES
+        if isinstance(s.scale_format, FloatScales) and s.scale_dtype is dtype
+    )
