@@ -131,7 +131,9 @@ class QuantizedTensor:
 
     def dequantize(self, out: torch.Tensor | None = None) -> torch.Tensor:
         """``r_hat = s (q - z) + m`` (linear; ``m`` only under ``ZeroPoint.FLOAT_MIN``) or
-        ``s * value[q]`` (codebook): float32, input shape, saturated to float32's range.
+        ``s * value[q]`` (codebook): float32, input shape, saturated to float32's range where
+        the block's scale and offset are finite (a block with a non-finite stored scale, a
+        file's, decodes with IEEE arithmetic as the format's owner does: +-inf, NaN).
         A compiled kernel where ``kernels`` allows, else torch operators over pieces.
 
         ``out``: a contiguous float32 tensor of the input's shape on the codes' device,
@@ -157,9 +159,11 @@ class QuantizedTensor:
                 if m is not None:
                     zp = None
         else:
+            zp = m = None
             table = codebook_for(self.config.format, codes.device).decode_table
             fast = kernels.decode_codebook(codes, s, table, out=dest)
         if fast is not None:
+            self._unsaturate(fast, codes, s, zp, m)
             return self._into(out, self.layout.from_blocks(fast))
         blocks = dest if dest is not None else torch.empty(
             codes.shape, dtype=torch.float32, device=codes.device
@@ -183,7 +187,41 @@ class QuantizedTensor:
                 part.clamp_(-_F32_MAX, _F32_MAX)
 
         for_each_piece(chunk_slices(codes), work)
+        self._unsaturate(blocks, codes, s, zp, m)
         return self._into(out, self.layout.from_blocks(blocks))
+
+    def _unsaturate(
+        self,
+        values: torch.Tensor,
+        codes: torch.Tensor,
+        s: torch.Tensor,
+        zp: torch.Tensor | None,
+        m: torch.Tensor | None,
+    ) -> None:
+        """Rewrite, in ``values`` ``[n_blocks, block]``, the blocks whose scale (or offset)
+        is not finite with the same formula unsaturated: IEEE arithmetic, as the format's
+        owner decodes such a block (``gguf.quants.dequantize`` of a Q8_0 block whose fp16
+        ``d`` is inf gives +-inf, and NaN for code 0), not +-float32's maximum. The lab's
+        own quantizers store finite scales only; a file can hold any bits. One check over
+        the ``n_blocks`` scales, nothing more where all are finite."""
+        bad = ~torch.isfinite(s.reshape(-1))
+        if m is not None:
+            bad |= ~torch.isfinite(m.reshape(-1))
+        if not bool(bad.any()):
+            return
+        rows = bad.nonzero().flatten()
+        q = codes[rows]
+        if self.config.format is Format.INT:
+            part = q.to(torch.float32)
+            if zp is not None:
+                part = part - zp[rows].to(torch.float32)
+            part = part * s[rows]
+            if m is not None:
+                part = part + m[rows]
+        else:
+            table = codebook_for(self.config.format, codes.device).decode_table
+            part = table[q.long()] * s[rows]
+        values[rows] = part
 
     def _dequantize_tiles(self, out: torch.Tensor | None) -> torch.Tensor | None:
         """A codebook matrix in ``PerBlock`` tiles, dequantized by the compiled kernel on
