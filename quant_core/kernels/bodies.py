@@ -160,6 +160,12 @@ SMALL_TABLE_MAX = 64
 """The largest decode table ``_decode_small_table`` takes (a power of two)."""
 
 
+def _by_selects(n: int) -> bool:
+    """Whether a decode table of ``n`` entries is read by ``_decode_small_table``'s tree of
+    selects (``n`` a power of two, at most ``SMALL_TABLE_MAX``), not by a gather."""
+    return 0 < n <= SMALL_TABLE_MAX and not n & (n - 1)
+
+
 _MINIFLOAT_FIELDS = {
     Format.FP4_E2M1: (2, 1),
     Format.FP6_E2M3: (2, 3),

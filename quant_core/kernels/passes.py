@@ -16,10 +16,10 @@ from .bodies import (
     _ENCODE_STOCHASTIC,
     _ENCODE_VALUES,
     _FLOAT8,
-    SMALL_TABLE_MAX,
     _abs_sum_kernel,
     _beyond_kernel,
     _bin_kernel,
+    _by_selects,
     _codebook_encoder,
     _codebook_values_body,
     _decode_offset,
@@ -340,8 +340,7 @@ def encode_codebook_values(
         return None
     table = cb.decode_table
     fmt = _minifloat_for_table(table)
-    n = table.shape[0]
-    if fmt is None and (n > SMALL_TABLE_MAX or n & (n - 1)):
+    if fmt is None and not _by_selects(table.shape[0]):
         return None
     kernel, args, name = codebook_encoder_args(blocks, s, cb, inverse, raw=True)
     body = _codebook_values_body(kernel, fmt)
@@ -377,7 +376,7 @@ def decode_codebook(
         out = _float_codes(codes, out)
         done = _run(_minifloat_decoder(fmt), f"decode_minifloat_{fmt.value}", out, scales)
         return None if done is _FAILED else out
-    if n > SMALL_TABLE_MAX or n & (n - 1):
+    if not _by_selects(n):
         out = _run(_decode_table, "decode_table", _kernel_layout(codes), table, scales)
         return None if out is _FAILED else out
     out = _float_codes(codes, out)
