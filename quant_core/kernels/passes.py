@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -50,6 +51,7 @@ __all__ = [
     "encode_codebook_values",
     "encode_int",
     "encode_int_values",
+    "encode_values_with",
     "error_sums",
     "extremes",
     "int_squared_error",
@@ -346,6 +348,34 @@ def encode_codebook_values(
     body = _codebook_values_body(kernel, fmt)
     extra = (_column(scale),) if fmt is not None else (_column(scale), table)
     out = _run(body, f"{name}_values", *args, *extra)
+    return None if out is _FAILED else out
+
+
+def encode_values_with(
+    encoder: Callable[..., torch.Tensor],
+    name: str,
+    table: torch.Tensor,
+    scale: torch.Tensor,
+    blocks: torch.Tensor,
+    *args: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """A caller's codebook encoder and the decode in one compiled pass: the uint8 codes
+    ``encoder(blocks, *args)`` (int32 in the loop: the stored codes' numbers; ``blocks``
+    float32 ``[n, L]``) and the float32 values that ``decode_codebook`` makes of them with
+    ``scale`` (the stored scale, one per row) and ``table`` (the codebook's
+    ``decode_table``), as ``encode_codebook_values`` does for the lab's own encoders: for
+    llama.cpp's quantizers, whose rounding is not the lab's (MXFP4's ties towards zero,
+    Q1_0's sign bit, IQ4's nearest level). ``name`` keys the compiled variant: one per
+    ``encoder``. ``None`` (the eager path, a table read by a gather): encode, then decode.
+    """
+    if blocks.dtype != torch.float32 or blocks.dim() != 2 or not _usable(blocks):
+        return None
+    fmt = _minifloat_for_table(table)
+    if fmt is None and not _by_selects(table.shape[0]):
+        return None
+    body = _codebook_values_body(encoder, fmt)
+    extra = (_column(scale),) if fmt is not None else (_column(scale), table)
+    out = _run(body, f"{name}_values", _kernel_layout(blocks), *args, *extra)
     return None if out is _FAILED else out
 
 
