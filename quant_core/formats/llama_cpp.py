@@ -513,6 +513,13 @@ def _clamped(v: torch.Tensor) -> torch.Tensor:
     return v.clamp(-_F32_MAX, _F32_MAX)
 
 
+def _clamped_by_selects(v: torch.Tensor) -> torch.Tensor:
+    """``_clamped`` as the codebook decode's selects (``kernels.bodies._clamp_selects``):
+    a NaN keeps its bits (``0 * inf`` of a code 0 on an fp16 ``d`` that overflowed), where
+    Inductor's vector clamp makes it all ones; the ternary types decode as a codebook."""
+    return torch.where(v > _F32_MAX, _F32_MAX, torch.where(v < -_F32_MAX, -_F32_MAX, v))
+
+
 def _q8_values(
     blocks: torch.Tensor, inv: torch.Tensor, s: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -527,7 +534,7 @@ def _ternary_values(
     """TQ1_0/TQ2_0's stored codes ``roundf(x id) + 1`` (uint8) and values ``clamp(t s)``,
     ``t = roundf(x id) + 0`` the ternary table's entry of the code (``-1, +0, 1``)."""
     q = roundf(_finite_or_zero(blocks * inv))
-    return (q + 1).to(torch.uint8), _clamped((q + 0.0) * s)
+    return (q + 1).to(torch.uint8), _clamped_by_selects((q + 0.0) * s)
 
 
 def _symmetric_values(
@@ -655,11 +662,16 @@ def fuses_values(cfg: QuantConfig) -> bool:
     return gguf_type_of(cfg) in _FUSED
 
 
+_IQ4 = frozenset(("IQ4_NL", "IQ4_XS"))
+"""The IQ4 types, whose last pass (``kquants``) gives the values too where it runs compiled."""
+
+
 def fuses_values_compiled(cfg: QuantConfig) -> bool:
     """Whether ``quantize_blocks(..., values=True)`` gives the dequantized values of
     ``cfg``'s GGUF type from its codes' pass where that runs compiled (MXFP4, NVFP4,
-    Q1_0: llama.cpp's rounding, the decode's formula in the same loop)."""
-    return cfg.recipe is Recipe.LLAMA_CPP and gguf_type_of(cfg) in _FUSED_COMPILED
+    Q1_0, IQ4_NL, IQ4_XS: llama.cpp's rounding, the decode's formula in the same loop)."""
+    name = gguf_type_of(cfg)
+    return cfg.recipe is Recipe.LLAMA_CPP and (name in _FUSED_COMPILED or name in _IQ4)
 
 
 _QUANTIZERS: dict[str, Callable[[torch.Tensor, QuantConfig], Quantized]] = {
@@ -730,7 +742,10 @@ def quantize_blocks(
     if fn is None:
         from . import kquants
 
-        return Quantized(*kquants.quantize_blocks(name, blocks, cfg, layout, importance))
+        codes, params, fused = kquants.quantize_blocks(
+            name, blocks, cfg, layout, importance, values=values
+        )
+        return Quantized(codes, params, None, fused)
     if importance is not None:
         raise ValueError(
             f"importance weights llama.cpp's K-quants and IQ4 here; {name}'s weighted "

@@ -130,6 +130,14 @@ def _decode_table(q: torch.Tensor, table: torch.Tensor, s: torch.Tensor) -> torc
     return (table[q.to(torch.int64)] * s).clamp(-_F32_MAX, _F32_MAX)
 
 
+def _clamp_selects(v: torch.Tensor) -> torch.Tensor:
+    """``v`` clamped to float32's finite range by selects: the same numbers as ``clamp``,
+    and a NaN passes with its bits, as eager's ``clamp`` passes it (Inductor's vector
+    ``clamp`` makes a NaN all ones: IQ4_NL's NaN scale of a block near float32's max
+    decoded to other NaN bits compiled than eagerly and in the ``gguf`` package)."""
+    return torch.where(v > _F32_MAX, _F32_MAX, torch.where(v < -_F32_MAX, -_F32_MAX, v))
+
+
 def _decode_small_table(q: torch.Tensor, table: torch.Tensor, s: torch.Tensor) -> None:
     """``clamp(s * table[q])``, in place on the codes already converted to float32 (exact
     integers), for a table of ``2^k`` entries (``k <= 6``: ternary's 4, NF4/FP4/IQ4_NL's
@@ -139,7 +147,7 @@ def _decode_small_table(q: torch.Tensor, table: torch.Tensor, s: torch.Tensor) -
     clamped as by the gather. Inductor turns a gather into a scalar loop; these compares
     and selects vectorize (4096 x 4096 FP4: 118 ms -> ~60 ms on one thread). A code beyond
     the table (which the eager gather refuses) picks the last entry."""
-    q.copy_((_small_table_values(q, table) * s).clamp(-_F32_MAX, _F32_MAX))
+    q.copy_(_clamp_selects(_small_table_values(q, table) * s))
 
 
 def _small_table_values(q: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
@@ -268,10 +276,7 @@ def _minifloat_decoder(fmt: Format) -> Callable[..., None]:
         raise ValueError(f"{fmt.value} codes are not a small float's bits")
 
     def decode_minifloat(q: torch.Tensor, s: torch.Tensor) -> None:
-        v = _minifloat_values(q, mf) * s
-        # clamp by selects: the same numbers as clamp, and a NaN passes with its bits, as
-        # eager's clamp passes it (Inductor's vector clamp makes a NaN all ones)
-        q.copy_(torch.where(v > _F32_MAX, _F32_MAX, torch.where(v < -_F32_MAX, -_F32_MAX, v)))
+        q.copy_(_clamp_selects(_minifloat_values(q, mf) * s))
 
     return decode_minifloat
 
@@ -394,17 +399,15 @@ def _codebook_values_body(
 
         def encode_minifloat_values(*args: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             code = encoder(*args[:-1])
-            v = _minifloat_values(code, mf) * args[-1]
             # the decode's clamp by selects (a NaN keeps its bits)
-            v = torch.where(v > _F32_MAX, _F32_MAX, torch.where(v < -_F32_MAX, -_F32_MAX, v))
-            return code.to(torch.uint8), v
+            return code.to(torch.uint8), _clamp_selects(_minifloat_values(code, mf) * args[-1])
 
         return encode_minifloat_values
 
     def encode_table_values(*args: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         code = encoder(*args[:-2])
         entry = _small_table_values(code.to(torch.float32), args[-1])
-        return code.to(torch.uint8), (entry * args[-2]).clamp(-_F32_MAX, _F32_MAX)
+        return code.to(torch.uint8), _clamp_selects(entry * args[-2])
 
     return encode_table_values
 
