@@ -395,3 +395,30 @@ def test_gguf_compiled_fused_round_trip_on_any_values(
         with kernels.use_backend(backend, min_elements=1):
             trip = quantize_dequantize(x, QuantConfig.from_name(name))
         assert torch.equal(_bits(_gguf_values(trip.quantized)), _bits(trip.values))
+
+
+@_NEEDS_COMPILED
+@pytest.mark.parametrize(
+    "name", ["MXFP4", "MXFP6_E2M3", "MXFP8_E4M3", "MXINT8", "NVFP4", "MXFP4_GGUF"]
+)
+def test_compiled_scale_fits_equal_the_eager_ones(name: str) -> None:
+    """The E8M0 and NVFP4 E4M3 scale fits run as one compiled pass over the blocks'
+    ranges (``formats.scales``): the same scales, stored codes and tensor scale as the
+    eager operations, on the corners (zero blocks, subnormals, float32's largest) and on
+    values whose scaled maxima are E4M3 midpoints (ties to even)."""
+    x = _corners(torch.Generator().manual_seed(9))
+    mids = torch.arange(1, 120, dtype=torch.float32)  # E4M3 ties: (k + 0.5) 2^e for NVFP4
+    x[10, : len(mids) * 4 : 4] = (mids + 0.5) * 6.0 / 64
+    cfg = QuantConfig.from_name(name)
+    with kernels.use_backend(kernels.Backend.COMPILED, min_elements=1):
+        fast = quantize_dequantize(x, cfg)
+    with kernels.use_backend(kernels.Backend.EAGER):
+        ref = quantize(x, cfg)
+        ref_values = ref.dequantize()
+    for field in ("codes", "scale", "zero_point"):
+        _assert_same(getattr(fast.quantized, field), getattr(ref, field), f"{name} {field}")
+    for field in ("codes", "super_scale"):
+        _assert_same(
+            getattr(fast.quantized.stored, field), getattr(ref.stored, field), f"{field}"
+        )
+    _assert_same(fast.values, ref_values, f"{name} values")
