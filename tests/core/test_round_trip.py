@@ -399,11 +399,12 @@ def test_gguf_compiled_fused_round_trip_on_any_values(
 
 @_NEEDS_COMPILED
 @pytest.mark.parametrize(
-    "name", ["MXFP4", "MXFP6_E2M3", "MXFP8_E4M3", "MXINT8", "NVFP4", "MXFP4_GGUF"]
+    "name", ["MXFP4", "MXFP6_E2M3", "MXFP8_E4M3", "MXINT8", "NVFP4", "MXFP4_GGUF", "NVFP4_GGUF"]
 )
 def test_compiled_scale_fits_equal_the_eager_ones(name: str) -> None:
     """The E8M0 and NVFP4 E4M3 scale fits run as one compiled pass over the blocks'
-    ranges (``formats.scales``): the same scales, stored codes and tensor scale as the
+    ranges (``formats.scales``; NVFP4_GGUF's UE4M3 with its blocks' maxima,
+    ``llama_cpp._nvfp4_scale_pass``): the same scales, stored codes and tensor scale as the
     eager operations, on the corners (zero blocks, subnormals, float32's largest) and on
     values whose scaled maxima are E4M3 midpoints (ties to even)."""
     x = _corners(torch.Generator().manual_seed(9))
