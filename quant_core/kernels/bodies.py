@@ -412,6 +412,40 @@ def _codebook_values_body(
     return encode_table_values
 
 
+@functools.cache
+def _fp4_rounding_values_body(multiply: bool) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """FP4 E2M1's codes and values (``_codebook_values_body``'s results for the FP4
+    sign-magnitude encoder and the FP4 decode) by rounding instead of counting midpoints:
+    with ``a = min(|v|, 6)`` (NaN: 0, as no midpoint lies below it), the level spacing
+    ``u`` is 0.5 below 2, 1 in ``[2, 4)``, 2 from 4, and ``r = round(a / u)`` (half to
+    even; ``a / u`` exact, a power of two) gives the nearest magnitude ``r u`` with ties to
+    the even code: the code is ``r``, ``r + 2``, ``r + 4`` in the three ranges (the same
+    parity as ``r``; ``r`` reaching the next range's first level gives that level's
+    code). Sign bit of ``v`` or'ed in (``-0`` for a negative rounding to zero); the value
+    ``+-r u`` times the stored scale, clamped by selects: the decode's formula on the
+    table's entry, which ``r u`` is exactly. ``multiply``: the second argument is a
+    reciprocal to multiply by, else a scale to divide by; the third (the code table)
+    is unused."""
+
+    def encode_fp4_rounded_values(
+        blocks: torch.Tensor, s: torch.Tensor, codes: torch.Tensor, scale: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        v = blocks * s if multiply else blocks / s
+        a = v.abs().clamp(max=6.0)
+        a = torch.where(a > 0, a, 0.0)  # NaN as 0
+        small = a < 2.0
+        big = a >= 4.0
+        r = torch.where(small, a * 2.0, torch.where(big, a * 0.5, a)).round()
+        idx = r + torch.where(small, 0.0, torch.where(big, 4.0, 2.0))
+        mag = torch.where(small, r * 0.5, torch.where(big, r * 2.0, r))
+        negative = v.view(torch.int32) < 0
+        code = idx.to(torch.int32) | (negative.to(torch.int32) << 3)
+        value = torch.where(negative, -mag, mag) * scale
+        return code.to(torch.uint8), _clamp_selects(value)
+
+    return encode_fp4_rounded_values
+
+
 def _sign_magnitude_encoder(
     sm: _SignMagnitude, multiply: bool, raw: bool = False
 ) -> Callable[..., torch.Tensor]:

@@ -423,3 +423,48 @@ def test_compiled_scale_fits_equal_the_eager_ones(name: str) -> None:
             getattr(fast.quantized.stored, field), getattr(ref.stored, field), f"{field}"
         )
     _assert_same(fast.values, ref_values, f"{name} values")
+
+
+@_NEEDS_COMPILED
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    fill=st.lists(
+        st.one_of(
+            _FLOATS,
+            st.sampled_from([0.25, 0.75, 1.75, 2.5, 3.5, 5.0, 7.0, float("inf"), float("nan")]),
+        ),
+        min_size=1,
+        max_size=64,
+    ),
+    scale=st.sampled_from([1.0, 0.5, 2.0**-126, 1e-3, 3.0, 2.0**100]),
+    inverse=st.booleans(),
+)
+def test_fp4_rounding_pass_equals_counting_midpoints(
+    fill: list[float], scale: float, inverse: bool
+) -> None:
+    """FP4's fused pass by rounding (``bodies._fp4_rounding_values_body``) gives the
+    codes and values of the midpoint-counting encoder and the FP4 decode, bit for bit,
+    on any floats: exact midpoints (ties to the even code), beyond 6, infinities, NaN,
+    signed zeros, subnormals; dividing by a scale or multiplying by a reciprocal."""
+    from quant_core.config import Format
+    from quant_core.formats import codebook_for
+    from quant_core.kernels import passes
+
+    n = 64 * 32
+    base = torch.tensor(fill, dtype=torch.float32).repeat(n // len(fill) + 1)[:n]
+    blocks = (base * torch.linspace(0.1, 8.0, n)).reshape(64, 32)
+    s = torch.full((64, 1), scale)
+    stored = torch.full((64, 1), 0.75)
+    cb = codebook_for(Format.FP4_E2M1)
+    inv = s.reciprocal() if inverse else None
+    got = {}
+    with kernels.use_backend(kernels.Backend.COMPILED, min_elements=1):
+        try:
+            for rounding in (True, False):
+                passes._FP4_ROUNDING = rounding
+                got[rounding] = kernels.encode_codebook_values(blocks, s, cb, inv, stored)
+        finally:
+            passes._FP4_ROUNDING = True
+    assert got[True] is not None and got[False] is not None
+    _assert_same(got[True][0], got[False][0], "codes")
+    _assert_same(got[True][1], got[False][1], "values")
