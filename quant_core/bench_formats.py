@@ -9,10 +9,13 @@ runs after one warm-up:
   the app's pages ask for them; bit for bit ``quantize(x, cfg).dequantize()``); against
   ``clone``: ``x.clone()``. Target: ``ours / clone <= CLONE_RATIO_TARGET`` (3). Codes and
   values come from one pass for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0, MXINT8 and
-  (compiled) MXFP4, MXFP6, NVFP4, NF4_DQ, BITNET; the others quantize, then dequantize.
+  (compiled) MXFP4, MXFP6, NVFP4, NF4_DQ, BITNET, MXFP4_GGUF, NVFP4_GGUF, Q1_0, IQ4_NL,
+  IQ4_XS (IQ4's after its scale search); the others quantize, then dequantize.
   Not every preset meets the target (the row prints ``NOT met``): for the MX and NVFP4
   presets that one pass itself (the encoder's compares or bit arithmetic per value, then
-  the value's) and the eager per-block scale fitting cost more than three copies.
+  the value's) and the per-block scale fitting (compiled for E8M0 and NVFP4's E4M3
+  scales: ~50 and ~70 ms eagerly on a loaded machine) cost about three copies; IQ4's
+  scale search dominates its time.
 - For the GGUF types that llama.cpp's ``gguf`` package quantizes (Q4_0, Q4_1, Q5_0, Q5_1,
   Q8_0, TQ1_0, TQ2_0, and MXFP4 as ``MXFP4_GGUF``, whose bytes are the package's):
   ``gguf.quants.quantize`` then ``gguf.quants.dequantize`` of the same tensor, its numpy

@@ -220,14 +220,19 @@ def quantize_dequantize(
     Where the format has a fused pass, the values are written in the loop that writes the
     codes, from the float code (``round(x / d) d`` on the stored ``d``), instead of by a
     second pass that reads the codes back: llama.cpp's Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, TQ1_0,
-    TQ2_0 without importance (``formats.llama_cpp.fuses_values``), the lab's
+    TQ2_0 without importance (``formats.llama_cpp.fuses_values``); on the compiled path,
+    llama.cpp's MXFP4 and NVFP4 (presets MXFP4_GGUF, NVFP4_GGUF: llama.cpp's own FP4
+    search, ties towards zero) and Q1_0 without importance, and IQ4_NL, IQ4_XS (after
+    their scale search), their encoder and the table's decode in one loop
+    (``llama_cpp.fuses_values_compiled``, ``kernels.encode_values_with``); the lab's
     integer formats of up to 8 bits with nearest rounding on the compiled path
-    (``kernels.encode_int_values``: MXINT8, the sidebar's int configs), and the lab's
-    FP4, FP6, NF4 and ternary codebook formats with nearest rounding on the compiled path,
-    outside ``PerBlock`` tiles (``kernels.encode_codebook_values``: MXFP4, MXFP6, NVFP4,
-    NF4_DQ, BITNET; not FP8, where the one pass was slower). 4096 x 4096 Q8_0, one thread:
-    3.5 -> 2.7 times a ``x.clone()``. Every other format (the K-quants, IQ4, MXFP4_GGUF,
-    NVFP4_GGUF, Q1_0, MXFP8, FP8_BLOCK), and the eager path of the lab's, quantizes, then
+    (``kernels.encode_int_values``: MXINT8, the sidebar's int configs), and the lab's FP4,
+    FP6, NF4 and ternary codebook formats with nearest rounding on the compiled path,
+    outside ``PerBlock`` tiles
+    (``kernels.encode_codebook_values``: MXFP4, MXFP6, NVFP4, NF4_DQ, BITNET; not FP8,
+    where the one pass was slower). 4096 x 4096 Q8_0, one thread: 3.5 -> 2.7 times a
+    ``x.clone()``. Every other format (the K-quants, MXFP8, FP8_BLOCK), and the eager
+    path of the lab's and of the llama.cpp types fused only compiled, quantizes, then
     dequantizes."""
     q, values = _quantize(x, cfg, generator, None, None, importance, values=True)
     return RoundTrip(q, q.dequantize() if values is None else values)

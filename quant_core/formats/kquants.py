@@ -55,10 +55,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..config import QuantConfig, SuperBlockScales
+from ..config import Format, QuantConfig, SuperBlockScales
 from ..granularity import BlockLayout
-from ..kernels import switch
-from .codebooks import IQ4_NL_VALUES
+from ..kernels import encode_values_with, switch
+from .codebooks import IQ4_NL_VALUES, codebook_for
 from .kquant_bytes import _k4_scales, _unk4_scales
 from .scales import BlockParams, StoredScales, super_block_shape
 
@@ -732,6 +732,12 @@ def _iq4_scaled_codes(x: torch.Tensor, inv: torch.Tensor) -> torch.Tensor:
     return _iq4_nearest(inv * x)[0].to(torch.uint8)
 
 
+def _iq4_code_numbers(x: torch.Tensor, inv: torch.Tensor) -> torch.Tensor:
+    """``_iq4_scaled_codes`` as int32: the encoder of ``quantize_blocks``' one pass for
+    IQ4's codes and values (``kernels.encode_values_with``)."""
+    return _iq4_nearest(inv * x)[0].to(torch.int32)
+
+
 _IQ4_MIDS = tuple(
     (IQ4_NL_VALUES[k] + IQ4_NL_VALUES[k + 1]) / 2 for k in range(len(IQ4_NL_VALUES) - 1)
 )
@@ -871,11 +877,17 @@ class _Piece:
     signed value for Q3_K, Q6_K, IQ4_XS; ``None`` for IQ4_NL) and ``m`` (``None`` but for
     the min types), ``d`` and ``dmin`` (float32 ``[S]``, fp16 values; ``dmin`` as ``m``)."""
 
-    u: torch.Tensor
+    u: torch.Tensor | None
     sc: torch.Tensor | None
     m: torch.Tensor | None
     d: torch.Tensor
     dmin: torch.Tensor | None
+    inv: torch.Tensor | None = None
+    block_scale: torch.Tensor | None = None
+    """IQ4 asked for values (``defer``): ``u`` is ``None``, the codes are left to one pass
+    over every block after the pieces (``quantize_blocks``), with each block's ``inv``
+    (the reciprocal the codes multiply by) and ``block_scale`` (the stored scale: ``d``,
+    times ``l`` for IQ4_XS), both float32 ``[S * unit / 32, 1]``; else ``None``."""
 
 
 def _keep_search_codes(
@@ -1052,15 +1064,19 @@ def _iq4_weights(x: torch.Tensor, qw: torch.Tensor | None) -> torch.Tensor | Non
     return _importance_weights(x, _positions(x, 32), qw, 32, 2 / x.shape[1])
 
 
-def _iq4_nl(x: torch.Tensor, qw: torch.Tensor | None) -> _Piece:
-    """``quantize_iq4_nl``: each block of 32 its own super-block."""
+def _iq4_nl(x: torch.Tensor, qw: torch.Tensor | None, defer: bool = False) -> _Piece:
+    """``quantize_iq4_nl``: each block of 32 its own super-block; ``defer``: the codes
+    left to the caller (``_Piece.inv``)."""
     scale = _iq4_block_scales(x, _iq4_weights(x, qw))
-    u = _kernel(_iq4_scaled_codes, x, _safe_inverse(scale).unsqueeze(1))
-    return _Piece(u, None, None, _fp16(scale), None)
+    d = _fp16(scale)
+    inv = _safe_inverse(scale).unsqueeze(1)
+    if defer:
+        return _Piece(None, None, None, d, None, inv, d.unsqueeze(1))
+    return _Piece(_kernel(_iq4_scaled_codes, x, inv), None, None, d, None)
 
 
-def _iq4_xs(x: torch.Tensor, qw: torch.Tensor | None) -> _Piece:
-    """``quantize_iq4_xs``."""
+def _iq4_xs(x: torch.Tensor, qw: torch.Tensor | None, defer: bool = False) -> _Piece:
+    """``quantize_iq4_xs``; ``defer``: as ``_iq4_nl``'s."""
     scales = _iq4_block_scales(x.reshape(-1, 32), _iq4_weights(x, qw))
     scales = scales.reshape(-1, 8)
     _, max_scale = _first_absmax(scales, 1)
@@ -1068,9 +1084,13 @@ def _iq4_xs(x: torch.Tensor, qw: torch.Tensor | None) -> _Piece:
     ls = _nearest_int(_safe_inverse(d) * scales).clamp_(-32, 31)
     # the codes divide by the float32 d l, not by the fp16 d stored
     dl = (d * ls.to(torch.float32)).reshape(1, -1)
-    u = _kernel(_iq4_scaled_codes, x.reshape(-1, 32), _safe_inverse(dl).reshape(-1, 1))
-    u = u.reshape(-1, _QK_K)
-    return _Piece(u, ls, None, _fp16(d).squeeze(1), None)
+    inv = _safe_inverse(dl).reshape(-1, 1)
+    d16 = _fp16(d)
+    if defer:  # the stored block scale fp16(d) l, as quantize_blocks forms it (exact)
+        stored = (d16 * ls.to(torch.float32)).reshape(-1, 1)
+        return _Piece(None, ls, None, d16.squeeze(1), None, inv, stored)
+    u = _kernel(_iq4_scaled_codes, x.reshape(-1, 32), inv).reshape(-1, _QK_K)
+    return _Piece(u, ls, None, d16.squeeze(1), None)
 
 
 @dataclass(frozen=True)
@@ -1078,9 +1098,11 @@ class _Type:
     """A type's quantizer over ``[S, unit]`` pieces, and its stored codes' shift to the
     lab's (``q = u + shift``; ``None``: IQ4 level indices, kept as uint8)."""
 
-    quantize: Callable[[torch.Tensor, torch.Tensor | None], _Piece]
+    quantize: Callable[..., _Piece]
     unit: int
     shift: int | None
+    fuses: bool = False
+    """``quantize`` takes ``defer=True`` (IQ4: ``_Piece.inv``)."""
 
 
 _TYPES: dict[str, _Type] = {
@@ -1089,8 +1111,8 @@ _TYPES: dict[str, _Type] = {
     "Q4_K": _Type(lambda x, qw: _q45_k(x, qw, 15, -1.0, 20), _QK_K, -8),
     "Q5_K": _Type(lambda x, qw: _q45_k(x, qw, 31, -0.5, 15), _QK_K, -16),
     "Q6_K": _Type(_q6_k, _QK_K, -32),
-    "IQ4_NL": _Type(_iq4_nl, 32, None),
-    "IQ4_XS": _Type(_iq4_xs, _QK_K, None),
+    "IQ4_NL": _Type(_iq4_nl, 32, None, fuses=True),
+    "IQ4_XS": _Type(_iq4_xs, _QK_K, None, fuses=True),
 }
 
 
@@ -1099,19 +1121,42 @@ def _per_block(v: torch.Tensor, n: int) -> torch.Tensor:
     return v.unsqueeze(1).expand(-1, n // len(v)).reshape(n, 1)
 
 
+def _iq4_codes_values(
+    blocks: torch.Tensor, inv: torch.Tensor, scale: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """IQ4's uint8 codes ``best_index_int8(inv x)`` of ``blocks`` ``[n, 32]`` (``inv``
+    ``[n, 1]``) and, from the same compiled loop, their values ``clamp(scale
+    IQ4_NL_VALUES[u])`` (``scale`` ``[n, 1]``, the stored block scale;
+    ``kernels.encode_values_with``: the decode's tree of selects on the int32 code, so
+    ``dequantize``'s bits). Over all blocks at once, not per piece: joining the pieces'
+    values cost a full copy (4096 x 4096 IQ4_NL, one thread: 6.8x a clone with two passes,
+    7.6x with per-piece values). Where that pass does not run, the codes alone and
+    ``None``."""
+    table = codebook_for(Format.IQ4_NL, blocks.device).decode_table
+    both = encode_values_with(_iq4_code_numbers, "kquants_iq4", table, scale, blocks, inv)
+    if both is not None:
+        return both
+    return _kernel(_iq4_scaled_codes, blocks, inv), None
+
+
 def quantize_blocks(
     name: str,
     blocks: torch.Tensor,
     cfg: QuantConfig,
     layout: BlockLayout,
     importance: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, BlockParams]:
+    *,
+    values: bool = False,
+) -> tuple[torch.Tensor, BlockParams, torch.Tensor | None]:
     """Codes (``[n_blocks, block_len]``: int8 for the integer types, uint8 IQ4 indices) and
     block parameters of ``blocks`` (float32, the ``PerGroup`` blocks of ``cfg``, consecutive
     blocks forming each 256-value super-block) under llama.cpp's quantizer of ``name``, in
     pieces of ``SUPER_BLOCKS_PER_PIECE`` super-blocks. ``importance`` (float32
     ``[layout.shape[-1]]``, checked by the caller): llama.cpp's importance matrix entry of
-    the tensor (``quant_weights``, one weight per column), for its weighted quantizers."""
+    the tensor (``quant_weights``, one weight per column), for its weighted quantizers.
+    Third: with ``values``, for IQ4_NL and IQ4_XS where their last pass runs compiled, the
+    dequantized values (float32, ``blocks``' shape) from the codes' pass, bit for bit
+    ``dequantize``'s; else ``None``."""
     kind = _TYPES.get(name)
     if kind is None:
         raise ValueError(f"{name!r} is not a K-quant or IQ4 type: {', '.join(_TYPES)}")
@@ -1122,8 +1167,13 @@ def quantize_blocks(
         rows = flat.numel() // row.shape[1]
         weights = row.expand(rows, -1).reshape(-1, kind.unit)
     step = SUPER_BLOCKS_PER_PIECE * (_QK_K // kind.unit)
+    # IQ4's values: its codes in one compiled pass over all blocks, with their values
+    defer = values and kind.fuses and switch.runs_compiled(blocks)
+    extra = {"defer": True} if defer else {}
     pieces = [
-        kind.quantize(flat[i : i + step], None if weights is None else weights[i : i + step])
+        kind.quantize(
+            flat[i : i + step], None if weights is None else weights[i : i + step], **extra
+        )
         for i in range(0, flat.shape[0], step)
     ]
 
@@ -1134,12 +1184,16 @@ def quantize_blocks(
         return u.to(torch.uint8) if kind.shift is None else (u + kind.shift).to(torch.int8)
 
     n, block_len = blocks.shape
-    # each piece's codes to one byte while they are in cache, before they are joined
-    codes = torch.cat([stored_codes(p.u) for p in pieces]).reshape(n, block_len)
+    fused = None
+    if defer:
+        codes, fused = _iq4_codes_values(blocks, cat("inv"), cat("block_scale"))
+    else:
+        # each piece's codes to one byte while they are in cache, before they are joined
+        codes = torch.cat([stored_codes(p.u) for p in pieces]).reshape(n, block_len)
     d = cat("d")
     zeros = torch.zeros((n, 1), dtype=torch.int32, device=blocks.device)
     if name == "IQ4_NL":  # one level: d itself
-        return codes, BlockParams(d.reshape(n, 1), zeros, None, d.reshape(n, 1))
+        return codes, BlockParams(d.reshape(n, 1), zeros, None, d.reshape(n, 1)), fused
     sf = cfg.scale_format
     if not isinstance(sf, SuperBlockScales):
         raise TypeError(f"{name} stores super-block scales; {cfg.describe()!r} does not")
@@ -1151,6 +1205,6 @@ def quantize_blocks(
         stored = StoredScales(sc, m, d.reshape(sup_shape), dmin.reshape(sup_shape))
         offset = -(_per_block(dmin, n) * m.reshape(n, 1).to(torch.float32))
         z = torch.full((n, 1), cfg.qmin, dtype=torch.int32, device=blocks.device)
-        return codes, BlockParams(scale, z, offset, scale, None, stored)
+        return codes, BlockParams(scale, z, offset, scale, None, stored), fused
     stored = StoredScales(sc, super_scale=d.reshape(sup_shape))
-    return codes, BlockParams(scale, zeros, None, scale, None, stored)
+    return codes, BlockParams(scale, zeros, None, scale, None, stored), fused

@@ -44,9 +44,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..config import QuantConfig
+from ..config import Format, QuantConfig, Recipe
 from ..granularity import BlockLayout
-from ..kernels import switch
+from ..kernels import encode_values_with, switch
+from .codebooks import codebook_for
 from .gguf_types import gguf_type_of
 from .scales import BlockParams, StoredScales, power_of_two, ue4m3_values
 
@@ -55,6 +56,7 @@ __all__ = [
     "check_importance",
     "checks_finiteness",
     "fuses_values",
+    "fuses_values_compiled",
     "quantize_blocks",
     "roundf",
     "ue4m3_from_float",
@@ -71,7 +73,7 @@ class Quantized:
     types. ``values`` (float32, ``codes``' shape): the
     dequantized values, bit for bit what ``QuantizedTensor.dequantize`` makes of ``codes``
     and ``params``, where the caller asked for them and the type has a fused pass
-    (``fuses_values``); else ``None``."""
+    (``fuses_values``; ``fuses_values_compiled`` where it runs compiled); else ``None``."""
 
     codes: torch.Tensor
     params: BlockParams
@@ -263,6 +265,11 @@ _MXFP4_KVALUES = (0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12)
 
 
 def _mxfp4_codes(blocks: torch.Tensor, d_half: torch.Tensor) -> torch.Tensor:
+    """``_mxfp4_code_numbers`` as the stored uint8 codes."""
+    return _mxfp4_code_numbers(blocks, d_half).to(torch.uint8)
+
+
+def _mxfp4_code_numbers(blocks: torch.Tensor, d_half: torch.Tensor) -> torch.Tensor:
     """The eager loop's ``argmin_i |kv_i d_half - x|`` (uint8) as one compiled pass: the
     same float32 errors (``kv_i d_half`` is exact, a small integer times a power of two),
     kept as a running minimum in the table's order with a strict ``<``, so the first
@@ -275,7 +282,9 @@ def _mxfp4_codes(blocks: torch.Tensor, d_half: torch.Tensor) -> torch.Tensor:
     ``-k`` of a negative ``x`` has the error ``fl(|a - k d|)``, level ``k``'s on ``a``
     (rounding to nearest is symmetric). A negative ``x`` whose best ``a`` level is
     ``k > 0`` takes code ``k + 8``; ``-0`` is not negative and stays at code 0. Half the
-    operations of the 15 comparisons: 4096 x 4096, one thread, 23 ms against 43 ms."""
+    operations of the 15 comparisons: 4096 x 4096, one thread, 23 ms against 43 ms.
+    int32 codes (``_mxfp4_codes`` stores them as uint8), so that a fused pass computes
+    their values from them (``_fp4_codes_values``)."""
     a = blocks.abs()
     best = a  # |0 d_half - x|, code 0
     code = torch.zeros_like(blocks, dtype=torch.int32)
@@ -284,11 +293,12 @@ def _mxfp4_codes(blocks: torch.Tensor, d_half: torch.Tensor) -> torch.Tensor:
         better = err < best
         best = torch.where(better, err, best)
         code = torch.where(better, i, code)
-    code = torch.where((blocks < 0) & (code > 0), code + 8, code)
-    return code.to(torch.uint8)
+    return torch.where((blocks < 0) & (code > 0), code + 8, code)
 
 
-def _mxfp4(blocks: torch.Tensor, cfg: QuantConfig) -> Quantized:
+def _mxfp4(blocks: torch.Tensor, cfg: QuantConfig, values: bool = False) -> Quantized:
+    """MXFP4 (``quantize_row_mxfp4_ref``); ``values``: the dequantized values from the
+    codes' pass where it runs compiled (``_fp4_codes_values``), else ``None``."""
     amax = _kernel(_absmax_pass, blocks)  # exact in any order; +0 for an all-zero block
     # numpy's float32 log2, as the gguf package computes the exponent (per block: small).
     a = amax.cpu().numpy()
@@ -297,10 +307,28 @@ def _mxfp4(blocks: torch.Tensor, cfg: QuantConfig) -> Quantized:
     # below 2^-125 the package's uint8 cast wraps around; the smallest exponent is kept
     e = torch.from_numpy(np.clip(e_np, 0, 254).astype(np.int32)).to(blocks.device)
     d_half = power_of_two(e.reshape(amax.shape) - 128)  # 2^(e - 128), as torch.ldexp
-    codes = _fp4_codes(blocks, d_half)
     s = 2 * d_half  # the lab's FP4 levels are kv / 2: x_hat = 2^(e - 127) fp4[q]
+    codes, fused = _fp4_codes_values(blocks, d_half, s, values)
     stored = StoredScales(codes=e.reshape(-1))
-    return Quantized(codes, BlockParams(s, _zeros(len(s), s.device), None, s, None, stored), amax)
+    params = BlockParams(s, _zeros(len(s), s.device), None, s, None, stored)
+    return Quantized(codes, params, amax, fused)
+
+
+def _fp4_codes_values(
+    blocks: torch.Tensor, d_half: torch.Tensor, s: torch.Tensor, values: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``_fp4_codes`` and, where ``values`` asks and the pass runs compiled, the values
+    ``clamp(s fp4[q])`` (``s`` the stored scale, ``[n_blocks, 1]``) from the same loop
+    (``kernels.encode_values_with``: the FP4 decode's formula on the int32 code, so the
+    bits of ``dequantize``); else ``None`` for the values: the caller decodes."""
+    if values:
+        table = codebook_for(Format.FP4_E2M1, blocks.device).decode_table
+        both = encode_values_with(
+            _mxfp4_code_numbers, "llama_cpp_fp4", table, s, blocks, d_half.contiguous()
+        )
+        if both is not None:
+            return both
+    return _fp4_codes(blocks, d_half), None
 
 
 def _fp4_codes(blocks: torch.Tensor, d_half: torch.Tensor) -> torch.Tensor:
@@ -369,34 +397,59 @@ def _abs_sums_transposed(blocks: torch.Tensor) -> torch.Tensor:
     return acc
 
 
-def _q1_0(blocks: torch.Tensor, cfg: QuantConfig) -> Quantized:
+def _q1_0_code_numbers(blocks: torch.Tensor) -> torch.Tensor:
+    """Q1_0's codes ``x >= 0`` as int32 (the fused pass's encoder)."""
+    return (blocks >= 0).to(torch.int32)
+
+
+def _q1_0(blocks: torch.Tensor, cfg: QuantConfig, values: bool = False) -> Quantized:
     """Q1_0 (``quantize_row_q1_0_ref``): ``d = fp16(sum_abs / 128)``, ``sum_abs`` added up
     one value at a time from 0 in float32 as the C loop does (``_abs_sums_in_order``), and
     the codes ``x >= 0`` (1: ``+d``, 0: ``-d``). 4096 x 4096, one thread: the sums 249 ms
-    eagerly (transposed), 24 ms compiled."""
+    eagerly (transposed), 24 ms compiled. ``values``: the dequantized values ``clamp(s
+    [-1, 1][q])`` from the codes' pass where it runs compiled, else ``None``."""
     acc = switch.compiled_or(
         _abs_sums_in_order, "llama_cpp", blocks, fallback=_abs_sums_transposed
     )
     # / 128 is exact (a power of two), as C's division is; true division all the same
     d = torch.div(acc, torch.full_like(acc, float(blocks.shape[1]))).reshape(-1, 1)
     s = _fp16(d)
+    params = BlockParams(s, _zeros(len(s), s.device), None, s)
+    if values:
+        table = codebook_for(cfg.format, blocks.device).decode_table
+        both = encode_values_with(_q1_0_code_numbers, "llama_cpp_q1_0", table, s, blocks)
+        if both is not None:  # no peaks: a sum of finite |x| may overflow to inf
+            return Quantized(both[0], params, None, both[1])
     codes = (blocks >= 0).to(torch.uint8)
-    # no peaks: a sum of finite |x| may overflow to inf
-    return Quantized(codes, BlockParams(s, _zeros(len(s), s.device), None, s))
+    return Quantized(codes, params)
 
 
-def _nvfp4(blocks: torch.Tensor, cfg: QuantConfig) -> Quantized:
+def _nvfp4_scale_pass(
+    blocks: torch.Tensor, six: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each block's ``amax`` (``+0`` for an all-zero block; inf for an inf) and ``ue =
+    ue4m3_from_float(amax / 6)`` (int32) in one pass: max is exact in any order, ``six``
+    a 0-d tensor so that the division stays a true one (a scalar divisor may become a
+    multiply by 1/6), the rest integer steps and ``trunc(x 512 + 0.5)`` (exact). Eagerly
+    ``ue4m3_from_float``'s dozen operations on a million blocks (4096 x 4096) cost about
+    half a copy."""
+    amax = _absmax_pass(blocks)
+    return amax, ue4m3_from_float(amax / six)
+
+
+def _nvfp4(blocks: torch.Tensor, cfg: QuantConfig, values: bool = False) -> Quantized:
     """GGUF NVFP4 (``quantize_row_nvfp4_ref``) per sub-block of 16: ``ue =
     ue4m3_from_float(amax / 6)``, ``d = ue4m3(ue) / 2`` and each code
     ``best_index_mxfp4(x, d)`` (MXFP4's search: ties towards zero). The lab's scale is
-    ``2 d``, the UE4M3 value itself (its FP4 levels are llama.cpp's doubled ones halved)."""
-    amax = _kernel(_absmax_pass, blocks)  # +0 for an all-zero block; inf for an inf
-    # true division (a scalar divisor may become a multiply by 1/6 on some devices)
-    ue = ue4m3_from_float(torch.div(amax, torch.full_like(amax, 6.0)))
+    ``2 d``, the UE4M3 value itself (its FP4 levels are llama.cpp's doubled ones halved).
+    ``values``: as ``_mxfp4``'s."""
+    six = torch.tensor(6.0, device=blocks.device)
+    amax, ue = _kernel(_nvfp4_scale_pass, blocks, six)
     s = ue4m3_values(ue)
-    codes = _fp4_codes(blocks, s * 0.5)
+    codes, fused = _fp4_codes_values(blocks, s * 0.5, s, values)
     stored = StoredScales(codes=ue.reshape(-1))
-    return Quantized(codes, BlockParams(s, _zeros(len(s), s.device), None, s, None, stored), amax)
+    params = BlockParams(s, _zeros(len(s), s.device), None, s, None, stored)
+    return Quantized(codes, params, amax, fused)
 
 
 # -- fused round trips: codes and dequantized values from one pass ------------------------
@@ -472,6 +525,13 @@ def _clamped(v: torch.Tensor) -> torch.Tensor:
     return v.clamp(-_F32_MAX, _F32_MAX)
 
 
+def _clamped_by_selects(v: torch.Tensor) -> torch.Tensor:
+    """``_clamped`` as the codebook decode's selects (``kernels.bodies._clamp_selects``):
+    a NaN keeps its bits (``0 * inf`` of a code 0 on an fp16 ``d`` that overflowed), where
+    Inductor's vector clamp makes it all ones; the ternary types decode as a codebook."""
+    return torch.where(v > _F32_MAX, _F32_MAX, torch.where(v < -_F32_MAX, -_F32_MAX, v))
+
+
 def _q8_values(
     blocks: torch.Tensor, inv: torch.Tensor, s: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -486,7 +546,7 @@ def _ternary_values(
     """TQ1_0/TQ2_0's stored codes ``roundf(x id) + 1`` (uint8) and values ``clamp(t s)``,
     ``t = roundf(x id) + 0`` the ternary table's entry of the code (``-1, +0, 1``)."""
     q = roundf(_finite_or_zero(blocks * inv))
-    return (q + 1).to(torch.uint8), _clamped((q + 0.0) * s)
+    return (q + 1).to(torch.uint8), _clamped_by_selects((q + 0.0) * s)
 
 
 def _symmetric_values(
@@ -598,10 +658,32 @@ _FUSED: dict[str, Callable[[torch.Tensor, QuantConfig], Quantized]] = {
 }
 
 
+_FUSED_COMPILED: dict[str, Callable[..., Quantized]] = {
+    "MXFP4": _mxfp4,
+    "NVFP4": _nvfp4,
+    "Q1_0": _q1_0,
+}
+"""The types whose codes' pass gives the dequantized values too where it runs compiled
+(``kernels.encode_values_with``; eagerly: ``Quantized.values`` is ``None``)."""
+
+
 def fuses_values(cfg: QuantConfig) -> bool:
     """Whether ``quantize_blocks(..., values=True)`` gives the dequantized values of
-    ``cfg``'s GGUF type from its own pass (``Quantized.values``)."""
+    ``cfg``'s GGUF type from its own pass (``Quantized.values``) on every path; the types
+    of ``fuses_values_compiled`` give them on the compiled path only."""
     return gguf_type_of(cfg) in _FUSED
+
+
+_IQ4 = frozenset(("IQ4_NL", "IQ4_XS"))
+"""The IQ4 types, whose last pass (``kquants``) gives the values too where it runs compiled."""
+
+
+def fuses_values_compiled(cfg: QuantConfig) -> bool:
+    """Whether ``quantize_blocks(..., values=True)`` gives the dequantized values of
+    ``cfg``'s GGUF type from its codes' pass where that runs compiled (MXFP4, NVFP4,
+    Q1_0, IQ4_NL, IQ4_XS: llama.cpp's rounding, the decode's formula in the same loop)."""
+    name = gguf_type_of(cfg)
+    return cfg.recipe is Recipe.LLAMA_CPP and (name in _FUSED_COMPILED or name in _IQ4)
 
 
 _QUANTIZERS: dict[str, Callable[[torch.Tensor, QuantConfig], Quantized]] = {
@@ -666,11 +748,16 @@ def quantize_blocks(
     if name is None:
         raise ValueError(f"{cfg.describe()!r} is no GGUF type")
     fn = _FUSED.get(name) if values else None
+    if values and name in _FUSED_COMPILED and importance is None:
+        return _FUSED_COMPILED[name](blocks, cfg, values=True)
     fn = fn or _QUANTIZERS.get(name)
     if fn is None:
         from . import kquants
 
-        return Quantized(*kquants.quantize_blocks(name, blocks, cfg, layout, importance))
+        codes, params, fused = kquants.quantize_blocks(
+            name, blocks, cfg, layout, importance, values=values
+        )
+        return Quantized(codes, params, None, fused)
     if importance is not None:
         raise ValueError(
             f"importance weights llama.cpp's K-quants and IQ4 here; {name}'s weighted "

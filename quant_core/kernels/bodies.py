@@ -130,6 +130,14 @@ def _decode_table(q: torch.Tensor, table: torch.Tensor, s: torch.Tensor) -> torc
     return (table[q.to(torch.int64)] * s).clamp(-_F32_MAX, _F32_MAX)
 
 
+def _clamp_selects(v: torch.Tensor) -> torch.Tensor:
+    """``v`` clamped to float32's finite range by selects: the same numbers as ``clamp``,
+    and a NaN passes with its bits, as eager's ``clamp`` passes it (Inductor's vector
+    ``clamp`` makes a NaN all ones: IQ4_NL's NaN scale of a block near float32's max
+    decoded to other NaN bits compiled than eagerly and in the ``gguf`` package)."""
+    return torch.where(v > _F32_MAX, _F32_MAX, torch.where(v < -_F32_MAX, -_F32_MAX, v))
+
+
 def _decode_small_table(q: torch.Tensor, table: torch.Tensor, s: torch.Tensor) -> None:
     """``clamp(s * table[q])``, in place on the codes already converted to float32 (exact
     integers), for a table of ``2^k`` entries (``k <= 6``: ternary's 4, NF4/FP4/IQ4_NL's
@@ -139,7 +147,7 @@ def _decode_small_table(q: torch.Tensor, table: torch.Tensor, s: torch.Tensor) -
     clamped as by the gather. Inductor turns a gather into a scalar loop; these compares
     and selects vectorize (4096 x 4096 FP4: 118 ms -> ~60 ms on one thread). A code beyond
     the table (which the eager gather refuses) picks the last entry."""
-    q.copy_((_small_table_values(q, table) * s).clamp(-_F32_MAX, _F32_MAX))
+    q.copy_(_clamp_selects(_small_table_values(q, table) * s))
 
 
 def _small_table_values(q: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
@@ -158,6 +166,12 @@ def _small_table_values(q: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
 
 SMALL_TABLE_MAX = 64
 """The largest decode table ``_decode_small_table`` takes (a power of two)."""
+
+
+def _by_selects(n: int) -> bool:
+    """Whether a decode table of ``n`` entries is read by ``_decode_small_table``'s tree of
+    selects (``n`` a power of two, at most ``SMALL_TABLE_MAX``), not by a gather."""
+    return 0 < n <= SMALL_TABLE_MAX and not n & (n - 1)
 
 
 _MINIFLOAT_FIELDS = {
@@ -262,10 +276,7 @@ def _minifloat_decoder(fmt: Format) -> Callable[..., None]:
         raise ValueError(f"{fmt.value} codes are not a small float's bits")
 
     def decode_minifloat(q: torch.Tensor, s: torch.Tensor) -> None:
-        v = _minifloat_values(q, mf) * s
-        # clamp by selects: the same numbers as clamp, and a NaN passes with its bits, as
-        # eager's clamp passes it (Inductor's vector clamp makes a NaN all ones)
-        q.copy_(torch.where(v > _F32_MAX, _F32_MAX, torch.where(v < -_F32_MAX, -_F32_MAX, v)))
+        q.copy_(_clamp_selects(_minifloat_values(q, mf) * s))
 
     return decode_minifloat
 
@@ -388,19 +399,51 @@ def _codebook_values_body(
 
         def encode_minifloat_values(*args: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             code = encoder(*args[:-1])
-            v = _minifloat_values(code, mf) * args[-1]
             # the decode's clamp by selects (a NaN keeps its bits)
-            v = torch.where(v > _F32_MAX, _F32_MAX, torch.where(v < -_F32_MAX, -_F32_MAX, v))
-            return code.to(torch.uint8), v
+            return code.to(torch.uint8), _clamp_selects(_minifloat_values(code, mf) * args[-1])
 
         return encode_minifloat_values
 
     def encode_table_values(*args: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         code = encoder(*args[:-2])
         entry = _small_table_values(code.to(torch.float32), args[-1])
-        return code.to(torch.uint8), (entry * args[-2]).clamp(-_F32_MAX, _F32_MAX)
+        return code.to(torch.uint8), _clamp_selects(entry * args[-2])
 
     return encode_table_values
+
+
+@functools.cache
+def _fp4_rounding_values_body(multiply: bool) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """FP4 E2M1's codes and values (``_codebook_values_body``'s results for the FP4
+    sign-magnitude encoder and the FP4 decode) by rounding instead of counting midpoints:
+    with ``a = min(|v|, 6)`` (NaN: 0, as no midpoint lies below it), the level spacing
+    ``u`` is 0.5 below 2, 1 in ``[2, 4)``, 2 from 4, and ``r = round(a / u)`` (half to
+    even; ``a / u`` exact, a power of two) gives the nearest magnitude ``r u`` with ties to
+    the even code: the code is ``r``, ``r + 2``, ``r + 4`` in the three ranges (the same
+    parity as ``r``; ``r`` reaching the next range's first level gives that level's
+    code). Sign bit of ``v`` or'ed in (``-0`` for a negative rounding to zero); the value
+    ``+-r u`` times the stored scale, clamped by selects: the decode's formula on the
+    table's entry, which ``r u`` is exactly. ``multiply``: the second argument is a
+    reciprocal to multiply by, else a scale to divide by; the third (the code table)
+    is unused."""
+
+    def encode_fp4_rounded_values(
+        blocks: torch.Tensor, s: torch.Tensor, codes: torch.Tensor, scale: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        v = blocks * s if multiply else blocks / s
+        a = v.abs().clamp(max=6.0)
+        a = torch.where(a > 0, a, 0.0)  # NaN as 0
+        small = a < 2.0
+        big = a >= 4.0
+        r = torch.where(small, a * 2.0, torch.where(big, a * 0.5, a)).round()
+        idx = r + torch.where(small, 0.0, torch.where(big, 4.0, 2.0))
+        mag = torch.where(small, r * 0.5, torch.where(big, r * 2.0, r))
+        negative = v.view(torch.int32) < 0
+        code = idx.to(torch.int32) | (negative.to(torch.int32) << 3)
+        value = torch.where(negative, -mag, mag) * scale
+        return code.to(torch.uint8), _clamp_selects(value)
+
+    return encode_fp4_rounded_values
 
 
 def _sign_magnitude_encoder(

@@ -27,7 +27,7 @@ from ..config import Format
 from ..formats import Codebook
 from .bodies import (
     _FLOAT8,
-    SMALL_TABLE_MAX,
+    _by_selects,
     _codebook_encoder,
     _minifloat,
     _minifloat_for_table,
@@ -314,5 +314,4 @@ def fused_codebook_block_sums(
 def decodes_without_gather(table: torch.Tensor) -> bool:
     """Whether ``decode_codebook`` decodes this table without a gather (as the fused pass
     does): a float format's, or one of at most ``SMALL_TABLE_MAX`` entries, a power of 2."""
-    n = table.shape[0]
-    return _minifloat_for_table(table) is not None or (n <= SMALL_TABLE_MAX and not n & (n - 1))
+    return _minifloat_for_table(table) is not None or _by_selects(table.shape[0])
