@@ -59,7 +59,8 @@ def ab_side(
     cfg = config_picker(cols, prefix=prefix, default=default)
     wanted = st.session_state.pop(_LINK + prefix, None)
     if isinstance(wanted, QuantConfig):
-        for text in link_fixes(wanted, cfg, cols):
+        key_prefix = next(k for k, p in _SIDES.items() if p == prefix)  # "a_" -> "a."
+        for text in link_fixes(wanted, cfg, cols, key_prefix):
             st.warning(f"Link: {literal(text)}.", icon="⚠️")
     choice = algorithm_picker(
         cfg, prefix=prefix, has_calibration=layer is not None, offered=offered_algorithms(layer)

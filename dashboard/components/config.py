@@ -198,18 +198,20 @@ def seed_from_url(prefix: str = "", research: bool = False) -> None:
     remember_link_config(scheme, prefix)
 
 
-def remember_link_config(cfg: QuantConfig, prefix: str = "") -> None:
+def remember_link_config(cfg: QuantConfig, prefix: str = "", key_prefix: str = "") -> None:
     """Remember ``cfg`` as what a link asked of the picker with ``prefix``: its next draw
-    warns about each value it had to change (a group size that does not fit, ...)."""
-    st.session_state[_LINK_SCHEME + prefix] = cfg
+    warns about each value it had to change (a group size that does not fit, ...), naming
+    the link's keys with ``key_prefix`` (``"m."`` on the whole-model page)."""
+    st.session_state[_LINK_SCHEME + prefix] = (cfg, key_prefix)
 
 
 def _warn_link_fixes(p: str, got: QuantConfig, cols: int) -> None:
     """Warn (once, beside the picker) for each value of the link's scheme the picker changed."""
-    wanted = st.session_state.pop(_LINK_SCHEME + p, None)
-    if not isinstance(wanted, QuantConfig):
+    remembered = st.session_state.pop(_LINK_SCHEME + p, None)
+    if not isinstance(remembered, tuple) or not isinstance(remembered[0], QuantConfig):
         return
-    for text in link_fixes(wanted, got, cols):
+    wanted, key_prefix = remembered
+    for text in link_fixes(wanted, got, cols, key_prefix):
         st.warning(f"Link: {literal(text)}.", icon="⚠️")
 
 

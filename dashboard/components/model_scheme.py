@@ -16,6 +16,8 @@ from dashboard.services.display.labels import scheme_label
 from dashboard.services.display.text import literal
 from dashboard.services.state.algorithm import AlgorithmChoice
 from dashboard.services.state.model import (
+    ACTIVATION_PREFIX,
+    PREFIX,
     ActivationChoice,
     ModelScheme,
     RangeKind,
@@ -74,11 +76,11 @@ def seed_model_scheme_from_url() -> None:
     if parsed.weight is not None:
         apply_config(parsed.weight, "m_")
         if not preset:
-            remember_link_config(parsed.weight, "m_")
+            remember_link_config(parsed.weight, "m_", PREFIX)
     if parsed.activation is not None:
         apply_config(parsed.activation, "ma_")
         if parsed.choice is ActivationChoice.CUSTOM:
-            remember_link_config(parsed.activation, "ma_")
+            remember_link_config(parsed.activation, "ma_", ACTIVATION_PREFIX)
     if parsed.ranges is not None:
         persist.set_values({"m_ranges": parsed.ranges})
     if parsed.algorithm is not None:

@@ -162,7 +162,7 @@ def test_ab_url_seeds_both_sides_and_warns_on_changed_values() -> None:
     assert at.slider(key="a_q_bits").value == 8
     assert at.selectbox(key="b_a_algo").value is Algorithm.HQQ
     warned = [plain(w.value) for w in at.warning]
-    assert warned == ["Link: group=100 does not fit 64 columns; using 64."]
+    assert warned == ["Link: b.group=100 does not fit 64 columns; using 64."]
     assert at.query_params["b.group"] == "64" and at.query_params["b.algo"] == "hqq"
     assert at.query_params["a.axis"] == "1" and at.query_params["b.sdtype"] == "fp16"
     assert list(at.dataframe[0].value["algorithm"]) == ["RTN", "HQQ"]

@@ -36,7 +36,7 @@ def test_whole_model_warns_when_it_changes_the_links_group_size(asked: str, used
     no_errors(at)
     assert at.select_slider(key="m_q_group").value == int(used)
     text = warnings(at)
-    assert f"group={asked}" in text and f"using {used}" in text, text
+    assert f"m.group={asked} does not fit" in text and f"using {used}" in text, text
     assert query(at, "m.group") == used
 
 

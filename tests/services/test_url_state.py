@@ -340,6 +340,13 @@ def test_link_fixes_name_each_changed_value() -> None:
     # anything else that differs is named by its query key and both values
     other = link_fixes(QuantConfig(bits=12), QuantConfig(bits=8), 8)
     assert other == ("bits=12 is not available here; using 8",)
+    # each line names the key the link holds: the page's prefix ("m.", "a.") included
+    assert link_fixes(wanted, got, 256, "m.") == (
+        "m.group=100 does not fit 256 columns; using 128",
+    )
+    assert link_fixes(QuantConfig(bits=12), QuantConfig(bits=8), 8, "m.a.") == (
+        "m.a.bits=12 is not available here; using 8",
+    )
     with pytest.raises(TypeError):
         link_fixes({"bits": "4"}, got, 8)  # type: ignore[arg-type]
 
