@@ -233,9 +233,13 @@ def quantize_dequantize(
     where the one pass was slower). 4096 x 4096 Q8_0, one thread: 3.5 -> 2.7 times a
     ``x.clone()``. Every other format (the K-quants, MXFP8, FP8_BLOCK), and the eager
     path of the lab's and of the llama.cpp types fused only compiled, quantizes, then
-    dequantizes."""
+    dequantizes. So does a tensor whose stored scales overflowed (``scales_finite``): the
+    fused passes saturate to float32's range, ``dequantize`` decodes such a block as the
+    format's owner does (+-inf, NaN)."""
     q, values = _quantize(x, cfg, generator, None, None, importance, values=True)
-    return RoundTrip(q, q.dequantize() if values is None else values)
+    if values is None or not q.scales_finite():
+        values = q.dequantize()
+    return RoundTrip(q, values)
 
 
 def _quantize(

@@ -120,6 +120,14 @@ class QuantizedTensor:
     def n_blocks(self) -> int:
         return self.layout.n_blocks
 
+    def scales_finite(self) -> bool:
+        """Whether every block's scale (and offset) is finite. The lab's quantizers store
+        finite ones except where a format's own scale overflows (Q8_0's fp16 ``d`` for values
+        past ``65504 * 127``, as llama.cpp stores it); a file can hold any bits. Blocks that
+        are not finite decode with IEEE arithmetic (``dequantize``)."""
+        finite = bool(torch.isfinite(self.scale).all())
+        return finite and (self.offset is None or bool(torch.isfinite(self.offset).all()))
+
     def _scale_col(self) -> torch.Tensor:
         return self.scale.reshape(-1, 1)
 

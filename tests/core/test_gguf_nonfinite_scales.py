@@ -65,7 +65,7 @@ def test_finite_scales_still_saturate_to_float32s_range():
 def test_the_labs_q8_0_past_fp16s_scales_decodes_as_llama_cpp_does():
     """Q8_0 of 1e7: ``d = 1e7 / 127`` overflows fp16 to inf, in llama.cpp's bytes and the
     lab's alike; the lab's values are now the package's (+-inf), not +-float32's maximum."""
-    from quant_core import QuantConfig, quantize
+    from quant_core import QuantConfig, quantize, quantize_dequantize
 
     x = torch.tensor([[1e7, -3e6] * 16])
     qt = quantize(x, QuantConfig.from_name("Q8_0"))
@@ -74,3 +74,9 @@ def test_the_labs_q8_0_past_fp16s_scales_decodes_as_llama_cpp_does():
         ref = gguf.quants.dequantize(raw, GGML.Q8_0)
     assert np.isinf(ref).all()
     np.testing.assert_array_equal(qt.dequantize().numpy(), ref)
+    # quantize_dequantize's one pass saturates; for such a tensor it decodes as dequantize
+    for backend in (Backend.COMPILED, Backend.EAGER):
+        with use_backend(backend, min_elements=1):
+            both = quantize_dequantize(x, QuantConfig.from_name("Q8_0"))
+        assert not both.quantized.scales_finite()
+        np.testing.assert_array_equal(both.values.numpy(), ref)
