@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import streamlit as st
 
+from dashboard.components.fitted import fit_choice, forget_fitted, nearest
 from dashboard.components.persist import PERSIST
 from quant_core import Granularity, PerChannel, PerGroup, PerTensor
 
@@ -101,32 +102,17 @@ def weight_granularity(
     return PerTensor()
 
 
-def _fitted_key(p: str) -> str:
-    return f"_{p}q_group_fitted"
-
-
 def forget_fitted_group(p: str = "") -> None:
     """The picker with prefix ``p`` is given a scheme (a link, Back, a preset's button): its
     group size is that scheme's choice, even when it equals a size set for a narrower
     tensor before."""
-    st.session_state.pop(_fitted_key(p), None)
+    forget_fitted(f"{p}q_group")
 
 
 def _fit_group(p: str, options: Sequence[int]) -> None:
     """Put the group size into ``options`` before the slider is drawn: the one the visitor
     (or a link) chose when it is offered, else the option nearest to it (the smaller on a
-    tie). The chosen size is kept apart from the sizes set here for a narrower tensor, so a
-    visit to a 10-column example does not turn 256 into 2 for good (each tensor took the
-    divisor nearest to the previous tensor's size, and the choice was lost in silence).
-    Set only when it must change: a value set here overwrites a slider move in flight."""
-    ss = st.session_state
-    key, chosen_key, fitted_key = f"{p}q_group", f"_{p}q_group_chosen", _fitted_key(p)
-    current = int(ss[key])
-    if current != ss.get(fitted_key):
-        ss[chosen_key] = current  # not a size set here: the visitor's or a link's
-    chosen = int(ss.get(chosen_key, current))
-    target = chosen if chosen in options else min(options, key=lambda d: (abs(d - chosen), d))
-    if target != current:
-        ss[key] = target
-        ss[fitted_key] = target
-
+    tie); the choice survives a visit to a narrower tensor (see ``fitted``)."""
+    fit_choice(
+        f"{p}q_group", int, lambda chosen: chosen if chosen in options else nearest(options, chosen)
+    )

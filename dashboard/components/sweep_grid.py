@@ -18,6 +18,7 @@ import torch
 from dashboard import cache
 from dashboard.components import cost_gate, persist, url
 from dashboard.components.config import divisors
+from dashboard.components.fitted import fit_choice, forget_fitted, nearest
 from dashboard.components.persist import PERSIST
 from dashboard.services.compare.frontier import ErrorAxis
 from dashboard.services.compare.grid import fit_grid
@@ -170,7 +171,7 @@ def seed_sweep_from_url(cols: int, layer: str | None) -> None:
     if q.custom_calibration:
         url.add_warning(_OWN_TEXT)
     persist.set_values({**_state_from_grid(fitted.grid), "sw_custom": False})
-    st.session_state.pop(_GROUPS_FITTED, None)  # the link's sizes are the choice
+    forget_fitted("sw_groups")  # the link's sizes are the choice
     st.session_state[_GRID] = _Submitted(fitted.grid)
     cost_gate.link_restored("sweep")  # a heavy grid waits for a click (issue 29)
 
@@ -198,28 +199,19 @@ def _calibration_inputs() -> tuple[tuple[str, ...], bool]:
         return CALIBRATION_SENTENCES, False
 
 
-_GROUPS_CHOSEN, _GROUPS_FITTED = "_sw_groups_chosen", "_sw_groups_fitted"
-
-
 def _fit_groups(cols: int) -> None:
     """Keep the group sizes valid for ``cols`` columns: those the visitor (or a link)
-    chose that divide ``cols``, else the divisor nearest to each. The choice is kept apart
-    from the sizes fitted here, so a visit to a 7-column tensor does not empty the list
-    for good (it did: back at 512 columns the sweep said "Pick at least one of: group
-    sizes"). Set only when it changes (a value set here overwrites a pick in flight)."""
-    ss = st.session_state
-    current = [int(g) for g in ss["sw_groups"]]
-    if current != ss.get(_GROUPS_FITTED):
-        ss[_GROUPS_CHOSEN] = current  # not fitted here: the visitor's or a link's
-    chosen = [int(g) for g in ss.get(_GROUPS_CHOSEN, current)]
-    fitting = [g for g in chosen if cols % g == 0]
-    if not fitting and chosen:
-        options = divisors(cols)
-        nearest = {min(options, key=lambda d, g=g: (abs(d - g), d)) for g in chosen}
-        fitting = sorted(nearest)
-    if fitting != current:
-        ss["sw_groups"] = fitting
-        ss[_GROUPS_FITTED] = fitting
+    chose that divide ``cols``, else the divisor nearest to each; the choice survives a
+    visit to a 7-column tensor (see ``fitted``: the list emptied for good, and back at 512
+    columns the sweep said "Pick at least one of: group sizes")."""
+
+    def fit(chosen: list[int]) -> list[int]:
+        fitting = [g for g in chosen if cols % g == 0]
+        if fitting or not chosen:
+            return fitting
+        return sorted({nearest(divisors(cols), g) for g in chosen})
+
+    fit_choice("sw_groups", lambda groups: [int(g) for g in groups], fit)
 
 
 def sweep_grid_form(
