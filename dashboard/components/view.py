@@ -27,17 +27,16 @@ _LINK_VIEW = "_link_view"
 
 
 def _link_view(field: str) -> int | None:
-    """The link's value of ``ViewState.field`` once (popped with the last field asked
-    for: the next run does not warn again), ``None`` without a link's view."""
-    view = st.session_state.get(_LINK_VIEW)
-    if not isinstance(view, ViewState):
+    """The link's value of ``ViewState.field`` (``zoom_row``, ``zoom_col`` or ``block``)
+    once: each is popped when asked for, so the next run does not warn again; ``None``
+    without a link's view."""
+    asked = st.session_state.get(_LINK_VIEW)
+    if not isinstance(asked, dict):
         return None
-    asked = st.session_state.setdefault(_LINK_VIEW + "_asked", set())
-    asked.add(field)
-    if {"zoom_row", "zoom_col", "block"} <= asked:
+    value = asked.pop(field, None)
+    if not asked:
         st.session_state.pop(_LINK_VIEW, None)
-        st.session_state.pop(_LINK_VIEW + "_asked", None)
-    return int(getattr(view, field))
+    return value
 
 
 def _warn_beyond(key: str, asked: int | None, limit: int, what: str, unit: str) -> None:
@@ -58,7 +57,11 @@ def seed_from_url() -> None:
         url.add_warning(f"Ignored the link's view settings ({exc}); using the defaults.")
         return
     # what the link asked of the zoom window and the block, to name where it is moved
-    st.session_state[_LINK_VIEW] = view
+    st.session_state[_LINK_VIEW] = {
+        "zoom_row": view.zoom_row,
+        "zoom_col": view.zoom_col,
+        "block": view.block,
+    }
     persist.set_values(
         {
             "v_red": view.reduction,
