@@ -13,7 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from quant_core import code_total
+import torch
+
+from quant_core import FloatScales, ScaleDtype, code_total
 
 from ..display.bits import bits_text
 from ..display.metric_help import Metric, metric_help, size_ratio
@@ -28,6 +30,7 @@ __all__ = [
     "compact_count",
     "exploration_cards",
     "metrics_payload",
+    "scale_limit_note",
 ]
 
 
@@ -79,19 +82,80 @@ def compact_bytes(n: int) -> str:
 
 
 def _db(v: float) -> str:
-    return "∞ (exact)" if math.isinf(v) and v > 0 else f"{v:.1f} dB"
+    if math.isinf(v):
+        return "∞ (exact)" if v > 0 else "-∞ dB"
+    return f"{v:.1f} dB"
+
+
+_HALF = {ScaleDtype.FP16: torch.float16, ScaleDtype.BF16: torch.bfloat16}
+
+
+def _blocks(n: int, total: int) -> str:
+    return f"{n:,} of {total:,} block{'s' if total != 1 else ''}"
+
+
+def scale_limit_note(exp: Exploration) -> str:
+    """Why the errors are what they are when the stored scales hit their dtype's limits;
+    empty when they do not. Three cases, each counted in blocks:
+
+    - a stored scale (or offset) is not finite (``QuantizedTensor.scales_finite``): Q8_0's
+      fp16 ``d = max|x| / 127`` past 65504 overflows, its values decode as +-inf or NaN and
+      every error metric is infinite;
+    - an fp16/bf16 scale capped at the dtype's largest value (the lab saturates it: values
+      near 3e7 at 2 bits) while values clipped: SQNR near 0 dB;
+    - one raised to the dtype's smallest positive value (values near 1e-8 under fp16):
+      values below ``s / 2`` round to 0.
+    """
+    qt, cfg = exp.qt, exp.config
+    total = qt.n_blocks
+    dtype = cfg.scale_dtype.value
+    if not qt.scales_finite():
+        bad = ~torch.isfinite(qt.scale.reshape(total, -1)).all(dim=1)
+        if qt.offset is not None:
+            bad |= ~torch.isfinite(qt.offset.reshape(total, -1)).all(dim=1)
+        return (
+            f"Scale overflowed {dtype} in {_blocks(int(bad.sum()), total)}: past {dtype}'s "
+            "largest value the stored scale is inf, so those values decode as inf or NaN "
+            "(as the format's owner decodes them) and every error is infinite. Scale the "
+            "tensor down or store the scales in fp32."
+        )
+    half = _HALF.get(cfg.scale_dtype)
+    if half is None or cfg.two_level or not isinstance(cfg.scale_format, FloatScales):
+        return ""
+    info = torch.finfo(half)
+    scale = qt.scale.reshape(total, -1).abs()
+    capped = int((scale >= info.max).any(dim=1).sum())
+    if capped and exp.clip.n_clipped:
+        return (
+            f"Scale capped at {dtype}'s largest value {info.max:g} in "
+            f"{_blocks(capped, total)}: the values need a larger scale than {dtype} holds, "
+            f"so {exp.clip.n_clipped:,} values beyond s × qmax clip (hence the SQNR). "
+            "fp32 scales keep the rule's scale."
+        )
+    smallest = info.tiny * info.eps  # the smallest subnormal
+    raised = int((scale <= smallest).any(dim=1).sum())
+    if raised and float(exp.metrics.sqnr_db) < 1.0:
+        return (
+            f"Scale raised to {dtype}'s smallest positive value {smallest:.3g} in "
+            f"{_blocks(raised, total)}: the values need a smaller scale than {dtype} holds, "
+            "so values below s / 2 round to 0 (hence the SQNR). fp32 scales keep the "
+            "rule's scale."
+        )
+    return ""
 
 
 def exploration_cards(exp: Exploration) -> tuple[tuple[MetricCard, ...], tuple[MetricCard, ...]]:
     """Two rows of six: the errors, then storage and clipping."""
     m, s, c = exp.metrics, exp.storage, exp.clip
+    limit = scale_limit_note(exp)
+    sqnr_help = metric_help(Metric.SQNR, f"{m.sqnr_db!r} dB")
     errors = (
         MetricCard("MSE", compact(m.mse), metric_help(Metric.MSE, repr(m.mse))),
         MetricCard("RMSE", compact(m.rmse), metric_help(Metric.RMSE, repr(m.rmse))),
         MetricCard(
             "Max abs error", compact(m.max_abs), metric_help(Metric.MAX_ABS, repr(m.max_abs))
         ),
-        MetricCard("SQNR", _db(m.sqnr_db), metric_help(Metric.SQNR, f"{m.sqnr_db!r} dB")),
+        MetricCard("SQNR", _db(m.sqnr_db), f"{limit} {sqnr_help}" if limit else sqnr_help),
         MetricCard(
             "Cosine similarity", f"{m.cosine:.5f}", metric_help(Metric.COSINE, repr(m.cosine))
         ),

@@ -1,0 +1,65 @@
+"""AppTest: the explorer's metric cards say why when the stored scales hit their dtype's
+limits (an fp16 scale that overflowed, or one capped at fp16's largest value)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+EXPLORER = str(Path(__file__).resolve().parents[2] / "dashboard" / "views" / "explorer.py")
+# 32 values (one Q8_0 block) reaching 3e7: Q8_0's fp16 d = 3e7 / 127 overflows 65504
+HUGE = ", ".join(["1e7", "-3e7", "2e7", "5"] * 8)
+INT2_FP16 = {"bits": "2", "mode": "symmetric", "gran": "group", "group": "32", "fmt": "int"}
+
+
+def _explorer(**query: str) -> AppTest:
+    st.cache_data.clear()
+    at = AppTest.from_file(EXPLORER, default_timeout=180)
+    for k, v in {"src": "example", "ex": "typed", "vals": HUGE, **query}.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def _cards(at: AppTest) -> dict[str, tuple[str, str]]:
+    for el in at.get("bidi_component"):
+        if el.key == "metrics":
+            data = json.loads(el.proto.json)
+            return {c["label"]: (c["value"], c["help"]) for row in data["rows"] for c in row}
+    raise AssertionError("no metric cards")
+
+
+def test_q8_0_scale_that_overflows_fp16_shows_infinite_errors_and_says_why() -> None:
+    """Q8_0 on values near 3e7: d = 3e7 / 127 overflows fp16, so the block decodes as inf
+    and NaN (as llama.cpp decodes it). The page refused the tensor with "x_hat holds 8 NaN
+    and 24 Inf value(s) ...; quantization needs finite values", blaming the input. Now the
+    cards show the infinite errors and both the SQNR card and a warning say the scale
+    overflowed fp16."""
+    at = _explorer(preset="Q8_0")
+    cards = _cards(at)
+    assert cards["MSE"][0] == "∞"
+    assert cards["SQNR"][0] == "-∞ dB"
+    assert "Scale overflowed fp16 in 1 of 1 block" in cards["SQNR"][1], cards["SQNR"]
+    assert any("Scale overflowed fp16" in w.value for w in at.warning), at.warning
+
+
+@pytest.mark.parametrize(("sdtype", "noted"), [("fp16", True), ("fp32", False)])
+def test_a_scale_capped_at_fp16s_largest_value_explains_the_sqnr(sdtype: str, noted: bool) -> None:
+    """int2 with fp16 scales on values near 3e7: the scale saturates at 65504, every large
+    value clips and the SQNR card read 0.0 dB without a word. Now it says the scale was
+    capped at fp16's largest value; fp32 scales need no note."""
+    at = _explorer(**INT2_FP16, sdtype=sdtype)
+    value, help_text = _cards(at)["SQNR"]
+    warned = [w.value for w in at.warning if "Scale capped" in w.value]
+    if noted:
+        assert value == "0.0 dB", value
+        assert "Scale capped at fp16's largest value 65504 in 1 of 1 block" in help_text
+        assert len(warned) == 1 and "24 values beyond" in warned[0], warned
+    else:
+        assert "Scale capped" not in help_text and not warned
