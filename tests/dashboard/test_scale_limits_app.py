@@ -8,9 +8,14 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
+import torch
 from streamlit.testing.v1 import AppTest
 
-EXPLORER = str(Path(__file__).resolve().parents[2] / "dashboard" / "views" / "explorer.py")
+from dashboard.services.compare.sweep import run_sweep
+from quant_core import QuantConfig
+
+VIEWS = Path(__file__).resolve().parents[2] / "dashboard" / "views"
+EXPLORER, AB = str(VIEWS / "explorer.py"), str(VIEWS / "ab.py")
 # 32 values (one Q8_0 block) reaching 3e7: Q8_0's fp16 d = 3e7 / 127 overflows 65504
 HUGE = ", ".join(["1e7", "-3e7", "2e7", "5"] * 8)
 INT2_FP16 = {"bits": "2", "mode": "symmetric", "gran": "group", "group": "32", "fmt": "int"}
@@ -63,3 +68,38 @@ def test_a_scale_capped_at_fp16s_largest_value_explains_the_sqnr(sdtype: str, no
         assert len(warned) == 1 and "24 values beyond" in warned[0], warned
     else:
         assert "Scale capped" not in help_text and not warned
+
+
+def test_a_scale_raised_to_fp16s_smallest_value_explains_the_sqnr() -> None:
+    """int8 with fp16 scales on values near 1e-9: the scale is raised to fp16's smallest
+    subnormal 5.96e-8, every value rounds to 0 and the SQNR card read 0.0 dB unexplained."""
+    st.cache_data.clear()
+    at = AppTest.from_file(EXPLORER, default_timeout=180)
+    query = {"src": "example", "ex": "typed", "vals": "1e-9, -3e-9, 2e-9, 5e-10", "bits": "8",
+             "mode": "symmetric", "gran": "tensor", "fmt": "int", "sdtype": "fp16"}
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception and not at.error
+    assert _cards(at)["SQNR"][0] == "0.0 dB"
+    assert "smallest positive value 5.96e-08" in _cards(at)["SQNR"][1]
+    assert any("Scale raised to fp16" in w.value for w in at.warning)
+
+
+def test_ab_and_sweep_name_the_overflowed_scale_not_the_input() -> None:
+    """A/B said "scheme A (Q8_0): x_hat holds 8 NaN and 24 Inf value(s) out of 32;
+    quantization needs finite values" and the sweep skipped Q8_0 for the same reason,
+    blaming a finite input. Both now say the scale overflowed fp16."""
+    st.cache_data.clear()
+    at = AppTest.from_file(AB, default_timeout=180)
+    for k, v in {"src": "example", "ex": "typed", "vals": HUGE, "a.preset": "Q8_0"}.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    (err,) = [e.value for e in at.error]
+    assert "scale overflowed fp16 in 1 of 1 block" in err and "x\\_hat" not in err, err
+
+    x = torch.tensor([[float(v) for v in HUGE.split(", ")]])
+    result = run_sweep(x, [QuantConfig.from_name("Q8_0"), QuantConfig(bits=8)])
+    (skip,) = result.skipped
+    assert skip.reason.startswith("scale overflowed fp16 in 1 of 1 block"), skip.reason

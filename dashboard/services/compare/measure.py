@@ -16,6 +16,7 @@ from torch.nn import functional as F
 from quant_core import ErrorMetrics, WeightQuantResult, check_float_tensor, error_metrics
 
 from ..activations.layer import LayerInputs
+from ..display.scale_limits import overflow_text
 from .weights import WeightScheme, quantize_scheme
 
 __all__ = ["MeasuredScheme", "check_layer", "held_out_reference", "quantize_and_measure"]
@@ -90,6 +91,11 @@ def quantize_and_measure(
     else:
         check_float_tensor(w)
     result = quantize_scheme(w, scheme, None if inputs is None else inputs.x_calib)
+    overflow = overflow_text(result.quantized)
+    if overflow:
+        # error_metrics would refuse the decoded inf as if the input held it ("x_hat holds
+        # ... Inf value(s); quantization needs finite values"): say what happened instead
+        raise ValueError(overflow[0].lower() + overflow[1:])
     effective = result.effective_weight()
     output = None
     if inputs is not None and reference is not None:

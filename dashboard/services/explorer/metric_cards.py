@@ -19,6 +19,7 @@ from quant_core import FloatScales, ScaleDtype, code_total
 
 from ..display.bits import bits_text
 from ..display.metric_help import Metric, metric_help, size_ratio
+from ..display.scale_limits import blocks_text, overflow_text
 from .algorithm import AlgorithmExploration
 from .explore import Exploration
 
@@ -90,10 +91,6 @@ def _db(v: float) -> str:
 _HALF = {ScaleDtype.FP16: torch.float16, ScaleDtype.BF16: torch.bfloat16}
 
 
-def _blocks(n: int, total: int) -> str:
-    return f"{n:,} of {total:,} block{'s' if total != 1 else ''}"
-
-
 def scale_limit_note(exp: Exploration) -> str:
     """Why the errors are what they are when the stored scales hit their dtype's limits;
     empty when they do not. Three cases, each counted in blocks:
@@ -109,16 +106,9 @@ def scale_limit_note(exp: Exploration) -> str:
     qt, cfg = exp.qt, exp.config
     total = qt.n_blocks
     dtype = cfg.scale_dtype.value
-    if not qt.scales_finite():
-        bad = ~torch.isfinite(qt.scale.reshape(total, -1)).all(dim=1)
-        if qt.offset is not None:
-            bad |= ~torch.isfinite(qt.offset.reshape(total, -1)).all(dim=1)
-        return (
-            f"Scale overflowed {dtype} in {_blocks(int(bad.sum()), total)}: past {dtype}'s "
-            "largest value the stored scale is inf, so those values decode as inf or NaN "
-            "(as the format's owner decodes them) and every error is infinite. Scale the "
-            "tensor down or store the scales in fp32."
-        )
+    overflow = overflow_text(qt)
+    if overflow:
+        return overflow
     half = _HALF.get(cfg.scale_dtype)
     if half is None or cfg.two_level or not isinstance(cfg.scale_format, FloatScales):
         return ""
@@ -128,16 +118,16 @@ def scale_limit_note(exp: Exploration) -> str:
     if capped and exp.clip.n_clipped:
         return (
             f"Scale capped at {dtype}'s largest value {info.max:g} in "
-            f"{_blocks(capped, total)}: the values need a larger scale than {dtype} holds, "
+            f"{blocks_text(capped, total)}: the values need a larger scale than {dtype} holds, "
             f"so {exp.clip.n_clipped:,} values beyond s × qmax clip (hence the SQNR). "
             "fp32 scales keep the rule's scale."
         )
     smallest = info.tiny * info.eps  # the smallest subnormal
-    raised = int((scale <= smallest).any(dim=1).sum())
+    raised = int(((scale > 0) & (scale <= smallest)).any(dim=1).sum())
     if raised and float(exp.metrics.sqnr_db) < 1.0:
         return (
             f"Scale raised to {dtype}'s smallest positive value {smallest:.3g} in "
-            f"{_blocks(raised, total)}: the values need a smaller scale than {dtype} holds, "
+            f"{blocks_text(raised, total)}: the values need a smaller scale than {dtype} holds, "
             "so values below s / 2 round to 0 (hence the SQNR). fp32 scales keep the "
             "rule's scale."
         )
