@@ -13,13 +13,11 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-import torch
-
-from quant_core import FloatScales, ScaleDtype, code_total
+from quant_core import code_total
 
 from ..display.bits import bits_text
 from ..display.metric_help import Metric, metric_help, size_ratio
-from ..display.scale_limits import blocks_text, overflow_text
+from ..display.scale_limits import scale_limit_text
 from .algorithm import AlgorithmExploration
 from .explore import Exploration
 
@@ -88,50 +86,10 @@ def _db(v: float) -> str:
     return f"{v:.1f} dB"
 
 
-_HALF = {ScaleDtype.FP16: torch.float16, ScaleDtype.BF16: torch.bfloat16}
-
-
 def scale_limit_note(exp: Exploration) -> str:
-    """Why the errors are what they are when the stored scales hit their dtype's limits;
-    empty when they do not. Three cases, each counted in blocks:
-
-    - a stored scale (or offset) is not finite (``QuantizedTensor.scales_finite``): Q8_0's
-      fp16 ``d = max|x| / 127`` past 65504 overflows, its values decode as +-inf or NaN and
-      every error metric is infinite;
-    - an fp16/bf16 scale capped at the dtype's largest value (the lab saturates it: values
-      near 3e7 at 2 bits) while values clipped: SQNR near 0 dB;
-    - one raised to the dtype's smallest positive value (values near 1e-8 under fp16):
-      values below ``s / 2`` round to 0.
-    """
-    qt, cfg = exp.qt, exp.config
-    total = qt.n_blocks
-    dtype = cfg.scale_dtype.value
-    overflow = overflow_text(qt)
-    if overflow:
-        return overflow
-    half = _HALF.get(cfg.scale_dtype)
-    if half is None or cfg.two_level or not isinstance(cfg.scale_format, FloatScales):
-        return ""
-    info = torch.finfo(half)
-    scale = qt.scale.reshape(total, -1).abs()
-    capped = int((scale >= info.max).any(dim=1).sum())
-    if capped and exp.clip.n_clipped:
-        return (
-            f"Scale capped at {dtype}'s largest value {info.max:g} in "
-            f"{blocks_text(capped, total)}: the values need a larger scale than {dtype} holds, "
-            f"so {exp.clip.n_clipped:,} values beyond s × qmax clip (hence the SQNR). "
-            "fp32 scales keep the rule's scale."
-        )
-    smallest = info.tiny * info.eps  # the smallest subnormal
-    raised = int(((scale > 0) & (scale <= smallest)).any(dim=1).sum())
-    if raised and float(exp.metrics.sqnr_db) < 1.0:
-        return (
-            f"Scale raised to {dtype}'s smallest positive value {smallest:.3g} in "
-            f"{blocks_text(raised, total)}: the values need a smaller scale than {dtype} holds, "
-            "so values below s / 2 round to 0 (hence the SQNR). fp32 scales keep the "
-            "rule's scale."
-        )
-    return ""
+    """Why the errors are what they are when the stored scales hit their dtype's limits
+    (``display.scale_limits.scale_limit_text``); empty when they do not."""
+    return scale_limit_text(exp.qt, exp.clip.n_clipped, float(exp.metrics.sqnr_db))
 
 
 def exploration_cards(exp: Exploration) -> tuple[tuple[MetricCard, ...], tuple[MetricCard, ...]]:
