@@ -13,10 +13,16 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
-from quant_core import ErrorMetrics, WeightQuantResult, check_float_tensor, error_metrics
+from quant_core import (
+    ErrorMetrics,
+    WeightQuantResult,
+    check_float_tensor,
+    clip_stats,
+    error_metrics,
+)
 
 from ..activations.layer import LayerInputs
-from ..display.scale_limits import overflow_text
+from ..display.scale_limits import overflow_text, scale_limit_text
 from .weights import WeightScheme, quantize_scheme
 
 __all__ = ["MeasuredScheme", "check_layer", "held_out_reference", "quantize_and_measure"]
@@ -57,6 +63,13 @@ class MeasuredScheme:
     metrics: ErrorMetrics
     output: ErrorMetrics | None
     quantized_input: torch.Tensor
+
+    def scale_note(self) -> str:
+        """Why the weight errors are what they are when the stored scales hit their dtype's
+        limits (``display.scale_limits.scale_limit_text``); empty when they do not."""
+        qt = self.result.quantized
+        clipped = clip_stats(self.quantized_input, qt).n_clipped
+        return scale_limit_text(qt, clipped, float(self.metrics.sqnr_db))
 
 
 def held_out_reference(w: torch.Tensor, inputs: LayerInputs) -> torch.Tensor:
