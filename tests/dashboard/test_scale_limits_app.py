@@ -16,6 +16,7 @@ from quant_core import QuantConfig
 
 VIEWS = Path(__file__).resolve().parents[2] / "dashboard" / "views"
 EXPLORER, AB = str(VIEWS / "explorer.py"), str(VIEWS / "ab.py")
+APP = str(VIEWS.parent / "app.py")
 # 32 values (one Q8_0 block) reaching 3e7: Q8_0's fp16 d = 3e7 / 127 overflows 65504
 HUGE = ", ".join(["1e7", "-3e7", "2e7", "5"] * 8)
 INT2_FP16 = {"bits": "2", "mode": "symmetric", "gran": "group", "group": "32", "fmt": "int"}
@@ -120,3 +121,21 @@ def test_ab_says_why_both_schemes_lose_every_value_to_fp16s_smallest_scale() -> 
         assert any(
             n.startswith(f"Scheme {side}: Scale raised to fp16's smallest") for n in notes
         ), notes
+
+
+def test_sweep_names_the_schemes_whose_scales_hit_fp16s_limits() -> None:
+    """A sweep of values near 3e7: every fp16-scale scheme's SQNR read 0 to 4 dB in the
+    table with no reason given (its scale saturates at 65504: 65504 x 127 < 3e7). The page
+    now lists each of them with its scale capped at fp16's largest value."""
+    st.cache_data.clear()
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.query_params.update({"src": "example", "ex": "typed", "vals": HUGE})
+    at.run()
+    at.switch_page("views/sweep.py").run()
+    at.button(key="sw_run").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    table = at.dataframe[0].value
+    capped = table[table["scale_dtype"] == "fp16"]
+    assert len(capped) and (capped["sqnr_db"] < 5.0).all(), capped[["scheme", "sqnr_db"]]
+    lines = [c.value for c in at.caption if "Scale capped at fp16" in c.value]
+    assert len(lines) == len(capped), (len(lines), len(capped))
