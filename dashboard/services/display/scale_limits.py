@@ -38,8 +38,8 @@ def overflow_text(qt: QuantizedTensor) -> str:
     return (
         f"Scale overflowed {dtype} in {blocks_text(overflowed_blocks(qt), qt.n_blocks)}: "
         f"past {dtype}'s largest value the stored scale is inf, so those values decode as "
-        "inf or NaN (as the format's owner decodes them) and every error is infinite. "
-        "Scale the tensor down or store the scales in fp32."
+        "inf or NaN (as the format's owner decodes them) and the error metrics are "
+        "infinite. A scheme with fp32 scales keeps them finite."
     )
 
 
