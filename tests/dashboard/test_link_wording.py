@@ -1,8 +1,9 @@
-"""The whole-model page's link warnings read as sentences: the page writes
+"""The whole-model and sweep pages' link warnings read as sentences: each page writes
 "Ignored the link's {problem}." for each problem the parser returns."""
 
 from __future__ import annotations
 
+from dashboard.services.state.compare import sweep_from_query
 from dashboard.services.state.model import model_scheme_from_query
 
 
@@ -16,3 +17,15 @@ def test_model_link_problems_do_not_repeat_the_article() -> None:
         sentence = f"Ignored the link's {problem}."
         assert "link's the " not in sentence, sentence
     assert any(p.startswith("weight scheme (") and "bits=1" in p for p in problems), problems
+
+
+def test_sweep_link_problems_name_their_key_first() -> None:
+    """The sweep showed "Ignored the link's sw.bits holds '99', not an integer in 2..16."
+    and "Ignored the link's sw.modes='x' is not one of: ...": each problem is now the key,
+    then why in brackets."""
+    params = {"sw.bits": "2,99", "sw.modes": "x", "sw.calib": "mine"}
+    problems = sweep_from_query(params).problems
+    assert len(problems) == 3, problems
+    for problem in problems:
+        key, _, why = problem.partition(" (")
+        assert key in params and why.endswith(")"), problem
