@@ -496,11 +496,15 @@ def _forum_lab() -> None:
     _course(forum_cards(ans), "8-bit absmax")
     codes = ", ".join(str(int(c)) for c in ans.absmax.codes[:5])
     more = ", …" if ans.a.numel() > 5 else ""
-    scale = (
-        f"s = max|a| / 127 = {fixed_decimals(ans.scale, 6)}"
-        if float(ans.a.abs().max()) > 0.0
-        else f"max|a| = 0, so the lab stands in s = {ans.scale:g}"
-    )
+    if float(ans.a.abs().max()) == 0.0:
+        scale = f"max|a| = 0, so the lab stands in s = {ans.scale:g}"
+    elif ans.scale_underflowed:
+        scale = (
+            f"max|a| / 127 = {ans.rule_scale:.4g} underflows float32, so the lab stands in "
+            f"s = {ans.scale:.4g}"
+        )
+    else:
+        scale = f"s = max|a| / 127 = {fixed_decimals(ans.scale, 6)}"
     st.markdown(
         f"**b is 8-bit symmetric absmax:** {scale}, codes "
         f"round(a / s) = {codes}{more}, b = s · code. **256 min-max levels** would give "
