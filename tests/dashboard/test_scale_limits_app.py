@@ -139,3 +139,24 @@ def test_sweep_names_the_schemes_whose_scales_hit_fp16s_limits() -> None:
     assert len(capped) and (capped["sqnr_db"] < 5.0).all(), capped[["scheme", "sqnr_db"]]
     lines = [c.value for c in at.caption if "Scale capped at fp16" in c.value]
     assert len(lines) == len(capped), (len(lines), len(capped))
+
+
+def _strict(text: str) -> object:
+    def refuse(token: str) -> object:
+        raise ValueError(f"{token} is not JSON a browser can parse")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_every_browser_payload_of_an_overflowed_block_is_strict_json() -> None:
+    """The histogram of a Q8_0 block whose scale overflowed sent levels NaN and +-3.4e38:
+    ``NaN`` is not JSON (the browser's JSON.parse fails and the chart is lost), and the
+    levels stretched the axis to 1e38. The block's histogram now draws no levels and says
+    why; every component's data parses as strict JSON."""
+    rows = HUGE + "\n" + ", ".join(["0.1", "-0.3", "0.2", "5"] * 8)
+    at = _explorer(vals=rows, preset="Q8_0")
+    for el in at.get("bidi_component"):
+        _strict(el.proto.json)
+    (el,) = [e for e in at.get("bidi_component") if e.key == "histogram"]
+    data = _strict(el.proto.json)
+    assert data["levels"] is None and "scale overflowed" in data["title"], data["title"]
