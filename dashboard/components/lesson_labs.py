@@ -56,9 +56,11 @@ from dashboard.services.lessons.packing import (
 )
 from dashboard.services.lessons.settings import (
     LAB_BITS,
+    MAX_LAB_GROUP,
     LabFormat,
     LabGranularity,
     LabSettings,
+    nearest_size,
 )
 from dashboard.services.model.files import list_linear_weights
 from dashboard.services.sources.choice import (
@@ -80,6 +82,12 @@ from quant_core.calibration import HELD_OUT_SENTENCES
 __all__ = ["draw_lab", "reset_lab"]
 
 _FOR = "_lesson_lab_for"
+# The group size the learner (or the lesson) chose, kept apart from the slider's value,
+# which may hold the nearest size a narrower tensor allows (the 3x3 course tensor takes
+# only 1 and 3): the choice comes back on a tensor it fits.
+_GROUP = "lesson_group"
+_GROUP_CHOSEN = "_lesson_group_chosen"
+_DEFAULT_GROUP = 64
 
 
 def reset_lab(lesson: Lesson) -> None:
@@ -97,8 +105,12 @@ def reset_lab(lesson: Lesson) -> None:
             lesson_bits=s.bits,
             lesson_mode=s.mode,
             lesson_gran=s.granularity,
-            lesson_group=s.group_size or 64,
         )
+        if s.group_size:  # the course's own group size
+            ss[_GROUP] = ss[_GROUP_CHOSEN] = s.group_size
+        else:  # a lesson without groups keeps the learner's size for its slider
+            ss.setdefault(_GROUP_CHOSEN, ss.get(_GROUP, _DEFAULT_GROUP))
+            ss[_GROUP] = ss[_GROUP_CHOSEN]
         if lab.given is not None:
             ss.update(lesson_scale=float(lab.given[0]), lesson_zero=int(lab.given[1]))
     elif isinstance(lab, LayerLab | ModelLab):
@@ -190,12 +202,42 @@ def _settings(lab: TensorLab, cols: int) -> QuantConfig:
             persist_state=PERSIST,
         )
         if gran is LabGranularity.GROUP:
-            sizes = [d for d in divisors(cols) if d <= 256]
-            if st.session_state.get("lesson_group") not in sizes:
-                st.session_state["lesson_group"] = max(d for d in sizes if d <= 64)
-            group = st.select_slider("Group size", sizes, key="lesson_group", persist_state=PERSIST)
+            group = _group_size(cols)
     settings = LabSettings(lab.scheme, fmt, bits if linear else 4, mode, gran, group)
     return settings.to_config(cols)
+
+
+def _chose_group() -> None:
+    st.session_state[_GROUP_CHOSEN] = st.session_state[_GROUP]
+
+
+def _group_size(cols: int) -> int:
+    """The group size slider over the divisors of ``cols`` (up to ``MAX_LAB_GROUP``), at
+    the chosen size or, when ``cols`` does not take it, the nearest size it takes, with a
+    note saying so."""
+    ss = st.session_state
+    sizes = [d for d in divisors(cols) if d <= MAX_LAB_GROUP]
+    chosen = int(ss.get(_GROUP_CHOSEN, ss.get(_GROUP, _DEFAULT_GROUP)))
+    ss[_GROUP_CHOSEN] = chosen
+    fitted = nearest_size(chosen, sizes)
+    if ss.get(_GROUP) != fitted:
+        ss[_GROUP] = fitted
+    group = int(
+        st.select_slider(
+            f"Group size (divisors of {cols})",
+            sizes,
+            key=_GROUP,
+            on_change=_chose_group,
+            persist_state=PERSIST,
+        )
+    )
+    if group != chosen:
+        st.caption(
+            f"Group size {chosen} does not divide this tensor's rows of {cols} values: the "
+            f"lab uses {group}, the nearest size that does. Your {chosen} comes back on a "
+            "tensor it fits."
+        )
+    return group
 
 
 def _tensor_lab(lesson: Lesson, lab: TensorLab) -> None:
@@ -454,11 +496,15 @@ def _forum_lab() -> None:
     _course(forum_cards(ans), "8-bit absmax")
     codes = ", ".join(str(int(c)) for c in ans.absmax.codes[:5])
     more = ", …" if ans.a.numel() > 5 else ""
-    scale = (
-        f"s = max|a| / 127 = {fixed_decimals(ans.scale, 6)}"
-        if float(ans.a.abs().max()) > 0.0
-        else f"max|a| = 0, so the lab stands in s = {ans.scale:g}"
-    )
+    if float(ans.a.abs().max()) == 0.0:
+        scale = f"max|a| = 0, so the lab stands in s = {ans.scale:g}"
+    elif ans.scale_underflowed:
+        scale = (
+            f"max|a| / 127 = {ans.rule_scale:.4g} underflows float32, so the lab stands in "
+            f"s = {ans.scale:.4g}"
+        )
+    else:
+        scale = f"s = max|a| / 127 = {fixed_decimals(ans.scale, 6)}"
     st.markdown(
         f"**b is 8-bit symmetric absmax:** {scale}, codes "
         f"round(a / s) = {codes}{more}, b = s · code. **256 min-max levels** would give "

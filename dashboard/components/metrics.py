@@ -7,12 +7,21 @@ import streamlit as st
 from dashboard.components.charts import metric_cards
 from dashboard.services.explorer.algorithm import AlgorithmExploration
 from dashboard.services.explorer.explore import Exploration
-from dashboard.services.explorer.metric_cards import algorithm_cards, exploration_cards
+from dashboard.services.explorer.metric_cards import (
+    algorithm_cards,
+    exploration_cards,
+    scale_limit_note,
+)
 
 
 def metrics_row(exp: Exploration) -> None:
-    """Two rows of six cards: errors, then storage and clipping (key ``metrics``)."""
+    """Two rows of six cards: errors, then storage and clipping (key ``metrics``), then,
+    where the stored scales hit their dtype's limits, why the errors are what they are
+    (the SQNR card's help says it too)."""
     metric_cards(exploration_cards(exp), exp.describe(), key="metrics")
+    note = scale_limit_note(exp)
+    if note:
+        st.warning(note, icon=":material/warning:")
 
 
 def algorithm_row(run: AlgorithmExploration) -> None:

@@ -86,6 +86,9 @@ with headline:
         f"**Blocks won** (lower MSE per block): A **{t.a}**, B **{t.b}**, ties {t.ties} "
         f"of {t.total}."
     )
+    for side, note in (("A", ab.note_a), ("B", ab.note_b)):
+        if note:
+            st.warning(f"Scheme {side}: {note}", icon=":material/warning:")
 table = metrics_table(ab)
 st.dataframe(
     table,

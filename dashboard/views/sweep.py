@@ -17,6 +17,7 @@ from dashboard.components.sweep_results import axis_picker, sweep_results
 from dashboard.services.compare.sweep import sweep_table
 from dashboard.services.compare.weights import linear_layer_of
 from dashboard.services.cost import LIMITS, estimate
+from dashboard.services.display.text import literal
 from dashboard.services.model.fallbacks import fallback_name
 from dashboard.services.state.source import source_to_query
 
@@ -59,4 +60,12 @@ cost = estimate(source.matrix.numel(), len(request.expansion.schemes))
 if not has_result(request) and not cost_gate.allow("sweep", request.key, cost, "this sweep"):
     st.stop()
 result = run_with_progress(request, source.matrix)
+limited = [r for r in result.results if r.note]
+if limited:
+    # the table shows their SQNR near 0 dB (or infinite errors) without a reason
+    with st.expander(
+        f"{len(limited)} scheme(s) hit their scale dtype's limits", expanded=True
+    ):
+        for r in limited:
+            st.caption(f"{literal(r.label)}: {r.note}")
 sweep_results(source, sweep_table(result, tensor=source.label), axis, request.custom_calibration)

@@ -13,9 +13,16 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
-from quant_core import ErrorMetrics, WeightQuantResult, check_float_tensor, error_metrics
+from quant_core import (
+    ErrorMetrics,
+    WeightQuantResult,
+    check_float_tensor,
+    clip_stats,
+    error_metrics,
+)
 
 from ..activations.layer import LayerInputs
+from ..display.scale_limits import overflow_text, scale_limit_text
 from .weights import WeightScheme, quantize_scheme
 
 __all__ = ["MeasuredScheme", "check_layer", "held_out_reference", "quantize_and_measure"]
@@ -57,6 +64,13 @@ class MeasuredScheme:
     output: ErrorMetrics | None
     quantized_input: torch.Tensor
 
+    def scale_note(self) -> str:
+        """Why the weight errors are what they are when the stored scales hit their dtype's
+        limits (``display.scale_limits.scale_limit_text``); empty when they do not."""
+        qt = self.result.quantized
+        clipped = clip_stats(self.quantized_input, qt).n_clipped
+        return scale_limit_text(qt, clipped, float(self.metrics.sqnr_db))
+
 
 def held_out_reference(w: torch.Tensor, inputs: LayerInputs) -> torch.Tensor:
     """The float layer's output on the held-out inputs, ``x_eval wᵀ + b`` (float32, as
@@ -90,6 +104,11 @@ def quantize_and_measure(
     else:
         check_float_tensor(w)
     result = quantize_scheme(w, scheme, None if inputs is None else inputs.x_calib)
+    overflow = overflow_text(result.quantized)
+    if overflow:
+        # error_metrics would refuse the decoded inf as if the input held it ("x_hat holds
+        # ... Inf value(s); quantization needs finite values"): say what happened instead
+        raise ValueError(overflow[0].lower() + overflow[1:])
     effective = result.effective_weight()
     output = None
     if inputs is not None and reference is not None:

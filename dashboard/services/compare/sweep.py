@@ -63,7 +63,8 @@ __all__ = [
 class SchemeResult:
     """One scheme run on the sweep's tensor: weight errors, clipping, storage, and (for a
     model layer) the output error on held-out sentences; ``seconds``: the algorithm's
-    wall time."""
+    wall time; ``note``: why its errors are what they are when its stored scales hit
+    their dtype's limits (``MeasuredScheme.scale_note``; empty otherwise)."""
 
     scheme: WeightScheme
     scheme_id: str
@@ -72,6 +73,7 @@ class SchemeResult:
     storage: StorageReport
     output: ErrorMetrics | None = None
     seconds: float = 0.0
+    note: str = ""
 
     @property
     def config(self) -> QuantConfig:
@@ -139,6 +141,7 @@ def run_sweep(
                     storage=storage_cost(tuple(x.shape), scheme.config),
                     output=m.output,
                     seconds=m.result.seconds,
+                    note=m.scale_note(),
                 )
             )
         if progress is not None:

@@ -7,6 +7,7 @@ source and the ``QuantConfig``.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, replace
 
 import torch
@@ -149,11 +150,11 @@ def explore(
         stats = replace(stats, n_elements=int(finite.sum()))
     if finite is not None:
         nan = torch.tensor(float("nan"))
-        metrics = error_metrics(work[finite], dequantized[finite])
+        metrics = _metrics(work[finite], dequantized[finite])
         original = torch.where(finite, original, nan)
         dequantized = torch.where(finite, dequantized, nan)
     else:
-        metrics = error_metrics(work, dequantized)
+        metrics = _metrics(work, dequantized)
     return Exploration(
         original=original,
         qt=qt,
@@ -165,6 +166,19 @@ def explore(
         levels_used=int(torch.count_nonzero(counts)),
         value_min=float(lo),
         value_max=float(hi),
+    )
+
+
+def _metrics(x: torch.Tensor, x_hat: torch.Tensor) -> ErrorMetrics:
+    """``error_metrics(x, x_hat)``; where ``x_hat`` is not finite (a block whose stored scale
+    overflowed, ``QuantizedTensor.scales_finite``: Q8_0's fp16 ``d`` past 65504 decodes as
+    +-inf and NaN, as llama.cpp decodes it), the errors are infinite, the SQNR is -inf dB
+    and the cosine is undefined (NaN): the page says why (``scale_limit_note``)."""
+    if bool(torch.isfinite(x_hat).all()):
+        return error_metrics(x, x_hat)
+    inf = math.inf
+    return ErrorMetrics(
+        mse=inf, rmse=inf, mean_abs=inf, max_abs=inf, sqnr_db=-inf, cosine=math.nan
     )
 
 

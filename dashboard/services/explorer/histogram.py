@@ -68,8 +68,14 @@ def histogram_view(exp: Exploration, block: int, stats: BlockValues | None = Non
     clipped = tuple((a, b) for a, b in ((stats.lo, clip_lo), (clip_hi, stats.hi)) if a < b)
     used = exp.levels_used if exp.n_blocks == 1 else levels_used(exp.qt, block)
     total = code_total(exp.config)
-    drawn = len(levels) <= MAX_DRAWN_LEVELS
-    note = "" if drawn else f" ({len(levels)} levels: too dense to draw)"
+    # A block whose stored scale overflowed (Q8_0's fp16 d past 65504) has levels at
+    # +-inf and NaN: nothing to draw, and NaN is not JSON the browser can parse.
+    finite = bool(np.isfinite(levels).all())
+    drawn = finite and len(levels) <= MAX_DRAWN_LEVELS
+    if not finite:
+        note = " (its stored scale overflowed: no finite levels to draw)"
+    else:
+        note = "" if drawn else f" ({len(levels)} levels: too dense to draw)"
     title = f"{label}: {stats.n:,} values, {used} of {total} codes used{note}; shaded = clipped"
     return HistogramView(
         title,

@@ -17,6 +17,7 @@ from quant_core import code_total
 
 from ..display.bits import bits_text
 from ..display.metric_help import Metric, metric_help, size_ratio
+from ..display.scale_limits import scale_limit_text
 from .algorithm import AlgorithmExploration
 from .explore import Exploration
 
@@ -28,6 +29,7 @@ __all__ = [
     "compact_count",
     "exploration_cards",
     "metrics_payload",
+    "scale_limit_note",
 ]
 
 
@@ -79,19 +81,29 @@ def compact_bytes(n: int) -> str:
 
 
 def _db(v: float) -> str:
-    return "∞ (exact)" if math.isinf(v) and v > 0 else f"{v:.1f} dB"
+    if math.isinf(v):
+        return "∞ (exact)" if v > 0 else "-∞ dB"
+    return f"{v:.1f} dB"
+
+
+def scale_limit_note(exp: Exploration) -> str:
+    """Why the errors are what they are when the stored scales hit their dtype's limits
+    (``display.scale_limits.scale_limit_text``); empty when they do not."""
+    return scale_limit_text(exp.qt, exp.clip.n_clipped, float(exp.metrics.sqnr_db))
 
 
 def exploration_cards(exp: Exploration) -> tuple[tuple[MetricCard, ...], tuple[MetricCard, ...]]:
     """Two rows of six: the errors, then storage and clipping."""
     m, s, c = exp.metrics, exp.storage, exp.clip
+    limit = scale_limit_note(exp)
+    sqnr_help = metric_help(Metric.SQNR, f"{m.sqnr_db!r} dB")
     errors = (
         MetricCard("MSE", compact(m.mse), metric_help(Metric.MSE, repr(m.mse))),
         MetricCard("RMSE", compact(m.rmse), metric_help(Metric.RMSE, repr(m.rmse))),
         MetricCard(
             "Max abs error", compact(m.max_abs), metric_help(Metric.MAX_ABS, repr(m.max_abs))
         ),
-        MetricCard("SQNR", _db(m.sqnr_db), metric_help(Metric.SQNR, f"{m.sqnr_db!r} dB")),
+        MetricCard("SQNR", _db(m.sqnr_db), f"{limit} {sqnr_help}" if limit else sqnr_help),
         MetricCard(
             "Cosine similarity", f"{m.cosine:.5f}", metric_help(Metric.COSINE, repr(m.cosine))
         ),

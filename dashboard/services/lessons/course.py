@@ -327,6 +327,13 @@ def _scale_card(ans: ForumAnswer) -> MetricCard:
     amax = float(ans.a.abs().max())
     if amax == 0.0:
         return _card("s (all of a is 0)", f"{ans.scale:g}", "max|a| = 0: any scale gives code 0")
+    if ans.scale_underflowed:
+        return _card(
+            "s (max|a| / 127 underflows)",
+            f"{ans.scale:.4g}",
+            f"max|a| / 127 = {ans.rule_scale:.4g} is below float32's smallest positive value: "
+            f"the lab stands in s = {ans.scale:.4g}",
+        )
     return _card("s = max|a| / 127", fixed_decimals(ans.scale, 6), f"max|a| = {amax!r}")
 
 

@@ -65,6 +65,18 @@ class ForumAnswer:
         return float(self.absmax.scale)
 
     @property
+    def rule_scale(self) -> float:
+        """``max|a| / 127`` in float64: the scale the rule asks for."""
+        return float(self.a.abs().max()) / 127.0
+
+    @property
+    def scale_underflowed(self) -> bool:
+        """Whether ``max|a| / 127`` is nonzero but rounds to 0 in float32 (``a`` near
+        1e-45), so the stored ``s`` is a stand-in, not the rule's."""
+        rule = self.rule_scale
+        return rule > 0.0 and float(torch.tensor(rule, dtype=torch.float32)) == 0.0
+
+    @property
     def below_min(self) -> tuple[int, ...]:
         return tuple(int(i) for i in (self.b < self.a.min()).nonzero().reshape(-1))
 

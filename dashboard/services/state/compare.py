@@ -243,10 +243,12 @@ def sweep_from_query(params: Mapping[str, str]) -> SweepQuery:
         try:
             parsed[name] = parse(key, str(raw))
         except ValueError as exc:
-            problems.append(str(exc))
+            # the page writes "Ignored the link's {problem}.": name the key first
+            problems.append(f"{key} ({exc})")
     calib = params.get(SWEEP_PREFIX + "calib")
     if calib is not None and calib not in ("bundled", "custom"):
-        problems.append(f"{SWEEP_PREFIX}calib={calib!r} must be bundled or custom")
+        key = SWEEP_PREFIX + "calib"
+        problems.append(f"{key} ({key}={str(calib)[:40]!r} must be bundled or custom)")
     return SweepQuery(
         **parsed,  # type: ignore[arg-type]
         custom_calibration=calib == "custom",

@@ -256,18 +256,18 @@ def model_scheme_from_query(params: Mapping[str, str]) -> ModelQuery:
         try:
             parsed[name] = parse()
         except ValueError as exc:
-            problems.append(f"the activation setting ({exc})")
+            problems.append(f"activation setting ({exc})")
     parts = (
-        ("weight", "the weight scheme", _strip(params, PREFIX, QUERY_KEYS), config_from_query),
+        ("weight", "weight scheme", _strip(params, PREFIX, QUERY_KEYS), config_from_query),
         (
             "activation",
-            "the activation scheme",
+            "activation scheme",
             _strip(params, ACTIVATION_PREFIX, QUERY_KEYS),
             config_from_query,
         ),
         (
             "algorithm",
-            "the algorithm",
+            "algorithm",
             _strip(params, PREFIX, ALGORITHM_KEYS),
             algorithm_from_query,
         ),
@@ -284,7 +284,7 @@ def model_scheme_from_query(params: Mapping[str, str]) -> ModelQuery:
         try:
             ActivationGranularity.of(activation.granularity)
         except ValueError as exc:
-            problems.append(f"the activation scheme ({exc})")
+            problems.append(f"activation scheme ({exc})")
             parsed["activation"] = None
     return ModelQuery(
         choice=parsed.get("choice"),  # type: ignore[arg-type]
