@@ -239,8 +239,10 @@ def stored_formulas(exp: Exploration, nums: StoredNumbers) -> tuple[str, ...]:
 
 
 def _stored_code(cfg: QuantConfig, q: int) -> int:
-    """The code a GGUF block stores for the lab's code ``q`` (unsigned nibbles)."""
-    if cfg.recipe is Recipe.LLAMA_CPP and cfg.format is Format.INT:
+    """The code a GGUF block stores for the lab's code ``q``: the narrower integer types
+    store unsigned ``q - qmin`` (Q4_0's nibble 0..15 for -8..7); Q8_0 stores its int8 ``q``
+    as it is (it showed ``q + 128``, a byte llama.cpp never writes)."""
+    if cfg.recipe is Recipe.LLAMA_CPP and cfg.format is Format.INT and cfg.bits < 8:
         return q - cfg.qmin
     return q
 
