@@ -43,7 +43,8 @@ def _warn_beyond(key: str, asked: int | None, limit: int, what: str, unit: str) 
     """Warn when a link's ``key`` (``asked``) lies beyond ``limit`` ``what`` (shown: the last)."""
     if asked is not None and asked > limit - 1:
         st.warning(
-            f"Link: {key}={asked} is beyond this {what}'s {limit:,} {unit}s; showing "
+            f"Link: {key}={asked} is beyond this {what}'s {limit:,} {unit}"
+            f"{'' if limit == 1 else 's'}; showing "
             f"{unit} {limit - 1}.",
             icon="⚠️",
         )

@@ -199,3 +199,18 @@ def test_a_links_zoom_and_block_beyond_the_tensor_are_named() -> None:
     # said once: the next run (a widget moved) does not repeat it
     at.number_input(key="v_zrow").set_value(10).run()
     assert not any("zr=999999" in plain(w.value) for w in at.warning)
+
+
+def test_a_links_zoom_beyond_a_one_row_tensor_says_row_not_rows() -> None:
+    """On a 1 x 64 tensor per tensor (one block) the warnings read "1 rows" and "1 blocks"."""
+    st.cache_data.clear()
+    at = AppTest.from_file(EXPLORER, default_timeout=120)
+    for k, v in {
+        "src": "synthetic", "rows": "1", "cols": "64", "gran": "tensor", "zr": "5", "blk": "3",
+    }.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    warned = " ".join(plain(w.value) for w in at.warning)
+    assert "zr=5 is beyond this tensor's 1 row; showing row 0" in warned, warned
+    assert "blk=3 is beyond this scheme's 1 block; showing block 0" in warned, warned
