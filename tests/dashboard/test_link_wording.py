@@ -1,8 +1,9 @@
-"""The whole-model and sweep pages' link warnings read as sentences: each page writes
-"Ignored the link's {problem}." for each problem the parser returns."""
+"""The whole-model, sweep and mixed-precision pages' link warnings read as sentences: each
+page writes "Ignored the link's {problem}." for each problem the parser returns."""
 
 from __future__ import annotations
 
+from dashboard.services.mixed.state import mixed_from_query
 from dashboard.services.state.compare import sweep_from_query
 from dashboard.services.state.model import model_scheme_from_query
 
@@ -29,3 +30,20 @@ def test_sweep_link_problems_name_their_key_first() -> None:
     for problem in problems:
         key, _, why = problem.partition(" (")
         assert key in params and why.endswith(")"), problem
+
+
+def test_mixed_link_problems_name_their_key_first() -> None:
+    """The mixed page showed "Ignored the link's mx.imp='maybe' is not on or off; weighed."
+    and "Ignored the link's mx.budget='x' is not a number ..." (the value, then a verb)."""
+    params = {
+        "mx.budget": "lots",
+        "mx.cands": "Q4_0,nope",
+        "mx.floor": "Q8_0",
+        "mx.imp": "maybe",
+    }
+    problems = mixed_from_query(params).problems
+    assert len(problems) == 4, problems
+    for problem in problems:
+        key, _, why = problem.partition(" (")
+        assert key in params and ")" in why, problem
+    assert mixed_from_query({"mx.cands": ",nope"}).problems[-1].startswith("mx.cands (")

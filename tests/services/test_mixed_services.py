@@ -75,7 +75,7 @@ def test_query_defaults_and_problems() -> None:
     assert q.budget == Budget(9, BudgetUnit.GIGABYTES)
     assert q.candidates == ("Q4_0", "Q8_0")  # the registry's order
     assert q.floor == "Q8_0"
-    assert q.problems == ("mx.cands: unknown scheme(s) 'nope' left out",)
+    assert q.problems == ("mx.cands (unknown scheme(s) 'nope', left out)",)
     q = mixed_from_query({"mx.cands": ",,", "mx.floor": "TQ1_0"})
     assert q.candidates == mixed_from_query({}).candidates
     assert len(q.problems) == 2 and q.floor is None
@@ -99,7 +99,7 @@ def test_pins_and_the_importance_toggle_round_trip_through_the_link() -> None:
     assert q.weigh is None and q.pins is None
     assert q.problems == (
         "mx.pins (5,000 characters; at most 4,000); no pins",
-        "mx.imp='maybe' is not on or off; weighed",
+        "mx.imp (mx.imp='maybe' is not on or off); weighed",
     )
 
 

@@ -98,7 +98,8 @@ class MixedQuery:
 def mixed_from_query(
     params: Mapping[str, str], known: Sequence[Candidate] = ALL_CANDIDATES
 ) -> MixedQuery:
-    """Parse the page's keys of ``params`` (module docstring)."""
+    """Parse the page's keys of ``params`` (module docstring). Each problem names its key
+    first, the reason in brackets: the page writes "Ignored the link's {problem}."."""
     names = [c.name for c in known]
     problems: list[str] = []
     budget = DEFAULT_BUDGET
@@ -106,7 +107,7 @@ def mixed_from_query(
         try:
             budget = parse_budget(params[BUDGET_KEY])
         except ValueError as exc:
-            problems.append(f"{exc}; using {budget_text(DEFAULT_BUDGET)}")
+            problems.append(f"{BUDGET_KEY} ({exc}); using {budget_text(DEFAULT_BUDGET)}")
     cands = MixedQuery().candidates
     raw = params.get(CANDIDATES_KEY)
     if raw is not None:
@@ -115,18 +116,20 @@ def mixed_from_query(
         chosen = tuple(n for n in names if n in parts)
         if unknown:
             shown = ", ".join(repr(u[:40]) for u in unknown[:3])
-            problems.append(f"{CANDIDATES_KEY}: unknown scheme(s) {shown} left out")
+            problems.append(f"{CANDIDATES_KEY} (unknown scheme(s) {shown}, left out)")
         if chosen:
             cands = chosen
         else:
-            problems.append(f"{CANDIDATES_KEY} names no known scheme; using the defaults")
+            problems.append(f"{CANDIDATES_KEY} (it names no known scheme); using the defaults")
     floor = DEFAULT_FLOOR
     raw = params.get(FLOOR_KEY)
     if raw is not None and raw != "none":
         if raw in cands:
             floor = raw
         else:
-            problems.append(f"{FLOOR_KEY}={str(raw)[:40]!r} is not a chosen scheme; no floor")
+            problems.append(
+                f"{FLOOR_KEY} ({FLOOR_KEY}={str(raw)[:40]!r} is not a chosen scheme); no floor"
+            )
     pins = None
     raw = params.get(PINS_KEY)
     if raw is not None:
@@ -142,7 +145,9 @@ def mixed_from_query(
         if raw in ("on", "off"):
             weigh = raw == "on"
         else:
-            problems.append(f"{IMPORTANCE_KEY}={str(raw)[:40]!r} is not on or off; weighed")
+            problems.append(
+                f"{IMPORTANCE_KEY} ({IMPORTANCE_KEY}={str(raw)[:40]!r} is not on or off); weighed"
+            )
     return MixedQuery(budget, cands, floor, pins, weigh, tuple(problems))
 
 
