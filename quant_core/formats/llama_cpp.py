@@ -47,6 +47,7 @@ import torch
 from ..config import Format, QuantConfig, Recipe
 from ..granularity import BlockLayout
 from ..kernels import encode_values_with, switch
+from ..kernels.bodies import clamp_finite_by_selects
 from .codebooks import codebook_for
 from .gguf_types import gguf_type_of
 from .scales import BlockParams, StoredScales, power_of_two, ue4m3_values
@@ -525,13 +526,6 @@ def _clamped(v: torch.Tensor) -> torch.Tensor:
     return v.clamp(-_F32_MAX, _F32_MAX)
 
 
-def _clamped_by_selects(v: torch.Tensor) -> torch.Tensor:
-    """``_clamped`` as the codebook decode's selects (``kernels.bodies._clamp_selects``):
-    a NaN keeps its bits (``0 * inf`` of a code 0 on an fp16 ``d`` that overflowed), where
-    Inductor's vector clamp makes it all ones; the ternary types decode as a codebook."""
-    return torch.where(v > _F32_MAX, _F32_MAX, torch.where(v < -_F32_MAX, -_F32_MAX, v))
-
-
 def _q8_values(
     blocks: torch.Tensor, inv: torch.Tensor, s: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -546,7 +540,7 @@ def _ternary_values(
     """TQ1_0/TQ2_0's stored codes ``roundf(x id) + 1`` (uint8) and values ``clamp(t s)``,
     ``t = roundf(x id) + 0`` the ternary table's entry of the code (``-1, +0, 1``)."""
     q = roundf(_finite_or_zero(blocks * inv))
-    return (q + 1).to(torch.uint8), _clamped_by_selects((q + 0.0) * s)
+    return (q + 1).to(torch.uint8), clamp_finite_by_selects((q + 0.0) * s)
 
 
 def _symmetric_values(

@@ -130,11 +130,14 @@ def _decode_table(q: torch.Tensor, table: torch.Tensor, s: torch.Tensor) -> torc
     return (table[q.to(torch.int64)] * s).clamp(-_F32_MAX, _F32_MAX)
 
 
-def _clamp_selects(v: torch.Tensor) -> torch.Tensor:
-    """``v`` clamped to float32's finite range by selects: the same numbers as ``clamp``,
-    and a NaN passes with its bits, as eager's ``clamp`` passes it (Inductor's vector
-    ``clamp`` makes a NaN all ones: IQ4_NL's NaN scale of a block near float32's max
-    decoded to other NaN bits compiled than eagerly and in the ``gguf`` package)."""
+def clamp_finite_by_selects(v: torch.Tensor) -> torch.Tensor:
+    """``v`` (any shape, float32) clamped to float32's finite range ``[-F32_MAX, F32_MAX]``
+    by two selects: the same numbers as ``v.clamp(-F32_MAX, F32_MAX)``, and a NaN passes
+    with its bits, as eager's ``clamp`` passes it (Inductor's vector ``clamp`` makes a NaN
+    all ones: IQ4_NL's NaN scale of a block near float32's max decoded to other NaN bits
+    compiled than eagerly and in the ``gguf`` package; a code 0 times an fp16 ``d`` that
+    overflowed, ``0 * inf``, likewise). Shared by the codebook decodes here and the ternary
+    GGUF types (``formats.llama_cpp``)."""
     return torch.where(v > _F32_MAX, _F32_MAX, torch.where(v < -_F32_MAX, -_F32_MAX, v))
 
 
@@ -147,7 +150,7 @@ def _decode_small_table(q: torch.Tensor, table: torch.Tensor, s: torch.Tensor) -
     clamped as by the gather. Inductor turns a gather into a scalar loop; these compares
     and selects vectorize (4096 x 4096 FP4: 118 ms -> ~60 ms on one thread). A code beyond
     the table (which the eager gather refuses) picks the last entry."""
-    q.copy_(_clamp_selects(_small_table_values(q, table) * s))
+    q.copy_(clamp_finite_by_selects(_small_table_values(q, table) * s))
 
 
 def _small_table_values(q: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
@@ -276,7 +279,7 @@ def _minifloat_decoder(fmt: Format) -> Callable[..., None]:
         raise ValueError(f"{fmt.value} codes are not a small float's bits")
 
     def decode_minifloat(q: torch.Tensor, s: torch.Tensor) -> None:
-        q.copy_(_clamp_selects(_minifloat_values(q, mf) * s))
+        q.copy_(clamp_finite_by_selects(_minifloat_values(q, mf) * s))
 
     return decode_minifloat
 
@@ -400,14 +403,15 @@ def _codebook_values_body(
         def encode_minifloat_values(*args: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             code = encoder(*args[:-1])
             # the decode's clamp by selects (a NaN keeps its bits)
-            return code.to(torch.uint8), _clamp_selects(_minifloat_values(code, mf) * args[-1])
+            value = _minifloat_values(code, mf) * args[-1]
+            return code.to(torch.uint8), clamp_finite_by_selects(value)
 
         return encode_minifloat_values
 
     def encode_table_values(*args: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         code = encoder(*args[:-2])
         entry = _small_table_values(code.to(torch.float32), args[-1])
-        return code.to(torch.uint8), _clamp_selects(entry * args[-2])
+        return code.to(torch.uint8), clamp_finite_by_selects(entry * args[-2])
 
     return encode_table_values
 
@@ -441,7 +445,7 @@ def _fp4_rounding_values_body(multiply: bool) -> Callable[..., tuple[torch.Tenso
         negative = v.view(torch.int32) < 0
         code = idx.to(torch.int32) | (negative.to(torch.int32) << 3)
         value = torch.where(negative, -mag, mag) * scale
-        return code.to(torch.uint8), _clamp_selects(value)
+        return code.to(torch.uint8), clamp_finite_by_selects(value)
 
     return encode_fp4_rounded_values
 
