@@ -510,17 +510,28 @@ def _minifloat_encoder(
     - NaN (which the count of midpoints below it makes 0) gives 0;
     - the sign bit of ``v`` or'ed in, as the sign-magnitude encoder does.
     FP6 4096 x 4096 in MX blocks, one thread: 106 -> ~45 ms."""
+    return _float_bits_encoder(mf, sm.mags[-1], sm.sign, multiply, raw)
+
+
+def _float_bits_encoder(
+    mf: _MiniFloat, top_value: float, sign: int, multiply: bool, raw: bool, nan_code: int = 0
+) -> Callable[..., torch.Tensor]:
+    """``_minifloat_encoder``'s rounding of ``|v|``'s float32 bits, for a float format with
+    the largest magnitude ``top_value`` and the sign bit ``sign``; a NaN ``v`` gets the
+    magnitude code ``nan_code`` (FP6: 0, as no midpoint lies below it; FP8: ``0x7F``, the
+    code torch's float8 cast gives a NaN), the sign bit of ``v`` or'ed in as for every
+    other value."""
     shift = 23 - mf.man_bits
     # bit patterns as floats, so that Dynamo keeps them constants (ints become symbols)
-    top = float(torch.tensor(sm.mags[-1], dtype=torch.float32).view(torch.int32))
+    top = float(torch.tensor(top_value, dtype=torch.float32).view(torch.int32))
     smallest_normal = float(torch.tensor(2.0 ** (1 - mf.bias)).view(torch.int32))
     half = float((1 << (shift - 1)) - 1)
     rebias = float((127 - mf.bias) << mf.man_bits)
     per_step = 1.0 / mf.step
-    sign_bit = sm.sign.bit_length() - 1
+    sign_bit = sign.bit_length() - 1
 
     def encode_minifloat(
-        blocks: torch.Tensor, s: torch.Tensor, codes: torch.Tensor
+        blocks: torch.Tensor, s: torch.Tensor, codes: torch.Tensor | None = None
     ) -> torch.Tensor:
         v = blocks * s if multiply else blocks / s
         bits = v.view(torch.int32)  # the one bit cast (Inductor's goes through memory)
@@ -532,12 +543,32 @@ def _minifloat_encoder(
         normal = ((a + (lsb + int(half))) >> shift) - int(rebias)
         sub = (v.abs() * per_step).round().to(torch.int32)
         idx = torch.where(mag < int(smallest_normal), sub, normal)
-        idx = torch.where(mag > 0x7F800000, 0, idx)  # NaN: no midpoint lies below it
+        idx = torch.where(mag > 0x7F800000, nan_code, idx)  # NaN
         negative = (bits < 0).to(torch.int32)
         code = idx | (negative << sign_bit)
         return code if raw else code.to(torch.uint8)
 
     return encode_minifloat
+
+
+@functools.cache
+def fp8_rounding_encoder(fmt: Format, multiply: bool) -> Callable[..., torch.Tensor]:
+    """FP8's (E4M3, E5M2) nearest-rounding encoder without the float8 cast: int32 codes
+    of ``clamp(v, -M, M)`` (``v = blocks / s``, or ``blocks * s`` where ``multiply``; ``M``
+    the format's largest finite value) by ``_minifloat_encoder``'s rounding of the float32
+    bits to the format's mantissa, which is the cast's IEEE round to nearest even
+    (subnormals, ``-0`` for a negative rounding to zero, and a NaN's ``0x7F | sign``
+    included): ``_codebook_encoder``'s FP8 codes, as integers. Inductor converts float8
+    lanes through a scalar loop; this is compares, shifts and selects, so the codes and
+    their values fit in one pass (``_codebook_values_body``)."""
+    if fmt not in _FLOAT8:
+        raise ValueError(f"{fmt.value} is not an FP8 format")
+    mf = _minifloat(fmt)
+    if mf is None:
+        raise ValueError(f"{fmt.value} codes are not a small float's bits")
+    top = float(torch.finfo(_FLOAT8[fmt]).max)
+    nan = torch.tensor([float("nan")]).to(_FLOAT8[fmt]).view(torch.uint8)
+    return _float_bits_encoder(mf, top, mf.sign, multiply, True, int(nan) & (mf.sign - 1))
 
 
 def _error_sums_kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
