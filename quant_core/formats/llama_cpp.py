@@ -50,7 +50,7 @@ from ..kernels import encode_values_with, switch
 from ..kernels.bodies import clamp_finite_by_selects
 from .codebooks import codebook_for
 from .gguf_types import gguf_type_of
-from .scales import BlockParams, StoredScales, power_of_two, ue4m3_values
+from .scales import BlockParams, StoredScales, power_of_two
 
 __all__ = [
     "Quantized",
@@ -433,9 +433,23 @@ def _nvfp4_scale_pass(
     a 0-d tensor so that the division stays a true one (a scalar divisor may become a
     multiply by 1/6), the rest integer steps and ``trunc(x 512 + 0.5)`` (exact). Eagerly
     ``ue4m3_from_float``'s dozen operations on a million blocks (4096 x 4096) cost about
-    half a copy."""
+    half a copy. Also the scale ``s = ue4m3_values(ue)`` and ``s * 0.5`` (llama.cpp's
+    ``d``) from the code's bits (``_ue4m3_value``, exact: no gather, which Inductor runs
+    as a scalar loop, and two fewer passes over a million blocks eagerly)."""
     amax = _absmax_pass(blocks)
-    return amax, ue4m3_from_float(amax / six)
+    ue = ue4m3_from_float(amax / six)
+    s = _ue4m3_value(ue)
+    return amax, ue, s, s * 0.5
+
+
+def _ue4m3_value(ue: torch.Tensor) -> torch.Tensor:
+    """``scales.ue4m3_values`` of codes ``ue`` (int32, 0..0x7E as ``ue4m3_from_float``
+    writes them) by arithmetic instead of the table: ``man 2^-9`` for ``e = 0``, else
+    ``(8 + man) 2^(e - 10)`` (every value exact in float32), 0 for ``0x00`` and ``0x7F``;
+    the table's own formula, so its entries bit for bit."""
+    exp, man = (ue >> 3) & 0xF, (ue & 7).to(torch.float32)
+    raw = torch.where(exp == 0, man * 2.0**-9, (8 + man) * power_of_two(exp - 10))
+    return torch.where((ue == 0) | (ue == 0x7F), 0.0, raw)
 
 
 def _nvfp4(blocks: torch.Tensor, cfg: QuantConfig, values: bool = False) -> Quantized:
@@ -445,9 +459,8 @@ def _nvfp4(blocks: torch.Tensor, cfg: QuantConfig, values: bool = False) -> Quan
     ``2 d``, the UE4M3 value itself (its FP4 levels are llama.cpp's doubled ones halved).
     ``values``: as ``_mxfp4``'s."""
     six = torch.tensor(6.0, device=blocks.device)
-    amax, ue = _kernel(_nvfp4_scale_pass, blocks, six)
-    s = ue4m3_values(ue)
-    codes, fused = _fp4_codes_values(blocks, s * 0.5, s, values)
+    amax, ue, s, d = _kernel(_nvfp4_scale_pass, blocks, six)
+    codes, fused = _fp4_codes_values(blocks, d, s, values)
     stored = StoredScales(codes=ue.reshape(-1))
     params = BlockParams(s, _zeros(len(s), s.device), None, s, None, stored)
     return Quantized(codes, params, amax, fused)
