@@ -37,6 +37,7 @@ blocks whose max and min tie in magnitude eagerly; Q4_1/Q5_1 those with a zero e
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -300,19 +301,89 @@ def _mxfp4_code_numbers(blocks: torch.Tensor, d_half: torch.Tensor) -> torch.Ten
 def _mxfp4(blocks: torch.Tensor, cfg: QuantConfig, values: bool = False) -> Quantized:
     """MXFP4 (``quantize_row_mxfp4_ref``); ``values``: the dequantized values from the
     codes' pass where it runs compiled (``_fp4_codes_values``), else ``None``."""
-    amax = _kernel(_absmax_pass, blocks)  # exact in any order; +0 for an all-zero block
-    # numpy's float32 log2, as the gguf package computes the exponent (per block: small).
-    a = amax.cpu().numpy()
-    with np.errstate(divide="ignore"):
-        e_np = np.where(a > 0, np.floor(np.log2(a)) - 2 + 127, 0)
-    # below 2^-125 the package's uint8 cast wraps around; the smallest exponent is kept
-    e = torch.from_numpy(np.clip(e_np, 0, 254).astype(np.int32)).to(blocks.device)
-    d_half = power_of_two(e.reshape(amax.shape) - 128)  # 2^(e - 128), as torch.ldexp
-    s = 2 * d_half  # the lab's FP4 levels are kv / 2: x_hat = 2^(e - 127) fp4[q]
+    if _MXFP4_SCALE_KERNEL:
+        # amax exact in any order (+0 for an all-zero block); the exponent from its bits
+        # and a table of numpy's own roundings (``_mxfp4_scale_pass``)
+        up = _log2_rounds_up_from(blocks.device)
+        amax, e, d_half, s = _kernel(_mxfp4_scale_pass, blocks, up)
+    else:
+        amax = _kernel(_absmax_pass, blocks)
+        e = _mxfp4_exponents_numpy(amax)
+        d_half = power_of_two(e - 128)  # 2^(e - 128), as torch.ldexp
+        s = 2 * d_half  # the lab's FP4 levels are kv / 2: x_hat = 2^(e - 127) fp4[q]
     codes, fused = _fp4_codes_values(blocks, d_half, s, values)
     stored = StoredScales(codes=e.reshape(-1))
     params = BlockParams(s, _zeros(len(s), s.device), None, s, None, stored)
     return Quantized(codes, params, amax, fused)
+
+
+def _mxfp4_exponents_numpy(amax: torch.Tensor) -> torch.Tensor:
+    """MXFP4's E8M0 exponents ``clip(floor(log2 a) - 2 + 127, 0, 254)`` (int32, ``amax``'s
+    shape; 0 where ``a`` is not ``> 0``) with numpy's float32 log2, as the ``gguf``
+    package computes them: the reference for ``_mxfp4_scale_pass``."""
+    a = amax.cpu().numpy()
+    with np.errstate(divide="ignore"):
+        e_np = np.where(a > 0, np.floor(np.log2(a)) - 2 + 127, 0)
+    # below 2^-125 the package's uint8 cast wraps around; the smallest exponent is kept
+    e = torch.from_numpy(np.clip(e_np, 0, 254).astype(np.int32)).to(amax.device)
+    return e.reshape(amax.shape)
+
+
+@functools.cache
+def _log2_rounds_up_table() -> torch.Tensor:
+    """Per float32 exponent field ``b`` (0..255), the smallest mantissa field ``m`` whose
+    float32 ``2^(b - 127) (1 + m 2^-23)`` numpy's float32 ``log2`` rounds up to ``b - 126``
+    (``floor(log2 a)`` one more than ``a``'s own exponent: the last few values below a
+    power of two, where ``log2`` is within half an ulp of the integer), ``2^23`` where
+    none does (int32 ``[256]``). Found by bisection on this process's numpy, whose SIMD
+    ``log2`` the ``gguf`` package calls: its roundings, not a model of them (it rounds up
+    monotonically within a binade, checked on every mantissa of sample binades in
+    ``tests/core/test_mxfp4_scale_pass.py``). ``b = 0`` (subnormals, whose exponents clip
+    to 0 either way): none; ``b = 255`` (Inf; NaN's ``a > 0`` fails first): 0, so that
+    Inf gets ``log2 = inf``'s clipped 254."""
+    b = np.arange(1, 255, dtype=np.int64)
+    lo = np.zeros_like(b)  # the predicate is false at m = 0: log2(2^k) = k exactly
+    hi = np.full_like(b, 1 << 23)  # first m where it holds, 2^23 for none
+
+    def rounds_up(m: np.ndarray) -> np.ndarray:
+        a = ((b << 23) | np.minimum(m, (1 << 23) - 1)).astype(np.int32).view(np.float32)
+        return (np.floor(np.log2(a)) > b - 127) & (m < 1 << 23)
+
+    while bool((lo < hi).any()):
+        mid = (lo + hi) // 2
+        up = rounds_up(mid)
+        hi = np.where(up, mid, hi)
+        lo = np.where(up, lo, mid + 1)
+    table = np.concatenate([[1 << 23], hi, [0]]).astype(np.int32)
+    return torch.from_numpy(table)
+
+
+def _log2_rounds_up_from(device: torch.device) -> torch.Tensor:
+    return _log2_rounds_up_table().to(device)
+
+
+def _mxfp4_scale_pass(
+    blocks: torch.Tensor, up: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """MXFP4's per-block ``amax``, E8M0 exponent ``e`` (int32) and scales ``d_half =
+    2^(e - 128)``, ``s = 2 d_half`` in one pass (a kernel: eagerly, numpy's log2 and
+    half a dozen operations on ``[n_blocks, 1]`` cost about a copy): ``floor(log2 a)`` as
+    numpy's float32 ``log2`` gives it is ``a``'s exponent field ``b`` less 127, plus one
+    where the mantissa field is at least ``up[b]`` (``_log2_rounds_up_table``); then
+    ``_mxfp4_exponents_numpy``' ``clip(... - 2 + 127, 0, 254)``, 0 where ``a > 0``
+    fails (NaN; zero). The same integers, so the same scales, as that reference."""
+    amax = _absmax_pass(blocks)
+    bits = amax.view(torch.int32)
+    b = (bits >> 23) & 0xFF
+    above = ((bits & 0x7FFFFF) >= up[b]).to(torch.int32)
+    e = torch.where(amax > 0, b - 2 + above, 0).clamp(0, 254)
+    d_half = power_of_two(e - 128)
+    return amax, e, d_half, 2 * d_half
+
+
+_MXFP4_SCALE_KERNEL = True
+"""MXFP4's exponents from ``_mxfp4_scale_pass`` (compiled where kernels run); ``False``:
+numpy's log2 on the blocks' maxima (``_mxfp4_exponents_numpy``, the tests' reference)."""
 
 
 def _fp4_codes_values(
