@@ -469,6 +469,25 @@ def _abs_sums_transposed(blocks: torch.Tensor) -> torch.Tensor:
     return acc
 
 
+def _q1_0_scale_pass(blocks: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    """Q1_0's stored scale ``fp16(sum_abs / n)`` (``[n_blocks, 1]``, float32) in the sums'
+    pass: ``n`` the block length as a 0-d float32 tensor, so the division stays a true one
+    (``/ 128`` is exact, as C's division is), and the float16 rounding (round to nearest
+    even, as torch's eager cast) in the same kernel instead of three eager passes over the
+    blocks' scales. Compiled with ``_ROUNDING_CASTS``."""
+    return _fp16((_abs_sums_in_order(blocks) / n).reshape(-1, 1))
+
+
+_ROUNDING_CASTS = {"emulate_precision_casts": True}
+"""Inductor keeps a float32 -> float16 -> float32 round trip (else it drops the pair as
+a no-op, and the scale is not rounded to float16)."""
+
+
+def _q1_0_scales(blocks: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    """``_q1_0_scale_pass`` eagerly, its sums by ``_abs_sums_transposed``."""
+    return _fp16((_abs_sums_transposed(blocks) / n).reshape(-1, 1))
+
+
 def _q1_0_code_numbers(blocks: torch.Tensor) -> torch.Tensor:
     """Q1_0's codes ``x >= 0`` as int32 (the fused pass's encoder)."""
     return (blocks >= 0).to(torch.int32)
@@ -480,12 +499,15 @@ def _q1_0(blocks: torch.Tensor, cfg: QuantConfig, values: bool = False) -> Quant
     the codes ``x >= 0`` (1: ``+d``, 0: ``-d``). 4096 x 4096, one thread: the sums 249 ms
     eagerly (transposed), 24 ms compiled. ``values``: the dequantized values ``clamp(s
     [-1, 1][q])`` from the codes' pass where it runs compiled, else ``None``."""
-    acc = switch.compiled_or(
-        _abs_sums_in_order, "llama_cpp", blocks, fallback=_abs_sums_transposed
+    n = torch.tensor(float(blocks.shape[1]), device=blocks.device)
+    s = switch.compiled_or(
+        _q1_0_scale_pass,
+        "llama_cpp_fp16",
+        blocks,
+        n,
+        fallback=_q1_0_scales,
+        options=_ROUNDING_CASTS,
     )
-    # / 128 is exact (a power of two), as C's division is; true division all the same
-    d = torch.div(acc, torch.full_like(acc, float(blocks.shape[1]))).reshape(-1, 1)
-    s = _fp16(d)
     params = BlockParams(s, _zeros(len(s), s.device), None, s)
     if values:
         table = codebook_for(cfg.format, blocks.device).decode_table

@@ -47,3 +47,29 @@ def test_nvfp4_presets_compiled_equal_eager():
         assert torch.equal(got.scale.view(torch.int32), ref.scale.view(torch.int32)), name
         assert torch.equal(rt.values.view(torch.int32), ref_values.view(torch.int32)), name
         assert got.to_ggml_bytes() == ref.to_ggml_bytes() if cfg.gguf_type else True
+
+
+def test_q1_0_scale_pass_compiled_equals_eager():
+    """Q1_0's ``fp16(sum|x| / 128)`` in the sums' kernel: compiled against eager, on
+    means in float16's subnormal range, at its rounding edges and past its max (``d``
+    overflows to inf: ``dequantize`` decodes those blocks), bit for bit in the codes,
+    scales, bytes and values."""
+    gen = torch.Generator().manual_seed(12)
+    x = torch.randn(64, 1024, generator=gen) * torch.exp2(
+        torch.randint(-30, 20, (64, 1), generator=gen).float()
+    )
+    x[0] = 0.0
+    x[1, :128] = 65504.0
+    x[2, :128] = 65520.0  # rounds to inf in float16
+    x[3, :128] = 2.0**-24 * 1.5  # a float16 subnormal tie
+    cfg = QuantConfig.from_name("Q1_0")
+    with use_backend(Backend.EAGER):
+        ref = quantize(x, cfg)
+        ref_values = ref.dequantize()
+    with use_backend(Backend.COMPILED, min_elements=1):
+        rt = quantize_dequantize(x, cfg)
+    got = rt.quantized
+    assert torch.equal(got.codes, ref.codes)
+    assert torch.equal(got.scale.view(torch.int32), ref.scale.view(torch.int32))
+    assert got.to_ggml_bytes() == ref.to_ggml_bytes()
+    assert torch.equal(rt.values.view(torch.int32), ref_values.view(torch.int32))
