@@ -37,6 +37,7 @@ blocks whose max and min tie in magnitude eagerly; Q4_1/Q5_1 those with a zero e
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -47,9 +48,10 @@ import torch
 from ..config import Format, QuantConfig, Recipe
 from ..granularity import BlockLayout
 from ..kernels import encode_values_with, switch
+from ..kernels.bodies import clamp_finite_by_selects
 from .codebooks import codebook_for
 from .gguf_types import gguf_type_of
-from .scales import BlockParams, StoredScales, power_of_two, ue4m3_values
+from .scales import BlockParams, StoredScales, power_of_two
 
 __all__ = [
     "Quantized",
@@ -299,19 +301,89 @@ def _mxfp4_code_numbers(blocks: torch.Tensor, d_half: torch.Tensor) -> torch.Ten
 def _mxfp4(blocks: torch.Tensor, cfg: QuantConfig, values: bool = False) -> Quantized:
     """MXFP4 (``quantize_row_mxfp4_ref``); ``values``: the dequantized values from the
     codes' pass where it runs compiled (``_fp4_codes_values``), else ``None``."""
-    amax = _kernel(_absmax_pass, blocks)  # exact in any order; +0 for an all-zero block
-    # numpy's float32 log2, as the gguf package computes the exponent (per block: small).
-    a = amax.cpu().numpy()
-    with np.errstate(divide="ignore"):
-        e_np = np.where(a > 0, np.floor(np.log2(a)) - 2 + 127, 0)
-    # below 2^-125 the package's uint8 cast wraps around; the smallest exponent is kept
-    e = torch.from_numpy(np.clip(e_np, 0, 254).astype(np.int32)).to(blocks.device)
-    d_half = power_of_two(e.reshape(amax.shape) - 128)  # 2^(e - 128), as torch.ldexp
-    s = 2 * d_half  # the lab's FP4 levels are kv / 2: x_hat = 2^(e - 127) fp4[q]
+    if _MXFP4_SCALE_KERNEL:
+        # amax exact in any order (+0 for an all-zero block); the exponent from its bits
+        # and a table of numpy's own roundings (``_mxfp4_scale_pass``)
+        up = _log2_rounds_up_from(blocks.device)
+        amax, e, d_half, s = _kernel(_mxfp4_scale_pass, blocks, up)
+    else:
+        amax = _kernel(_absmax_pass, blocks)
+        e = _mxfp4_exponents_numpy(amax)
+        d_half = power_of_two(e - 128)  # 2^(e - 128), as torch.ldexp
+        s = 2 * d_half  # the lab's FP4 levels are kv / 2: x_hat = 2^(e - 127) fp4[q]
     codes, fused = _fp4_codes_values(blocks, d_half, s, values)
     stored = StoredScales(codes=e.reshape(-1))
     params = BlockParams(s, _zeros(len(s), s.device), None, s, None, stored)
     return Quantized(codes, params, amax, fused)
+
+
+def _mxfp4_exponents_numpy(amax: torch.Tensor) -> torch.Tensor:
+    """MXFP4's E8M0 exponents ``clip(floor(log2 a) - 2 + 127, 0, 254)`` (int32, ``amax``'s
+    shape; 0 where ``a`` is not ``> 0``) with numpy's float32 log2, as the ``gguf``
+    package computes them: the reference for ``_mxfp4_scale_pass``."""
+    a = amax.cpu().numpy()
+    with np.errstate(divide="ignore"):
+        e_np = np.where(a > 0, np.floor(np.log2(a)) - 2 + 127, 0)
+    # below 2^-125 the package's uint8 cast wraps around; the smallest exponent is kept
+    e = torch.from_numpy(np.clip(e_np, 0, 254).astype(np.int32)).to(amax.device)
+    return e.reshape(amax.shape)
+
+
+@functools.cache
+def _log2_rounds_up_table() -> torch.Tensor:
+    """Per float32 exponent field ``b`` (0..255), the smallest mantissa field ``m`` whose
+    float32 ``2^(b - 127) (1 + m 2^-23)`` numpy's float32 ``log2`` rounds up to ``b - 126``
+    (``floor(log2 a)`` one more than ``a``'s own exponent: the last few values below a
+    power of two, where ``log2`` is within half an ulp of the integer), ``2^23`` where
+    none does (int32 ``[256]``). Found by bisection on this process's numpy, whose SIMD
+    ``log2`` the ``gguf`` package calls: its roundings, not a model of them (it rounds up
+    monotonically within a binade, checked on every mantissa of sample binades in
+    ``tests/core/test_mxfp4_scale_pass.py``). ``b = 0`` (subnormals, whose exponents clip
+    to 0 either way): none; ``b = 255`` (Inf; NaN's ``a > 0`` fails first): 0, so that
+    Inf gets ``log2 = inf``'s clipped 254."""
+    b = np.arange(1, 255, dtype=np.int64)
+    lo = np.zeros_like(b)  # the predicate is false at m = 0: log2(2^k) = k exactly
+    hi = np.full_like(b, 1 << 23)  # first m where it holds, 2^23 for none
+
+    def rounds_up(m: np.ndarray) -> np.ndarray:
+        a = ((b << 23) | np.minimum(m, (1 << 23) - 1)).astype(np.int32).view(np.float32)
+        return (np.floor(np.log2(a)) > b - 127) & (m < 1 << 23)
+
+    while bool((lo < hi).any()):
+        mid = (lo + hi) // 2
+        up = rounds_up(mid)
+        hi = np.where(up, mid, hi)
+        lo = np.where(up, lo, mid + 1)
+    table = np.concatenate([[1 << 23], hi, [0]]).astype(np.int32)
+    return torch.from_numpy(table)
+
+
+def _log2_rounds_up_from(device: torch.device) -> torch.Tensor:
+    return _log2_rounds_up_table().to(device)
+
+
+def _mxfp4_scale_pass(
+    blocks: torch.Tensor, up: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """MXFP4's per-block ``amax``, E8M0 exponent ``e`` (int32) and scales ``d_half =
+    2^(e - 128)``, ``s = 2 d_half`` in one pass (a kernel: eagerly, numpy's log2 and
+    half a dozen operations on ``[n_blocks, 1]`` cost about a copy): ``floor(log2 a)`` as
+    numpy's float32 ``log2`` gives it is ``a``'s exponent field ``b`` less 127, plus one
+    where the mantissa field is at least ``up[b]`` (``_log2_rounds_up_table``); then
+    ``_mxfp4_exponents_numpy``' ``clip(... - 2 + 127, 0, 254)``, 0 where ``a > 0``
+    fails (NaN; zero). The same integers, so the same scales, as that reference."""
+    amax = _absmax_pass(blocks)
+    bits = amax.view(torch.int32)
+    b = (bits >> 23) & 0xFF
+    above = ((bits & 0x7FFFFF) >= up[b]).to(torch.int32)
+    e = torch.where(amax > 0, b - 2 + above, 0).clamp(0, 254)
+    d_half = power_of_two(e - 128)
+    return amax, e, d_half, 2 * d_half
+
+
+_MXFP4_SCALE_KERNEL = True
+"""MXFP4's exponents from ``_mxfp4_scale_pass`` (compiled where kernels run); ``False``:
+numpy's log2 on the blocks' maxima (``_mxfp4_exponents_numpy``, the tests' reference)."""
 
 
 def _fp4_codes_values(
@@ -397,6 +469,25 @@ def _abs_sums_transposed(blocks: torch.Tensor) -> torch.Tensor:
     return acc
 
 
+def _q1_0_scale_pass(blocks: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    """Q1_0's stored scale ``fp16(sum_abs / n)`` (``[n_blocks, 1]``, float32) in the sums'
+    pass: ``n`` the block length as a 0-d float32 tensor, so the division stays a true one
+    (``/ 128`` is exact, as C's division is), and the float16 rounding (round to nearest
+    even, as torch's eager cast) in the same kernel instead of three eager passes over the
+    blocks' scales. Compiled with ``_ROUNDING_CASTS``."""
+    return _fp16((_abs_sums_in_order(blocks) / n).reshape(-1, 1))
+
+
+_ROUNDING_CASTS = {"emulate_precision_casts": True}
+"""Inductor keeps a float32 -> float16 -> float32 round trip (else it drops the pair as
+a no-op, and the scale is not rounded to float16)."""
+
+
+def _q1_0_scales(blocks: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    """``_q1_0_scale_pass`` eagerly, its sums by ``_abs_sums_transposed``."""
+    return _fp16((_abs_sums_transposed(blocks) / n).reshape(-1, 1))
+
+
 def _q1_0_code_numbers(blocks: torch.Tensor) -> torch.Tensor:
     """Q1_0's codes ``x >= 0`` as int32 (the fused pass's encoder)."""
     return (blocks >= 0).to(torch.int32)
@@ -408,12 +499,15 @@ def _q1_0(blocks: torch.Tensor, cfg: QuantConfig, values: bool = False) -> Quant
     the codes ``x >= 0`` (1: ``+d``, 0: ``-d``). 4096 x 4096, one thread: the sums 249 ms
     eagerly (transposed), 24 ms compiled. ``values``: the dequantized values ``clamp(s
     [-1, 1][q])`` from the codes' pass where it runs compiled, else ``None``."""
-    acc = switch.compiled_or(
-        _abs_sums_in_order, "llama_cpp", blocks, fallback=_abs_sums_transposed
+    n = torch.tensor(float(blocks.shape[1]), device=blocks.device)
+    s = switch.compiled_or(
+        _q1_0_scale_pass,
+        "llama_cpp_fp16",
+        blocks,
+        n,
+        fallback=_q1_0_scales,
+        options=_ROUNDING_CASTS,
     )
-    # / 128 is exact (a power of two), as C's division is; true division all the same
-    d = torch.div(acc, torch.full_like(acc, float(blocks.shape[1]))).reshape(-1, 1)
-    s = _fp16(d)
     params = BlockParams(s, _zeros(len(s), s.device), None, s)
     if values:
         table = codebook_for(cfg.format, blocks.device).decode_table
@@ -432,9 +526,23 @@ def _nvfp4_scale_pass(
     a 0-d tensor so that the division stays a true one (a scalar divisor may become a
     multiply by 1/6), the rest integer steps and ``trunc(x 512 + 0.5)`` (exact). Eagerly
     ``ue4m3_from_float``'s dozen operations on a million blocks (4096 x 4096) cost about
-    half a copy."""
+    half a copy. Also the scale ``s = ue4m3_values(ue)`` and ``s * 0.5`` (llama.cpp's
+    ``d``) from the code's bits (``_ue4m3_value``, exact: no gather, which Inductor runs
+    as a scalar loop, and two fewer passes over a million blocks eagerly)."""
     amax = _absmax_pass(blocks)
-    return amax, ue4m3_from_float(amax / six)
+    ue = ue4m3_from_float(amax / six)
+    s = _ue4m3_value(ue)
+    return amax, ue, s, s * 0.5
+
+
+def _ue4m3_value(ue: torch.Tensor) -> torch.Tensor:
+    """``scales.ue4m3_values`` of codes ``ue`` (int32, 0..0x7E as ``ue4m3_from_float``
+    writes them) by arithmetic instead of the table: ``man 2^-9`` for ``e = 0``, else
+    ``(8 + man) 2^(e - 10)`` (every value exact in float32), 0 for ``0x00`` and ``0x7F``;
+    the table's own formula, so its entries bit for bit."""
+    exp, man = (ue >> 3) & 0xF, (ue & 7).to(torch.float32)
+    raw = torch.where(exp == 0, man * 2.0**-9, (8 + man) * power_of_two(exp - 10))
+    return torch.where((ue == 0) | (ue == 0x7F), 0.0, raw)
 
 
 def _nvfp4(blocks: torch.Tensor, cfg: QuantConfig, values: bool = False) -> Quantized:
@@ -444,9 +552,8 @@ def _nvfp4(blocks: torch.Tensor, cfg: QuantConfig, values: bool = False) -> Quan
     ``2 d``, the UE4M3 value itself (its FP4 levels are llama.cpp's doubled ones halved).
     ``values``: as ``_mxfp4``'s."""
     six = torch.tensor(6.0, device=blocks.device)
-    amax, ue = _kernel(_nvfp4_scale_pass, blocks, six)
-    s = ue4m3_values(ue)
-    codes, fused = _fp4_codes_values(blocks, s * 0.5, s, values)
+    amax, ue, s, d = _kernel(_nvfp4_scale_pass, blocks, six)
+    codes, fused = _fp4_codes_values(blocks, d, s, values)
     stored = StoredScales(codes=ue.reshape(-1))
     params = BlockParams(s, _zeros(len(s), s.device), None, s, None, stored)
     return Quantized(codes, params, amax, fused)
@@ -525,13 +632,6 @@ def _clamped(v: torch.Tensor) -> torch.Tensor:
     return v.clamp(-_F32_MAX, _F32_MAX)
 
 
-def _clamped_by_selects(v: torch.Tensor) -> torch.Tensor:
-    """``_clamped`` as the codebook decode's selects (``kernels.bodies._clamp_selects``):
-    a NaN keeps its bits (``0 * inf`` of a code 0 on an fp16 ``d`` that overflowed), where
-    Inductor's vector clamp makes it all ones; the ternary types decode as a codebook."""
-    return torch.where(v > _F32_MAX, _F32_MAX, torch.where(v < -_F32_MAX, -_F32_MAX, v))
-
-
 def _q8_values(
     blocks: torch.Tensor, inv: torch.Tensor, s: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -546,7 +646,7 @@ def _ternary_values(
     """TQ1_0/TQ2_0's stored codes ``roundf(x id) + 1`` (uint8) and values ``clamp(t s)``,
     ``t = roundf(x id) + 0`` the ternary table's entry of the code (``-1, +0, 1``)."""
     q = roundf(_finite_or_zero(blocks * inv))
-    return (q + 1).to(torch.uint8), _clamped_by_selects((q + 0.0) * s)
+    return (q + 1).to(torch.uint8), clamp_finite_by_selects((q + 0.0) * s)
 
 
 def _symmetric_values(

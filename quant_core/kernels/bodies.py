@@ -130,11 +130,14 @@ def _decode_table(q: torch.Tensor, table: torch.Tensor, s: torch.Tensor) -> torc
     return (table[q.to(torch.int64)] * s).clamp(-_F32_MAX, _F32_MAX)
 
 
-def _clamp_selects(v: torch.Tensor) -> torch.Tensor:
-    """``v`` clamped to float32's finite range by selects: the same numbers as ``clamp``,
-    and a NaN passes with its bits, as eager's ``clamp`` passes it (Inductor's vector
-    ``clamp`` makes a NaN all ones: IQ4_NL's NaN scale of a block near float32's max
-    decoded to other NaN bits compiled than eagerly and in the ``gguf`` package)."""
+def clamp_finite_by_selects(v: torch.Tensor) -> torch.Tensor:
+    """``v`` (any shape, float32) clamped to float32's finite range ``[-F32_MAX, F32_MAX]``
+    by two selects: the same numbers as ``v.clamp(-F32_MAX, F32_MAX)``, and a NaN passes
+    with its bits, as eager's ``clamp`` passes it (Inductor's vector ``clamp`` makes a NaN
+    all ones: IQ4_NL's NaN scale of a block near float32's max decoded to other NaN bits
+    compiled than eagerly and in the ``gguf`` package; a code 0 times an fp16 ``d`` that
+    overflowed, ``0 * inf``, likewise). Shared by the codebook decodes here and the ternary
+    GGUF types (``formats.llama_cpp``)."""
     return torch.where(v > _F32_MAX, _F32_MAX, torch.where(v < -_F32_MAX, -_F32_MAX, v))
 
 
@@ -147,7 +150,7 @@ def _decode_small_table(q: torch.Tensor, table: torch.Tensor, s: torch.Tensor) -
     clamped as by the gather. Inductor turns a gather into a scalar loop; these compares
     and selects vectorize (4096 x 4096 FP4: 118 ms -> ~60 ms on one thread). A code beyond
     the table (which the eager gather refuses) picks the last entry."""
-    q.copy_(_clamp_selects(_small_table_values(q, table) * s))
+    q.copy_(clamp_finite_by_selects(_small_table_values(q, table) * s))
 
 
 def _small_table_values(q: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
@@ -276,7 +279,7 @@ def _minifloat_decoder(fmt: Format) -> Callable[..., None]:
         raise ValueError(f"{fmt.value} codes are not a small float's bits")
 
     def decode_minifloat(q: torch.Tensor, s: torch.Tensor) -> None:
-        q.copy_(_clamp_selects(_minifloat_values(q, mf) * s))
+        q.copy_(clamp_finite_by_selects(_minifloat_values(q, mf) * s))
 
     return decode_minifloat
 
@@ -400,14 +403,15 @@ def _codebook_values_body(
         def encode_minifloat_values(*args: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             code = encoder(*args[:-1])
             # the decode's clamp by selects (a NaN keeps its bits)
-            return code.to(torch.uint8), _clamp_selects(_minifloat_values(code, mf) * args[-1])
+            value = _minifloat_values(code, mf) * args[-1]
+            return code.to(torch.uint8), clamp_finite_by_selects(value)
 
         return encode_minifloat_values
 
     def encode_table_values(*args: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         code = encoder(*args[:-2])
         entry = _small_table_values(code.to(torch.float32), args[-1])
-        return code.to(torch.uint8), _clamp_selects(entry * args[-2])
+        return code.to(torch.uint8), clamp_finite_by_selects(entry * args[-2])
 
     return encode_table_values
 
@@ -441,7 +445,7 @@ def _fp4_rounding_values_body(multiply: bool) -> Callable[..., tuple[torch.Tenso
         negative = v.view(torch.int32) < 0
         code = idx.to(torch.int32) | (negative.to(torch.int32) << 3)
         value = torch.where(negative, -mag, mag) * scale
-        return code.to(torch.uint8), _clamp_selects(value)
+        return code.to(torch.uint8), clamp_finite_by_selects(value)
 
     return encode_fp4_rounded_values
 
@@ -506,17 +510,28 @@ def _minifloat_encoder(
     - NaN (which the count of midpoints below it makes 0) gives 0;
     - the sign bit of ``v`` or'ed in, as the sign-magnitude encoder does.
     FP6 4096 x 4096 in MX blocks, one thread: 106 -> ~45 ms."""
+    return _float_bits_encoder(mf, sm.mags[-1], sm.sign, multiply, raw)
+
+
+def _float_bits_encoder(
+    mf: _MiniFloat, top_value: float, sign: int, multiply: bool, raw: bool, nan_code: int = 0
+) -> Callable[..., torch.Tensor]:
+    """``_minifloat_encoder``'s rounding of ``|v|``'s float32 bits, for a float format with
+    the largest magnitude ``top_value`` and the sign bit ``sign``; a NaN ``v`` gets the
+    magnitude code ``nan_code`` (FP6: 0, as no midpoint lies below it; FP8: ``0x7F``, the
+    code torch's float8 cast gives a NaN), the sign bit of ``v`` or'ed in as for every
+    other value."""
     shift = 23 - mf.man_bits
     # bit patterns as floats, so that Dynamo keeps them constants (ints become symbols)
-    top = float(torch.tensor(sm.mags[-1], dtype=torch.float32).view(torch.int32))
+    top = float(torch.tensor(top_value, dtype=torch.float32).view(torch.int32))
     smallest_normal = float(torch.tensor(2.0 ** (1 - mf.bias)).view(torch.int32))
     half = float((1 << (shift - 1)) - 1)
     rebias = float((127 - mf.bias) << mf.man_bits)
     per_step = 1.0 / mf.step
-    sign_bit = sm.sign.bit_length() - 1
+    sign_bit = sign.bit_length() - 1
 
     def encode_minifloat(
-        blocks: torch.Tensor, s: torch.Tensor, codes: torch.Tensor
+        blocks: torch.Tensor, s: torch.Tensor, codes: torch.Tensor | None = None
     ) -> torch.Tensor:
         v = blocks * s if multiply else blocks / s
         bits = v.view(torch.int32)  # the one bit cast (Inductor's goes through memory)
@@ -528,12 +543,32 @@ def _minifloat_encoder(
         normal = ((a + (lsb + int(half))) >> shift) - int(rebias)
         sub = (v.abs() * per_step).round().to(torch.int32)
         idx = torch.where(mag < int(smallest_normal), sub, normal)
-        idx = torch.where(mag > 0x7F800000, 0, idx)  # NaN: no midpoint lies below it
+        idx = torch.where(mag > 0x7F800000, nan_code, idx)  # NaN
         negative = (bits < 0).to(torch.int32)
         code = idx | (negative << sign_bit)
         return code if raw else code.to(torch.uint8)
 
     return encode_minifloat
+
+
+@functools.cache
+def fp8_rounding_encoder(fmt: Format, multiply: bool) -> Callable[..., torch.Tensor]:
+    """FP8's (E4M3, E5M2) nearest-rounding encoder without the float8 cast: int32 codes
+    of ``clamp(v, -M, M)`` (``v = blocks / s``, or ``blocks * s`` where ``multiply``; ``M``
+    the format's largest finite value) by ``_minifloat_encoder``'s rounding of the float32
+    bits to the format's mantissa, which is the cast's IEEE round to nearest even
+    (subnormals, ``-0`` for a negative rounding to zero, and a NaN's ``0x7F | sign``
+    included): ``_codebook_encoder``'s FP8 codes, as integers. Inductor converts float8
+    lanes through a scalar loop; this is compares, shifts and selects, so the codes and
+    their values fit in one pass (``_codebook_values_body``)."""
+    if fmt not in _FLOAT8:
+        raise ValueError(f"{fmt.value} is not an FP8 format")
+    mf = _minifloat(fmt)
+    if mf is None:
+        raise ValueError(f"{fmt.value} codes are not a small float's bits")
+    top = float(torch.finfo(_FLOAT8[fmt]).max)
+    nan = torch.tensor([float("nan")]).to(_FLOAT8[fmt]).view(torch.uint8)
+    return _float_bits_encoder(mf, top, mf.sign, multiply, True, int(nan) & (mf.sign - 1))
 
 
 def _error_sums_kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -37,6 +37,7 @@ from .bodies import (
     _minifloat_for_table,
     _tile_extremes_kernel,
     canonical_zeros,
+    fp8_rounding_encoder,
 )
 from .switch import _FAILED, _run, _usable
 
@@ -332,19 +333,35 @@ def encode_codebook_values(
     to float32 as torch converts it (exact): the float formats (FP4, FP6, FP8) from the
     code's bits (``_minifloat_values``), other tables of up to ``SMALL_TABLE_MAX`` entries
     by the decode's tree of selects, each scaled and clamped in the decode's order. Larger
-    tables (a gather) are not fused, nor FP8: its codes come from a float8 cast, whose
-    lanes Inductor converts to integers slowly, and the one pass took longer than the two
-    (4096 x 4096 FP8 E4M3 in blocks of 32, one thread, minimum of 11: 96 ms against 79 ms
-    encode + decode; FP4 52 against 60, NF4 67 against 88, ternary 50 against 58, FP6
-    54 against 55, a 16-19 ms clone). FP4 by rounding instead (``_FP4_ROUNDING``): the
-    nearest level and its entry from ``round(|v| / spacing)``, the same codes and
-    values."""
-    if blocks.dtype != torch.float32 or blocks.dim() != 2 or cb.format in _FLOAT8:
+    tables (a gather) are not fused. FP8 with the float8 cast's codes was slower in one
+    pass than in two (its lanes Inductor converts to integers slowly: 4096 x 4096 FP8
+    E4M3 in blocks of 32, one thread, minimum of 11: 96 ms against 79 ms encode + decode;
+    FP4 52 against 60, NF4 67 against 88, ternary 50 against 58, FP6 54 against 55, a
+    16-19 ms clone), so FP8 rounds the float32 bits instead (``_FP8_ROUNDING``,
+    ``bodies.fp8_rounding_encoder``: the cast's codes). FP4 by rounding too
+    (``_FP4_ROUNDING``): the nearest level and its entry from ``round(|v| / spacing)``,
+    the same codes and values."""
+    if blocks.dtype != torch.float32 or blocks.dim() != 2:
         return None
     if not _usable(blocks):
         return None
     table = cb.decode_table
     fmt = _minifloat_for_table(table)
+    if cb.format in _FLOAT8:
+        if not _FP8_ROUNDING or fmt is not cb.format:
+            return None
+        encoder = fp8_rounding_encoder(cb.format, inverse is not None)
+        factor = s if inverse is None else inverse
+        body = _codebook_values_body(encoder, fmt)
+        name = f"codebook_{cb.format.value}" + ("_inverse" if inverse is not None else "")
+        out = _run(
+            body,
+            f"{name}_rounded_values",
+            _kernel_layout(blocks),
+            _per_block(factor, blocks),
+            _column(scale),
+        )
+        return None if out is _FAILED else out
     if fmt is None and not _by_selects(table.shape[0]):
         return None
     kernel, args, name = codebook_encoder_args(blocks, s, cb, inverse, raw=True)
@@ -385,6 +402,13 @@ def encode_values_with(
     out = _run(body, f"{name}_values", _kernel_layout(blocks), *args, *extra)
     return None if out is _FAILED else out
 
+
+_FP8_ROUNDING = True
+"""FP8's fused pass (E4M3, E5M2: MXFP8) encodes by rounding the float32 bits
+(``bodies.fp8_rounding_encoder``) instead of the float8 cast, whose lanes Inductor
+converts in a scalar loop, and decodes the code's bits in the same loop: one pass instead
+of the cast's encode, the codes' conversion to float32 and the decode. ``False``: encode,
+then decode (the tests compare the two)."""
 
 _FP4_ROUNDING = True
 """FP4's fused pass rounds (``bodies._fp4_rounding_values_body``) instead of counting

@@ -1,0 +1,75 @@
+"""The per-block scale passes moved into compiled kernels (``formats.scales._fp8``'s
+absmax, GGUF NVFP4's scale values by arithmetic): the same bits as the formulas they
+replace, eagerly and through ``quantize``."""
+
+from __future__ import annotations
+
+import torch
+
+from quant_core import Backend, QuantConfig, quantize, quantize_dequantize, use_backend
+from quant_core.formats.llama_cpp import _ue4m3_value
+from quant_core.formats.scales import ue4m3_values
+
+
+def test_ue4m3_value_is_the_table_for_every_code():
+    """Every code ``ue4m3_from_float`` writes (0..0x7E) and 0x7F: the table's float32."""
+    codes = torch.arange(0x80, dtype=torch.int32).reshape(-1, 1)
+    got = _ue4m3_value(codes)
+    want = ue4m3_values(codes)
+    assert torch.equal(got.view(torch.int32), want.view(torch.int32))
+
+
+def _blocks(gen: torch.Generator) -> torch.Tensor:
+    """Rows across 70 binades, zero rows and a row at float32's max."""
+    x = torch.randn(128, 512, generator=gen) * torch.exp2(
+        torch.randint(-60, 10, (128, 1), generator=gen).float()
+    )
+    x[0] = 0.0
+    x[1, :16] = -0.0
+    x[2, 7] = 3.0e38
+    return x
+
+
+def test_nvfp4_presets_compiled_equal_eager():
+    """NVFP4 (tensor scale, absmax in the scale kernel) and NVFP4_GGUF (scale values from
+    the kernel): compiled ``quantize_dequantize`` against eager ``quantize`` then
+    ``dequantize``: codes, scales, stored scale codes and values, bit for bit."""
+    x = _blocks(torch.Generator().manual_seed(11))
+    for name in ("NVFP4", "NVFP4_GGUF"):
+        cfg = QuantConfig.from_name(name)
+        with use_backend(Backend.EAGER):
+            ref = quantize(x, cfg)
+            ref_values = ref.dequantize()
+        with use_backend(Backend.COMPILED, min_elements=1):
+            rt = quantize_dequantize(x, cfg)
+        got = rt.quantized
+        assert torch.equal(got.codes, ref.codes), name
+        assert torch.equal(got.scale.view(torch.int32), ref.scale.view(torch.int32)), name
+        assert torch.equal(rt.values.view(torch.int32), ref_values.view(torch.int32)), name
+        assert got.to_ggml_bytes() == ref.to_ggml_bytes() if cfg.gguf_type else True
+
+
+def test_q1_0_scale_pass_compiled_equals_eager():
+    """Q1_0's ``fp16(sum|x| / 128)`` in the sums' kernel: compiled against eager, on
+    means in float16's subnormal range, at its rounding edges and past its max (``d``
+    overflows to inf: ``dequantize`` decodes those blocks), bit for bit in the codes,
+    scales, bytes and values."""
+    gen = torch.Generator().manual_seed(12)
+    x = torch.randn(64, 1024, generator=gen) * torch.exp2(
+        torch.randint(-30, 20, (64, 1), generator=gen).float()
+    )
+    x[0] = 0.0
+    x[1, :128] = 65504.0
+    x[2, :128] = 65520.0  # rounds to inf in float16
+    x[3, :128] = 2.0**-24 * 1.5  # a float16 subnormal tie
+    cfg = QuantConfig.from_name("Q1_0")
+    with use_backend(Backend.EAGER):
+        ref = quantize(x, cfg)
+        ref_values = ref.dequantize()
+    with use_backend(Backend.COMPILED, min_elements=1):
+        rt = quantize_dequantize(x, cfg)
+    got = rt.quantized
+    assert torch.equal(got.codes, ref.codes)
+    assert torch.equal(got.scale.view(torch.int32), ref.scale.view(torch.int32))
+    assert got.to_ggml_bytes() == ref.to_ggml_bytes()
+    assert torch.equal(rt.values.view(torch.int32), ref_values.view(torch.int32))
