@@ -229,9 +229,10 @@ def quantize_dequantize(
     (``kernels.encode_int_values``: MXINT8, the sidebar's int configs), and the lab's FP4,
     FP6, NF4 and ternary codebook formats with nearest rounding on the compiled path,
     outside ``PerBlock`` tiles
-    (``kernels.encode_codebook_values``: MXFP4, MXFP6, NVFP4, NF4_DQ, BITNET; not FP8,
-    where the one pass was slower). 4096 x 4096 Q8_0, one thread: 3.5 -> 2.7 times a
-    ``x.clone()``. Every other format (the K-quants, MXFP8, FP8_BLOCK), and the eager
+    (``kernels.encode_codebook_values``: MXFP4, MXFP6, NVFP4, NF4_DQ, BITNET, and MXFP8,
+    whose FP8 codes come from rounding the float32 bits: the float8 cast ran as a scalar
+    loop). 4096 x 4096 Q8_0, one thread: 3.5 -> 2.7 times a ``x.clone()``. Every other
+    format (the K-quants, FP8_BLOCK), and the eager
     path of the lab's and of the llama.cpp types fused only compiled, quantizes, then
     dequantizes. So does a tensor whose stored scales overflowed (``scales_finite``): the
     fused passes saturate to float32's range, ``dequantize`` decodes such a block as the
