@@ -80,3 +80,21 @@ def test_the_labs_q8_0_past_fp16s_scales_decodes_as_llama_cpp_does():
             both = quantize_dequantize(x, QuantConfig.from_name("Q8_0"))
         assert not both.quantized.scales_finite()
         np.testing.assert_array_equal(both.values.numpy(), ref)
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.float8_e4m3fn]
+)
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), None])
+@pytest.mark.parametrize("where", [0, 517, 999])
+def test_all_finite_agrees_with_isfinite(dtype: torch.dtype, bad: float | None, where: int) -> None:
+    """``scales_finite``'s check reads the least and greatest scale instead of writing
+    ``isfinite``'s boolean tensor: the same answer wherever the one bad scale sits."""
+    from quant_core.quantized_tensor import _all_finite
+
+    t = torch.linspace(-3, 3, 1000).to(dtype)
+    if bad is not None:
+        t[where] = bad
+    assert _all_finite(t) == bool(torch.isfinite(t.float()).all())
+    if t.element_size() > 1:  # float8_e4m3fn has no inf: the cast saturates it
+        assert _all_finite(t) == (bad is None)
