@@ -56,6 +56,7 @@ arithmetic shifts of int8 bytes.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ..kernels import switch
@@ -67,6 +68,7 @@ __all__ = [
     "block_halves",
     "block_nibbles",
     "fp4_plus_zero",
+    "host_words",
     "k4_scales",
     "legacy_blocks",
     "legacy_blocks_types",
@@ -224,9 +226,15 @@ def _q4_k_codes(w: torch.Tensor) -> torch.Tensor:
     where a sign extension of the flipped nibble (``v | (v & 8) * 30``) read it twice:
     Inductor repeats a masked load and its arithmetic for every use, so each store cost
     two loads and five operations more. The same bytes; 4096 x 4096, one thread, a
-    fresh read: about 6% to 10% less time in this kernel (``docs/maintainers.md``)."""
+    fresh read: about 6% to 10% less time in this kernel (``docs/maintainers.md``).
+
+    The low and high nibbles are a broadcast over ``[n, row, half, 8]`` (shifted by ``4
+    half``), not a ``cat`` of the two: a pointwise expression, which Inductor stores
+    straight into the buffer it is copied into (``_q4_k_into_kernel``), where a ``cat``
+    is written into a buffer of its own and then copied."""
     q = torch.nn.functional.pad(w[:, 4:].reshape(-1, 4, 8), (0, 0, 0, 1))[:, :4].unsqueeze(2)
-    return torch.cat([_minus_8(q & _LOW), _minus_8((q >> 4) & _LOW)], dim=2)
+    shift = torch.arange(2, dtype=torch.int32, device=w.device).reshape(1, 1, 2, 1) * 4
+    return _minus_8((q >> shift) & _LOW)
 
 
 def _minus_8(u: torch.Tensor) -> torch.Tensor:
@@ -236,10 +244,34 @@ def _minus_8(u: torch.Tensor) -> torch.Tensor:
     return ((u | _TOP) - 0x08080808) ^ _TOP
 
 
-def _q4_k_kernel(
-    w: torch.Tensor,
-) -> tuple[torch.Tensor, ...]:
-    return (*_k4_scales_kernel(w[:, :4]), _q4_k_codes(w))
+def _q4_k_into_kernel(w: torch.Tensor, codes: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``[n, 36]`` int32 words of whole Q4_K blocks -> ``_k4_scales_kernel``'s six tensors,
+    the codes (``_q4_k_codes``) written into ``codes`` (``[n, 4, 2, 8]`` int32, a
+    ``host_words`` buffer) rather than into a buffer of Inductor's. The scales are
+    returned: written into given buffers they lost their vectorized ``[n, 8]`` loop
+    (``docs/maintainers.md``, "two tries that lost")."""
+    codes.copy_(_q4_k_codes(w))
+    return _k4_scales_kernel(w[:, :4])
+
+
+def host_words(count: int) -> torch.Tensor:
+    """``[count]`` int32, uninitialized, in memory from ``malloc`` (a NumPy array's): for a
+    decode's largest output, so that its pages are reused from one decode to the next.
+
+    Why not ``torch.empty``. With ``THP_MEM_ALLOC_ENABLE=1`` (the served app's setting)
+    torch's CPU allocator asks glibc for every buffer of 2 MB or more with a large
+    alignment (``posix_memalign``); glibc serves such a block with an ``mmap`` of its own
+    and unmaps it at free, and the alignment's padding keeps every later request above the
+    threshold glibc raises to the freed block's size, so each decode's 16 MB of Q4_K codes
+    (4096 x 4096) landed on fresh pages: 520 page faults and the kernel zeroing 16 MB per
+    load, about a quarter of the load's time (``perf``: ``clear_page_erms``). A plain
+    ``malloc`` of the same size is served from the heap once a block that large has been
+    freed (glibc's dynamic threshold), so its pages stay mapped: 4096 x 4096 Q4_K, read +
+    decode, thread CPU time, separate processes alternating: 6.0x to 6.3x the read ->
+    3.9x to 4.4x, faults 620 to 670 -> 140 to 170 per load. NumPy also advises huge pages
+    on blocks this large, as torch does. The tensor shares the array's memory
+    (``torch.from_numpy``) and keeps it alive."""
+    return torch.from_numpy(np.empty(count, dtype=np.int32))
 
 
 def _q4_k_eager(w: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -257,9 +289,15 @@ def q4_k_blocks(
     int32 words whose bytes are int8 ``u - 8`` (``signed_nibbles_eager`` of words 4..35).
 
     One compiled kernel where ``quant_core.kernels`` allows (one call for the whole decode
-    rather than two, the 32 nibble words per block a loop of fixed bounds), else the same
-    formulas eagerly: the same bits either way."""
-    return switch.compiled_or(_q4_k_kernel, "q4_k_blocks", w, fallback=_q4_k_eager)
+    rather than two, the 32 nibble words per block a loop of fixed bounds; the codes
+    written into a ``host_words`` buffer, whose pages a later decode reuses), else the
+    same formulas eagerly: the same bits either way."""
+    if switch.runs_compiled(w):
+        codes = host_words(w.shape[0] * 64).view(-1, 4, 2, 8)
+        out = switch.try_compiled(_q4_k_into_kernel, "q4_k_blocks_into", w, codes)
+        if out is not None:
+            return (*out, codes)
+    return _q4_k_eager(w)
 
 
 def _q5_k_codes(w: torch.Tensor) -> torch.Tensor:
@@ -280,8 +318,12 @@ def _q5_k_codes(w: torch.Tensor) -> torch.Tensor:
     return ((u | _TOP) - 0x10101010) ^ _TOP
 
 
-def _q5_k_blocks_kernel(w: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    return (*_k4_scales_kernel(w[:, :4]), _q5_k_codes(w))
+def _q5_k_into_kernel(w: torch.Tensor, codes: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The codes written into ``codes`` (``[n, 4, 2, 8]`` int32, a ``host_words`` buffer:
+    a pointwise expression, stored there in its own loop), the scales returned, as
+    ``_q4_k_into_kernel``."""
+    codes.copy_(_q5_k_codes(w))
+    return _k4_scales_kernel(w[:, :4])
 
 
 def q5_k_blocks(
@@ -295,14 +337,18 @@ def q5_k_blocks(
 
     A Q5_K block is 44 whole int32 words: one compiled kernel where ``quant_core.kernels``
     allows, as ``q4_k_blocks`` (``block_codes`` read int16 halves one at a time, and the
-    scales were a second call); else (``eager``: always) ``_k4_scales_kernel`` and
-    ``block_codes`` eagerly: the same bits either way."""
+    scales were a second call; the codes written into a ``host_words`` buffer); else
+    (``eager``: always) ``_k4_scales_kernel`` and ``block_codes`` eagerly: the same bits
+    either way."""
     n = raw.shape[0]
     w = aligned(raw).reshape(-1).view(torch.int32).reshape(n, 44)
-    out = None if eager else switch.try_compiled(_q5_k_blocks_kernel, "q5_k_blocks", w)
-    if out is not None:
-        *scales, words = out
-        return (*scales, words.view(torch.int8).reshape(n, 256))
+    if not eager and switch.runs_compiled(w):
+        words = host_words(n * 64)
+        out = switch.try_compiled(
+            _q5_k_into_kernel, "q5_k_blocks_into", w, words.view(n, 4, 2, 8)
+        )
+        if out is not None:
+            return (*out, words.view(torch.int8).reshape(n, 256))
     return (*_k4_scales_kernel(w[:, :4]), block_codes("Q5_K", raw, eager=True))
 
 
