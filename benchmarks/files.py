@@ -13,7 +13,8 @@ a temporary folder removed afterwards: they take almost no disk).
 2. A GPTQ folder of the same model (int4 g128, fp16 scales, ``g_idx``), 4 shards and the
    index; headers written by hand, data a hole. Listing: ``open_quantized`` against a
    ``safetensors.safe_open`` of every shard (its keys). Target: under 1 s.
-3. One 4096 x 4096 tensor in a GGUF (Q4_K, Q5_K, Q6_K, IQ4_NL: random valid blocks; Q4_0,
+3. One 4096 x 4096 tensor in a GGUF (Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL: random valid
+   blocks, their ``d`` and ``dmin`` finite; Q4_0,
    Q8_0, Q4_1, Q5_0, Q5_1, MXFP4: quantized by the ``gguf`` package; ``--types`` picks
    some): ``QuantizedFile.load`` (read and decode into the
    lab's tensor) and load plus ``dequantize()``, against a plain ``os.pread`` of its bytes
@@ -267,7 +268,8 @@ def bench_listing(tmp: Path) -> None:
 
 
 DECODE_TYPES = (
-    "Q4_K", "Q4_0", "Q8_0", "Q6_K", "Q5_K", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "MXFP4"
+    "Q4_K", "Q4_0", "Q8_0", "Q6_K", "Q5_K", "Q2_K", "Q3_K", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL",
+    "MXFP4",
 )  # fmt: skip
 
 
@@ -292,6 +294,12 @@ def bench_decode(tmp: Path, repeat: int = 5, types: tuple[str, ...] = DECODE_TYP
     block, size = gguf.GGML_QUANT_SIZES[GGML.Q5_K]
     raw5 = rng.integers(0, 256, size=(4096, 4096 // block, size), dtype=np.uint8)
     raw5[..., :4] = raw[..., :4]  # d | dmin as Q4_K's: finite
+    block, size = gguf.GGML_QUANT_SIZES[GGML.Q2_K]
+    raw2 = rng.integers(0, 256, size=(4096, 4096 // block, size), dtype=np.uint8)
+    raw2[..., 80:] = raw[..., :4]  # scales | qs | d | dmin: finite
+    block, size = gguf.GGML_QUANT_SIZES[GGML.Q3_K]
+    raw3 = rng.integers(0, 256, size=(4096, 4096 // block, size), dtype=np.uint8)
+    raw3[..., 108:] = raw[..., :2]  # hmask | qs | scales | d: finite
     block, size = gguf.GGML_QUANT_SIZES[GGML.IQ4_NL]
     raw_nl = rng.integers(0, 256, size=(4096, 4096 // block, size), dtype=np.uint8)
     raw_nl[..., :2] = (  # d: finite
@@ -306,6 +314,8 @@ def bench_decode(tmp: Path, repeat: int = 5, types: tuple[str, ...] = DECODE_TYP
     writer.add_tensor("e", gguf.quants.quantize(x, GGML.Q8_0), raw_dtype=GGML.Q8_0)
     writer.add_tensor("s", raw6.reshape(4096, -1), raw_dtype=GGML.Q6_K)
     writer.add_tensor("f", raw5.reshape(4096, -1), raw_dtype=GGML.Q5_K)
+    writer.add_tensor("b", raw2.reshape(4096, -1), raw_dtype=GGML.Q2_K)
+    writer.add_tensor("c", raw3.reshape(4096, -1), raw_dtype=GGML.Q3_K)
     quantized = {"Q4_1": "g", "Q5_0": "h", "Q5_1": "i", "MXFP4": "m"}
     for type_name, name in quantized.items():
         if type_name in types:
@@ -318,6 +328,7 @@ def bench_decode(tmp: Path, repeat: int = 5, types: tuple[str, ...] = DECODE_TYP
     writer.close()
     f = open_quantized(path)
     tensors = (("k", "Q4_K"), ("l", "Q4_0"), ("e", "Q8_0"), ("s", "Q6_K"), ("f", "Q5_K"))
+    tensors += (("b", "Q2_K"), ("c", "Q3_K"))
     tensors += (*((v, k) for k, v in quantized.items()), ("n", "IQ4_NL"))
     for name, type_name in tensors:
         if type_name not in types:
