@@ -41,7 +41,22 @@ a temporary folder removed afterwards: they take almost no disk).
    "paired": the median over the repeats of one load over one ``pread`` just before it
    (both under the same moment's load; such a read finds neither its source nor its
    destination warm, so the ratio is lower: Q4_K 3.8x, Q6_K 6.5x, MXFP4 3.6x, IQ4_NL 3.6x
-   in that run). The target is judged on the separate medians.
+   in that run). The target is judged on the separate medians. "CPU time": the same
+   medians in this thread's CPU time (``time.thread_time``), which the other tenants of a
+   shared machine inflate far less than the wall clock.
+   December 7, later: Q4_K's, Q5_K's and Q6_K's codes are written into ``malloc``ed memory
+   (``bytes_kernels.host_words``) where torch's THP allocator mapped 16 MB of fresh pages
+   per load (glibc serves its aligned blocks with an ``mmap`` each time). A process that
+   only loads (open, 3 ``pread``s then one load, median of 21, base and branch in separate
+   processes alternating, thread CPU time, load 3 to 6 on the 2 shared cores): Q4_K 8.0x,
+   8.0x, 9.7x -> 5.8x, 6.0x, 4.8x the read (page faults per load 544-569 -> 0-73); Q6_K
+   9.6x, 10.9x, 10.0x -> 8.3x, 7.1x, 8.0x; Q5_K 7.4x, 6.6x -> 5.3x, 4.8x. In this
+   script's own process, whose earlier NumPy frees have already raised glibc's threshold
+   past 16 MB, base and branch measure alike (CPU Q4_K 3.4x, 3.6x -> 3.4x, 3.9x), while the
+   wall-clock medians at that load (12x to 22x) measure mostly waiting: the target is not
+   met on the wall clock there, met on CPU time. Q2_K and Q3_K, untouched: CPU 16x to 24x
+   and 11x to 27x the read (``block_codes``' scalar int16 loops, 15 to 17 ms of a 28 to 34
+   ms load; Q3_K's scale unpacking eagerly, 9 ms).
 
 ``--threads`` (default: one fewer than the machine's cores, at least 1: what the served
 app gives torch, ``dashboard/served.py``): torch's threads, so that runs on a shared
@@ -75,12 +90,14 @@ HIDDEN, KV, FFN, LAYERS, VOCAB = 2048, 512, 8192, 16, 128_256
 N_MERGES = 280_147
 
 
-def _best(fn: Callable[[], object], repeat: int = 5) -> float:
+def _best(
+    fn: Callable[[], object], repeat: int = 5, clock: Callable[[], float] = time.perf_counter
+) -> float:
     times = []
     for _ in range(repeat):
-        began = time.perf_counter()
+        began = clock()
         fn()
-        times.append(time.perf_counter() - began)
+        times.append(clock() - began)
     return statistics.median(times)
 
 
@@ -350,11 +367,25 @@ def bench_decode(tmp: Path, repeat: int = 5, types: tuple[str, ...] = DECODE_TYP
         load = _best(lambda name=name: f.load(name), repeat)
         full = _best(lambda name=name: f.load(name).dequantize(), repeat)
         paired = _paired(path, info, lambda name=name: f.load(name), repeat)
+        # this thread's CPU time: on a shared machine the wall clock also counts the time
+        # the scheduler gives the other tenants (at a load of 6 on 2 cores, most of it)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            read_cpu = _best(
+                lambda info=info, fd=fd: os.pread(fd, info.nbytes, info.offset),
+                repeat,
+                time.thread_time,
+            )
+        finally:
+            os.close(fd)
+        load_cpu = _best(lambda name=name: f.load(name), repeat, time.thread_time)
         how = "the lab's decoder" if lab_decodes(type_name) else "gguf.quants.dequantize"
         print(
             f"{type_name} 4096x4096 ({info.nbytes / 1e6:.1f} MB): read {read * 1e3:.1f} ms "
             f"(from disk {read_cold * 1e3:.1f} ms), load {load * 1e3:.1f} ms ({load / read:.1f}x "
-            f"the read, {load / read_cold:.1f}x from disk; paired {paired:.1f}x), load + "
+            f"the read, {load / read_cold:.1f}x from disk; paired {paired:.1f}x; CPU time "
+            f"{load_cpu * 1e3:.1f} ms against {read_cpu * 1e3:.1f} ms, "
+            f"{load_cpu / read_cpu:.1f}x), load + "
             f"dequantize {full * 1e3:.1f} ms ({full / read:.1f}x), by {how}"
             + (
                 f"; target load within 5x: {'met' if load < 5 * read else 'NOT met'}"
