@@ -51,12 +51,13 @@ a temporary folder removed afterwards: they take almost no disk).
    processes alternating, thread CPU time, load 3 to 6 on the 2 shared cores): Q4_K 8.0x,
    8.0x, 9.7x -> 5.8x, 6.0x, 4.8x the read (page faults per load 544-569 -> 0-73); Q6_K
    9.6x, 10.9x, 10.0x -> 8.3x, 7.1x, 8.0x; Q5_K 7.4x, 6.6x -> 5.3x, 4.8x. In this
-   script's own process, whose earlier NumPy frees have already raised glibc's threshold
-   past 16 MB, base and branch measure alike (CPU Q4_K 3.4x, 3.6x -> 3.4x, 3.9x), while the
-   wall-clock medians at that load (12x to 22x) measure mostly waiting: the target is not
-   met on the wall clock there, met on CPU time. Q2_K and Q3_K, untouched: CPU 16x to 24x
-   and 11x to 27x the read (``block_codes``' scalar int16 loops, 15 to 17 ms of a 28 to 34
-   ms load; Q3_K's scale unpacking eagerly, 9 ms).
+   script's own process base and branch measure alike, presumably because its earlier
+   NumPy frees raised glibc's threshold past 16 MB (a 20 MB NumPy array allocated and
+   freed before the loads above does that: base then 0 faults, 4.7x): CPU Q4_K 3.4x, 3.6x
+   -> 3.4x, 3.9x, while the wall-clock medians at that load (12x to 22x) measure mostly
+   waiting: the target is not met on the wall clock there, met on CPU time. Q2_K and
+   Q3_K, untouched: CPU 16x to 24x and 11x to 27x the read (``block_codes``' scalar int16
+   loops, 15 to 17 ms of a 28 to 34 ms load; Q3_K's scale unpacking eagerly, 9 ms).
 
 ``--threads`` (default: one fewer than the machine's cores, at least 1: what the served
 app gives torch, ``dashboard/served.py``): torch's threads, so that runs on a shared
