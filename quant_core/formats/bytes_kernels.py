@@ -56,6 +56,7 @@ arithmetic shifts of int8 bytes.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ..kernels import switch
@@ -67,6 +68,7 @@ __all__ = [
     "block_halves",
     "block_nibbles",
     "fp4_plus_zero",
+    "host_words",
     "k4_scales",
     "legacy_blocks",
     "legacy_blocks_types",
@@ -224,9 +226,15 @@ def _q4_k_codes(w: torch.Tensor) -> torch.Tensor:
     where a sign extension of the flipped nibble (``v | (v & 8) * 30``) read it twice:
     Inductor repeats a masked load and its arithmetic for every use, so each store cost
     two loads and five operations more. The same bytes; 4096 x 4096, one thread, a
-    fresh read: about 6% to 10% less time in this kernel (``docs/maintainers.md``)."""
+    fresh read: about 6% to 10% less time in this kernel (``docs/maintainers.md``).
+
+    The low and high nibbles are a broadcast over ``[n, row, half, 8]`` (shifted by ``4
+    half``), not a ``cat`` of the two: a pointwise expression, which Inductor stores
+    straight into the buffer it is copied into (``_q4_k_into_kernel``), where a ``cat``
+    is written into a buffer of its own and then copied."""
     q = torch.nn.functional.pad(w[:, 4:].reshape(-1, 4, 8), (0, 0, 0, 1))[:, :4].unsqueeze(2)
-    return torch.cat([_minus_8(q & _LOW), _minus_8((q >> 4) & _LOW)], dim=2)
+    shift = torch.arange(2, dtype=torch.int32, device=w.device).reshape(1, 1, 2, 1) * 4
+    return _minus_8((q >> shift) & _LOW)
 
 
 def _minus_8(u: torch.Tensor) -> torch.Tensor:
@@ -236,10 +244,34 @@ def _minus_8(u: torch.Tensor) -> torch.Tensor:
     return ((u | _TOP) - 0x08080808) ^ _TOP
 
 
-def _q4_k_kernel(
-    w: torch.Tensor,
-) -> tuple[torch.Tensor, ...]:
-    return (*_k4_scales_kernel(w[:, :4]), _q4_k_codes(w))
+def _q4_k_into_kernel(w: torch.Tensor, codes: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``[n, 36]`` int32 words of whole Q4_K blocks -> ``_k4_scales_kernel``'s six tensors,
+    the codes (``_q4_k_codes``) written into ``codes`` (``[n, 4, 2, 8]`` int32, a
+    ``host_words`` buffer) rather than into a buffer of Inductor's. The scales are
+    returned: written into given buffers they lost their vectorized ``[n, 8]`` loop
+    (``docs/maintainers.md``, "two tries that lost")."""
+    codes.copy_(_q4_k_codes(w))
+    return _k4_scales_kernel(w[:, :4])
+
+
+def host_words(count: int) -> torch.Tensor:
+    """``[count]`` int32, uninitialized, in memory from ``malloc`` (a NumPy array's): for a
+    decode's largest output, so that its pages are reused from one decode to the next.
+
+    Why not ``torch.empty``. With ``THP_MEM_ALLOC_ENABLE=1`` (the served app's setting)
+    torch's CPU allocator asks glibc for every buffer of 2 MB or more with a large
+    alignment (``posix_memalign``); glibc serves such a block with an ``mmap`` of its own
+    and unmaps it at free, and the alignment's padding keeps every later request above the
+    threshold glibc raises to the freed block's size, so each decode's 16 MB of Q4_K codes
+    (4096 x 4096) landed on fresh pages: 520 page faults and the kernel zeroing 16 MB per
+    load, about a quarter of the load's time (``perf``: ``clear_page_erms``). A plain
+    ``malloc`` of the same size is served from the heap once a block that large has been
+    freed (glibc's dynamic threshold), so its pages stay mapped: 4096 x 4096 Q4_K, read +
+    decode, thread CPU time, separate processes alternating: 6.0x to 6.3x the read ->
+    3.9x to 4.4x, faults 620 to 670 -> 140 to 170 per load. NumPy also advises huge pages
+    on blocks this large, as torch does. The tensor shares the array's memory
+    (``torch.from_numpy``) and keeps it alive."""
+    return torch.from_numpy(np.empty(count, dtype=np.int32))
 
 
 def _q4_k_eager(w: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -257,9 +289,15 @@ def q4_k_blocks(
     int32 words whose bytes are int8 ``u - 8`` (``signed_nibbles_eager`` of words 4..35).
 
     One compiled kernel where ``quant_core.kernels`` allows (one call for the whole decode
-    rather than two, the 32 nibble words per block a loop of fixed bounds), else the same
-    formulas eagerly: the same bits either way."""
-    return switch.compiled_or(_q4_k_kernel, "q4_k_blocks", w, fallback=_q4_k_eager)
+    rather than two, the 32 nibble words per block a loop of fixed bounds; the codes
+    written into a ``host_words`` buffer, whose pages a later decode reuses), else the
+    same formulas eagerly: the same bits either way."""
+    if switch.runs_compiled(w):
+        codes = host_words(w.shape[0] * 64).view(-1, 4, 2, 8)
+        out = switch.try_compiled(_q4_k_into_kernel, "q4_k_blocks_into", w, codes)
+        if out is not None:
+            return (*out, codes)
+    return _q4_k_eager(w)
 
 
 def _q5_k_codes(w: torch.Tensor) -> torch.Tensor:
@@ -280,8 +318,12 @@ def _q5_k_codes(w: torch.Tensor) -> torch.Tensor:
     return ((u | _TOP) - 0x10101010) ^ _TOP
 
 
-def _q5_k_blocks_kernel(w: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    return (*_k4_scales_kernel(w[:, :4]), _q5_k_codes(w))
+def _q5_k_into_kernel(w: torch.Tensor, codes: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The codes written into ``codes`` (``[n, 4, 2, 8]`` int32, a ``host_words`` buffer:
+    a pointwise expression, stored there in its own loop), the scales returned, as
+    ``_q4_k_into_kernel``."""
+    codes.copy_(_q5_k_codes(w))
+    return _k4_scales_kernel(w[:, :4])
 
 
 def q5_k_blocks(
@@ -295,14 +337,18 @@ def q5_k_blocks(
 
     A Q5_K block is 44 whole int32 words: one compiled kernel where ``quant_core.kernels``
     allows, as ``q4_k_blocks`` (``block_codes`` read int16 halves one at a time, and the
-    scales were a second call); else (``eager``: always) ``_k4_scales_kernel`` and
-    ``block_codes`` eagerly: the same bits either way."""
+    scales were a second call; the codes written into a ``host_words`` buffer); else
+    (``eager``: always) ``_k4_scales_kernel`` and ``block_codes`` eagerly: the same bits
+    either way."""
     n = raw.shape[0]
     w = aligned(raw).reshape(-1).view(torch.int32).reshape(n, 44)
-    out = None if eager else switch.try_compiled(_q5_k_blocks_kernel, "q5_k_blocks", w)
-    if out is not None:
-        *scales, words = out
-        return (*scales, words.view(torch.int8).reshape(n, 256))
+    if not eager and switch.runs_compiled(w):
+        words = host_words(n * 64)
+        out = switch.try_compiled(
+            _q5_k_into_kernel, "q5_k_blocks_into", w, words.view(n, 4, 2, 8)
+        )
+        if out is not None:
+            return (*out, words.view(torch.int8).reshape(n, 256))
     return (*_k4_scales_kernel(w[:, :4]), block_codes("Q5_K", raw, eager=True))
 
 
@@ -773,21 +819,23 @@ def _int8_bytes(s: torch.Tensor) -> torch.Tensor:
     return ((s.unsqueeze(2) << (24 - j)) >> 24).reshape(m, -1)
 
 
-def _q6_k_pairs_kernel(
-    w: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _q6_k_pairs_into_kernel(
+    w: torch.Tensor, codes: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``[m, 105]`` int32 words of pairs of Q6_K blocks (420 bytes: the first block on a
-    word boundary, the second 2 bytes into word 52) -> codes ``[2 m, 64]`` words, scales
-    ``[2 m, 16]`` int32, ``d`` ``[2 m]``, ``d sc`` ``[2 m, 16]``."""
+    word boundary, the second 2 bytes into word 52) -> scales ``[2 m, 16]`` int32, ``d``
+    ``[2 m]``, ``d sc`` ``[2 m, 16]``; the codes written into ``codes`` (``[m, 2, 64]``
+    int32 words, a ``host_words`` buffer: the first block's words, then the second's, each
+    a pointwise expression copied into its half) rather than stacked into a buffer of
+    Inductor's."""
     m = w.shape[0]
-    first = _q6_k_code_words(_through_pad(w, 0, 32), _through_pad(w, 32, 16))
-    second = _q6_k_code_words(_odd_words(w, 52, 32), _odd_words(w, 84, 16))
-    codes = torch.stack([first, second], dim=1).reshape(2 * m, 64)
+    codes[:, 0].copy_(_q6_k_code_words(_through_pad(w, 0, 32), _through_pad(w, 32, 16)))
+    codes[:, 1].copy_(_q6_k_code_words(_odd_words(w, 52, 32), _odd_words(w, 84, 16)))
     odd_scales = ((w[:, 100:104] >> 16) & 0xFFFF) | (w[:, 101:105] << 16)
     sc = torch.stack([_int8_bytes(w[:, 48:52]), _int8_bytes(odd_scales)], dim=1)
     sc = sc.reshape(2 * m, 16)
     d = _half(torch.stack([w[:, 52] & 0xFFFF, w[:, 104] >> 16], dim=1).reshape(2 * m))
-    return codes, sc, d, d.unsqueeze(1) * sc.to(torch.float32)
+    return sc, d, d.unsqueeze(1) * sc.to(torch.float32)
 
 
 def q6_k_blocks(
@@ -802,14 +850,19 @@ def q6_k_blocks(
     whole int32 words, so every word of either block is read as an aligned int32 vector
     (the second block's words 2 bytes off, joined from two: ``_odd_words``) where
     ``block_codes`` reads int16 halves one at a time, and codes, scales and ``d`` come from
-    one call. Else (``eager``: always) ``block_codes`` and eager operators: the same bits."""
+    one call; the codes written into a ``host_words`` buffer (``_q6_k_pairs_into_kernel``:
+    4096 x 4096, thread CPU time, separate processes: 15 to 18 ms -> 9.5 to 10.6 ms). Else
+    (``eager``: always) ``block_codes`` and eager operators: the same bits."""
     n = raw.shape[0]
     if not eager and n % 2 == 0:
         w = aligned(raw).reshape(-1).view(torch.int32).reshape(n // 2, 105)
-        out = switch.try_compiled(_q6_k_pairs_kernel, "q6_k_blocks", w)
-        if out is not None:
-            words, sc, d, scale = out
-            return words.view(torch.int8).reshape(n, 256), sc, d, scale
+        if switch.runs_compiled(w):
+            words = host_words(n * 64)
+            out = switch.try_compiled(
+                _q6_k_pairs_into_kernel, "q6_k_blocks_into", w, words.view(n // 2, 2, 64)
+            )
+            if out is not None:
+                return (words.view(torch.int8).reshape(n, 256), *out)
     codes = block_codes("Q6_K", raw, eager=eager)
     sc = raw[:, 192:208].contiguous().view(torch.int8).to(torch.int32)
     d = block_halves(raw, 208)
