@@ -10,12 +10,12 @@ here (``_{key}_fitted``): a widget value unlike the fitted one is a new choice.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TypeVar
 
 import streamlit as st
 
-__all__ = ["fit_choice", "forget_fitted", "nearest"]
+__all__ = ["fit_choice", "forget_fitted"]
 
 T = TypeVar("T")
 
@@ -26,11 +26,6 @@ def _chosen_key(key: str) -> str:
 
 def _fitted_key(key: str) -> str:
     return f"_{key}_fitted"
-
-
-def nearest(options: Sequence[int], value: int) -> int:
-    """The option nearest to ``value`` (the smaller on a tie); ``options`` non-empty."""
-    return min(options, key=lambda o: (abs(o - value), o))
 
 
 def fit_choice(key: str, read: Callable[[object], T], fit: Callable[[T], T]) -> None:

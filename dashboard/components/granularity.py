@@ -7,8 +7,9 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from dashboard.components.fitted import fit_choice, forget_fitted, nearest
+from dashboard.components.fitted import fit_choice, forget_fitted
 from dashboard.components.persist import PERSIST
+from dashboard.services.state.group_size import nearest_size
 from quant_core import Granularity, PerChannel, PerGroup, PerTensor
 
 __all__ = [
@@ -113,6 +114,4 @@ def _fit_group(p: str, options: Sequence[int]) -> None:
     """Put the group size into ``options`` before the slider is drawn: the one the visitor
     (or a link) chose when it is offered, else the option nearest to it (the smaller on a
     tie); the choice survives a visit to a narrower tensor (see ``fitted``)."""
-    fit_choice(
-        f"{p}q_group", int, lambda chosen: chosen if chosen in options else nearest(options, chosen)
-    )
+    fit_choice(f"{p}q_group", int, lambda chosen: nearest_size(chosen, options))

@@ -60,7 +60,6 @@ from dashboard.services.lessons.settings import (
     LabFormat,
     LabGranularity,
     LabSettings,
-    nearest_size,
 )
 from dashboard.services.model.files import list_linear_weights
 from dashboard.services.sources.choice import (
@@ -71,6 +70,7 @@ from dashboard.services.sources.choice import (
 from dashboard.services.sources.examples import Example, example_tensor
 from dashboard.services.sources.prepared import PreparedSource
 from dashboard.services.sources.typed import TypedValuesError, format_values
+from dashboard.services.state.group_size import nearest_size
 from dashboard.services.state.lesson import page_href
 from dashboard.services.state.model import ActivationChoice, ModelScheme, model_scheme_to_query
 from dashboard.services.state.research import ResearchFormat, ResearchScheme, scheme_to_query

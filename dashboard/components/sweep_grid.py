@@ -18,7 +18,7 @@ import torch
 from dashboard import cache
 from dashboard.components import cost_gate, persist, url
 from dashboard.components.config import divisors
-from dashboard.components.fitted import fit_choice, forget_fitted, nearest
+from dashboard.components.fitted import fit_choice, forget_fitted
 from dashboard.components.persist import PERSIST
 from dashboard.services.compare.frontier import ErrorAxis
 from dashboard.services.compare.grid import fit_grid
@@ -30,6 +30,7 @@ from dashboard.services.display.text import literal
 from dashboard.services.sources.choice import SourceChoice
 from dashboard.services.state.algorithm import parse_sentences
 from dashboard.services.state.compare import SWEEP_PREFIX, sweep_from_query, sweep_to_query
+from dashboard.services.state.group_size import nearest_size
 from dashboard.services.state.scale_storage import DEFAULT_SCALE_DTYPE
 from dashboard.services.state.scheme import GranularityKind
 from dashboard.services.state.source import SOURCE_KEYS
@@ -209,7 +210,7 @@ def _fit_groups(cols: int) -> None:
         fitting = [g for g in chosen if cols % g == 0]
         if fitting or not chosen:
             return fitting
-        return sorted({nearest(divisors(cols), g) for g in chosen})
+        return sorted({nearest_size(g, divisors(cols)) for g in chosen})
 
     fit_choice("sw_groups", lambda groups: [int(g) for g in groups], fit)
 

@@ -9,7 +9,8 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from dashboard.services.lessons.settings import LabGranularity, nearest_size
+from dashboard.services.lessons.settings import LabGranularity
+from dashboard.services.state.group_size import nearest_size
 
 LESSONS_PAGE = str(Path(__file__).resolve().parents[2] / "dashboard" / "views" / "lessons.py")
 

@@ -7,7 +7,6 @@ The widgets start at the lesson's scheme (``LabSettings.of``) and give a config 
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from quant_core import Format, Mode, PerChannel, PerGroup, PerTensor, QuantConfig
@@ -18,23 +17,11 @@ __all__ = [
     "LabFormat",
     "LabGranularity",
     "LabSettings",
-    "nearest_size",
 ]
 
 LAB_BITS = (2, 3, 4, 5, 6, 7, 8)
 # The largest group a lab's slider offers: beyond it a group is most of a row anyway.
 MAX_LAB_GROUP = 256
-
-
-def nearest_size(chosen: int, sizes: Sequence[int]) -> int:
-    """``chosen`` when ``sizes`` offers it, else the size nearest to it, the smaller on a
-    tie: 96 among (1, 3) gives 3; 6 among (4, 8) gives 4. ``ValueError`` when ``sizes``
-    is empty."""
-    if not sizes:
-        raise ValueError(f"no sizes to fit the group size {chosen} to")
-    if chosen in sizes:
-        return chosen
-    return min(sizes, key=lambda d: (abs(d - chosen), d))
 
 
 class LabFormat(enum.Enum):
