@@ -18,8 +18,8 @@ def metrics_row(exp: Exploration) -> None:
     """Two rows of six cards: errors, then storage and clipping (key ``metrics``), then,
     where the stored scales hit their dtype's limits, why the errors are what they are
     (the SQNR card's help says it too)."""
-    metric_cards(exploration_cards(exp), exp.describe(), key="metrics")
     note = scale_limit_note(exp)
+    metric_cards(exploration_cards(exp, note), exp.describe(), key="metrics")
     if note:
         st.warning(note, icon=":material/warning:")
 

@@ -92,10 +92,15 @@ def scale_limit_note(exp: Exploration) -> str:
     return scale_limit_text(exp.qt, exp.clip.n_clipped, float(exp.metrics.sqnr_db))
 
 
-def exploration_cards(exp: Exploration) -> tuple[tuple[MetricCard, ...], tuple[MetricCard, ...]]:
-    """Two rows of six: the errors, then storage and clipping."""
+def exploration_cards(
+    exp: Exploration, limit: str | None = None
+) -> tuple[tuple[MetricCard, ...], tuple[MetricCard, ...]]:
+    """Two rows of six: the errors, then storage and clipping. ``limit`` is
+    ``scale_limit_note(exp)`` when the caller has it already (it reads every block scale),
+    else it is computed here."""
     m, s, c = exp.metrics, exp.storage, exp.clip
-    limit = scale_limit_note(exp)
+    if limit is None:
+        limit = scale_limit_note(exp)
     sqnr_help = metric_help(Metric.SQNR, f"{m.sqnr_db!r} dB")
     errors = (
         MetricCard("MSE", compact(m.mse), metric_help(Metric.MSE, repr(m.mse))),
