@@ -56,7 +56,13 @@ from .config import Format, Mode, QuantConfig, RangeMethod, Recipe, Rounding
 from .encode import codebook_index, codebook_scaled, encode_codebook, encode_int, int_codes
 from .formats import Codebook, codebook_for, llama_cpp
 from .formats.integer import codebook_scale, int_qparams
-from .formats.scales import BlockParams, StoredScales, check_super_blocks, fit_scales
+from .formats.scales import (
+    BlockParams,
+    StoredScales,
+    check_super_blocks,
+    fit_from_blocks,
+    fit_scales,
+)
 from .granularity import BlockLayout, layout_for
 from .quantized_tensor import QuantizedTensor
 from .ranges import BlockRange, choose_range, symmetric_ends
@@ -271,9 +277,23 @@ def _quantize(
         if tiled is not None:
             return tiled, None
     blocks = layout.to_blocks(x.detach().to(torch.float32))
+    # MX and NVFP4: extremes, finiteness, range and scales from one compiled pass
+    fitted = None
+    if (
+        cfg.recipe is Recipe.LAB
+        and cfg.two_level
+        and cfg.range_method is RangeMethod.MINMAX
+        and cfg.mode is Mode.SYMMETRIC
+        and range_mask is None
+        and ranges is None
+        and importance is None
+    ):
+        fitted = fit_from_blocks(blocks, cfg)
+        if fitted is not None and not bool(fitted[2].isfinite().all()):
+            raise_nonfinite(x)
     # llama.cpp's legacy types check finiteness on their own pass's per-block reduction
     late_check = cfg.recipe is Recipe.LLAMA_CPP and llama_cpp.checks_finiteness(cfg)
-    if not late_check:
+    if not late_check and fitted is None:
         # One pass gives each block's extremes, the finiteness check (NaN propagates; an
         # Inf, or a float64 value beyond float32, is an extreme) and the min-max range.
         lo, hi = block_extremes(blocks)
@@ -318,11 +338,16 @@ def _quantize(
                 f"range_mask shape {tuple(range_mask.shape)} differs from x {tuple(x.shape)}"
             )
         mask_blocks = layout.to_blocks(range_mask.to(blocks.device))
-    if ranges is not None:
-        rng = _given_ranges(ranges, layout.n_blocks, cfg.mode, blocks.device)
+    if fitted is not None:
+        params, rng = fitted[0], fitted[1]
     else:
-        rng = choose_range(blocks, cfg, _squared_error_fn(cfg, cb), BlockRange(lo, hi), mask_blocks)
-    params = _fit(rng, cfg, cb, layout)
+        if ranges is not None:
+            rng = _given_ranges(ranges, layout.n_blocks, cfg.mode, blocks.device)
+        else:
+            rng = choose_range(
+                blocks, cfg, _squared_error_fn(cfg, cb), BlockRange(lo, hi), mask_blocks
+            )
+        params = _fit(rng, cfg, cb, layout)
     if cb is None:
         m_enc = params.offset if params.offset is not None else torch.zeros_like(params.scale)
         if values and cfg.rounding is Rounding.NEAREST:

@@ -4,11 +4,12 @@ replace, eagerly and through ``quantize``."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from quant_core import Backend, QuantConfig, quantize, quantize_dequantize, use_backend
 from quant_core.formats.llama_cpp import _ue4m3_value
-from quant_core.formats.scales import ue4m3_values
+from quant_core.formats.scales import fit_from_blocks, ue4m3_values
 
 
 def test_ue4m3_value_is_the_table_for_every_code():
@@ -73,3 +74,52 @@ def test_q1_0_scale_pass_compiled_equals_eager():
     assert torch.equal(got.scale.view(torch.int32), ref.scale.view(torch.int32))
     assert got.to_ggml_bytes() == ref.to_ggml_bytes()
     assert torch.equal(rt.values.view(torch.int32), ref_values.view(torch.int32))
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.view(torch.int32) if t.dtype == torch.float32 else t
+
+
+@pytest.mark.parametrize(
+    "name", ["MXINT8", "MXFP4", "MXFP6_E2M3", "MXFP6_E3M2", "MXFP8_E4M3", "MXFP8_E5M2", "NVFP4"]
+)
+def test_fit_from_blocks_is_the_eager_steps(name):
+    """``scales.fit_from_blocks`` (extremes, finiteness, symmetric range and scales in one
+    compiled pass) gives the eager steps' bits: the scales, encoder scales and
+    reciprocals, stored scale codes and tensor scale, the chosen range (``-0`` of a zero
+    block's ``-a`` included), then codes and values through ``quantize`` and
+    ``quantize_dequantize``; it runs compiled (not ``None``) and refuses NaN and Inf
+    with ``quantize``'s message. Eagerly it returns ``None`` (the eager steps run)."""
+    x = _blocks(torch.Generator().manual_seed(13))
+    x[3, :32] = 2.0**-140  # subnormal extremes: E8M0's smallest scales
+    cfg = QuantConfig.from_name(name)
+    with use_backend(Backend.EAGER):
+        assert fit_from_blocks(x.reshape(-1, 16), cfg) is None
+        ref = quantize(x, cfg)
+        ref_values = ref.dequantize()
+    with use_backend(Backend.COMPILED, min_elements=1):
+        block = 16 if name == "NVFP4" else 32
+        fitted = fit_from_blocks(x.reshape(-1, block), cfg)
+        assert fitted is not None
+        got = quantize(x, cfg)
+        rt = quantize_dequantize(x, cfg)
+        for bad in (float("nan"), float("inf"), -float("inf")):
+            y = x.clone()
+            y[5, 9] = bad
+            with pytest.raises(ValueError, match="NaN"):
+                quantize(y, cfg)
+    params, rng, _ = fitted
+    assert torch.equal(_bits(params.scale.reshape(ref.scale.shape)), _bits(ref.scale))
+    assert torch.equal(_bits(rng.lo), _bits(ref.chosen_range.lo))
+    for q in (got, rt.quantized):
+        assert torch.equal(q.codes, ref.codes), name
+        for field in ("scale", "zero_point"):
+            assert torch.equal(_bits(getattr(q, field)), _bits(getattr(ref, field))), field
+        assert torch.equal(q.stored.codes, ref.stored.codes)
+        if ref.stored.super_scale is not None:
+            assert torch.equal(_bits(q.stored.super_scale), _bits(ref.stored.super_scale))
+        for end in ("lo", "hi"):
+            want = getattr(ref.chosen_range, end)
+            assert torch.equal(_bits(getattr(q.chosen_range, end)), _bits(want)), end
+    assert torch.equal(_bits(rt.values), _bits(ref_values))
+    assert torch.equal(_bits(got.dequantize()), _bits(ref_values))
