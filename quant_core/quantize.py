@@ -289,7 +289,7 @@ def _quantize(
         and importance is None
     ):
         fitted = fit_from_blocks(blocks, cfg)
-        if fitted is not None and not bool(fitted[2].isfinite().all()):
+        if fitted is not None and not bool(fitted.peaks.isfinite().all()):
             raise_nonfinite(x)
     # llama.cpp's legacy types check finiteness on their own pass's per-block reduction
     late_check = cfg.recipe is Recipe.LLAMA_CPP and llama_cpp.checks_finiteness(cfg)
@@ -339,7 +339,7 @@ def _quantize(
             )
         mask_blocks = layout.to_blocks(range_mask.to(blocks.device))
     if fitted is not None:
-        params, rng = fitted[0], fitted[1]
+        params, rng = fitted.params, fitted.range
     else:
         if ranges is not None:
             rng = _given_ranges(ranges, layout.n_blocks, cfg.mode, blocks.device)

@@ -65,6 +65,7 @@ from .gguf_types import ggml_type
 from .integer import round_half_even_
 
 __all__ = [
+    "BlockFit",
     "BlockParams",
     "StoredScales",
     "check_shape",
@@ -124,6 +125,17 @@ class BlockParams:
     encode_scale: torch.Tensor
     encode_inverse: torch.Tensor | None = None
     stored: StoredScales | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class BlockFit:
+    """``fit_from_blocks``' result: the per-block ``params`` and symmetric ``range``
+    (``[n_blocks, 1]`` each), and ``peaks``, ``[min lo, max hi]`` over all blocks: either
+    is NaN or infinite exactly when some block is (the finiteness check)."""
+
+    params: BlockParams
+    range: BlockRange
+    peaks: torch.Tensor
 
 
 def super_block_shape(layout: BlockLayout, sf: SuperBlockScales) -> tuple[int, ...]:
@@ -187,7 +199,7 @@ def fit_scales(rng: BlockRange, cfg: QuantConfig, layout: BlockLayout) -> BlockP
 
 def fit_from_blocks(
     blocks: torch.Tensor, cfg: QuantConfig
-) -> tuple[BlockParams, BlockRange, torch.Tensor] | None:
+) -> BlockFit | None:
     """``quantize``'s steps before the codes for a symmetric min-max two-level config with
     E8M0 scales (MXINT8, MXFP4, MXFP6, MXFP8) or NVFP4's E4M3 scales under a tensor scale,
     in one compiled pass over ``blocks`` (float32 ``[n, L]``): each block's extremes (as
@@ -199,7 +211,7 @@ def fit_from_blocks(
     ``[n, 1]`` columns between them (about a third of MXINT8's quantize + dequantize on two
     threads: the check, the range, the scale pass's call and ``_zeros``' fill).
 
-    Returns ``(params, range, peaks)``, or ``None`` where it does not apply (another scale
+    Returns the ``BlockFit``, or ``None`` where it does not apply (another scale
     format or range, the eager path): ``quantize`` takes its own steps."""
     sf = cfg.scale_format
     if blocks.dtype != torch.float32 or blocks.dim() != 2 or not blocks.numel():
@@ -213,7 +225,7 @@ def fit_from_blocks(
             return None
         s, s_enc, biased, lo, hi, peaks = out
         params = BlockParams(s, _zeros(s), None, s_enc, None, StoredScales(codes=biased))
-        return params, BlockRange(lo, hi), peaks
+        return BlockFit(params, BlockRange(lo, hi), peaks)
     if isinstance(sf, FP8Scales) and sf.tensor_scale:
         vmax = _value_max(cfg)
         top = _E4M3_MAX * vmax
@@ -225,7 +237,8 @@ def fit_from_blocks(
             return None
         s, inverse, codes, t, lo, hi, peaks = out
         stored = StoredScales(codes=codes, super_scale=t.reshape(()))
-        return BlockParams(s, _zeros(s), None, s, inverse, stored), BlockRange(lo, hi), peaks
+        params = BlockParams(s, _zeros(s), None, s, inverse, stored)
+        return BlockFit(params, BlockRange(lo, hi), peaks)
     return None
 
 
