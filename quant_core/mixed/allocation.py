@@ -38,6 +38,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
@@ -120,11 +121,15 @@ class Budget:
             raise ValueError(f"budget must be a positive finite number, got {self.value!r}")
 
     def total_bits(self, n_elements: int) -> int:
-        """The budget in bits for tensors of ``n_elements`` weights in all (floor)."""
+        """The budget in bits for tensors of ``n_elements`` weights in all (floor), from
+        the value as written (its shortest decimal, ``repr``): in floats ``1.001 * 1000``
+        is ``1000.9999999999999``, and a budget typed at exactly a reachable size lost a
+        bit and was refused or given a smaller mix."""
+        value = Fraction(repr(float(self.value)))
         if self.unit is BudgetUnit.BITS_PER_WEIGHT:
-            return math.floor(self.value * n_elements)
-        scale = 1e6 if self.unit is BudgetUnit.MEGABYTES else 1e9
-        return math.floor(self.value * scale * 8)
+            return math.floor(value * n_elements)
+        scale = 10**6 if self.unit is BudgetUnit.MEGABYTES else 10**9
+        return math.floor(value * scale * 8)
 
     def describe(self) -> str:
         return f"{self.value:g} {self.unit.value}"
