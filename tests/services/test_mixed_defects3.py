@@ -4,9 +4,17 @@ names."""
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from quant_core.mixed import (
     Budget,
+    BudgetOutOfRange,
     BudgetUnit,
+    SensitivityRow,
+    allocate,
+    build_problem,
 )
 
 
@@ -20,3 +28,35 @@ def test_a_budget_is_the_decimal_typed_not_its_float_product() -> None:
         assert Budget(k / 1000).total_bits(4000) == 4 * k, k
     # still the floor: a budget between two whole bits gives the smaller
     assert Budget(4.2815).total_bits(1000) == 4281
+
+
+def _cell(tensor: str, scheme: str, bits: int, err: float, n: int) -> SensitivityRow:
+    return SensitivityRow(tensor, scheme, (n // 64, 64), 16 * n, bits, bits / n, 0.0, 0.0,
+                          err, 100.0, True, None, None, 0.0)  # fmt: skip
+
+
+@pytest.mark.parametrize(("n", "low_bpw", "high_bpw"), [(4096, 4.28125, 8.5 + 3 / 4096),
+                                                         (64, 4.5, 4.5 + 1 / 64)])  # fmt: skip
+def test_the_reachable_range_a_refused_budget_names_can_be_typed_back(
+    n: int, low_bpw: float, high_bpw: float
+) -> None:
+    """The range was rounded to the nearest: "reachable are 4.281 to 8.501 bits per weight"
+    with both ends refused (4.281 below the cheapest 4.28125, 8.501 above 8.50073), and a
+    small table's MB range read "0.00 to 0.00 MB"."""
+    rows = [_cell("a", "int4", round(low_bpw * n), 1.0, n),
+            _cell("a", "int8", round(high_bpw * n), 0.1, n)]  # fmt: skip
+    problem = build_problem(rows)
+    with pytest.raises(BudgetOutOfRange) as caught:
+        allocate(problem, Budget(1.0))
+    message = str(caught.value)
+    assert message[0].isupper() and message.endswith("."), message
+    m = re.search(r"reachable are ([0-9.]+) to ([0-9.]+) bits per weight \(([0-9.]+) to "
+                  r"([0-9.]+) MB\)", message)  # fmt: skip
+    assert m is not None, message
+    lo, hi, lo_mb, hi_mb = (float(g) for g in m.groups())
+    assert lo_mb > 0 and lo <= hi and lo_mb <= hi_mb, message
+    # every end, typed back, is allocated
+    assert allocate(problem, Budget(lo)).total_bits >= problem.low_bits
+    assert allocate(problem, Budget(hi)).total_bits <= problem.high_bits
+    for mb in (lo_mb, hi_mb):
+        allocate(problem, Budget(mb, BudgetUnit.MEGABYTES))
