@@ -23,6 +23,7 @@ import plotly.graph_objects as go
 
 from quant_core.files import QuantizedFile, TensorEntry, compare_with_original
 
+from ..display.labels import stored_type_label
 from ..display.text import html_literal
 from ..row_store import RowStore
 
@@ -65,7 +66,7 @@ class FileRow:
         e = self.entry
         return {
             "name": e.name,
-            "type": e.type_name,
+            "type": stored_type_label(e.type_name),
             "mse": self.mse,
             "sqnr_db": self.sqnr_db,
             "rtn_mse": self.rtn_mse,
@@ -82,12 +83,14 @@ ROW_COLUMNS = tuple(FileRow(0, 0, TensorEntry("", "", (1,), 0, "", False), None)
 
 
 def listing_table(qfile: QuantizedFile) -> pd.DataFrame:
-    """Every tensor from the headers: name, stored type, shape, bytes, bits per weight."""
+    """Every tensor from the headers: name, stored type, shape, bytes, bits per weight.
+    Stored types are named as the explorer names them (``stored_type_label``: the lab's
+    export's ``NF4_DQ`` is "NF4 + double quant"), in this table, the mix and the report."""
     return pd.DataFrame(
         [
             {
                 "name": t.name,
-                "type": t.type_name,
+                "type": stored_type_label(t.type_name),
                 "shape": "×".join(str(d) for d in t.shape),
                 "bytes": t.nbytes,
                 "bits/weight": round(t.bits_per_weight, 4),
@@ -105,7 +108,7 @@ def mix_table(qfile: QuantizedFile) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {
-                "type": s.type_name,
+                "type": stored_type_label(s.type_name),
                 "tensors": s.tensors,
                 "values": s.elements,
                 "bytes": s.nbytes,
@@ -123,7 +126,7 @@ def mix_figure(qfile: QuantizedFile) -> go.Figure:
     mix = qfile.mix()
     fig = go.Figure(
         go.Bar(
-            x=[s.type_name for s in mix],
+            x=[stored_type_label(s.type_name) for s in mix],
             y=[s.nbytes / 1e6 for s in mix],
             customdata=[[s.tensors, s.bits_per_weight] for s in mix],
             hovertemplate="%{x}: %{y:.2f} MB in %{customdata[0]} tensors, "

@@ -1,0 +1,39 @@
+"""Defects of the quantized-file report found by a user's hunt (defects3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from dashboard.services.explorer import exports
+from dashboard.services.explorer.explore import explore
+from dashboard.services.files.report import (
+    FileRow,
+    listing_table,
+    mix_figure,
+    mix_table,
+    rows_table,
+)
+from quant_core import QuantConfig
+from quant_core.files import open_quantized
+
+
+def _nf4_export(folder: Path) -> Path:
+    values = torch.randn(64, 256, generator=torch.Generator().manual_seed(0))
+    path = folder / "up-nf4.safetensors"
+    path.write_bytes(
+        exports.quantized_safetensors(explore(values, QuantConfig.from_name("NF4_DQ")))
+    )
+    return path
+
+
+def test_the_whole_model_tables_name_a_stored_type_as_the_explorer_does(tmp_path: Path) -> None:
+    """The explorer's "Stored type" says "NF4 + double quant" for the lab's export; the whole
+    model page's mix, its bar chart, the listing and the report said the key, NF4_DQ."""
+    qfile = open_quantized(_nf4_export(tmp_path))
+    assert list(mix_table(qfile)["type"]) == ["NF4 + double quant"]
+    assert list(listing_table(qfile)["type"]) == ["NF4 + double quant"]
+    assert list(mix_figure(qfile).data[0].x) == ["NF4 + double quant"]
+    row = FileRow(1, 1, qfile.tensors[0], None)
+    assert list(rows_table([row])["type"]) == ["NF4 + double quant"]
