@@ -16,6 +16,7 @@ from dashboard.components import url
 from dashboard.components.mixed_controls import N_WEIGHTS, mixed_controls, ray_address
 from dashboard.components.mixed_judge import judge_output
 from dashboard.components.model_source import ModelFolder, model_picker, model_roots
+from dashboard.services.display.counts import counted
 from dashboard.services.display.metric_help import Metric, metric_help, size_ratio
 from dashboard.services.display.text import literal
 from dashboard.services.files.open import QuantizedModel
@@ -144,7 +145,8 @@ if not tasks:
 if placement.message:
     st.warning(literal(placement.message))
 st.caption(
-    f"**{literal(model.label)}** · {len(tasks)} weights × {len(candidates)} schemes · the "
+    f"**{literal(model.label)}** · {counted(len(tasks), 'weight')} × "
+    f"{counted(len(candidates), 'scheme')} · the "
     f"table runs on {literal(placement.describe())}"
 )
 if placement.where is Where.LOCAL and not pool_ready(placement.workers):

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
+from dashboard.services.display.counts import counted
 from dashboard.services.explorer import exports
 from dashboard.services.explorer.explore import explore
 from dashboard.services.files.report import (
@@ -37,3 +39,20 @@ def test_the_whole_model_tables_name_a_stored_type_as_the_explorer_does(tmp_path
     assert list(mix_figure(qfile).data[0].x) == ["NF4 + double quant"]
     row = FileRow(1, 1, qfile.tensors[0], None)
     assert list(rows_table([row])["type"]) == ["NF4 + double quant"]
+
+
+def test_the_mix_charts_hover_counts_one_tensor_in_the_singular(tmp_path: Path) -> None:
+    """The bar's hover read "… MB in 1 tensors"."""
+    fig = mix_figure(open_quantized(_nf4_export(tmp_path)))
+    bar = fig.data[0]
+    assert bar.customdata[0][0] == "1 tensor"
+    assert "%{customdata[0]}," in bar.hovertemplate and " tensors" not in bar.hovertemplate
+
+
+def test_counted_says_one_in_the_singular() -> None:
+    assert counted(1, "tensor") == "1 tensor"
+    assert counted(0, "tensor") == "0 tensors"
+    assert counted(2_048, "linear layer") == "2,048 linear layers"
+    assert counted(2, "matrix", "matrices") == "2 matrices"
+    with pytest.raises(TypeError, match="int"):
+        counted(True, "tensor")

@@ -23,6 +23,7 @@ import plotly.graph_objects as go
 
 from quant_core.files import QuantizedFile, TensorEntry, compare_with_original
 
+from ..display.counts import counted
 from ..display.labels import stored_type_label
 from ..display.text import html_literal
 from ..row_store import RowStore
@@ -128,8 +129,8 @@ def mix_figure(qfile: QuantizedFile) -> go.Figure:
         go.Bar(
             x=[stored_type_label(s.type_name) for s in mix],
             y=[s.nbytes / 1e6 for s in mix],
-            customdata=[[s.tensors, s.bits_per_weight] for s in mix],
-            hovertemplate="%{x}: %{y:.2f} MB in %{customdata[0]} tensors, "
+            customdata=[[counted(s.tensors, "tensor"), s.bits_per_weight] for s in mix],
+            hovertemplate="%{x}: %{y:.2f} MB in %{customdata[0]}, "
             "%{customdata[1]:.3f} bits/weight<extra></extra>",
         )
     )
