@@ -5,9 +5,11 @@ names."""
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import pytest
 
+from dashboard.services.mixed.runner import Placement, TaskFailed, Where, run_tasks
 from quant_core.mixed import (
     Budget,
     BudgetOutOfRange,
@@ -60,3 +62,19 @@ def test_the_reachable_range_a_refused_budget_names_can_be_typed_back(
     assert allocate(problem, Budget(hi)).total_bits <= problem.high_bits
     for mb in (lo_mb, hi_mb):
         allocate(problem, Budget(mb, BudgetUnit.MEGABYTES))
+
+
+def test_a_failed_task_names_its_tensor_once() -> None:
+    """``measure_tensor``'s messages start with the tensor's name, and ``TaskFailed`` put it
+    before them again: "The table stopped: a.weight: a.weight: the weight holds NaN"."""
+    task = SimpleNamespace(tensor="a.weight")
+
+    def fails(_task: object) -> None:
+        raise ValueError("a.weight: the weight must be 2-D and not empty, got (0, 4)")
+
+    with pytest.raises(TaskFailed) as caught:
+        list(run_tasks([task], Placement(Where.IN_PROCESS), fails))  # type: ignore[list-item]
+    assert str(caught.value) == "a.weight: the weight must be 2-D and not empty, got (0, 4)"
+    assert caught.value.tensor == "a.weight"
+    # a message without the name gets it
+    assert str(TaskFailed("b.weight", "worker died")) == "b.weight: worker died"
