@@ -17,6 +17,7 @@ from dashboard.services.files.report import (
     mix_table,
     rows_table,
 )
+from dashboard.services.model.throughput import Throughput
 from quant_core import QuantConfig
 from quant_core.files import open_quantized
 
@@ -56,3 +57,10 @@ def test_counted_says_one_in_the_singular() -> None:
     assert counted(2, "matrix", "matrices") == "2 matrices"
     with pytest.raises(TypeError, match="int"):
         counted(True, "tensor")
+
+
+def test_the_folder_reports_throughput_counts_one_weight_in_the_singular() -> None:
+    """The whole model page's line under a folder of one linear weight: "1 weights, …"."""
+    line = Throughput(1, 16_384, 4_096, 0.01, 0.02).describe()
+    assert line.startswith("1 weight, 0.00 GB read"), line
+    assert Throughput(2, 0, 0, 0.0, 0.0).describe().startswith("2 weights,")
