@@ -28,6 +28,11 @@ __all__ = ["quantized_model_page"]
 def quantized_model_page(model: QuantizedModel) -> None:
     """Draw the report of ``model`` (its listing, mix and, with the original, errors)."""
     qfile = model.file
+    if not qfile.tensors:
+        # nothing to report: the caption read "0 tensors (0 quantized) · 0 B · 0.000 bits
+        # per weight overall" above an empty mix, table and chart
+        st.warning(f"{literal(model.label)} lists no tensors: there is nothing to report.")
+        return
     quantized = sum(t.quantized for t in qfile.tensors)
     st.caption(
         f"**{literal(model.label)}** · {qfile.kind.label} · "

@@ -53,3 +53,19 @@ def test_a_file_of_one_tensor_says_one_tensor(one_tensor: Path) -> None:
     (head,) = [c for c in captions if "GGUF (llama.cpp)" in c]
     assert "· 1 tensor (1 quantized) ·" in head, head
     assert not any("1 tensors" in c for c in captions), captions
+
+
+def test_a_file_of_no_tensors_says_so_instead_of_an_empty_report(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch
+                                                                 ) -> None:  # fmt: skip
+    """A GGUF holding no tensor: "0 tensors (0 quantized) · 0 B · 0.000 bits per weight
+    overall" above an empty mix table and chart."""
+    monkeypatch.setenv(ROOTS_ENV, str(tmp_path))
+    write_gguf(tmp_path / "none.gguf", {})
+    at = new_app(MODEL, **{"m.src": "folder", "m.folder": str(tmp_path / "none.gguf")}).run()
+    assert not at.exception and not at.error
+    assert [plain(w.value) for w in at.warning] == [
+        "none.gguf lists no tensors: there is nothing to report."
+    ]
+    assert not at.dataframe and not at.get("plotly_chart")
+    assert not any("bits per weight overall" in plain(c.value) for c in at.caption)
