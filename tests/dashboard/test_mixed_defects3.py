@@ -3,9 +3,20 @@
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+
+import pytest
+import streamlit as st
+import torch
+from markdown_text import plain
+from safetensors.torch import save_file
 from streamlit.testing.v1 import AppTest
 
+from dashboard.services.model.roots import ROOTS_ENV
 from quant_core.mixed import BudgetUnit
+
+PAGE = Path(__file__).resolve().parents[2] / "dashboard" / "views" / "mixed.py"
 
 
 def _controls() -> None:
@@ -38,3 +49,38 @@ def test_the_budget_box_shows_the_budget_the_page_allocates_for() -> None:
     assert shown(at) == "0.01215"
     at.radio(key="mx_unit").set_value(BudgetUnit.MEGABYTES).run()
     assert shown(at) == f"{at.number_input(key='mx_value').value:g}" == "12.15"
+
+
+def test_a_weight_with_nan_is_kept_as_stored_and_the_table_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One NaN in one weight stopped the whole table ("The table stopped: a.weight:
+    a.weight: the weight holds NaN or Inf values"), where the whole model page keeps such
+    a weight float and reports the others."""
+    g = torch.Generator().manual_seed(0)
+    bad = torch.randn(64, 64, generator=g)
+    bad[3, 5] = math.nan
+    folder = tmp_path / "nan"
+    folder.mkdir()
+    save_file({"a.weight": bad, "b.weight": torch.randn(64, 64, generator=g)},
+              str(folder / "model.safetensors"))  # fmt: skip
+    monkeypatch.setenv(ROOTS_ENV, str(tmp_path))
+    monkeypatch.setenv("QLAB_COMPILE", "0")
+    st.cache_data.clear()
+    at = AppTest.from_file(str(PAGE), default_timeout=600)
+    # a.weight kept as stored is 32 bits per weight: the budget counts it (18.07 at least)
+    at.query_params["mx.budget"] = "19bpw"
+    at.session_state["m_source"] = "folder"
+    at.session_state["m_folder"] = str(folder)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [plain(e.value) for e in at.error]
+    captions = [plain(c.value) for c in at.caption]
+    assert "No scheme can take a.weight: the weight holds 1 NaN and 0 Inf values of 4,096." in (
+        captions
+    )
+    assert not any("cannot take" in c and "NaN" in c for c in captions), captions
+    assert any("1 tensor(s) no candidate can take, kept as stored." in c for c in captions)
+    table = at.dataframe[-1].value.set_index("tensor")
+    assert table.loc["a.weight", "scheme"] == "stored"
+    assert table.loc["b.weight", "scheme"] != "stored"
