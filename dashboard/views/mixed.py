@@ -42,7 +42,7 @@ from dashboard.services.mixed.runner import (
     prewarm,
     small_table,
 )
-from dashboard.services.mixed.sources import file_checkpoint
+from dashboard.services.mixed.sources import file_checkpoint, quantized_model_note
 from dashboard.services.mixed.state import parse_pins
 from dashboard.services.mixed.tasks import is_table_weight, tasks_for
 from quant_core.mixed import (
@@ -74,10 +74,7 @@ url.show_warnings()
 if model is None:
     st.stop()
 if isinstance(model, QuantizedModel):
-    st.info(
-        "This is a quantized file: the table measures each scheme on float weights. Pick the "
-        "model's original (unquantized) folder or file to compare schemes."
-    )
+    st.info(literal(quantized_model_note(model)))
     st.stop()
 if not controls.candidates:
     st.warning("Pick at least one candidate scheme.")

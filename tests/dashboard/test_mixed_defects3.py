@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import gguf
+import numpy as np
 import pytest
 import streamlit as st
 import torch
@@ -15,6 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard.services.model.roots import ROOTS_ENV
 from quant_core.mixed import BudgetUnit
+from tests.core.quantized_files import GGML, write_gguf
 
 PAGE = Path(__file__).resolve().parents[2] / "dashboard" / "views" / "mixed.py"
 
@@ -84,3 +87,34 @@ def test_a_weight_with_nan_is_kept_as_stored_and_the_table_goes_on(
     table = at.dataframe[-1].value.set_index("tensor")
     assert table.loc["a.weight", "scheme"] == "stored"
     assert table.loc["b.weight", "scheme"] != "stored"
+
+
+@pytest.mark.parametrize(
+    ("qtype", "says"),
+    [
+        (GGML.Q8_0, "w.gguf is a quantized file: the table measures each scheme on float"),
+        (
+            None,
+            "w.gguf stores floats (GGUF (llama.cpp)), but the table reads float weights "
+            "from .safetensors files only",
+        ),
+    ],
+    ids=["q8_0", "f32"],
+)
+def test_a_gguf_is_called_quantized_only_when_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, qtype: GGML | None, says: str
+) -> None:
+    """An F32/F16 GGUF (convert_hf_to_gguf's output, the lab's own "original") was refused
+    as "This is a quantized file"."""
+    w = np.random.default_rng(0).standard_normal((8, 64)).astype(np.float32)
+    data = w if qtype is None else gguf.quants.quantize(w, qtype)
+    write_gguf(tmp_path / "w.gguf", {"blk.0.ffn_up.weight": (data, qtype)})
+    monkeypatch.setenv(ROOTS_ENV, str(tmp_path))
+    st.cache_data.clear()
+    at = AppTest.from_file(str(PAGE), default_timeout=600)
+    at.query_params["m.src"] = "folder"
+    at.query_params["m.folder"] = str(tmp_path / "w.gguf")
+    at.run()
+    assert not at.exception and not at.error
+    (info,) = [plain(i.value) for i in at.info]
+    assert info.startswith(says), info
