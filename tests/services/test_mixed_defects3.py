@@ -4,19 +4,25 @@ names."""
 
 from __future__ import annotations
 
+import math
 import re
 from types import SimpleNamespace
 
 import pytest
+import torch
 
+from dashboard.services.mixed.figures import allocation_table
 from dashboard.services.mixed.runner import Placement, TaskFailed, Where, run_tasks
 from quant_core.mixed import (
+    STORED,
     Budget,
     BudgetOutOfRange,
     BudgetUnit,
     SensitivityRow,
     allocate,
     build_problem,
+    candidate_named,
+    measure_tensor,
 )
 
 
@@ -78,3 +84,18 @@ def test_a_failed_task_names_its_tensor_once() -> None:
     assert caught.value.tensor == "a.weight"
     # a message without the name gets it
     assert str(TaskFailed("b.weight", "worker died")) == "b.weight: worker died"
+
+
+def test_a_tensor_kept_as_stored_keeps_its_shape_in_the_allocation_table() -> None:
+    """The allocation's table left the shape of a tensor kept as stored blank (its choice,
+    "stored", has no cell of the table)."""
+    w = torch.randn(8, 64, generator=torch.Generator().manual_seed(0))
+    bad = w.clone()
+    bad[0, 0] = math.inf
+    cands = [candidate_named("int8_pc"), candidate_named("Q4_0")]
+    rows = measure_tensor("a.weight", bad, cands) + measure_tensor("b.weight", w, cands)
+    problem = build_problem(rows)
+    alloc = allocate(problem, problem.high_bits)
+    table = allocation_table(rows, alloc).set_index("tensor")
+    assert table.loc["a.weight", "scheme"] == STORED
+    assert table.loc["a.weight", "shape"] == table.loc["b.weight", "shape"] == "8×64"

@@ -290,15 +290,18 @@ def allocation_table(rows: Sequence[SensitivityRow], allocation: Allocation) -> 
     weight: without it the row reads "Q4_K, 5.5 bits"), bits per weight, size and weighted
     SQNR (the table's cell; ``None`` for a tensor kept as stored)."""
     cells = {(r.tensor, r.scheme): r for r in rows}
+    # a tensor kept as stored has no cell of its choice, but its shape is every cell's
+    shapes = {r.tensor: r.shape for r in rows}
     out = []
     for t, s, b, n in zip(
         allocation.tensors, allocation.choice, allocation.bits, allocation.n_elements, strict=True
     ):
         row = cells.get((t, s))
+        shape = shapes.get(t)
         out.append(
             {
                 "tensor": t,
-                "shape": "×".join(str(d) for d in row.shape) if row else "",
+                "shape": "×".join(str(d) for d in shape) if shape else "",
                 "scheme": s,
                 "stored as": (row.stored_as or "") if row else "",
                 "bits_per_weight": b / max(n, 1),
