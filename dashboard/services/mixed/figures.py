@@ -345,7 +345,10 @@ def cell_notes(rows: Sequence[SensitivityRow]) -> tuple[str, ...]:
     none_take = {
         t: rs[0].skipped
         for t, rs in by_tensor.items()
-        if len(schemes) > 1 and all(r.skipped for r in rs) and len({r.skipped for r in rs}) == 1
+        if len(schemes) > 1
+        and {r.scheme for r in rs} == schemes
+        and all(r.skipped for r in rs)
+        and len({r.skipped for r in rs}) == 1
     }
     for r in rows:
         if r.tensor in none_take:
