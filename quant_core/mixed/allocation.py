@@ -132,7 +132,9 @@ class Budget:
         return math.floor(value * scale * 8)
 
     def describe(self) -> str:
-        return f"{self.value:g} {self.unit.value}"
+        """``"4.5 bpw"``: the value's shortest round-tripping decimal (``:g`` wrote 1234.5678
+        MB as "1234.57 MB"), no exponent."""
+        return f"{np.format_float_positional(float(self.value), trim='-')} {self.unit.value}"
 
 
 class BudgetOutOfRange(ValueError):

@@ -13,6 +13,7 @@ import torch
 
 from dashboard.services.mixed.figures import allocation_table
 from dashboard.services.mixed.runner import Placement, TaskFailed, Where, run_tasks
+from dashboard.services.mixed.state import mixed_to_query, parse_budget
 from quant_core.mixed import (
     STORED,
     Budget,
@@ -99,3 +100,17 @@ def test_a_tensor_kept_as_stored_keeps_its_shape_in_the_allocation_table() -> No
     table = allocation_table(rows, alloc).set_index("tensor")
     assert table.loc["a.weight", "scheme"] == STORED
     assert table.loc["a.weight", "shape"] == table.loc["b.weight", "shape"] == "8×64"
+
+
+@pytest.mark.parametrize("value", [4.2812345, 1234.5678, 12345.67, 0.01215, 4.5, 20.0])
+def test_a_links_budget_and_the_pages_caption_keep_every_digit(value: float) -> None:
+    """``:g`` kept six significant digits: a link to 1234.5678 MB reopened 1234.57 MB, and
+    the caption and the recipe's file name said 1234.57 while the page allocated for
+    1234.5678."""
+    for unit in BudgetUnit:
+        budget = Budget(value, unit)
+        text = mixed_to_query(budget, ["Q4_0"], None)["mx.budget"]
+        assert parse_budget(text) == budget, text
+        assert "e" not in text.removesuffix(unit.value)
+        assert float(budget.describe().split()[0]) == value
+    assert Budget(20.0).describe() == "20 bpw" and Budget(4.5).describe() == "4.5 bpw"
