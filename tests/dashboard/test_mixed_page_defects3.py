@@ -52,6 +52,12 @@ def test_the_budget_box_shows_the_budget_the_page_allocates_for() -> None:
     assert shown(at) == "0.01215"
     at.radio(key="mx_unit").set_value(BudgetUnit.MEGABYTES).run()
     assert shown(at) == f"{at.number_input(key='mx_value').value:g}" == "12.15"
+    # every digit a link carries
+    at = AppTest.from_function(_controls, default_timeout=60)
+    at.query_params["mx.budget"] = "1234.5678MB"
+    at.run()
+    assert [t.value for t in at.text] == ["1234.5678 MB"]
+    assert shown(at) == "1234.5678"
 
 
 def test_a_weight_with_nan_is_kept_as_stored_and_the_table_goes_on(
