@@ -17,6 +17,7 @@ from dashboard.services.files.report import (
     mix_table,
     rows_table,
 )
+from dashboard.services.files.tensor import human_bytes
 from dashboard.services.model.throughput import Throughput
 from quant_core import QuantConfig
 from quant_core.files import open_quantized
@@ -64,3 +65,13 @@ def test_the_folder_reports_throughput_counts_one_weight_in_the_singular() -> No
     line = Throughput(1, 16_384, 4_096, 0.01, 0.02).describe()
     assert line.startswith("1 weight, 0.00 GB read"), line
     assert Throughput(2, 0, 0, 0.0, 0.0).describe().startswith("2 weights,")
+
+
+def test_human_bytes_never_writes_a_thousand_of_a_unit() -> None:
+    """999,950 bytes read "1000.0 kB" (and 999,950,000 "1000.0 MB"): the unit was picked
+    before rounding."""
+    assert human_bytes(999_950) == "1.0 MB" and human_bytes(999_999) == "1.0 MB"
+    assert human_bytes(999_949) == "999.9 kB"
+    assert human_bytes(999_950_000) == "1.0 GB" and human_bytes(999_949_999) == "999.9 MB"
+    assert human_bytes(999) == "999 B" and human_bytes(1_000) == "1.0 kB"
+    assert human_bytes(1_536) == "1.5 kB" and human_bytes(17_408) == "17.4 kB"
