@@ -15,7 +15,7 @@ from dashboard.services.model.roots import ROOTS_ENV
 from tests.core.quantized_files import GGML, write_gguf
 
 VIEWS = Path(__file__).resolve().parents[2] / "dashboard" / "views"
-MODEL = str(VIEWS / "model.py")
+MODEL, EXPLORER = str(VIEWS / "model.py"), str(VIEWS / "explorer.py")
 
 pytestmark = pytest.mark.slow
 
@@ -69,3 +69,35 @@ def test_a_file_of_no_tensors_says_so_instead_of_an_empty_report(tmp_path: Path,
     ]
     assert not at.dataframe and not at.get("plotly_chart")
     assert not any("bits per weight overall" in plain(c.value) for c in at.caption)
+
+
+@pytest.fixture
+def two_quantized(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The same weight as Q8_0 and as Q4_0, in two GGUF files inside the roots."""
+    monkeypatch.setenv(ROOTS_ENV, str(tmp_path))
+    up = torch.randn(64, 256, generator=torch.Generator().manual_seed(0)).numpy()
+    for qtype in (GGML.Q8_0, GGML.Q4_0):
+        write_gguf(tmp_path / f"w-{qtype.name}.gguf",
+                   {"blk.0.ffn_up.weight": (gguf.quants.quantize(up, qtype), qtype)})  # fmt: skip
+    return tmp_path
+
+
+def test_a_quantized_original_is_said_to_be_no_float_reference(two_quantized: Path) -> None:
+    """A Q8_0 file picked as the original of a Q4_0 one was taken as the float weights:
+    the errors were against another quantization's values, and nothing said so."""
+    q4, q8 = str(two_quantized / "w-Q4_0.gguf"), str(two_quantized / "w-Q8_0.gguf")
+    said = "the original's blk.0.ffn_up.weight is itself quantized (Q8_0)"
+    at = new_app(EXPLORER, src="folder", folder=q4, tensor="blk.0.ffn_up.weight").run()
+    at.radio(key="qf_orig").set_value("folder").run()
+    at.text_input(key="qf_orig_path").set_value(q8).run()
+    no_errors(at)
+    warnings = [plain(w.value) for w in at.warning]
+    assert any(w.startswith("T" + said[1:]) for w in warnings), warnings
+    at = new_app(MODEL, **{"m.src": "folder", "m.folder": q4}).run()
+    at.radio(key="qm_orig").set_value("folder").run()
+    at.text_input(key="qm_orig_path").set_value(q8).run()
+    no_errors(at)
+    report = next(d.value for d in at.dataframe if "original" in d.value.columns)
+    assert list(report["note"]) == [said + ": the errors are against its dequantized values, "
+                                    "not the float weights"]  # fmt: skip
+    assert report["mse"].iloc[0] > 0

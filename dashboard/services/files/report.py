@@ -27,6 +27,7 @@ from ..display.counts import counted
 from ..display.labels import stored_type_label
 from ..display.text import html_literal
 from ..row_store import RowStore
+from .open import not_float_note
 
 __all__ = [
     "FileReportStore",
@@ -170,12 +171,13 @@ def measure(
     except ValueError as exc:
         return FileRow(done, total, entry, match, note=str(exc))
     rtn_mse = rtn_sqnr = None
-    note = ""
+    notes = [not_float_note(original, match) or ""]
     if with_rtn:
         if cmp.rtn_metrics is not None:
             rtn_mse, rtn_sqnr = cmp.rtn_metrics.mse, cmp.rtn_metrics.sqnr_db
         else:
-            note = cmp.rtn_unavailable or ""
+            notes.append(cmp.rtn_unavailable or "")
+    note = "; ".join(n for n in notes if n)
     return FileRow(
         done,
         total,
