@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from dashboard.services.files.report import (
 from dashboard.services.files.tensor import human_bytes
 from dashboard.services.model.throughput import Throughput
 from quant_core import QuantConfig
-from quant_core.files import open_quantized
+from quant_core.files import StoredTensor, TensorEntry, compare_with_original, open_quantized
 
 
 def _nf4_export(folder: Path) -> Path:
@@ -75,3 +76,23 @@ def test_human_bytes_never_writes_a_thousand_of_a_unit() -> None:
     assert human_bytes(999_950_000) == "1.0 GB" and human_bytes(999_949_999) == "999.9 MB"
     assert human_bytes(999) == "999 B" and human_bytes(1_000) == "1.0 kB"
     assert human_bytes(1_536) == "1.5 kB" and human_bytes(17_408) == "17.4 kB"
+
+
+def test_a_nonfinite_value_is_named_by_its_tensor_not_by_x_hat() -> None:
+    """A file's F32 tensor holding a NaN: the whole model report's note (and the
+    explorer's "Cannot compare") read "x_hat holds 1 NaN and 0 Inf value(s) out of 8;
+    quantization needs finite values", naming an argument of error_metrics."""
+    values = torch.arange(8, dtype=torch.float32).reshape(2, 4)
+    bad = values.clone()
+    bad[1, 2] = math.nan
+    entry = TensorEntry("blk.0.x.weight", "F32", (2, 4), 32, "f.gguf", False)
+    with pytest.raises(ValueError) as caught:
+        compare_with_original(StoredTensor(entry, None, values=bad), values, "model.x.weight")
+    assert str(caught.value) == (
+        "the file's blk.0.x.weight holds 1 NaN and 0 Inf values of 8: no error can be measured"
+    )
+    with pytest.raises(ValueError, match=r"^the original's model.x.weight holds 0 NaN and 1 Inf"):
+        compare_with_original(
+            StoredTensor(entry, None, values=values), values.masked_fill(bad.isnan(), math.inf),
+            "model.x.weight",
+        )  # fmt: skip
