@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import save_file
 
 from dashboard.services.display.counts import counted
 from dashboard.services.explorer import exports
@@ -96,3 +98,14 @@ def test_a_nonfinite_value_is_named_by_its_tensor_not_by_x_hat() -> None:
             StoredTensor(entry, None, values=values), values.masked_fill(bad.isnan(), math.inf),
             "model.x.weight",
         )  # fmt: skip
+
+
+def test_an_index_of_one_shard_says_one_shard(tmp_path: Path) -> None:
+    """A folder whose index lists one shard: the page's note read "1 shards listed by
+    model.safetensors.index.json"."""
+    shard = "model-00001-of-00001.safetensors"
+    save_file({"a.weight": torch.ones(4, 4)}, str(tmp_path / shard))
+    (tmp_path / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {}, "weight_map": {"a.weight": shard}})
+    )
+    assert "1 shard listed by model.safetensors.index.json" in open_quantized(tmp_path).notes
