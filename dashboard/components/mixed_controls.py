@@ -92,7 +92,10 @@ def mixed_controls() -> MixedControls:
             horizontal=True, on_change=_convert_budget,
         )  # fmt: skip
         st.session_state[_UNIT_WAS] = unit
-        value = st.number_input("Budget", min_value=0.001, step=0.25, key="mx_value")
+        # shown to nine significant digits (what a link carries), as the budget is used:
+        # the default "%0.2f" showed a link's 4.281 bpw as 4.28, and 4.5 bpw of MiniLM
+        # turned into GB as 0.01; "%.6g" showed 1234.5678 MB as 1234.57
+        value = st.number_input("Budget", min_value=0.001, step=0.25, format="%.9g", key="mx_value")
         floor = st.selectbox(
             "Embeddings and output head: at least",
             ["none", *names],

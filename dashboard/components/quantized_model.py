@@ -10,6 +10,7 @@ from dashboard import cache
 from dashboard.components.persist import PERSIST
 from dashboard.components.quantized_view import original_picker
 from dashboard.components.tables import with_error_formats
+from dashboard.services.display.counts import counted
 from dashboard.services.display.text import literal
 from dashboard.services.files.open import QuantizedModel
 from dashboard.services.files.report import (
@@ -27,9 +28,15 @@ __all__ = ["quantized_model_page"]
 def quantized_model_page(model: QuantizedModel) -> None:
     """Draw the report of ``model`` (its listing, mix and, with the original, errors)."""
     qfile = model.file
+    if not qfile.tensors:
+        # nothing to report: the caption read "0 tensors (0 quantized) · 0 B · 0.000 bits
+        # per weight overall" above an empty mix, table and chart
+        st.warning(f"{literal(model.label)} lists no tensors: there is nothing to report.")
+        return
     quantized = sum(t.quantized for t in qfile.tensors)
     st.caption(
-        f"**{literal(model.label)}** · {qfile.kind.label} · {len(qfile.tensors):,} tensors "
+        f"**{literal(model.label)}** · {qfile.kind.label} · "
+        f"{counted(len(qfile.tensors), 'tensor')} "
         f"({quantized:,} quantized) · {human_bytes(qfile.nbytes)} · "
         f"{8 * qfile.nbytes / max(qfile.numel, 1):.3f} bits per weight overall"
     )
@@ -56,7 +63,7 @@ def quantized_model_page(model: QuantizedModel) -> None:
     bar, live = st.progress(0.0), st.empty()
 
     def show(rows, total):
-        bar.progress(len(rows) / max(total, 1), text=f"{len(rows)} of {total} tensors")
+        bar.progress(len(rows) / max(total, 1), text=f"{len(rows):,} of {counted(total, 'tensor')}")
         table = rows_table(rows)
         config = with_error_formats(table.columns)
         live.dataframe(table, hide_index=True, column_config=config)  # redrawn: no key
@@ -71,7 +78,7 @@ def quantized_model_page(model: QuantizedModel) -> None:
     live.empty()
     matched = [r for r in rows if r.mse is not None]
     st.caption(
-        f"{len(matched):,} of {len(rows):,} tensors matched in {literal(original.name)}; "
+        f"{len(matched):,} of {counted(len(rows), 'tensor')} matched in {literal(original.name)}; "
         "each read, decoded and compared one at a time."
     )
     table = rows_table(rows)  # errors at 3 significant digits, not 0.000002

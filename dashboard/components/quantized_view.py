@@ -26,7 +26,7 @@ from dashboard.services.display.reduce import needs_reduction
 from dashboard.services.display.text import literal
 from dashboard.services.explorer.map_image import MapImage
 from dashboard.services.explorer.overview import MapView
-from dashboard.services.files.open import path_key
+from dashboard.services.files.open import not_float_note, path_key
 from dashboard.services.files.tensor import (
     FileExploration,
     extra_bytes_note,
@@ -101,6 +101,9 @@ def _original_of(
             + (" nor any Hugging Face name it maps back to." if ft.entry.original_names else ".")
         )
         return None
+    note = not_float_note(original, match)
+    if note is not None:
+        st.warning(literal(note[0].upper() + note[1:] + "."))
     return match, cache.file_tensor(original.key, original, match).stored
 
 

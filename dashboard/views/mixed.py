@@ -16,6 +16,7 @@ from dashboard.components import url
 from dashboard.components.mixed_controls import N_WEIGHTS, mixed_controls, ray_address
 from dashboard.components.mixed_judge import judge_output
 from dashboard.components.model_source import ModelFolder, model_picker, model_roots
+from dashboard.services.display.counts import counted
 from dashboard.services.display.metric_help import Metric, metric_help, size_ratio
 from dashboard.services.display.text import literal
 from dashboard.services.files.open import QuantizedModel
@@ -41,7 +42,7 @@ from dashboard.services.mixed.runner import (
     prewarm,
     small_table,
 )
-from dashboard.services.mixed.sources import file_checkpoint
+from dashboard.services.mixed.sources import file_checkpoint, quantized_model_note
 from dashboard.services.mixed.state import parse_pins
 from dashboard.services.mixed.tasks import is_table_weight, tasks_for
 from quant_core.mixed import (
@@ -73,10 +74,7 @@ url.show_warnings()
 if model is None:
     st.stop()
 if isinstance(model, QuantizedModel):
-    st.info(
-        "This is a quantized file: the table measures each scheme on float weights. Pick the "
-        "model's original (unquantized) folder or file to compare schemes."
-    )
+    st.info(literal(quantized_model_note(model)))
     st.stop()
 if not controls.candidates:
     st.warning("Pick at least one candidate scheme.")
@@ -144,7 +142,8 @@ if not tasks:
 if placement.message:
     st.warning(literal(placement.message))
 st.caption(
-    f"**{literal(model.label)}** · {len(tasks)} weights × {len(candidates)} schemes · the "
+    f"**{literal(model.label)}** · {counted(len(tasks), 'weight')} × "
+    f"{counted(len(candidates), 'scheme')} · the "
     f"table runs on {literal(placement.describe())}"
 )
 if placement.where is Where.LOCAL and not pool_ready(placement.workers):

@@ -13,6 +13,7 @@ from dashboard.components.model_scheme import model_scheme_picker, seed_model_sc
 from dashboard.components.model_source import ModelFolder, model_picker, model_query
 from dashboard.components.quantized_model import quantized_model_page
 from dashboard.components.tables import with_error_formats
+from dashboard.services.display.counts import counted
 from dashboard.services.display.metric_help import Metric, metric_help, size_ratio
 from dashboard.services.display.text import literal
 from dashboard.services.files.open import QuantizedModel
@@ -61,8 +62,8 @@ except (OSError, ValueError) as exc:
 if folder is not None:
     largest = folder.largest_weight
     st.caption(
-        f"**{literal(folder.folder)}**: {len(folder.shards)} file(s), "
-        f"{len(folder.tensors)} tensors, "
+        f"**{literal(folder.folder)}**: {counted(len(folder.shards), 'file')}, "
+        f"{counted(len(folder.tensors), 'tensor')}, "
         f"{folder.stored_bytes / 1e9:.2f} GB"
         + (
             f"; largest linear weight {literal(largest.name)} {list(largest.info.shape)} "
@@ -88,7 +89,8 @@ with st.sidebar:
     scheme = model_scheme_picker(widths[0] if widths else 1, sizes, DEFAULT, bundled=model.bundled)
 url.write({**model_query(), **model_scheme_to_query(scheme)})
 st.caption(
-    f"**{literal(model.label)}** · {len(weights)} linear layers · **{literal(scheme.describe())}**"
+    f"**{literal(model.label)}** · {counted(len(weights), 'linear layer')} · "
+    f"**{literal(scheme.describe())}**"
 )
 fallback = fallback_note(scheme.weight, ((w.name, tuple(w.shape)) for w in weights))
 if fallback is not None:

@@ -52,6 +52,16 @@ def rtn_config(stored: StoredTensor) -> QuantConfig | None:
     return None if stored.quantized is None else stored.quantized.config
 
 
+def _check_finite(t: torch.Tensor, what: str) -> None:
+    """``ValueError`` naming ``what`` and its count of NaN and Inf values, if any."""
+    n_nan, n_inf = int(torch.isnan(t).sum()), int(torch.isinf(t).sum())
+    if n_nan or n_inf:
+        raise ValueError(
+            f"{what} holds {n_nan:,} NaN and {n_inf:,} Inf values of {t.numel():,}: "
+            "no error can be measured"
+        )
+
+
 def compare_with_original(
     stored: StoredTensor,
     original: torch.Tensor,
@@ -63,7 +73,8 @@ def compare_with_original(
     """Compare ``stored`` with ``original`` (the unquantized tensor named
     ``original_name``, any float dtype, ``stored.shape``); ``metadata``: the GGUF file's,
     for the converter's row permutation; ``rtn``: also round the original to nearest
-    under the same format. ``ValueError`` when the shapes differ."""
+    under the same format. ``ValueError`` when the shapes differ, or when the original or
+    the file's values hold NaN or Inf (naming which, and how many)."""
     if not isinstance(original, torch.Tensor) or not original.is_floating_point():
         raise TypeError("original must be a float tensor")
     if tuple(original.shape) != tuple(stored.shape):
@@ -84,7 +95,17 @@ def compare_with_original(
         values = stored.quantized.dequantize().reshape(x.shape)
     else:
         values = stored.dequantize()
-    file_metrics = error_metrics(x, values)
+    try:
+        file_metrics = error_metrics(x, values)
+    except ValueError:
+        # error_metrics names its arguments ("x_hat holds 1 NaN ... quantization needs
+        # finite values"): the page showed that; name the tensors instead
+        for what, t in (
+            (f"the original's {original_name}", x),
+            (f"the file's {stored.name}", values),
+        ):
+            _check_finite(t, what)
+        raise
     cfg = rtn_config(stored)
     rounded = rtn_metrics = None
     why = None

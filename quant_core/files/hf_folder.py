@@ -266,7 +266,8 @@ def _from_index(folder: Path, guard: PathGuard) -> tuple[list[str], tuple[str, .
             f"{INDEX_NAME} names {len(missing)} shard file(s) that {folder.name} does not "
             f"hold: {', '.join(missing[:3])}"
         )
-    return names, (f"{len(names)} shards listed by {INDEX_NAME}",), weight_map
+    listed = f"{len(names)} shard{'' if len(names) == 1 else 's'}"  # not "1 shards"
+    return names, (f"{listed} listed by {INDEX_NAME}",), weight_map
 
 
 def _check_index(weight_map: Mapping[str, str], headers: Mapping[str, STHeader]) -> None:

@@ -38,6 +38,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
@@ -120,14 +121,20 @@ class Budget:
             raise ValueError(f"budget must be a positive finite number, got {self.value!r}")
 
     def total_bits(self, n_elements: int) -> int:
-        """The budget in bits for tensors of ``n_elements`` weights in all (floor)."""
+        """The budget in bits for tensors of ``n_elements`` weights in all (floor), from
+        the value as written (its shortest decimal, ``repr``): in floats ``1.001 * 1000``
+        is ``1000.9999999999999``, and a budget typed at exactly a reachable size lost a
+        bit and was refused or given a smaller mix."""
+        value = Fraction(repr(float(self.value)))
         if self.unit is BudgetUnit.BITS_PER_WEIGHT:
-            return math.floor(self.value * n_elements)
-        scale = 1e6 if self.unit is BudgetUnit.MEGABYTES else 1e9
-        return math.floor(self.value * scale * 8)
+            return math.floor(value * n_elements)
+        scale = 10**6 if self.unit is BudgetUnit.MEGABYTES else 10**9
+        return math.floor(value * scale * 8)
 
     def describe(self) -> str:
-        return f"{self.value:g} {self.unit.value}"
+        """``"4.5 bpw"``: the value's shortest round-tripping decimal (``:g`` wrote 1234.5678
+        MB as "1234.57 MB"), no exponent."""
+        return f"{np.format_float_positional(float(self.value), trim='-')} {self.unit.value}"
 
 
 class BudgetOutOfRange(ValueError):
@@ -449,6 +456,21 @@ def _budget_bits(problem: AllocationProblem, budget: Budget | int) -> int:
     return int(budget)
 
 
+def _reachable(low: int, high: int, per: int, decimals: int) -> tuple[str, str]:
+    """``low / per`` rounded up and ``high / per`` rounded down, as decimals a user can type
+    back as a ``Budget`` (``total_bits`` floors the decimal): ``decimals`` places, more when
+    the two would cross (a range narrower than the last place) or the low end shows as 0.
+    Rounded to the nearest, 4.28125 bits per weight read "4.281" and that budget was
+    refused as below the cheapest."""
+    lo, hi = Fraction(low, per), Fraction(high, per)
+    for places in range(decimals, 13):
+        unit = Fraction(1, 10**places)
+        up, down = math.ceil(lo / unit) * unit, math.floor(hi / unit) * unit
+        if up <= down and (up > 0 or lo == 0):
+            break
+    return f"{float(up):.{places}f}", f"{float(down):.{places}f}"
+
+
 def allocate(problem: AllocationProblem, budget: Budget | int) -> Allocation:
     """The allocation of ``problem`` under ``budget`` (a ``Budget`` or total bits; module
     docstring). ``BudgetOutOfRange`` naming what is reachable, in bits per weight and MB,
@@ -461,11 +483,13 @@ def allocate(problem: AllocationProblem, budget: Budget | int) -> Allocation:
         n = max(problem.total_elements, 1)
         where = "below the cheapest" if total_bits < low else "above the largest"
         asked = budget.describe() if isinstance(budget, Budget) else f"{total_bits} bits"
+        low_bpw, high_bpw = _reachable(low, high, n, 3)
+        low_mb, high_mb = _reachable(low, high, 8 * 10**6, 2)
         raise BudgetOutOfRange(
-            f"the budget {asked} ({total_bits / n:.3f} bits per weight, "
+            f"The budget {asked} ({total_bits / n:.3f} bits per weight, "
             f"{total_bits / 8e6:.2f} MB) is {where} assignment the candidates give: "
-            f"reachable are {low / n:.3f} to {high / n:.3f} bits per weight "
-            f"({low / 8e6:.2f} to {high / 8e6:.2f} MB)",
+            f"reachable are {low_bpw} to {high_bpw} bits per weight "
+            f"({low_mb} to {high_mb} MB).",
             low,
             high,
         )

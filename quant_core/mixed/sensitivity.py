@@ -147,8 +147,10 @@ def measure_tensor(
 
     ``w``: 2-D float; ``importance``: ``[in]`` or ``None``; ``held_out``: ``[tokens, in]``
     or ``None``; ``stored_bits``: the weight's size as stored (default: its dtype's bits
-    per element). ``ValueError``/``TypeError`` for a weight that is not 2-D float with
-    finite values, or inputs whose width is not ``in``."""
+    per element). ``ValueError``/``TypeError`` for a weight that is not 2-D float, or
+    inputs whose width is not ``in``. A weight holding NaN or Inf values gets a skipped row
+    per candidate (``skipped`` says how many), so the allocation keeps it as stored and the
+    rest of the table goes on, as the whole model page keeps such a weight float."""
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
     cands = check_candidates(candidates)
@@ -175,7 +177,18 @@ def measure_tensor(
         )
     plain_energy, energy = energy_sums(w32, a)
     if not math.isfinite(plain_energy):
-        raise ValueError(f"{name}: the weight holds NaN or Inf values")
+        nan, inf = int(torch.isnan(w32).sum()), int(torch.isinf(w32).sum())
+        if nan == inf == 0:  # finite values whose squares overflow even in float64
+            why = "the weight's squared values overflow"
+        else:
+            why = f"the weight holds {nan:,} NaN and {inf:,} Inf values of {w32.numel():,}"
+        return tuple(
+            SensitivityRow(
+                name, cand.name, shape, stored_bits, 0, _NAN, _NAN, _NAN, _NAN, _NAN,
+                a is not None, None, why, 0.0,
+            )
+            for cand in cands
+        )  # fmt: skip
     if a is None:
         energy = plain_energy
     buffer: torch.Tensor | None = None  # one dequantized copy, reused by every scheme

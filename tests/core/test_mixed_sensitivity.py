@@ -118,8 +118,11 @@ def test_bad_input_is_named() -> None:
         measure_tensor("t", torch.ones(4), DEFAULT_CANDIDATES)
     with pytest.raises(ValueError, match=r"importance must have shape \[4\]"):
         measure_tensor("t", torch.ones(2, 4), DEFAULT_CANDIDATES, importance=torch.ones(3))
-    with pytest.raises(ValueError, match="NaN or Inf"):
-        measure_tensor("t", torch.tensor([[math.nan, 1.0]]), DEFAULT_CANDIDATES)
+    # a weight with NaN or Inf values is no error: a skipped row per scheme (kept as stored)
+    rows = measure_tensor("t", torch.tensor([[math.nan, 1.0]]), DEFAULT_CANDIDATES)
+    assert [r.scheme for r in rows] == [c.name for c in DEFAULT_CANDIDATES]
+    assert all(r.skipped == "the weight holds 1 NaN and 0 Inf values of 2" for r in rows)
+    assert all(r.total_bits == 0 and r.stored_bits == 64 for r in rows)
     with pytest.raises(ValueError, match="at least one"):
         check_candidates([])
     with pytest.raises(ValueError, match="given twice"):

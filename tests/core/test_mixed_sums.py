@@ -112,9 +112,9 @@ def test_a_float32_row_sum_that_overflows_is_recomputed_in_float64() -> None:
     with use_backend(Backend.COMPILED):
         plain, _ = energy_sums(w)
     assert math.isfinite(plain) and plain == pytest.approx(64 * 1024 * float(w[0, 0]) ** 2)
-    with pytest.raises(ValueError, match="NaN or Inf"):
-        w[3, 5] = math.inf
-        measure_tensor("t", w, [candidate_named("int8_pc")])
+    w[3, 5] = math.inf
+    (row,) = measure_tensor("t", w, [candidate_named("int8_pc")])
+    assert row.skipped == f"the weight holds 0 NaN and 1 Inf values of {w.numel():,}"
 
 
 def test_bad_shapes_are_named() -> None:

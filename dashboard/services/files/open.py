@@ -18,12 +18,14 @@ from quant_core.files import (
     open_quantized_bytes,
 )
 
+from ..display.labels import stored_type_label
 from ..model.roots import ModelRoots, resolve_in_roots
 from .guard import RootsGuard
 
 __all__ = [
     "QuantizedModel",
     "is_quantized_upload",
+    "not_float_note",
     "open_path",
     "open_upload",
     "original_tensor",
@@ -90,6 +92,19 @@ def original_tensor(
     if match is None:
         return None
     return match, original.load(match).dequantize()
+
+
+def not_float_note(original: QuantizedFile, name: str) -> str | None:
+    """Why the original's tensor ``name`` is no reference: it is itself stored quantized
+    (a ``.gguf`` of Q4_0, a GPTQ folder picked as the original), so the file's error is
+    measured against another quantization's values; ``None`` for a float tensor."""
+    entry = original.entry(name)
+    if not entry.quantized:
+        return None
+    return (
+        f"the original's {name} is itself quantized ({stored_type_label(entry.type_name)}): "
+        "the errors are against its dequantized values, not the float weights"
+    )
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,11 @@ import plotly.graph_objects as go
 
 from quant_core.files import QuantizedFile, TensorEntry, compare_with_original
 
+from ..display.counts import counted
+from ..display.labels import stored_type_label
 from ..display.text import html_literal
 from ..row_store import RowStore
+from .open import not_float_note
 
 __all__ = [
     "FileReportStore",
@@ -65,7 +68,7 @@ class FileRow:
         e = self.entry
         return {
             "name": e.name,
-            "type": e.type_name,
+            "type": stored_type_label(e.type_name),
             "mse": self.mse,
             "sqnr_db": self.sqnr_db,
             "rtn_mse": self.rtn_mse,
@@ -82,12 +85,14 @@ ROW_COLUMNS = tuple(FileRow(0, 0, TensorEntry("", "", (1,), 0, "", False), None)
 
 
 def listing_table(qfile: QuantizedFile) -> pd.DataFrame:
-    """Every tensor from the headers: name, stored type, shape, bytes, bits per weight."""
+    """Every tensor from the headers: name, stored type, shape, bytes, bits per weight.
+    Stored types are named as the explorer names them (``stored_type_label``: the lab's
+    export's ``NF4_DQ`` is "NF4 + double quant"), in this table, the mix and the report."""
     return pd.DataFrame(
         [
             {
                 "name": t.name,
-                "type": t.type_name,
+                "type": stored_type_label(t.type_name),
                 "shape": "×".join(str(d) for d in t.shape),
                 "bytes": t.nbytes,
                 "bits/weight": round(t.bits_per_weight, 4),
@@ -105,7 +110,7 @@ def mix_table(qfile: QuantizedFile) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {
-                "type": s.type_name,
+                "type": stored_type_label(s.type_name),
                 "tensors": s.tensors,
                 "values": s.elements,
                 "bytes": s.nbytes,
@@ -123,10 +128,10 @@ def mix_figure(qfile: QuantizedFile) -> go.Figure:
     mix = qfile.mix()
     fig = go.Figure(
         go.Bar(
-            x=[s.type_name for s in mix],
+            x=[stored_type_label(s.type_name) for s in mix],
             y=[s.nbytes / 1e6 for s in mix],
-            customdata=[[s.tensors, s.bits_per_weight] for s in mix],
-            hovertemplate="%{x}: %{y:.2f} MB in %{customdata[0]} tensors, "
+            customdata=[[counted(s.tensors, "tensor"), s.bits_per_weight] for s in mix],
+            hovertemplate="%{x}: %{y:.2f} MB in %{customdata[0]}, "
             "%{customdata[1]:.3f} bits/weight<extra></extra>",
         )
     )
@@ -166,12 +171,13 @@ def measure(
     except ValueError as exc:
         return FileRow(done, total, entry, match, note=str(exc))
     rtn_mse = rtn_sqnr = None
-    note = ""
+    notes = [not_float_note(original, match) or ""]
     if with_rtn:
         if cmp.rtn_metrics is not None:
             rtn_mse, rtn_sqnr = cmp.rtn_metrics.mse, cmp.rtn_metrics.sqnr_db
         else:
-            note = cmp.rtn_unavailable or ""
+            notes.append(cmp.rtn_unavailable or "")
+    note = "; ".join(n for n in notes if n)
     return FileRow(
         done,
         total,

@@ -42,11 +42,14 @@ __all__ = [
 
 
 def human_bytes(n: int) -> str:
-    """``1536`` -> ``"1.5 kB"`` (powers of 1000, as file sizes are shown)."""
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
+    """``1536`` -> ``"1.5 kB"`` (powers of 1000, as file sizes are shown). The unit is
+    picked on the value as rounded: 999,950 bytes is "1.0 MB", not "1000.0 kB"."""
+    if n < 1000:
+        return f"{n} B"
+    for unit, size in (("kB", 1e3), ("MB", 1e6)):
+        if round(n / size, 1) < 1000:
             return f"{n / size:.1f} {unit}"
-    return f"{n} B"
+    return f"{n / 1e9:.1f} GB"
 
 
 def entry_label(entry: TensorEntry) -> str:

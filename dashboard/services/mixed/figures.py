@@ -284,23 +284,24 @@ ALLOCATION_COLUMNS = (
 )
 
 
-def allocation_table(
-    rows: Sequence[SensitivityRow], allocation: Allocation
-) -> pd.DataFrame:
+def allocation_table(rows: Sequence[SensitivityRow], allocation: Allocation) -> pd.DataFrame:
     """One line per tensor of the allocation: its scheme, the type it is stored as where
     that is llama-quantize's fallback (Q4_K on rows of 384 values is Q5_0, at 5.5 bits per
     weight: without it the row reads "Q4_K, 5.5 bits"), bits per weight, size and weighted
     SQNR (the table's cell; ``None`` for a tensor kept as stored)."""
     cells = {(r.tensor, r.scheme): r for r in rows}
+    # a tensor kept as stored has no cell of its choice, but its shape is every cell's
+    shapes = {r.tensor: r.shape for r in rows}
     out = []
     for t, s, b, n in zip(
         allocation.tensors, allocation.choice, allocation.bits, allocation.n_elements, strict=True
     ):
         row = cells.get((t, s))
+        shape = shapes.get(t)
         out.append(
             {
                 "tensor": t,
-                "shape": "×".join(str(d) for d in row.shape) if row else "",
+                "shape": "×".join(str(d) for d in shape) if shape else "",
                 "scheme": s,
                 "stored as": (row.stored_as or "") if row else "",
                 "bits_per_weight": b / max(n, 1),
@@ -336,7 +337,22 @@ def cell_notes(rows: Sequence[SensitivityRow]) -> tuple[str, ...]:
     stored as Q5_0 on 36 tensor(s) (llama-quantize's fallback: ...)``."""
     fallback: dict[tuple[str, str], int] = {}
     skipped: dict[str, tuple[int, str]] = {}
+    # a tensor no scheme takes (its weight holds NaN or Inf) is said once, not per scheme
+    schemes = {r.scheme for r in rows}
+    by_tensor: dict[str, list[SensitivityRow]] = {}
     for r in rows:
+        by_tensor.setdefault(r.tensor, []).append(r)
+    none_take = {
+        t: rs[0].skipped
+        for t, rs in by_tensor.items()
+        if len(schemes) > 1
+        and {r.scheme for r in rs} == schemes
+        and all(r.skipped for r in rs)
+        and len({r.skipped for r in rs}) == 1
+    }
+    for r in rows:
+        if r.tensor in none_take:
+            continue
         if r.stored_as:
             fallback[r.scheme, r.stored_as] = fallback.get((r.scheme, r.stored_as), 0) + 1
         if r.skipped:
@@ -350,6 +366,7 @@ def cell_notes(rows: Sequence[SensitivityRow]) -> tuple[str, ...]:
     notes += [
         f"{scheme} cannot take {n} tensor(s), e.g.: {why}." for scheme, (n, why) in skipped.items()
     ]
+    notes += [f"No scheme can take {t}: {why}." for t, why in none_take.items()]
     return tuple(notes)
 
 
@@ -370,7 +387,6 @@ def skip_reasons(skipped: tuple[tuple[str, str], ...]) -> str:
         "name": "with no llama.cpp name (the export knows Llama-family and BERT names)",
         "type": "whose scheme has no GGUF type",
         "stored": "kept as stored",
-        "never": "that llama-quantize never quantizes (BERT's position and token-type "
-        "embeddings)",
+        "never": "that llama-quantize never quantizes (BERT's position and token-type embeddings)",
     }
     return "; ".join(f"{n} {words[k]}" for k, n in kinds.items() if n)

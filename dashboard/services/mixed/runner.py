@@ -134,10 +134,13 @@ class Placement:
 
 
 class TaskFailed(RuntimeError):
-    """A task that raised or whose worker died for good; ``tensor`` names it."""
+    """A task that raised or whose worker died for good; ``tensor`` names it, once: the
+    measuring code's messages start with the name already (the page said "a.weight:
+    a.weight: the weight holds NaN or Inf values")."""
 
     def __init__(self, tensor: str, message: str) -> None:
-        super().__init__(f"{tensor}: {message}")
+        prefix = f"{tensor}: "
+        super().__init__(message if message.startswith(prefix) else prefix + message)
         self.tensor = tensor
 
 

@@ -18,10 +18,29 @@ from quant_core import QuantConfig
 from quant_core.calibration import run_sentences, transformer_of
 from quant_core.mixed.causal import fake_quantized
 
+from ..files.open import QuantizedModel
 from ..io import list_safetensors_file
 from ..model.checkpoint import Checkpoint, CheckpointTensor, Shard
 
-__all__ = ["EmbeddingJudgement", "embedding_judgement", "file_checkpoint"]
+__all__ = ["EmbeddingJudgement", "embedding_judgement", "file_checkpoint", "quantized_model_note"]
+
+
+def quantized_model_note(model: QuantizedModel) -> str:
+    """Why the page measures nothing for a file the quantized-file reader opened (a
+    ``.gguf``, a GPTQ/AWQ/... folder): the table quantizes float weights read from
+    ``.safetensors``. A GGUF of F32/F16/BF16 tensors only (``convert_hf_to_gguf``'s output)
+    is not quantized, and was called "a quantized file"."""
+    name = model.label
+    if any(t.quantized for t in model.file.tensors):
+        return (
+            f"{name} is a quantized file: the table measures each scheme on float weights. "
+            "Pick the model's original (unquantized) folder or file to compare schemes."
+        )
+    return (
+        f"{name} stores floats ({model.file.kind.label}), but the table reads float weights "
+        "from .safetensors files only: pick the model's .safetensors folder or file to "
+        "compare schemes."
+    )
 
 
 def file_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:

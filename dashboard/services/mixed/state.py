@@ -25,6 +25,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from quant_core.mixed import (
     ALL_CANDIDATES,
     DEFAULT_CANDIDATES,
@@ -76,7 +78,11 @@ def parse_budget(text: str) -> Budget:
 
 
 def budget_text(budget: Budget) -> str:
-    return f"{budget.value:g}{budget.unit.value}"
+    """``Budget(4.5)`` -> ``"4.5bpw"``: the value's shortest decimal that reads back as the
+    same float, without an exponent (``parse_budget`` reads it back). ``:g`` kept six
+    significant digits: a link to 1234.5678 MB reopened 1234.57 MB."""
+    text = np.format_float_positional(float(budget.value), trim="-")
+    return f"{text}{budget.unit.value}"
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..display.counts import counted
 from .evaluate import LayerResult
 from .streaming import StreamedLayer
 
@@ -43,7 +44,7 @@ class Throughput:
         """E.g. ``"96 weights, 2.10 GB read in 1.2 s (1.75 GB/s); 1.05e9 elements
         quantized and measured in 150 s (7.0M elements/s, 0.014 GB/s)"``."""
         return (
-            f"{self.weights} weights, {self.bytes_read / 1e9:.2f} GB read in "
+            f"{counted(self.weights, 'weight')}, {self.bytes_read / 1e9:.2f} GB read in "
             f"{self.read_seconds:.1f} s ({self.read_gb_per_s:.2f} GB/s); {self.elements:.3g} "
             f"elements quantized and measured in {self.seconds:.1f} s "
             f"({self.elements_per_s / 1e6:.1f}M elements/s, {self.gb_per_s:.3f} GB/s)"
