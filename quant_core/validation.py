@@ -8,7 +8,13 @@ import torch
 
 from .chunks import block_extremes
 
-__all__ = ["FLOAT_DTYPES", "check_float_tensor", "raise_nonfinite", "to_float32"]
+__all__ = [
+    "FLOAT_DTYPES",
+    "check_float_tensor",
+    "nonfinite_text",
+    "raise_nonfinite",
+    "to_float32",
+]
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
@@ -20,21 +26,24 @@ def _all_finite(x: torch.Tensor) -> bool:
     return bool(torch.isfinite(lo).all() & torch.isfinite(hi).all())
 
 
+def nonfinite_text(x: torch.Tensor, name: str = "x") -> str:
+    """``"{name} holds 2 NaN and 1 Inf values of 4,096"``: the counts of ``x``'s
+    non-finite values, for messages that say what cannot be done with them."""
+    n_nan = int(torch.isnan(x).sum())
+    n_inf = int(torch.isinf(x).sum())
+    return f"{name} holds {n_nan:,} NaN and {n_inf:,} Inf values of {x.numel():,}"
+
+
 def raise_nonfinite(x: torch.Tensor, name: str = "x") -> NoReturn:
     """Raise the ``ValueError`` for an ``x`` that is not finite, or (float64) not finite in
     float32: the message says how many values are NaN, Inf or beyond float32's range."""
-    n_nan = int(torch.isnan(x).sum())
-    n_inf = int(torch.isinf(x).sum())
-    if n_nan or n_inf:
-        raise ValueError(
-            f"{name} holds {n_nan} NaN and {n_inf} Inf value(s) out of {x.numel()}; "
-            "quantization needs finite values"
-        )
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{nonfinite_text(x, name)}; quantization needs finite values")
     n_over = int(torch.isinf(x.detach().to(torch.float32)).sum())
     limit = torch.finfo(torch.float32).max
     raise ValueError(
-        f"{name} holds {n_over} {x.dtype} value(s) beyond the float32 range "
-        f"(|x| > {limit:.4g}) out of {x.numel()}; quantization computes in float32"
+        f"{name} holds {n_over:,} {x.dtype} value{'' if n_over == 1 else 's'} beyond the "
+        f"float32 range (|x| > {limit:.4g}) of {x.numel():,}; quantization computes in float32"
     )
 
 

@@ -42,6 +42,7 @@ import torch
 from ..config import Format
 from ..quantize import quantize
 from ..storage import storage_cost
+from ..validation import nonfinite_text
 from .candidates import Candidate, check_candidates, config_for
 from .sums import (
     RowExtremes,
@@ -177,11 +178,10 @@ def measure_tensor(
         )
     plain_energy, energy = energy_sums(w32, a)
     if not math.isfinite(plain_energy):
-        nan, inf = int(torch.isnan(w32).sum()), int(torch.isinf(w32).sum())
-        if nan == inf == 0:  # finite values whose squares overflow even in float64
+        if bool(torch.isfinite(w32).all()):  # finite values whose squares overflow in float64
             why = "the weight's squared values overflow"
         else:
-            why = f"the weight holds {nan:,} NaN and {inf:,} Inf values of {w32.numel():,}"
+            why = nonfinite_text(w32, "the weight")
         return tuple(
             SensitivityRow(
                 name, cand.name, shape, stored_bits, 0, _NAN, _NAN, _NAN, _NAN, _NAN,

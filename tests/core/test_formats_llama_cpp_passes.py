@@ -159,9 +159,9 @@ def test_fp4_search_compiled_equals_the_eager_argmin_at_every_midpoint() -> None
 
 
 _NON_FINITE = {
-    "nan": (float("nan"), torch.float32, r"1 NaN and 0 Inf value\(s\) out of 1024"),
-    "-inf": (float("-inf"), torch.float32, r"0 NaN and 1 Inf value\(s\) out of 1024"),
-    "float64-overflow": (1e300, torch.float64, r"1 torch\.float64 value\(s\) beyond the float32"),
+    "nan": (float("nan"), torch.float32, r"1 NaN and 0 Inf values of 1,024;"),
+    "-inf": (float("-inf"), torch.float32, r"0 NaN and 1 Inf values of 1,024;"),
+    "float64-overflow": (1e300, torch.float64, r"1 torch\.float64 value beyond the float32"),
 }
 
 

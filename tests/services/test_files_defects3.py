@@ -21,6 +21,7 @@ from dashboard.services.files.report import (
     rows_table,
 )
 from dashboard.services.files.tensor import human_bytes
+from dashboard.services.model.evaluate import SkippedLayer, iter_layers
 from dashboard.services.model.throughput import Throughput
 from quant_core import QuantConfig
 from quant_core.files import StoredTensor, TensorEntry, compare_with_original, open_quantized
@@ -109,3 +110,18 @@ def test_an_index_of_one_shard_says_one_shard(tmp_path: Path) -> None:
         json.dumps({"metadata": {}, "weight_map": {"a.weight": shard}})
     )
     assert "1 shard listed by model.safetensors.index.json" in open_quantized(tmp_path).notes
+
+
+def test_a_folder_weight_with_nan_is_skipped_naming_the_weight_not_x(tmp_path: Path) -> None:
+    """The whole-model folder report skipped a weight holding one NaN with "x holds 1 NaN
+    and 0 Inf value(s) out of 4096; quantization needs finite values": ``x`` is
+    ``quantize``'s argument, not anything on the page."""
+    w = torch.randn(64, 64)
+    w[3, 5] = float("nan")
+    save_file({"a.weight": w, "b.weight": torch.randn(64, 64)}, str(tmp_path / "m.safetensors"))
+    path = tmp_path / "m.safetensors"
+    results = [r for _, _, r in iter_layers(path, QuantConfig.from_name("Q8_0"))]
+    skipped = [r for r in results if isinstance(r, SkippedLayer)]
+    assert [s.name for s in skipped] == ["a.weight"]
+    assert skipped[0].reason == "the weight holds 1 NaN and 0 Inf values of 4,096"
+    assert len(results) == 2

@@ -34,6 +34,7 @@ from quant_core import (
     quantize_weight,
     report_tensor,
 )
+from quant_core.validation import nonfinite_text
 
 from ..io import TensorInfo, open_safetensors_file
 from ..progress import Progress
@@ -137,7 +138,9 @@ def iter_layers(
                 layer_cfg = fallback_config(cfg, tuple(w.shape))  # llama-quantize's
                 qt = quantize_weight(w, layer_cfg, algorithm, options=options).quantized
             except ValueError as exc:
-                yield done, len(weights), SkippedLayer(info.name, info.shape, str(exc))
+                # quantize names its argument "x"; the report's row names the weight
+                why = str(exc) if bool(w.isfinite().all()) else nonfinite_text(w, "the weight")
+                yield done, len(weights), SkippedLayer(info.name, info.shape, why)
             else:
                 yield done, len(weights), LayerResult(info, report_tensor(info.name, w, qt))
             del w
