@@ -75,6 +75,8 @@ __all__ = [
     "min_blocks",
     "min_blocks_types",
     "mxfp4_blocks",
+    "q2_k_blocks",
+    "q3_k_blocks",
     "q4_k_blocks",
     "q5_k_blocks",
     "q6_k_blocks",
@@ -350,6 +352,142 @@ def q5_k_blocks(
         if out is not None:
             return (*out, words.view(torch.int8).reshape(n, 256))
     return (*_k4_scales_kernel(w[:, :4]), block_codes("Q5_K", raw, eager=True))
+
+
+def _crumb_codes(qs: torch.Tensor, hm: torch.Tensor | None) -> torch.Tensor:
+    """Q2_K's or Q3_K's ``qs`` as ``[m, 2, 8]`` int32 words (byte ``32 g + k``: crumb ``r``
+    is ``u[128 g + 32 r + k]``'s low 2 bits) and, for Q3_K, ``hmask`` ``hm`` ``[m, 8]``
+    words ("bits of ``k``": bit ``4 g + r`` of byte ``k`` is bit 2 of the same ``u``) ->
+    ``[m, 2, 4, 8]`` words of int8 codes, value ``128 g + 32 r + 4 i + byte``: ``u - 2``
+    (Q2_K) or ``u - 4`` (Q3_K), per byte as ``((u | 0x80) - half) ^ 0x80`` (``_minus_8``:
+    ``u`` used once). A broadcast over ``[g, r, word]``: one loop, no ``cat``."""
+    r = torch.arange(4, dtype=torch.int32, device=qs.device).reshape(1, 1, 4, 1)
+    u = (qs.unsqueeze(2) >> (2 * r)) & 0x03030303
+    if hm is None:
+        return ((u | _TOP) - 0x02020202) ^ _TOP
+    g = torch.arange(2, dtype=torch.int32, device=qs.device).reshape(1, 2, 1, 1)
+    u = u | (((hm.reshape(-1, 1, 1, 8) >> (4 * g + r)) & 0x01010101) << 2)
+    return ((u | _TOP) - 0x04040404) ^ _TOP
+
+
+def _q2_k_scales(w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Q2_K's scale words ``w[:, 0:4]`` and ``d | dmin`` word ``w[:, 20]`` (``[n, 21]``
+    words of whole blocks) -> ``d``, ``dmin`` ``[n]`` float32, ``sc``, ``m`` ``[n, 16]``
+    int32 (byte ``j``'s low and high nibble), ``d sc`` and ``-(dmin m)`` ``[n, 16]``
+    float32 (exact conversions, one IEEE multiply per value)."""
+    j = torch.arange(16, dtype=torch.int32, device=w.device)
+    word = torch.where(
+        j < 8,
+        torch.where(j < 4, w[:, 0:1], w[:, 1:2]),
+        torch.where(j < 12, w[:, 2:3], w[:, 3:4]),
+    )  # a select per column, not a gather: one loop over rows of 16
+    b = (word >> ((j & 3) * 8)) & 0xFF
+    sc, m = b & 0xF, b >> 4
+    d = _half(w[:, 20] & 0xFFFF)
+    dmin = _half(w[:, 20] >> 16)
+    return d, dmin, sc, m, d.unsqueeze(1) * sc.to(torch.float32), -(
+        dmin.unsqueeze(1) * m.to(torch.float32)
+    )
+
+
+def _q2_k_into_kernel(w: torch.Tensor, codes: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``[n, 21]`` int32 words of whole Q2_K blocks (84 bytes: scales[16] | qs[64] | d |
+    dmin) -> ``_q2_k_scales``' six tensors; the codes (``_crumb_codes``, ``qs`` read
+    through a pad: masked vector loads, ``_q4_k_codes``) written into ``codes`` (``[n, 2,
+    4, 8]`` int32, a ``host_words`` buffer), as ``_q4_k_into_kernel``."""
+    qs = _through_pad(w, 4, 16).reshape(-1, 2, 8)
+    codes.copy_(_crumb_codes(qs, None))
+    return _q2_k_scales(w)
+
+
+def q2_k_blocks(
+    raw: torch.Tensor, eager: bool = False
+) -> tuple[
+    torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor
+]:
+    """``[n, 84]`` uint8 Q2_K blocks (contiguous, any address) -> ``d``, ``dmin`` ``[n]``
+    float32, the 4-bit block scales ``sc`` and mins ``m`` ``[n, 16]`` int32, ``d sc`` and
+    ``-(dmin m)`` ``[n, 16]`` float32, and the codes ``[n, 256]`` int8 ``u - 2``
+    (``block_codes("Q2_K", raw)``'s bytes).
+
+    A Q2_K block is 21 whole int32 words: one compiled kernel where
+    ``quant_core.kernels`` allows, codes and scales from one read of the bytes, the codes
+    written into a ``host_words`` buffer (``block_codes`` read int16 halves one at a time
+    in scalar loops, and the scales were five eager passes). Else (``eager``: always)
+    ``block_codes`` and ``_q2_k_scales`` eagerly: the same bits either way."""
+    n = raw.shape[0]
+    w = aligned(raw).reshape(-1).view(torch.int32).reshape(n, 21)
+    if not eager and switch.runs_compiled(w):
+        words = host_words(n * 64)
+        out = switch.try_compiled(_q2_k_into_kernel, "q2_k_blocks_into", w, words.view(n, 2, 4, 8))
+        if out is not None:
+            return (*out, words.view(torch.int8).reshape(n, 256))
+    return (*_q2_k_scales(w), block_codes("Q2_K", raw, eager=True))
+
+
+def _q3_k_scales(s: torch.Tensor, dh: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q3_K's 12 scale bytes as ``[m, 3]`` int32 words ``s`` and ``d``'s fp16 bits ``dh``
+    ``[m]`` (low 16 bits) -> the signed block scales ``l - 32`` ``[m, 16]`` int32 (``l_j``:
+    the low nibble of byte ``j`` (``j < 8``) or the high nibble of byte ``j - 8``, and
+    bits ``2 (j / 4)`` of byte ``8 + j % 4`` above it; ``kquant_bytes``' table) and ``d``
+    ``[m]`` float32. Shifts per column from ``arange``: one loop over rows of 16."""
+    j = torch.arange(16, dtype=torch.int32, device=s.device)
+    low_word = torch.where((j & 7) < 4, s[:, 0:1], s[:, 1:2])
+    low = (low_word >> ((j & 3) * 8 + (j >> 3) * 4)) & 0xF
+    high = (s[:, 2:3] >> ((j & 3) * 8 + (j >> 2) * 2)) & 3
+    return (low | (high << 4)) - 32, _half(dh)
+
+
+def _q3_k_pairs_into_kernel(
+    w: torch.Tensor, codes: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``[m, 55]`` int32 words of pairs of Q3_K blocks (220 bytes: the first block on a
+    word boundary, hmask words 0..7, qs 8..23, scales 24..26, ``d`` the low half of 27;
+    the second 2 bytes into word 27: ``_odd_words``) -> signed scales ``[2 m, 16]`` int32,
+    ``d`` ``[2 m]``, ``d (l - 32)`` ``[2 m, 16]``; the codes (``_crumb_codes``) written
+    into ``codes`` (``[m, 2, 64]`` int32 words, a ``host_words`` buffer), as
+    ``_q6_k_pairs_into_kernel``."""
+    m = w.shape[0]
+    first = _crumb_codes(_through_pad(w, 8, 16).reshape(m, 2, 8), _through_pad(w, 0, 8))
+    codes[:, 0].copy_(first.reshape(m, 64))
+    second = _crumb_codes(_odd_words(w, 35, 16).reshape(m, 2, 8), _odd_words(w, 27, 8))
+    codes[:, 1].copy_(second.reshape(m, 64))
+    odd_scales = ((w[:, 51:54] >> 16) & 0xFFFF) | (w[:, 52:55] << 16)
+    s = torch.stack([w[:, 24:27], odd_scales], dim=1).reshape(2 * m, 3)
+    dh = torch.stack([w[:, 27] & 0xFFFF, w[:, 54] >> 16], dim=1).reshape(2 * m)
+    signed, d = _q3_k_scales(s, dh)
+    return signed, d, d.unsqueeze(1) * signed.to(torch.float32)
+
+
+def q3_k_blocks(
+    raw: torch.Tensor, eager: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``[n, 110]`` uint8 Q3_K blocks (contiguous, any address) -> codes ``[n, 256]`` int8
+    ``u - 4`` (``block_codes("Q3_K", raw)``'s bytes), the signed block scales ``l - 32``
+    ``[n, 16]`` int32, ``d`` ``[n]`` float32 and ``d (l - 32)`` ``[n, 16]`` (one IEEE
+    multiply each).
+
+    Compiled where ``quant_core.kernels`` allows and ``n`` is even: two blocks are 55
+    whole int32 words (one block's 110 bytes are not a whole count of words), read as
+    aligned vectors (the second block's 2 bytes off, joined from two words, as
+    ``q6_k_blocks``), codes, scales and ``d`` from one call, the codes written into a
+    ``host_words`` buffer (``block_codes`` read int16 halves one at a time, and the scale
+    unpacking was an eager chain of byte passes and ``cat``s). Else (``eager``: always; an
+    odd ``n``) ``block_codes`` and ``_q3_k_scales`` over int16 halves: the same bits."""
+    n = raw.shape[0]
+    if not eager and n % 2 == 0:
+        w = aligned(raw).reshape(-1).view(torch.int32).reshape(n // 2, 55)
+        if switch.runs_compiled(w):
+            words = host_words(n * 64)
+            out = switch.try_compiled(
+                _q3_k_pairs_into_kernel, "q3_k_blocks_into", w, words.view(n // 2, 2, 64)
+            )
+            if out is not None:
+                return (words.view(torch.int8).reshape(n, 256), *out)
+    codes = block_codes("Q3_K", raw, eager=eager)
+    h = aligned(raw).view(torch.int16)  # scales at halves 48..53, d at half 54
+    signed, d = _q3_k_scales(_words(h, 48, 3), h[:, 54].to(torch.int32))
+    return codes, signed, d, d.unsqueeze(1) * signed.to(torch.float32)
 
 
 # --- word kernels over int16 views of blocks of any even size ---------------------------
