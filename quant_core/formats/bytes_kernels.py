@@ -385,9 +385,9 @@ def _q2_k_scales(w: torch.Tensor) -> tuple[torch.Tensor, ...]:
     sc, m = b & 0xF, b >> 4
     d = _half(w[:, 20] & 0xFFFF)
     dmin = _half(w[:, 20] >> 16)
-    return d, dmin, sc, m, d.unsqueeze(1) * sc.to(torch.float32), -(
-        dmin.unsqueeze(1) * m.to(torch.float32)
-    )
+    scale = d.unsqueeze(1) * sc.to(torch.float32)
+    offset = -(dmin.unsqueeze(1) * m.to(torch.float32))
+    return d, dmin, sc, m, scale, offset
 
 
 def _q2_k_into_kernel(w: torch.Tensor, codes: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -438,25 +438,34 @@ def _q3_k_scales(s: torch.Tensor, dh: torch.Tensor) -> tuple[torch.Tensor, torch
     return (low | (high << 4)) - 32, _half(dh)
 
 
-def _q3_k_pairs_into_kernel(
+def _q3_k_into_kernel(
     w: torch.Tensor, codes: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``[m, 55]`` int32 words of pairs of Q3_K blocks (220 bytes: the first block on a
-    word boundary, hmask words 0..7, qs 8..23, scales 24..26, ``d`` the low half of 27;
-    the second 2 bytes into word 27: ``_odd_words``) -> signed scales ``[2 m, 16]`` int32,
-    ``d`` ``[2 m]``, ``d (l - 32)`` ``[2 m, 16]``; the codes (``_crumb_codes``) written
-    into ``codes`` (``[m, 2, 64]`` int32 words, a ``host_words`` buffer), as
-    ``_q6_k_pairs_into_kernel``."""
-    m = w.shape[0]
-    first = _crumb_codes(_through_pad(w, 8, 16).reshape(m, 2, 8), _through_pad(w, 0, 8))
-    codes[:, 0].copy_(first.reshape(m, 64))
-    second = _crumb_codes(_odd_words(w, 35, 16).reshape(m, 2, 8), _odd_words(w, 27, 8))
-    codes[:, 1].copy_(second.reshape(m, 64))
-    odd_scales = ((w[:, 51:54] >> 16) & 0xFFFF) | (w[:, 52:55] << 16)
-    s = torch.stack([w[:, 24:27], odd_scales], dim=1).reshape(2 * m, 3)
-    dh = torch.stack([w[:, 27] & 0xFFFF, w[:, 54] >> 16], dim=1).reshape(2 * m)
-    signed, d = _q3_k_scales(s, dh)
+    """``[n, 28]`` int32 words of Q3_K blocks widened to 112 bytes (``_widened``: hmask
+    words 0..7, qs 8..23, scales 24..26, ``d`` the low half of word 27, two bytes of
+    padding) -> the signed scales ``l - 32`` ``[n, 16]`` int32, ``d`` ``[n]`` and ``d (l -
+    32)`` ``[n, 16]``; the codes (``_crumb_codes``, ``hmask`` and ``qs`` read through a pad:
+    masked vector loads, ``_q4_k_codes``) written into ``codes`` (``[n, 2, 4, 8]`` int32,
+    a ``host_words`` buffer), as ``_q4_k_into_kernel``."""
+    n = w.shape[0]
+    codes.copy_(_crumb_codes(_through_pad(w, 8, 16).reshape(n, 2, 8), _through_pad(w, 0, 8)))
+    signed, d = _q3_k_scales(w[:, 24:27], w[:, 27])
     return signed, d, d.unsqueeze(1) * signed.to(torch.float32)
+
+
+def _widened(raw: torch.Tensor, size: int) -> torch.Tensor:
+    """``[n, k]`` uint8 blocks -> ``[n, size / 4]`` int32 words (``size >= k``, a multiple
+    of 4): each block copied to the start of ``size`` bytes of a ``host_words`` buffer
+    (the padding left unwritten, never read), so that every block starts on a word
+    boundary. One strided copy of the bytes (4096 x 4096 Q3_K: about 1 ms, a read of
+    them), where a block of 110 bytes read in place is either int16 halves one at a time
+    or, two blocks at a time, one kernel per block of the pair: a graph that writes both
+    halves of one buffer is functionalized into a loop that computes both and reads the
+    buffer back (``docs/maintainers.md``, December 7, twelfth stop)."""
+    n, k = raw.shape
+    words = host_words(n * size // 4)
+    words.view(torch.uint8).view(n, size)[:, :k].copy_(raw)
+    return words.view(n, size // 4)
 
 
 def q3_k_blocks(
@@ -467,23 +476,19 @@ def q3_k_blocks(
     ``[n, 16]`` int32, ``d`` ``[n]`` float32 and ``d (l - 32)`` ``[n, 16]`` (one IEEE
     multiply each).
 
-    Compiled where ``quant_core.kernels`` allows and ``n`` is even: two blocks are 55
-    whole int32 words (one block's 110 bytes are not a whole count of words), read as
-    aligned vectors (the second block's 2 bytes off, joined from two words, as
-    ``q6_k_blocks``), codes, scales and ``d`` from one call, the codes written into a
-    ``host_words`` buffer (``block_codes`` read int16 halves one at a time, and the scale
-    unpacking was an eager chain of byte passes and ``cat``s). Else (``eager``: always; an
-    odd ``n``) ``block_codes`` and ``_q3_k_scales`` over int16 halves: the same bits."""
+    Compiled where ``quant_core.kernels`` allows: the blocks widened to 112 bytes, 28
+    aligned int32 words each (``_widened``: one copy), then one kernel for codes, scales
+    and ``d`` (``_q3_k_into_kernel``), the codes written into a ``host_words`` buffer
+    (``block_codes`` read int16 halves one at a time in scalar loops, and the scale
+    unpacking was an eager chain of byte passes and ``cat``s). Else (``eager``: always)
+    ``block_codes`` and ``_q3_k_scales`` over int16 halves: the same bits."""
     n = raw.shape[0]
-    if not eager and n % 2 == 0:
-        w = aligned(raw).reshape(-1).view(torch.int32).reshape(n // 2, 55)
-        if switch.runs_compiled(w):
-            words = host_words(n * 64)
-            out = switch.try_compiled(
-                _q3_k_pairs_into_kernel, "q3_k_blocks_into", w, words.view(n // 2, 2, 64)
-            )
-            if out is not None:
-                return (words.view(torch.int8).reshape(n, 256), *out)
+    if not eager and switch.runs_compiled(raw):
+        w = _widened(raw, 112)
+        words = host_words(n * 64)
+        out = switch.try_compiled(_q3_k_into_kernel, "q3_k_blocks_into", w, words.view(n, 2, 4, 8))
+        if out is not None:
+            return (words.view(torch.int8).reshape(n, 256), *out)
     codes = block_codes("Q3_K", raw, eager=eager)
     h = aligned(raw).view(torch.int16)  # scales at halves 48..53, d at half 54
     signed, d = _q3_k_scales(_words(h, 48, 3), h[:, 54].to(torch.int32))
