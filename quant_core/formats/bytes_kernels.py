@@ -9,9 +9,12 @@
   conversions, one IEEE multiply per value); ``tests/core/test_formats_bytes_kernels.py``
   checks both against the readable formulas.
 - ``legacy_blocks`` (Q4_0, Q8_0: the codes and ``d``), ``q6_k_blocks`` (Q6_K: codes,
-  int8 scales, ``d``, ``d sc``; two blocks at a time as 105 aligned int32 words) and
-  ``q5_k_blocks`` (Q5_K: ``k4_scales``' six and the codes, as ``q4_k_blocks``): one
-  compiled call each, eagerly the functions below (the same bits).
+  int8 scales, ``d``, ``d sc``), ``q3_k_blocks`` (Q3_K: codes, signed scales, ``d``,
+  ``d (l - 32)``; both from blocks widened to a whole count of int32 words by one copy,
+  ``_widened``), ``q2_k_blocks`` (Q2_K: ``d``, ``dmin``, scales, mins, ``d sc``,
+  ``-(dmin m)`` and the codes) and ``q5_k_blocks`` (Q5_K: ``k4_scales``' six and the
+  codes, as ``q4_k_blocks``): one compiled call each, the codes written into a
+  ``host_words`` buffer, eagerly the functions below (the same bits).
 - ``legacy_blocks`` also decodes Q5_0 and IQ4_NL, ``min_blocks`` Q4_1 and Q5_1 (codes,
   ``d`` and ``min``), ``mxfp4_blocks`` MXFP4 (codes, code 8 read as ``+0`` or kept, ``e``
   and ``2^(e - 127)``; two 17-byte blocks at a time as 17 int16 halves): one compiled call
@@ -927,15 +930,6 @@ def _through_pad(w: torch.Tensor, first: int, count: int) -> torch.Tensor:
     return torch.nn.functional.pad(q, (0, 0, 0, 1))[:, :rows].reshape(-1, count)
 
 
-def _odd_words(w: torch.Tensor, first: int, count: int) -> torch.Tensor:
-    """The ``count`` words that start 2 bytes into word ``first`` of each row of ``w``: the
-    high half of ``w[first + i]`` and the low half of ``w[first + i + 1]``, both read as
-    whole aligned vectors (through ``_through_pad``)."""
-    lo = _through_pad(w, first, count)
-    hi = _through_pad(w, first + 1, count)
-    return ((lo >> 16) & 0xFFFF) | (hi << 16)
-
-
 def _q6_k_code_words(ql: torch.Tensor, qh: torch.Tensor) -> torch.Tensor:
     """One Q6_K block per row: ``ql`` ``[m, 32]`` and ``qh`` ``[m, 16]`` words -> ``[m, 64]``
     words of int8 ``u - 32`` (``_q6_k_kernel``'s, as broadcasts over ``[half g, nibble s,
@@ -962,22 +956,17 @@ def _int8_bytes(s: torch.Tensor) -> torch.Tensor:
     return ((s.unsqueeze(2) << (24 - j)) >> 24).reshape(m, -1)
 
 
-def _q6_k_pairs_into_kernel(
+def _q6_k_into_kernel(
     w: torch.Tensor, codes: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``[m, 105]`` int32 words of pairs of Q6_K blocks (420 bytes: the first block on a
-    word boundary, the second 2 bytes into word 52) -> scales ``[2 m, 16]`` int32, ``d``
-    ``[2 m]``, ``d sc`` ``[2 m, 16]``; the codes written into ``codes`` (``[m, 2, 64]``
-    int32 words, a ``host_words`` buffer: the first block's words, then the second's, each
-    a pointwise expression copied into its half) rather than stacked into a buffer of
-    Inductor's."""
-    m = w.shape[0]
-    codes[:, 0].copy_(_q6_k_code_words(_through_pad(w, 0, 32), _through_pad(w, 32, 16)))
-    codes[:, 1].copy_(_q6_k_code_words(_odd_words(w, 52, 32), _odd_words(w, 84, 16)))
-    odd_scales = ((w[:, 100:104] >> 16) & 0xFFFF) | (w[:, 101:105] << 16)
-    sc = torch.stack([_int8_bytes(w[:, 48:52]), _int8_bytes(odd_scales)], dim=1)
-    sc = sc.reshape(2 * m, 16)
-    d = _half(torch.stack([w[:, 52] & 0xFFFF, w[:, 104] >> 16], dim=1).reshape(2 * m))
+    """``[n, 53]`` int32 words of Q6_K blocks widened to 212 bytes (``_widened``: ql words
+    0..31, qh 32..47, int8 scales 48..51, ``d`` the low half of word 52) -> scales ``[n,
+    16]`` int32, ``d`` ``[n]``, ``d sc`` ``[n, 16]``; the codes (``_q6_k_code_words``, ``ql``
+    and ``qh`` read through a pad: masked vector loads) written into ``codes`` (``[n, 64]``
+    int32 words, a ``host_words`` buffer), as ``_q4_k_into_kernel``."""
+    codes.copy_(_q6_k_code_words(_through_pad(w, 0, 32), _through_pad(w, 32, 16)))
+    sc = _int8_bytes(w[:, 48:52])
+    d = _half(w[:, 52])
     return sc, d, d.unsqueeze(1) * sc.to(torch.float32)
 
 
@@ -989,23 +978,22 @@ def q6_k_blocks(
     int32, ``d`` ``[n]`` float32 and the block scales ``d sc`` ``[n, 16]`` (one IEEE
     multiply each).
 
-    Compiled where ``quant_core.kernels`` allows and ``n`` is even: two blocks are 105
-    whole int32 words, so every word of either block is read as an aligned int32 vector
-    (the second block's words 2 bytes off, joined from two: ``_odd_words``) where
-    ``block_codes`` reads int16 halves one at a time, and codes, scales and ``d`` come from
-    one call; the codes written into a ``host_words`` buffer (``_q6_k_pairs_into_kernel``:
-    4096 x 4096, thread CPU time, separate processes: 15 to 18 ms -> 9.5 to 10.6 ms). Else
-    (``eager``: always) ``block_codes`` and eager operators: the same bits."""
+    Compiled where ``quant_core.kernels`` allows: the blocks widened to 212 bytes, 53
+    aligned int32 words each (``_widened``: one copy of the bytes), then one kernel for
+    codes, scales and ``d`` (``_q6_k_into_kernel``), the codes written into a
+    ``host_words`` buffer. It replaced a kernel over pairs of blocks (105 words, the
+    second block's words joined from two) that wrote each block's codes into its half of
+    the buffer: functionalized into one loop that computed both blocks' codes for every
+    vector and read the buffer back (4096 x 4096, thread CPU time, same process: 12.6 to
+    13.5 ms -> 9.6 to 10.1 ms). Else (``eager``: always) ``block_codes`` and eager
+    operators: the same bits."""
     n = raw.shape[0]
-    if not eager and n % 2 == 0:
-        w = aligned(raw).reshape(-1).view(torch.int32).reshape(n // 2, 105)
-        if switch.runs_compiled(w):
-            words = host_words(n * 64)
-            out = switch.try_compiled(
-                _q6_k_pairs_into_kernel, "q6_k_blocks_into", w, words.view(n // 2, 2, 64)
-            )
-            if out is not None:
-                return (words.view(torch.int8).reshape(n, 256), *out)
+    if not eager and switch.runs_compiled(raw):
+        w = _widened(raw, 212)
+        words = host_words(n * 64)
+        out = switch.try_compiled(_q6_k_into_kernel, "q6_k_blocks_into", w, words.view(n, 64))
+        if out is not None:
+            return (words.view(torch.int8).reshape(n, 256), *out)
     codes = block_codes("Q6_K", raw, eager=eager)
     sc = raw[:, 192:208].contiguous().view(torch.int8).to(torch.int32)
     d = block_halves(raw, 208)

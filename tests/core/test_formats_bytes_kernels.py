@@ -263,7 +263,7 @@ def test_mxfp4_blocks_are_the_codes_and_exponents_of_whole_blocks(gen, n, backen
 
 @pytest.mark.parametrize("n", [1, 2, 3, 300, 301, 4096])
 def test_q6_k_blocks_are_the_codes_scales_and_d_of_whole_blocks(gen, n):
-    # pairs of blocks on the compiled path (n even), block_codes for an odd count; random
+    # widened blocks on the compiled path (any count), block_codes eagerly; random
     # bytes (every code, every int8 scale, every kind of fp16 d), an odd address
     raw = torch.randint(0, 256, (n, 210), dtype=torch.uint8, generator=gen)
     if n == 4096:  # 4096 fp16 patterns of d, spread over the range
