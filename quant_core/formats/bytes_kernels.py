@@ -733,24 +733,20 @@ def _q5_code_words(h: torch.Tensor, qh_at: int, qs_at: int) -> torch.Tensor:
     return (((u | _TOP) - 0x10101010) ^ _TOP).reshape(n, 8)
 
 
-def _q4_0_blocks_kernel(h: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
-    codes.copy_(_nibble_words(h, 1, signed=True))  # d | qs
-    return _half(h[:, 0])
+def _q4_0_blocks_kernel(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _nibble_words(h, 1, signed=True), _half(h[:, 0])  # d | qs
 
 
-def _q8_0_blocks_kernel(h: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
-    codes.copy_(_q8_0_kernel(h))  # d | 32 int8
-    return _half(h[:, 0])
+def _q8_0_blocks_kernel(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _q8_0_kernel(h), _half(h[:, 0])  # d | 32 int8
 
 
-def _q5_0_blocks_kernel(h: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
-    codes.copy_(_q5_code_words(h, 1, 3))  # d | qh | qs
-    return _half(h[:, 0])
+def _q5_0_blocks_kernel(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _q5_code_words(h, 1, 3), _half(h[:, 0])  # d | qh | qs
 
 
-def _iq4_nl_blocks_kernel(h: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
-    codes.copy_(_nibble_words(h, 1, signed=False))  # d | qs
-    return _half(h[:, 0])
+def _iq4_nl_blocks_kernel(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _nibble_words(h, 1, signed=False), _half(h[:, 0])  # d | qs
 
 
 _LEGACY_KERNELS = {
@@ -770,18 +766,14 @@ def legacy_blocks(
     level indices ``u``, as ``block_nibbles(raw, 2, signed=False)``) and ``d`` ``[n]``
     float32 (``block_halves(raw, 0)``: an exact fp16 conversion). One compiled loop where
     ``quant_core.kernels`` allows (codes and ``d`` from one read of the bytes, fused: no
-    temporaries; the codes written into a ``host_words`` buffer: 4096 x 4096 Q4_0, fresh
-    processes, thread CPU time, 10.4 to 10.9 -> 5.1 to 6.9 ms and 520 -> 0 page faults
-    per decode), else (``eager``: always) the eager functions named: the same bits
+    temporaries), else (``eager``: always) the eager functions named: the same bits
     either way."""
     n = raw.shape[0]
-    if not eager and switch.runs_compiled(raw):
+    if not eager:
         h = aligned(raw).view(torch.int16)
-        words = host_words(n * 8)
-        d = switch.try_compiled(
-            _LEGACY_KERNELS[name], f"legacy_blocks_into_{name}", h, words.view(n, 8)
-        )
-        if d is not None:
+        out = switch.try_compiled(_LEGACY_KERNELS[name], f"legacy_blocks_{name}", h)
+        if out is not None:
+            words, d = out
             dtype = torch.uint8 if name == "IQ4_NL" else torch.int8
             return words.view(dtype).reshape(n, 32), d
     # eager: the compiled path is off, too small, or failed just now
@@ -795,14 +787,12 @@ def legacy_blocks(
 legacy_blocks_types = tuple(_LEGACY_KERNELS)
 
 
-def _q4_1_blocks_kernel(h: torch.Tensor, codes: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    codes.copy_(_nibble_words(h, 2, signed=True))  # d | m | qs
-    return _half(h[:, 0]), _half(h[:, 1])
+def _q4_1_blocks_kernel(h: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return _nibble_words(h, 2, signed=True), _half(h[:, 0]), _half(h[:, 1])  # d | m | qs
 
 
-def _q5_1_blocks_kernel(h: torch.Tensor, codes: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    codes.copy_(_q5_code_words(h, 2, 4))  # d | m | qh | qs
-    return _half(h[:, 0]), _half(h[:, 1])
+def _q5_1_blocks_kernel(h: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return _q5_code_words(h, 2, 4), _half(h[:, 0]), _half(h[:, 1])  # d | m | qh | qs
 
 
 _MIN_KERNELS = {"Q4_1": _q4_1_blocks_kernel, "Q5_1": _q5_1_blocks_kernel}
@@ -816,18 +806,14 @@ def min_blocks(
     ``u - 16``, as ``block_codes``), ``d`` and ``min`` ``[n]`` float32
     (``block_halves(raw, 0)``, ``block_halves(raw, 2)``). One compiled loop where
     ``quant_core.kernels`` allows, as ``legacy_blocks`` (Q4_1 used to be three passes
-    over the bytes and an eager chain; Q5_1 three calls; the codes written into a
-    ``host_words`` buffer), else (``eager``: always) the eager functions named: the same
-    bits either way."""
+    over the bytes and an eager chain; Q5_1 three calls), else (``eager``: always) the
+    eager functions named: the same bits either way."""
     n = raw.shape[0]
-    if not eager and switch.runs_compiled(raw):
+    if not eager:
         h = aligned(raw).view(torch.int16)
-        words = host_words(n * 8)
-        out = switch.try_compiled(
-            _MIN_KERNELS[name], f"min_blocks_into_{name}", h, words.view(n, 8)
-        )
+        out = switch.try_compiled(_MIN_KERNELS[name], f"min_blocks_{name}", h)
         if out is not None:
-            d, m = out
+            words, d, m = out
             return words.view(torch.int8).reshape(n, 32), d, m
     if name == "Q4_1":
         codes = block_nibbles(raw, 4, signed=True)
