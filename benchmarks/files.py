@@ -58,6 +58,12 @@ a temporary folder removed afterwards: they take almost no disk).
    waiting: the target is not met on the wall clock there, met on CPU time. Q2_K and
    Q3_K, untouched: CPU 16x to 24x and 11x to 27x the read (``block_codes``' scalar int16
    loops, 15 to 17 ms of a 28 to 34 ms load; Q3_K's scale unpacking eagerly, 9 ms).
+   December 7, twelfth stop: Q2_K and Q3_K in one compiled kernel each (``q2_k_blocks``,
+   ``q3_k_blocks``: codes into ``host_words``, scales from the same read), Q6_K's blocks
+   widened to whole words (``q6_k_blocks``); base and branch alternating in fresh
+   processes, ``--repeat 9``, three each, CPU time: Q2_K 16.3 to 18.4 -> 5.1 to 6.0 ms,
+   Q3_K 22.0 to 28.4 -> 6.9 to 9.9 ms (5.9x to 8.2x the read), Q6_K 14.5 to 17.9 -> 12.7
+   to 14.5 ms (``docs/maintainers.md``, "December 7, twelfth stop").
 
 ``--threads`` (default: one fewer than the machine's cores, at least 1: what the served
 app gives torch, ``dashboard/served.py``): torch's threads, so that runs on a shared

@@ -9,9 +9,12 @@
   conversions, one IEEE multiply per value); ``tests/core/test_formats_bytes_kernels.py``
   checks both against the readable formulas.
 - ``legacy_blocks`` (Q4_0, Q8_0: the codes and ``d``), ``q6_k_blocks`` (Q6_K: codes,
-  int8 scales, ``d``, ``d sc``; two blocks at a time as 105 aligned int32 words) and
-  ``q5_k_blocks`` (Q5_K: ``k4_scales``' six and the codes, as ``q4_k_blocks``): one
-  compiled call each, eagerly the functions below (the same bits).
+  int8 scales, ``d``, ``d sc``), ``q3_k_blocks`` (Q3_K: codes, signed scales, ``d``,
+  ``d (l - 32)``; both from blocks widened to a whole count of int32 words by one copy,
+  ``_widened``), ``q2_k_blocks`` (Q2_K: ``d``, ``dmin``, scales, mins, ``d sc``,
+  ``-(dmin m)`` and the codes) and ``q5_k_blocks`` (Q5_K: ``k4_scales``' six and the
+  codes, as ``q4_k_blocks``): one compiled call each, the codes written into a
+  ``host_words`` buffer, eagerly the functions below (the same bits).
 - ``legacy_blocks`` also decodes Q5_0 and IQ4_NL, ``min_blocks`` Q4_1 and Q5_1 (codes,
   ``d`` and ``min``), ``mxfp4_blocks`` MXFP4 (codes, code 8 read as ``+0`` or kept, ``e``
   and ``2^(e - 127)``; two 17-byte blocks at a time as 17 int16 halves): one compiled call
@@ -75,6 +78,8 @@ __all__ = [
     "min_blocks",
     "min_blocks_types",
     "mxfp4_blocks",
+    "q2_k_blocks",
+    "q3_k_blocks",
     "q4_k_blocks",
     "q5_k_blocks",
     "q6_k_blocks",
@@ -350,6 +355,147 @@ def q5_k_blocks(
         if out is not None:
             return (*out, words.view(torch.int8).reshape(n, 256))
     return (*_k4_scales_kernel(w[:, :4]), block_codes("Q5_K", raw, eager=True))
+
+
+def _crumb_codes(qs: torch.Tensor, hm: torch.Tensor | None) -> torch.Tensor:
+    """Q2_K's or Q3_K's ``qs`` as ``[m, 2, 8]`` int32 words (byte ``32 g + k``: crumb ``r``
+    is ``u[128 g + 32 r + k]``'s low 2 bits) and, for Q3_K, ``hmask`` ``hm`` ``[m, 8]``
+    words ("bits of ``k``": bit ``4 g + r`` of byte ``k`` is bit 2 of the same ``u``) ->
+    ``[m, 2, 4, 8]`` words of int8 codes, value ``128 g + 32 r + 4 i + byte``: ``u - 2``
+    (Q2_K) or ``u - 4`` (Q3_K), per byte as ``((u | 0x80) - half) ^ 0x80`` (``_minus_8``:
+    ``u`` used once). A broadcast over ``[g, r, word]``: one loop, no ``cat``."""
+    r = torch.arange(4, dtype=torch.int32, device=qs.device).reshape(1, 1, 4, 1)
+    u = (qs.unsqueeze(2) >> (2 * r)) & 0x03030303
+    if hm is None:
+        return ((u | _TOP) - 0x02020202) ^ _TOP
+    g = torch.arange(2, dtype=torch.int32, device=qs.device).reshape(1, 2, 1, 1)
+    u = u | (((hm.reshape(-1, 1, 1, 8) >> (4 * g + r)) & 0x01010101) << 2)
+    return ((u | _TOP) - 0x04040404) ^ _TOP
+
+
+def _q2_k_scales(w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Q2_K's scale words ``w[:, 0:4]`` and ``d | dmin`` word ``w[:, 20]`` (``[n, 21]``
+    words of whole blocks) -> ``d``, ``dmin`` ``[n]`` float32, ``sc``, ``m`` ``[n, 16]``
+    int32 (byte ``j``'s low and high nibble), ``d sc`` and ``-(dmin m)`` ``[n, 16]``
+    float32 (exact conversions, one IEEE multiply per value)."""
+    j = torch.arange(16, dtype=torch.int32, device=w.device)
+    word = torch.where(
+        j < 8,
+        torch.where(j < 4, w[:, 0:1], w[:, 1:2]),
+        torch.where(j < 12, w[:, 2:3], w[:, 3:4]),
+    )  # a select per column, not a gather: one loop over rows of 16
+    b = (word >> ((j & 3) * 8)) & 0xFF
+    sc, m = b & 0xF, b >> 4
+    d = _half(w[:, 20] & 0xFFFF)
+    dmin = _half(w[:, 20] >> 16)
+    scale = d.unsqueeze(1) * sc.to(torch.float32)
+    offset = -(dmin.unsqueeze(1) * m.to(torch.float32))
+    return d, dmin, sc, m, scale, offset
+
+
+def _q2_k_into_kernel(w: torch.Tensor, codes: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``[n, 21]`` int32 words of whole Q2_K blocks (84 bytes: scales[16] | qs[64] | d |
+    dmin) -> ``_q2_k_scales``' six tensors; the codes (``_crumb_codes``, ``qs`` read
+    through a pad: masked vector loads, ``_q4_k_codes``) written into ``codes`` (``[n, 2,
+    4, 8]`` int32, a ``host_words`` buffer), as ``_q4_k_into_kernel``."""
+    qs = _through_pad(w, 4, 16).reshape(-1, 2, 8)
+    codes.copy_(_crumb_codes(qs, None))
+    return _q2_k_scales(w)
+
+
+def q2_k_blocks(
+    raw: torch.Tensor, eager: bool = False
+) -> tuple[
+    torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor
+]:
+    """``[n, 84]`` uint8 Q2_K blocks (contiguous, any address) -> ``d``, ``dmin`` ``[n]``
+    float32, the 4-bit block scales ``sc`` and mins ``m`` ``[n, 16]`` int32, ``d sc`` and
+    ``-(dmin m)`` ``[n, 16]`` float32, and the codes ``[n, 256]`` int8 ``u - 2``
+    (``block_codes("Q2_K", raw)``'s bytes).
+
+    A Q2_K block is 21 whole int32 words: one compiled kernel where
+    ``quant_core.kernels`` allows, codes and scales from one read of the bytes, the codes
+    written into a ``host_words`` buffer (``block_codes`` read int16 halves one at a time
+    in scalar loops, and the scales were five eager passes). Else (``eager``: always)
+    ``block_codes`` and ``_q2_k_scales`` eagerly: the same bits either way."""
+    n = raw.shape[0]
+    w = aligned(raw).reshape(-1).view(torch.int32).reshape(n, 21)
+    if not eager and switch.runs_compiled(w):
+        words = host_words(n * 64)
+        out = switch.try_compiled(_q2_k_into_kernel, "q2_k_blocks_into", w, words.view(n, 2, 4, 8))
+        if out is not None:
+            return (*out, words.view(torch.int8).reshape(n, 256))
+    return (*_q2_k_scales(w), block_codes("Q2_K", raw, eager=True))
+
+
+def _q3_k_scales(s: torch.Tensor, dh: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q3_K's 12 scale bytes as ``[m, 3]`` int32 words ``s`` and ``d``'s fp16 bits ``dh``
+    ``[m]`` (low 16 bits) -> the signed block scales ``l - 32`` ``[m, 16]`` int32 (``l_j``:
+    the low nibble of byte ``j`` (``j < 8``) or the high nibble of byte ``j - 8``, and
+    bits ``2 (j / 4)`` of byte ``8 + j % 4`` above it; ``kquant_bytes``' table) and ``d``
+    ``[m]`` float32. Shifts per column from ``arange``: one loop over rows of 16."""
+    j = torch.arange(16, dtype=torch.int32, device=s.device)
+    low_word = torch.where((j & 7) < 4, s[:, 0:1], s[:, 1:2])
+    low = (low_word >> ((j & 3) * 8 + (j >> 3) * 4)) & 0xF
+    high = (s[:, 2:3] >> ((j & 3) * 8 + (j >> 2) * 2)) & 3
+    return (low | (high << 4)) - 32, _half(dh)
+
+
+def _q3_k_into_kernel(
+    w: torch.Tensor, codes: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``[n, 28]`` int32 words of Q3_K blocks widened to 112 bytes (``_widened``: hmask
+    words 0..7, qs 8..23, scales 24..26, ``d`` the low half of word 27, two bytes of
+    padding) -> the signed scales ``l - 32`` ``[n, 16]`` int32, ``d`` ``[n]`` and ``d (l -
+    32)`` ``[n, 16]``; the codes (``_crumb_codes``, ``hmask`` and ``qs`` read through a pad:
+    masked vector loads, ``_q4_k_codes``) written into ``codes`` (``[n, 2, 4, 8]`` int32,
+    a ``host_words`` buffer), as ``_q4_k_into_kernel``."""
+    n = w.shape[0]
+    codes.copy_(_crumb_codes(_through_pad(w, 8, 16).reshape(n, 2, 8), _through_pad(w, 0, 8)))
+    signed, d = _q3_k_scales(w[:, 24:27], w[:, 27])
+    return signed, d, d.unsqueeze(1) * signed.to(torch.float32)
+
+
+def _widened(raw: torch.Tensor, size: int) -> torch.Tensor:
+    """``[n, k]`` uint8 blocks -> ``[n, size / 4]`` int32 words (``size >= k``, a multiple
+    of 4): each block copied to the start of ``size`` bytes of a ``host_words`` buffer
+    (the padding left unwritten, never read), so that every block starts on a word
+    boundary. One strided copy of the bytes (4096 x 4096 Q3_K: about 1 ms, a read of
+    them), where a block of 110 bytes read in place is either int16 halves one at a time
+    or, two blocks at a time, one kernel per block of the pair: a graph that writes both
+    halves of one buffer is functionalized into a loop that computes both and reads the
+    buffer back (``docs/maintainers.md``, December 7, twelfth stop)."""
+    n, k = raw.shape
+    words = host_words(n * size // 4)
+    words.view(torch.uint8).view(n, size)[:, :k].copy_(raw)
+    return words.view(n, size // 4)
+
+
+def q3_k_blocks(
+    raw: torch.Tensor, eager: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``[n, 110]`` uint8 Q3_K blocks (contiguous, any address) -> codes ``[n, 256]`` int8
+    ``u - 4`` (``block_codes("Q3_K", raw)``'s bytes), the signed block scales ``l - 32``
+    ``[n, 16]`` int32, ``d`` ``[n]`` float32 and ``d (l - 32)`` ``[n, 16]`` (one IEEE
+    multiply each).
+
+    Compiled where ``quant_core.kernels`` allows: the blocks widened to 112 bytes, 28
+    aligned int32 words each (``_widened``: one copy), then one kernel for codes, scales
+    and ``d`` (``_q3_k_into_kernel``), the codes written into a ``host_words`` buffer
+    (``block_codes`` read int16 halves one at a time in scalar loops, and the scale
+    unpacking was an eager chain of byte passes and ``cat``s). Else (``eager``: always)
+    ``block_codes`` and ``_q3_k_scales`` over int16 halves: the same bits."""
+    n = raw.shape[0]
+    if not eager and switch.runs_compiled(raw):
+        w = _widened(raw, 112)
+        words = host_words(n * 64)
+        out = switch.try_compiled(_q3_k_into_kernel, "q3_k_blocks_into", w, words.view(n, 2, 4, 8))
+        if out is not None:
+            return (words.view(torch.int8).reshape(n, 256), *out)
+    codes = block_codes("Q3_K", raw, eager=eager)
+    h = aligned(raw).view(torch.int16)  # scales at halves 48..53, d at half 54
+    signed, d = _q3_k_scales(_words(h, 48, 3), h[:, 54].to(torch.int32))
+    return codes, signed, d, d.unsqueeze(1) * signed.to(torch.float32)
 
 
 # --- word kernels over int16 views of blocks of any even size ---------------------------
@@ -784,15 +930,6 @@ def _through_pad(w: torch.Tensor, first: int, count: int) -> torch.Tensor:
     return torch.nn.functional.pad(q, (0, 0, 0, 1))[:, :rows].reshape(-1, count)
 
 
-def _odd_words(w: torch.Tensor, first: int, count: int) -> torch.Tensor:
-    """The ``count`` words that start 2 bytes into word ``first`` of each row of ``w``: the
-    high half of ``w[first + i]`` and the low half of ``w[first + i + 1]``, both read as
-    whole aligned vectors (through ``_through_pad``)."""
-    lo = _through_pad(w, first, count)
-    hi = _through_pad(w, first + 1, count)
-    return ((lo >> 16) & 0xFFFF) | (hi << 16)
-
-
 def _q6_k_code_words(ql: torch.Tensor, qh: torch.Tensor) -> torch.Tensor:
     """One Q6_K block per row: ``ql`` ``[m, 32]`` and ``qh`` ``[m, 16]`` words -> ``[m, 64]``
     words of int8 ``u - 32`` (``_q6_k_kernel``'s, as broadcasts over ``[half g, nibble s,
@@ -819,22 +956,17 @@ def _int8_bytes(s: torch.Tensor) -> torch.Tensor:
     return ((s.unsqueeze(2) << (24 - j)) >> 24).reshape(m, -1)
 
 
-def _q6_k_pairs_into_kernel(
+def _q6_k_into_kernel(
     w: torch.Tensor, codes: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``[m, 105]`` int32 words of pairs of Q6_K blocks (420 bytes: the first block on a
-    word boundary, the second 2 bytes into word 52) -> scales ``[2 m, 16]`` int32, ``d``
-    ``[2 m]``, ``d sc`` ``[2 m, 16]``; the codes written into ``codes`` (``[m, 2, 64]``
-    int32 words, a ``host_words`` buffer: the first block's words, then the second's, each
-    a pointwise expression copied into its half) rather than stacked into a buffer of
-    Inductor's."""
-    m = w.shape[0]
-    codes[:, 0].copy_(_q6_k_code_words(_through_pad(w, 0, 32), _through_pad(w, 32, 16)))
-    codes[:, 1].copy_(_q6_k_code_words(_odd_words(w, 52, 32), _odd_words(w, 84, 16)))
-    odd_scales = ((w[:, 100:104] >> 16) & 0xFFFF) | (w[:, 101:105] << 16)
-    sc = torch.stack([_int8_bytes(w[:, 48:52]), _int8_bytes(odd_scales)], dim=1)
-    sc = sc.reshape(2 * m, 16)
-    d = _half(torch.stack([w[:, 52] & 0xFFFF, w[:, 104] >> 16], dim=1).reshape(2 * m))
+    """``[n, 53]`` int32 words of Q6_K blocks widened to 212 bytes (``_widened``: ql words
+    0..31, qh 32..47, int8 scales 48..51, ``d`` the low half of word 52) -> scales ``[n,
+    16]`` int32, ``d`` ``[n]``, ``d sc`` ``[n, 16]``; the codes (``_q6_k_code_words``, ``ql``
+    and ``qh`` read through a pad: masked vector loads) written into ``codes`` (``[n, 64]``
+    int32 words, a ``host_words`` buffer), as ``_q4_k_into_kernel``."""
+    codes.copy_(_q6_k_code_words(_through_pad(w, 0, 32), _through_pad(w, 32, 16)))
+    sc = _int8_bytes(w[:, 48:52])
+    d = _half(w[:, 52])
     return sc, d, d.unsqueeze(1) * sc.to(torch.float32)
 
 
@@ -846,23 +978,22 @@ def q6_k_blocks(
     int32, ``d`` ``[n]`` float32 and the block scales ``d sc`` ``[n, 16]`` (one IEEE
     multiply each).
 
-    Compiled where ``quant_core.kernels`` allows and ``n`` is even: two blocks are 105
-    whole int32 words, so every word of either block is read as an aligned int32 vector
-    (the second block's words 2 bytes off, joined from two: ``_odd_words``) where
-    ``block_codes`` reads int16 halves one at a time, and codes, scales and ``d`` come from
-    one call; the codes written into a ``host_words`` buffer (``_q6_k_pairs_into_kernel``:
-    4096 x 4096, thread CPU time, separate processes: 15 to 18 ms -> 9.5 to 10.6 ms). Else
-    (``eager``: always) ``block_codes`` and eager operators: the same bits."""
+    Compiled where ``quant_core.kernels`` allows: the blocks widened to 212 bytes, 53
+    aligned int32 words each (``_widened``: one copy of the bytes), then one kernel for
+    codes, scales and ``d`` (``_q6_k_into_kernel``), the codes written into a
+    ``host_words`` buffer. It replaced a kernel over pairs of blocks (105 words, the
+    second block's words joined from two) that wrote each block's codes into its half of
+    the buffer: functionalized into one loop that computed both blocks' codes for every
+    vector and read the buffer back (4096 x 4096, thread CPU time, same process: 12.6 to
+    13.5 ms -> 9.6 to 10.1 ms). Else (``eager``: always) ``block_codes`` and eager
+    operators: the same bits."""
     n = raw.shape[0]
-    if not eager and n % 2 == 0:
-        w = aligned(raw).reshape(-1).view(torch.int32).reshape(n // 2, 105)
-        if switch.runs_compiled(w):
-            words = host_words(n * 64)
-            out = switch.try_compiled(
-                _q6_k_pairs_into_kernel, "q6_k_blocks_into", w, words.view(n // 2, 2, 64)
-            )
-            if out is not None:
-                return (words.view(torch.int8).reshape(n, 256), *out)
+    if not eager and switch.runs_compiled(raw):
+        w = _widened(raw, 212)
+        words = host_words(n * 64)
+        out = switch.try_compiled(_q6_k_into_kernel, "q6_k_blocks_into", w, words.view(n, 64))
+        if out is not None:
+            return (words.view(torch.int8).reshape(n, 256), *out)
     codes = block_codes("Q6_K", raw, eager=eager)
     sc = raw[:, 192:208].contiguous().view(torch.int8).to(torch.int32)
     d = block_halves(raw, 208)

@@ -45,10 +45,11 @@ import torch
 from ..granularity import layout_for
 from .bytes_kernels import (
     aligned,
-    block_codes,
     block_halves,
     k4_scales,
     legacy_blocks,
+    q2_k_blocks,
+    q3_k_blocks,
     q4_k_blocks,
     q5_k_blocks,
     q6_k_blocks,
@@ -228,7 +229,8 @@ def to_blocks(name: str, qt: QuantizedTensor) -> torch.Tensor:
 
 def _readable_codes(name: str, raw: torch.Tensor, qmin: int) -> torch.Tensor:
     """``[n, 256]`` int8 codes ``u + qmin`` of Q2_K, Q3_K, Q5_K or Q6_K blocks ``raw``, by
-    the module docstring's tables (byte-wide passes; the reference of ``block_codes``)."""
+    the module docstring's tables (byte-wide passes; the reference of ``bytes_kernels``'
+    decoders)."""
     n = raw.shape[0]
     if name == "Q2_K":
         u = _uncrumbs(raw[:, 16:80])
@@ -244,14 +246,6 @@ def _readable_codes(name: str, raw: torch.Tensor, qmin: int) -> torch.Tensor:
         hi = _unpack(raw[:, 128:192].reshape(n, 2, 32), 4, 2)
         u = (lo | (hi << 4)).reshape(n, QK_K)
     return u.view(torch.int8).add_(qmin)  # u < 64: the same bits as int8
-
-
-def _k_codes(name: str, raw: torch.Tensor, qmin: int, kernel_qmin: int) -> torch.Tensor:
-    """The codes ``u + qmin``: ``block_codes`` where ``qmin`` is the one its kernel
-    subtracts (llama.cpp's), else the readable path."""
-    if qmin == kernel_qmin:
-        return block_codes(name, raw)
-    return _readable_codes(name, raw, qmin)
 
 
 def from_blocks(name: str, raw: torch.Tensor, shape: tuple[int, ...]) -> QuantizedTensor:
@@ -273,10 +267,15 @@ def from_blocks(name: str, raw: torch.Tensor, shape: tuple[int, ...]) -> Quantiz
     else:
         if name in ("Q2_K", "Q4_K", "Q5_K"):
             if name == "Q2_K":
-                b = raw[:, :16].to(torch.int32)
-                sc, m = b & 0xF, b >> 4
-                codes = _k_codes(name, raw, cfg.qmin, -2)
-                d, dmin = block_halves(raw, 80), block_halves(raw, 82)
+                if cfg.qmin == -2:  # scales | qs | d | dmin: one kernel
+                    d, dmin, sc, m, scale, offset, codes = q2_k_blocks(raw)
+                else:
+                    b = raw[:, :16].to(torch.int32)
+                    sc, m = b & 0xF, b >> 4
+                    codes = _readable_codes(name, raw, cfg.qmin)
+                    d, dmin = block_halves(raw, 80), block_halves(raw, 82)
+                    scale = d.unsqueeze(1) * sc.to(torch.float32)
+                    offset = -(dmin.unsqueeze(1) * m.to(torch.float32))
             else:
                 raw = aligned(raw)
                 w = raw.view(torch.int32)
@@ -288,15 +287,16 @@ def from_blocks(name: str, raw: torch.Tensor, shape: tuple[int, ...]) -> Quantiz
                 else:
                     d, dmin, sc, m, scale, offset = k4_scales(w[:, :4])  # d | dmin | scales
                     codes = _readable_codes(name, raw, cfg.qmin)
-            if name == "Q2_K":
-                scale = d.unsqueeze(1) * sc.to(torch.float32)
-                offset = -(dmin.unsqueeze(1) * m.to(torch.float32))
             z = torch.full((n * per,), cfg.qmin, dtype=torch.int32)
             signed = sc
         elif name == "Q3_K":
-            codes = _k_codes(name, raw, cfg.qmin, -4)
-            signed = _unq3_scales(raw[:, 96:108]) - 32
-            d = block_halves(raw, 108)
+            if cfg.qmin == -4:  # codes, scales, d and d (l - 32): one kernel
+                codes, signed, d, scale = q3_k_blocks(raw)
+            else:
+                codes = _readable_codes(name, raw, cfg.qmin)
+                signed = _unq3_scales(raw[:, 96:108]) - 32
+                d = block_halves(raw, 108)
+                scale = d.unsqueeze(1) * signed.to(torch.float32)
             m = dmin = None
         elif name == "Q6_K":
             if cfg.qmin == -32:  # codes, scales, d and d sc: one kernel
@@ -318,7 +318,7 @@ def from_blocks(name: str, raw: torch.Tensor, shape: tuple[int, ...]) -> Quantiz
             m = dmin = None
         else:
             raise ValueError(f"{name!r} is not a K-quant or IQ4 type: {', '.join(KQUANT_TYPES)}")
-        if name not in ("Q2_K", "Q4_K", "Q5_K", "Q6_K"):
+        if name not in ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"):
             scale = d.unsqueeze(1) * signed.to(torch.float32)
         scale = scale.reshape(-1)
         if offset is not None:

@@ -11,7 +11,12 @@ from quant_core import Backend, QuantConfig, QuantizedTensor, kernels, quantize
 from quant_core.formats import bytes_kernels
 from quant_core.formats.gguf_bytes import _unhigh_bits, _unnibble, _unpack_trits
 from quant_core.formats.gguf_types import ggml_type
-from quant_core.formats.kquant_bytes import _readable_codes, _unk4_scales, _unnibbles
+from quant_core.formats.kquant_bytes import (
+    _readable_codes,
+    _unk4_scales,
+    _unnibbles,
+    _unq3_scales,
+)
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -258,7 +263,7 @@ def test_mxfp4_blocks_are_the_codes_and_exponents_of_whole_blocks(gen, n, backen
 
 @pytest.mark.parametrize("n", [1, 2, 3, 300, 301, 4096])
 def test_q6_k_blocks_are_the_codes_scales_and_d_of_whole_blocks(gen, n):
-    # pairs of blocks on the compiled path (n even), block_codes for an odd count; random
+    # widened blocks on the compiled path (any count), block_codes eagerly; random
     # bytes (every code, every int8 scale, every kind of fp16 d), an odd address
     raw = torch.randint(0, 256, (n, 210), dtype=torch.uint8, generator=gen)
     if n == 4096:  # 4096 fp16 patterns of d, spread over the range
@@ -317,8 +322,78 @@ def test_q5_k_blocks_are_the_scales_and_codes_of_whole_blocks(gen, n):
                 assert torch.equal(_bits(a), _bits(b))
 
 
+def _fp16_patterns(n: int) -> torch.Tensor:
+    """``n`` fp16 bit patterns as int16, spread over all 65,536 (NaNs, infinities,
+    subnormals, both zeros, the largest finite values) where ``n`` is large."""
+    return (torch.arange(n, dtype=torch.int32) * (65536 // n if n >= 16 else 4099)).to(
+        torch.int16
+    )
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 301, 4096])
+def test_q2_k_blocks_are_the_scales_and_codes_of_whole_blocks(gen, n):
+    # random bytes (every code, every 4-bit scale and min), an odd address, both paths;
+    # 4096 blocks take 4096 fp16 patterns of d and of dmin (NaN and inf included), the
+    # short counts finite ones (k4_scales' tail loop: the Q5_K test above says why)
+    raw = torch.randint(0, 256, (n, 84), dtype=torch.uint8, generator=gen)
+    if n == 4096:
+        h = _fp16_patterns(n)
+        raw[:, 80:84] = torch.stack([h, h.flip(0)], dim=1).view(torch.uint8).reshape(n, 4)
+    else:
+        raw[:, [81, 83]] &= 0xBF  # fp16 exponents below 31: d, dmin finite
+    b = raw[:, :16].to(torch.int32)
+    tail = raw[:, 80:].clone(memory_format=torch.contiguous_format)
+    halves = tail.reshape(-1).view(torch.float16).reshape(n, 2).to(torch.float32)
+    want_sc, want_m = b & 0xF, b >> 4
+    want = (
+        halves[:, 0],
+        halves[:, 1],
+        want_sc,
+        want_m,
+        halves[:, :1] * want_sc.to(torch.float32),
+        -(halves[:, 1:] * want_m.to(torch.float32)),
+        _readable_codes("Q2_K", raw, -2),
+    )
+    shifted = torch.cat([torch.zeros(1, dtype=torch.uint8), raw.reshape(-1)])[1:]
+    for source in (raw, shifted.reshape(n, 84)):
+        for eager in (False, True):
+            got = bytes_kernels.q2_k_blocks(source, eager=eager)
+            for a, w in zip(got, want, strict=True):
+                assert a.dtype == w.dtype and a.shape == w.shape
+                assert torch.equal(_bits(a), _bits(w))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 301, 4096])
+def test_q3_k_blocks_are_the_codes_scales_and_d_of_whole_blocks(gen, n):
+    # random bytes (every code, every 6-bit scale), an odd address, both paths; 4096
+    # blocks take 4096 fp16 patterns of d (NaN, inf, subnormals), the others finite ones
+    raw = torch.randint(0, 256, (n, 110), dtype=torch.uint8, generator=gen)
+    if n == 4096:
+        raw[:, 108:] = _fp16_patterns(n).view(torch.uint8).reshape(n, 2)
+    else:
+        raw[:, 109] &= 0xBF
+    want_codes = _readable_codes("Q3_K", raw, -4)
+    want_sc = _unq3_scales(raw[:, 96:108]) - 32
+    d_bytes = raw[:, 108:].clone(memory_format=torch.contiguous_format)
+    want_d = d_bytes.view(torch.float16).reshape(n).to(torch.float32)
+    want_scale = want_d.unsqueeze(1) * want_sc.to(torch.float32)
+    shifted = torch.cat([torch.zeros(1, dtype=torch.uint8), raw.reshape(-1)])[1:]
+    for source in (raw, shifted.reshape(n, 110)):
+        for eager in (False, True):
+            codes, sc, d, scale = bytes_kernels.q3_k_blocks(source, eager=eager)
+            assert codes.dtype == torch.int8 and codes.shape == (n, 256)
+            assert sc.dtype == torch.int32 and sc.shape == (n, 16)
+            assert d.dtype == torch.float32 and d.shape == (n,)
+            assert scale.dtype == torch.float32 and scale.shape == (n, 16)
+            assert torch.equal(codes, want_codes)
+            assert torch.equal(sc, want_sc)
+            assert torch.equal(_bits(d), _bits(want_d))
+            assert torch.equal(_bits(scale), _bits(want_scale))
+
+
 @pytest.mark.parametrize(
-    "type_name", ["Q4_0", "Q8_0", "Q6_K", "Q5_K", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "MXFP4"]
+    "type_name",
+    ["Q4_0", "Q8_0", "Q6_K", "Q5_K", "Q2_K", "Q3_K", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "MXFP4"],
 )
 def test_whole_block_decodes_do_not_depend_on_the_backend(gen, type_name):
     """``from_ggml_bytes`` of random blocks (an even and an odd count of them): every
@@ -330,6 +405,10 @@ def test_whole_block_decodes_do_not_depend_on_the_backend(gen, type_name):
         raw = torch.randint(0, 256, (size,), dtype=torch.uint8, generator=gen)
         if type_name == "Q5_K":  # finite d, dmin (the Q5_K test above says why)
             raw.view(-1, 176)[:, [1, 3]] &= 0xBF
+        elif type_name == "Q2_K":
+            raw.view(-1, 84)[:, [81, 83]] &= 0xBF
+        elif type_name == "Q3_K":
+            raw.view(-1, 110)[:, 109] &= 0xBF
         elif type_name in ("Q4_1", "Q5_1"):  # finite d, min (_finite_halves says why)
             raw.view(-1, record.type_size)[:, [1, 3]] &= 0xBF
         elif type_name in ("Q5_0", "IQ4_NL"):
