@@ -170,15 +170,16 @@ def _check_probe(shape: tuple[int, ...], cfg: QuantConfig) -> str | None:
 
 
 def _check_bytes_probe() -> str | None:
-    """Decode random Q4_K, Q5_K, Q6_K blocks and blocks of each ``legacy_blocks_types``
-    (Q4_0, Q8_0, ...) and ``min_blocks_types`` (Q4_1, ...) (``formats.bytes_kernels``:
-    the whole-block kernels ``q4_k_blocks``, ``q5_k_blocks``, ``q6_k_blocks``,
+    """Decode random Q2_K, Q3_K, Q4_K, Q5_K, Q6_K blocks and blocks of each
+    ``legacy_blocks_types`` (Q4_0, Q8_0, ...) and ``min_blocks_types`` (Q4_1, ...)
+    (``formats.bytes_kernels``: the whole-block kernels ``q2_k_blocks`` ... ``q6_k_blocks``,
     ``legacy_blocks`` and ``min_blocks``, NaN and infinite ``d`` included), random
     blocks of each other ``block_codes`` type and random MXFP4 and
     NVFP4 blocks (``mxfp4_blocks``, both readings of code 8, and ``fp4_plus_zero``) on
     both paths; a description of the first difference, or None."""
     gen = torch.Generator().manual_seed(0)
-    for k_name in ("Q4_K", "Q5_K", "Q6_K", *legacy_blocks_types, *min_blocks_types):
+    k_names = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
+    for k_name in (*k_names, *legacy_blocks_types, *min_blocks_types):
         record = ggml_type(k_name)
         blocks = 8 * 512 // record.block_size  # 16 super-blocks, 128 blocks of 32
         data = torch.randint(0, 256, (blocks * record.type_size,), dtype=torch.uint8, generator=gen)
@@ -196,8 +197,8 @@ def _check_bytes_probe() -> str | None:
             if not _same(getattr(fast.stored, name), getattr(ref.stored, name)):
                 return f"{k_name} bytes decode to stored {name} that differ from the eager path's"
     for type_name in block_codes_types:
-        if type_name in (*legacy_blocks_types, *min_blocks_types, "Q5_K"):
-            continue  # decoded by legacy_blocks, min_blocks, q5_k_blocks above
+        if type_name in (*legacy_blocks_types, *min_blocks_types, *k_names):
+            continue  # decoded by legacy_blocks, min_blocks, q2_k_blocks ... above
         # random bytes: every code pattern of each word kernel (Q5_0 ... TQ1_0)
         size = ggml_type(type_name).type_size
         raw = torch.randint(0, 256, (16, size), dtype=torch.uint8, generator=gen)
