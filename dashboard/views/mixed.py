@@ -19,6 +19,7 @@ from dashboard.components.model_source import ModelFolder, model_picker, model_r
 from dashboard.services.display.counts import counted
 from dashboard.services.display.metric_help import Metric, metric_help, size_ratio
 from dashboard.services.display.text import literal
+from dashboard.services.explorer.metric_cards import compact_bytes
 from dashboard.services.files.open import QuantizedModel
 from dashboard.services.io import LoadError
 from dashboard.services.mixed.figures import (
@@ -218,7 +219,7 @@ c1, c2, c3, c4 = st.columns(4)
 c1.metric(
     "Bits per weight", f"{alloc.bits_per_weight:.3f}", help=metric_help(Metric.BITS_PER_ELEMENT)
 )
-c2.metric("Size", f"{alloc.total_bytes / 1e6:.2f} MB", help=metric_help(Metric.BYTES))
+c2.metric("Size", compact_bytes(alloc.total_bytes), help=metric_help(Metric.BYTES))
 c3.metric(
     *size_ratio("16-bit", fp_bytes / max(alloc.total_bytes, 1)),
     help=metric_help(Metric.SIZE_RATIO),
@@ -233,7 +234,7 @@ c4.metric(
     "as small as the budget allows.",
 )
 st.caption(
-    f"Budget {budget.describe()} = {alloc.budget_bits / 8e6:.2f} MB for these weights; "
+    f"Budget {budget.describe()} = {compact_bytes(alloc.budget_bits // 8)} for these weights; "
     f"λ = {alloc.lagrange:.3g} error per bit, {alloc.fixup_moves} fix-up move(s)"
     + (f"; the uniform {alloc.uniform} did better and was taken" if alloc.uniform else "")
     + "."

@@ -16,6 +16,7 @@ from dashboard.components.tables import with_error_formats
 from dashboard.services.display.counts import counted
 from dashboard.services.display.metric_help import Metric, metric_help, size_ratio
 from dashboard.services.display.text import literal
+from dashboard.services.explorer.metric_cards import compact_bytes
 from dashboard.services.files.open import QuantizedModel
 from dashboard.services.model.checkpoint import listing_table
 from dashboard.services.model.evaluate import COLUMN_LABELS, LayerMetric, layer_table, order_by
@@ -64,7 +65,7 @@ if folder is not None:
     st.caption(
         f"**{literal(folder.folder)}**: {counted(len(folder.shards), 'file')}, "
         f"{counted(len(folder.tensors), 'tensor')}, "
-        f"{folder.stored_bytes / 1e9:.2f} GB"
+        f"{compact_bytes(folder.stored_bytes)}"
         + (
             f"; largest linear weight {literal(largest.name)} {list(largest.info.shape)} "
             f"{largest.info.dtype}: the report reads one tensor at a time"
@@ -180,8 +181,8 @@ else:
                 st.caption(literal(text))
 
 c1, c2, c3 = st.columns(3)
-c1.metric("Linear weights, fp32", f"{fp32 / 1e6:.2f} MB", help="4 bytes per weight.")
-c2.metric("Quantized", f"{quantized / 1e6:.2f} MB", help=metric_help(Metric.BYTES))
+c1.metric("Linear weights, fp32", compact_bytes(fp32), help=f"4 bytes per weight: {fp32:,} bytes.")
+c2.metric("Quantized", compact_bytes(quantized), help=metric_help(Metric.BYTES))
 c3.metric(*size_ratio("fp32", fp32 / max(quantized, 1)), help=metric_help(Metric.SIZE_RATIO))
 for skip in skipped:
     st.caption(

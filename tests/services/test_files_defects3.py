@@ -13,6 +13,7 @@ from safetensors.torch import save_file
 from dashboard.services.display.counts import counted
 from dashboard.services.explorer import exports
 from dashboard.services.explorer.explore import explore
+from dashboard.services.explorer.metric_cards import compact_bytes, compact_count
 from dashboard.services.files.report import (
     FileRow,
     listing_table,
@@ -125,3 +126,13 @@ def test_a_folder_weight_with_nan_is_skipped_naming_the_weight_not_x(tmp_path: P
     assert [s.name for s in skipped] == ["a.weight"]
     assert skipped[0].reason == "the weight holds 1 NaN and 0 Inf values of 4,096"
     assert len(results) == 2
+
+
+def test_compact_sizes_and_counts_never_write_an_exponent_or_a_thousand_of_a_unit() -> None:
+    """The whole-model and mixed-precision pages showed a tiny model as "0.00 MB"; their
+    sizes now come from ``compact_bytes``, which wrote 999,950 bytes as "1e+03 kB"."""
+    assert compact_bytes(999_950) == "1 MB" and compact_bytes(999_999_999) == "1 GB"
+    assert compact_bytes(16_384) == "16.4 kB" and compact_bytes(812) == "812 B"
+    assert compact_bytes(8_388_608) == "8.39 MB" and compact_bytes(1_070_000_000) == "1.07 GB"
+    assert compact_count(999_999) == "1M" and compact_count(12_345) == "12.3k"
+    assert compact_count(9_999) == "9,999"

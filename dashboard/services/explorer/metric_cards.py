@@ -60,24 +60,28 @@ def compact(v: float) -> str:
     return f"{float(mantissa):.3g}e{int(exponent)}"
 
 
+def _scaled(n: float, units: tuple[tuple[float, str], ...], sep: str) -> str | None:
+    """``n`` in the largest unit it reaches once rounded to 3 significant digits (999,950
+    bytes is "1 MB", not "1e+03 kB"), or ``None`` below the smallest unit."""
+    for div, unit in units:
+        if float(f"{abs(n) / div:.3g}") >= 1:
+            return f"{float(f'{n / div:.3g}'):g}{sep}{unit}"
+    return None
+
+
 def compact_count(n: int) -> str:
     """A count: exact below 10,000, else ``12.3k``, ``4.19M``, ``1.07G``."""
     if abs(n) < 10_000:
         return f"{n:,}"
-    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(n) >= div:
-            return f"{n / div:.3g}{unit}"
-    return f"{n:,}"  # unreachable: |n| >= 10,000 meets the last unit
+    return _scaled(n, ((1e9, "G"), (1e6, "M"), (1e3, "k")), "") or f"{n:,}"
 
 
 def compact_bytes(n: int) -> str:
-    """A size: ``812 B``, ``45.1 kB``, ``8.39 MB``, ``1.07 GB`` (powers of 1000)."""
+    """A size: ``812 B``, ``45.1 kB``, ``8.39 MB``, ``1.07 GB`` (powers of 1000, 3
+    significant digits; 999,950 bytes is ``1 MB``)."""
     if n < 1000:
         return f"{n} B"
-    for div, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
-        if n >= div:
-            return f"{n / div:.3g} {unit}"
-    return f"{n} B"  # unreachable: n >= 1000 meets the last unit
+    return _scaled(n, ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")), " ") or f"{n} B"
 
 
 def _db(v: float) -> str:
