@@ -13,6 +13,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard.services.cost import LIMITS, WorkCost
+from dashboard.services.display.counts import counted
 
 __all__ = ["allow", "link_restored", "visitor_asked"]
 
@@ -47,8 +48,8 @@ def allow(scope: str, key: str, cost: WorkCost, what: str = "this") -> bool:
     if ss.get(_LINK + scope) != key or key in confirmed or not LIMITS.heavy(cost):
         return True
     st.info(
-        f"The link restored {what}: about {cost.elements:,} elements × {cost.schemes:,} "
-        f"scheme(s), estimated {cost.label()}. It runs when you ask for it."
+        f"The link restored {what}: about {cost.elements:,} elements × "
+        f"{counted(cost.schemes, 'scheme')}, estimated {cost.label()}. It runs when you ask for it."
     )
     if scope != "sweep":  # the sweep page states them under its form
         st.caption(LIMITS.describe())

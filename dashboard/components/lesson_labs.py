@@ -17,6 +17,7 @@ from dashboard.components.source import load_choice
 from dashboard.components.ste import ste_section
 from dashboard.services.activations.layer import EvalSplit
 from dashboard.services.activations.sentences import RangeMode
+from dashboard.services.display.counts import counted
 from dashboard.services.display.decimals import fixed_decimals
 from dashboard.services.display.metric_help import Metric, metric_help
 from dashboard.services.display.text import literal
@@ -466,7 +467,7 @@ def _packing_lab() -> None:
     st.caption(
         " · ".join(pic.describe_byte(j) for j in range(first))
         + (" · …" if pic.packed_bytes > first else "")
-        + f". {pic.padding_bits} padding bit(s) at the end."
+        + f". {counted(pic.padding_bits, 'padding bit')} at the end."
     )
     _explorer(
         f"A tensor's {bits}-bit codes in the explorer (its downloads pack them) →",

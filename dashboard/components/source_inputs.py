@@ -18,6 +18,7 @@ from dashboard.components.persist import PERSIST
 from dashboard.components.quantized_source import quantized_folder_choice, quantized_upload_choice
 from dashboard.services.activations.sentences import CALIBRATION, RangeMode, SentenceSet
 from dashboard.services.activations.source import capture_summary
+from dashboard.services.display.counts import counted
 from dashboard.services.display.text import literal
 from dashboard.services.files.open import quantized_path
 from dashboard.services.io import LoadError
@@ -323,7 +324,7 @@ def folder_choice() -> tuple[SourceChoice, Checkpoint | QuantizedFile]:
         raise SourceUnavailable
     first = checkpoint.linear_weights[:1] or checkpoint.tensors[:1]  # a weight, else any
     name = persist.name_picker(
-        f"Tensor ({len(tensors)} in {len(checkpoint.shards)} file(s))",
+        f"Tensor ({len(tensors):,} in {counted(len(checkpoint.shards), 'file')})",
         list(tensors),
         "src_folder_tensor",
         first[0].name,

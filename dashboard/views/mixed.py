@@ -235,7 +235,7 @@ c4.metric(
 )
 st.caption(
     f"Budget {budget.describe()} = {compact_bytes(alloc.budget_bits // 8)} for these weights; "
-    f"λ = {alloc.lagrange:.3g} error per bit, {alloc.fixup_moves} fix-up move(s)"
+    f"λ = {alloc.lagrange:.3g} error per bit, {counted(alloc.fixup_moves, 'fix-up move')}"
     + (f"; the uniform {alloc.uniform} did better and was taken" if alloc.uniform else "")
     + "."
 )
@@ -288,7 +288,8 @@ with taken:
         st.code(types.command_args(), language="bash")
     if types.skipped:
         st.caption(
-            f"{len(types.skipped)} of {len(alloc.recipe())} tensor(s) have no --tensor-type "
+            f"{len(types.skipped):,} of {counted(len(alloc.recipe()), 'tensor')} "
+            f"{'has' if len(types.skipped) == 1 else 'have'} no --tensor-type "
             f"line ({skip_reasons(types.skipped)}): the JSON recipe has them all."
         )
 with judged:

@@ -176,7 +176,8 @@ else:
         "while the weight scheme stays); the report runs the model on the sentences."
     )
     if linears.warnings:
-        with st.expander(f"{linears.algorithm.label} warned on {len(linears.warnings)} layer(s)"):
+        warned = counted(len(linears.warnings), "layer")
+        with st.expander(f"{linears.algorithm.label} warned on {warned}"):
             for text in linears.warnings:
                 st.caption(literal(text))
 

@@ -17,6 +17,7 @@ from dashboard.components.sweep_results import axis_picker, sweep_results
 from dashboard.services.compare.sweep import sweep_table
 from dashboard.services.compare.weights import linear_layer_of
 from dashboard.services.cost import LIMITS, estimate
+from dashboard.services.display.counts import counted
 from dashboard.services.display.text import literal
 from dashboard.services.model.fallbacks import fallback_name
 from dashboard.services.state.source import source_to_query
@@ -37,7 +38,8 @@ if request is None:
 
 skipped = request.expansion.skipped
 if skipped:
-    with st.expander(f"{len(skipped)} scheme(s) skipped", expanded=not request.expansion.schemes):
+    title = f"{counted(len(skipped), 'scheme')} skipped"
+    with st.expander(title, expanded=not request.expansion.schemes):
         shape = tuple(int(d) for d in source.matrix.shape)
         for skip in skipped:
             # what the explorer offers and the whole-model report uses for such a tensor

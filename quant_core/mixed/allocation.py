@@ -333,7 +333,10 @@ def build_problem(
     kept = tuple(t for i, t in enumerate(tensors) if not has_option[i])
     keep = np.flatnonzero(has_option)
     if kept:
-        notes.append(f"{len(kept)} tensor(s) no candidate can take, kept as stored")
+        notes.append(
+            f"{len(kept)} {'tensor' if len(kept) == 1 else 'tensors'} no candidate can take, "
+            "kept as stored"
+        )
     bits, errors, allowed = bits[keep], errors[keep], allowed[keep]
     problem_tensors = tuple(tensors[i] for i in keep)
     start, st_t, st_to, st_b, st_sl = _hull_steps(bits, errors, allowed)

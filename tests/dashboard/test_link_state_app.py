@@ -78,7 +78,7 @@ def test_a_heavy_sweep_link_runs_only_when_asked(monkeypatch) -> None:
     button = _button(at, "cost_run_sweep")
     assert button is not None and button.label.startswith("Run: ~")
     text = " ".join(plain(i.value) for i in at.info) + " ".join(plain(c.value) for c in at.caption)
-    assert "Limits of a session" in text and "scheme(s)" in text
+    assert "Limits of a session" in text and "schemes, estimated" in text
 
 
 def test_a_heavy_sweep_link_runs_after_the_click(monkeypatch) -> None:

@@ -203,7 +203,7 @@ def test_a_folder_without_config_json_gets_table_and_allocation(
     no_errors(at)
     text = " ".join(plain(w.value) for w in at.warning)
     assert "no answer from 127.0.0.1:9" in text
-    assert "running on this machine, 2 worker process(es) instead" in text
+    assert "running on this machine, 2 worker processes instead" in text
     captions = " ".join(plain(c.value) for c in at.caption)
     assert "no config.json" in captions
     assert "plain sums of squared weight errors" in captions
@@ -299,7 +299,7 @@ def test_an_export_with_no_line_is_not_offered_as_an_empty_file() -> None:
     assert buttons["llama.cpp --tensor-type file"].proto.disabled
     assert not buttons["Recipe (JSON)"].proto.disabled
     captions = " ".join(plain(c.value) for c in at.caption)
-    assert f"{N_WEIGHTS} of {N_WEIGHTS} tensor(s) have no --tensor-type line" in captions
+    assert f"{N_WEIGHTS} of {N_WEIGHTS} tensors have no --tensor-type line" in captions
     assert "whose scheme has no GGUF type" in captions
 
 

@@ -230,7 +230,7 @@ def test_exact_schemes_are_counted_but_not_drawn(table: pd.DataFrame) -> None:
         fig = pareto_figure(t, axis)
         drawn = [sid for trace in fig.data if trace.meta == POINTS_META for sid in trace.customdata]
         assert exact not in drawn and len(drawn) == len(t) - 1
-        assert "1 exact scheme(s) not drawn" in fig.layout.title.text
+        assert "1 exact scheme not drawn" in fig.layout.title.text
 
 
 def test_output_axis_needs_output_errors(table: pd.DataFrame) -> None:

@@ -206,7 +206,7 @@ def test_an_address_that_does_not_answer_falls_back_at_once() -> None:
     assert time.monotonic() - start < 5
     assert placement.where is Where.LOCAL and placement.workers == 2
     assert "no answer from 127.0.0.1:9" in (placement.message or "")
-    assert "running on this machine, 2 worker process(es) instead" in (placement.message or "")
+    assert "running on this machine, 2 worker processes instead" in (placement.message or "")
     assert choose_placement(None, 0) == Placement(Where.IN_PROCESS)
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from numpy.typing import ArrayLike
 
+from ..display.counts import counted
 from ..display.labels import FORMAT_LABELS
 
 __all__ = [
@@ -308,7 +309,7 @@ def pareto_figure(
     title = f"{axis.label} vs bits per element ({int(front.sum())} on the frontier)"
     hidden = int((~drawable).sum())
     if hidden:
-        title += f"; {hidden} exact scheme(s) not drawn"
+        title += f"; {counted(hidden, 'exact scheme')} not drawn"
     fig.update_layout(
         title=title,
         xaxis_title="bits per element (codes + scales + zero points)",

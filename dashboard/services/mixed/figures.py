@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 from quant_core.mixed import Allocation, CurvePoint, SensitivityRow
 
 from ..compare.frontier import pareto_mask
+from ..display.counts import counted
 from ..display.text import html_literal
 from .point_labels import AxisRange, PlotBox, label_annotation, place_labels
 from .tasks import TaskResult
@@ -359,12 +360,13 @@ def cell_notes(rows: Sequence[SensitivityRow]) -> tuple[str, ...]:
             count, why = skipped.get(r.scheme, (0, r.skipped))
             skipped[r.scheme] = (count + 1, why)
     notes = [
-        f"{scheme} is stored as {target} on {n} tensor(s) (llama-quantize's fallback: its "
+        f"{scheme} is stored as {target} on {counted(n, 'tensor')} (llama-quantize's fallback: its "
         "blocks do not divide their rows)."
         for (scheme, target), n in fallback.items()
     ]
     notes += [
-        f"{scheme} cannot take {n} tensor(s), e.g.: {why}." for scheme, (n, why) in skipped.items()
+        f"{scheme} cannot take {counted(n, 'tensor')}, e.g.: {why}."
+        for scheme, (n, why) in skipped.items()
     ]
     notes += [f"No scheme can take {t}: {why}." for t, why in none_take.items()]
     return tuple(notes)

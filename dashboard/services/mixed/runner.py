@@ -45,6 +45,7 @@ from pathlib import Path
 from quant_core.kernels import wait_for_warm_up, warm_up_running
 from quant_core.mixed import Candidate
 
+from ..display.counts import counted
 from .tasks import TableTask, TaskResult, run_task
 
 __all__ = [
@@ -128,7 +129,7 @@ class Placement:
         if self.where is Where.RAY:
             return f"Ray cluster at {self.address} ({self.workers} CPUs)"
         if self.where is Where.LOCAL:
-            return f"this machine, {self.workers} worker process(es)"
+            return f"this machine, {counted(self.workers, 'worker process', 'worker processes')}"
         text = "this machine, in the app's own process"
         return f"{text} ({self.reason})" if self.reason else text
 

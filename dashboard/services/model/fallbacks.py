@@ -6,6 +6,8 @@ from collections.abc import Iterable
 
 from quant_core import QuantConfig, fallback_config, ggml_type
 
+from ..display.counts import counted
+
 __all__ = ["fallback_name", "fallback_note"]
 
 
@@ -45,7 +47,8 @@ def fallback_note(cfg: QuantConfig, shapes: Iterable[tuple[str, tuple[int, ...]]
         rows = sorted({r for _, r in layers})
         widths = " or ".join(f"{r:,}" for r in rows)
         parts.append(
-            f"{len(layers)} layer(s) (rows of {widths} values) are stored as {target}: "
+            f"{counted(len(layers), 'layer')} (rows of {widths} values) "
+            f"{'is' if len(layers) == 1 else 'are'} stored as {target}: "
             f"llama-quantize's fallback for {cfg.name}, whose blocks hold {size} values"
         )
     return "; ".join(parts) + "."
