@@ -70,6 +70,7 @@ __all__ = [
     "block_codes_types",
     "block_halves",
     "block_nibbles",
+    "f16_bytes",
     "fp4_plus_zero",
     "host_words",
     "k4_scales",
@@ -88,6 +89,16 @@ __all__ = [
 
 _LOW = 0x0F0F0F0F  # the low nibble of each byte of a word
 _TOP = 0x80808080 - (1 << 32)  # 0x80 in every byte, as an int32
+
+
+def f16_bytes(v: torch.Tensor) -> torch.Tensor:
+    """Float32 values of fp16 (any shape, ``n`` in all) -> ``[n, 2]`` uint8, little-endian,
+    as a block stores its ``d``. Written into a fresh buffer: a one-block tensor's ``d``,
+    read out of a wider kernel output, has shape ``[1]`` and stride 55, which
+    ``contiguous()`` keeps (a size-1 dimension counts as contiguous) and ``view(uint8)``
+    refuses."""
+    h = torch.empty(v.numel(), dtype=torch.float16, device=v.device)
+    return h.copy_(v.reshape(-1)).view(torch.uint8).reshape(-1, 2)
 
 
 def aligned(raw: torch.Tensor) -> torch.Tensor:

@@ -38,6 +38,7 @@ from ..granularity import layout_for
 from .bytes_kernels import (
     block_codes,
     block_halves,
+    f16_bytes,
     fp4_plus_zero,
     legacy_blocks,
     min_blocks,
@@ -68,11 +69,6 @@ def _check_rows(record: GGMLType, shape: tuple[int, ...]) -> None:
             f"{record.name} stores rows in blocks of {record.block_size} values; rows of "
             f"{shape[-1]} (shape {shape}) do not divide into them"
         )
-
-
-def _f16_bytes(v: torch.Tensor) -> torch.Tensor:
-    """``[n]`` float32 (values of fp16) -> ``[n, 2]`` uint8, little-endian."""
-    return v.to(torch.float16).contiguous().view(torch.uint8).reshape(-1, 2)
 
 
 def _f16_values(b: torch.Tensor) -> torch.Tensor:
@@ -165,18 +161,18 @@ def to_ggml_bytes(qt: QuantizedTensor) -> bytes:
         half = 8 if name == "Q4_0" else 16
         u = (codes.to(torch.int16) + half).to(torch.uint8)
         if name == "Q4_0":
-            blocks = torch.cat([_f16_bytes(s), _nibbles(u)], dim=1)
+            blocks = torch.cat([f16_bytes(s), _nibbles(u)], dim=1)
         else:
-            blocks = torch.cat([_f16_bytes(s), _high_bits(u), _nibbles(u & 0x0F)], dim=1)
+            blocks = torch.cat([f16_bytes(s), _high_bits(u), _nibbles(u & 0x0F)], dim=1)
     elif name in ("Q4_1", "Q5_1"):
         u = (codes.to(torch.int16) - qt.config.qmin).to(torch.uint8)
-        head = [_f16_bytes(s), _f16_bytes(m)]
+        head = [f16_bytes(s), f16_bytes(m)]
         if name == "Q4_1":
             blocks = torch.cat([*head, _nibbles(u)], dim=1)
         else:
             blocks = torch.cat([*head, _high_bits(u), _nibbles(u & 0x0F)], dim=1)
     elif name == "Q8_0":
-        blocks = torch.cat([_f16_bytes(s), codes.contiguous().view(torch.uint8)], dim=1)
+        blocks = torch.cat([f16_bytes(s), codes.contiguous().view(torch.uint8)], dim=1)
     elif name == "MXFP4":
         e = qt.stored.codes.detach().cpu().reshape(n, 1).to(torch.uint8)
         blocks = torch.cat([e, _nibbles(codes.to(torch.uint8))], dim=1)
@@ -190,14 +186,14 @@ def to_ggml_bytes(qt: QuantizedTensor) -> bytes:
         packed = c[:, :, 0].clone()
         for k in range(1, 8):  # uint8 ORs: a sum over int64 shifts took 10x longer
             packed |= c[:, :, k] << k
-        blocks = torch.cat([_f16_bytes(s), packed], dim=1)
+        blocks = torch.cat([f16_bytes(s), packed], dim=1)
     elif name == "TQ2_0":
         t = codes.to(torch.int64).reshape(n, 2, 4, 32) << torch.tensor([0, 2, 4, 6]).reshape(
             1, 1, 4, 1
         )
-        blocks = torch.cat([t.sum(dim=2).reshape(n, 64).to(torch.uint8), _f16_bytes(s)], dim=1)
+        blocks = torch.cat([t.sum(dim=2).reshape(n, 64).to(torch.uint8), f16_bytes(s)], dim=1)
     elif name == "TQ1_0":
-        blocks = torch.cat([_pack_trits(codes), _f16_bytes(s)], dim=1)
+        blocks = torch.cat([_pack_trits(codes), f16_bytes(s)], dim=1)
     else:
         from .kquant_bytes import to_blocks
 

@@ -46,6 +46,7 @@ from ..granularity import layout_for
 from .bytes_kernels import (
     aligned,
     block_halves,
+    f16_bytes,
     k4_scales,
     legacy_blocks,
     q2_k_blocks,
@@ -63,11 +64,6 @@ if TYPE_CHECKING:
 __all__ = ["from_blocks", "to_blocks"]
 
 KQUANT_TYPES = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS")
-
-
-def _f16_bytes(v: torch.Tensor) -> torch.Tensor:
-    """``[n]`` float32 (values of fp16) -> ``[n, 2]`` uint8, little-endian."""
-    return v.reshape(-1).to(torch.float16).contiguous().view(torch.uint8).reshape(-1, 2)
 
 
 def _f16_values(b: torch.Tensor) -> torch.Tensor:
@@ -184,18 +180,18 @@ def to_blocks(name: str, qt: QuantizedTensor) -> torch.Tensor:
     n = codes.shape[0]
     if name == "IQ4_NL":
         d = qt.scale.detach().cpu().reshape(n)
-        return torch.cat([_f16_bytes(d), _nibbles(codes, 16)], dim=1)
+        return torch.cat([f16_bytes(d), _nibbles(codes, 16)], dim=1)
     stored = qt.stored
     if stored is None:
         raise ValueError(f"a {name} tensor stores its scales per super-block: stored is None")
     sc = stored.codes.detach().cpu().to(torch.int32).reshape(n, -1)
-    d = _f16_bytes(_super_values(stored.super_scale, "d", name))
+    d = f16_bytes(_super_values(stored.super_scale, "d", name))
     if name in ("Q2_K", "Q4_K", "Q5_K"):
         u = codes - qt.config.qmin
         if stored.min_codes is None:
             raise ValueError(f"a {name} tensor's stored scales lack the mins")
         m = stored.min_codes.detach().cpu().to(torch.int32).reshape(n, -1)
-        dmin = _f16_bytes(_super_values(stored.super_min, "dmin", name))
+        dmin = f16_bytes(_super_values(stored.super_min, "dmin", name))
         if name == "Q2_K":
             scales = (sc | (m << 4)).to(torch.uint8)
             return torch.cat([scales, _crumbs(u), d, dmin], dim=1)
