@@ -93,7 +93,7 @@ def test_table_budget_allocation_and_recipe(page, app_url: str) -> None:
     # MiniLM's BERT names renamed as llama.cpp's converter does: lines for 37 tensors; the
     # position and token-type embeddings and the pooler get none, and the page says why
     expect(
-        page.get_by_text(re.compile(r"^3 of 40 tensor\(s\) have no --tensor-type line"))
+        page.get_by_text(re.compile(r"^3 of 40 tensors have no --tensor-type line"))
     ).to_be_visible()
     expect(page.get_by_text(re.compile(r"--tensor-type '\^token_embd"))).to_be_visible()
     for key, name in (
