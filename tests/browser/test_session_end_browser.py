@@ -92,7 +92,7 @@ def upload_on_model_page(browser, base: str, path: Path, refused: bool) -> None:
             assert "over the 100,000,000-byte limit" in alert.first.inner_text()
             assert not page.locator('[data-testid="stException"]').count()  # no traceback
         else:
-            page.get_by_text(f"{path.name} · 1 linear layers", exact=False).first.wait_for()
+            page.get_by_text(f"{path.name} · 1 linear layer ·", exact=False).first.wait_for()
         wait_idle(page)
     finally:
         context.close()
