@@ -11,6 +11,7 @@ from dashboard.components.persist import PERSIST
 from dashboard.components.quantized_view import original_picker
 from dashboard.components.tables import with_error_formats
 from dashboard.services.display.counts import counted
+from dashboard.services.display.sizes import compact_bytes
 from dashboard.services.display.text import literal
 from dashboard.services.files.open import QuantizedModel
 from dashboard.services.files.report import (
@@ -20,7 +21,6 @@ from dashboard.services.files.report import (
     rows_table,
     run_file_report,
 )
-from dashboard.services.files.tensor import human_bytes
 
 __all__ = ["quantized_model_page"]
 
@@ -37,7 +37,7 @@ def quantized_model_page(model: QuantizedModel) -> None:
     st.caption(
         f"**{literal(model.label)}** · {qfile.kind.label} · "
         f"{counted(len(qfile.tensors), 'tensor')} "
-        f"({quantized:,} quantized) · {human_bytes(qfile.nbytes)} · "
+        f"({quantized:,} quantized) · {compact_bytes(qfile.nbytes, 1)} · "
         f"{8 * qfile.nbytes / max(qfile.numel, 1):.3f} bits per weight overall"
     )
     for note in qfile.notes:

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dashboard import cache
 from dashboard.components import persist
 from dashboard.services.display.labels import stored_type_label
+from dashboard.services.display.sizes import compact_bytes
 from dashboard.services.files.open import path_key
-from dashboard.services.files.tensor import human_bytes
 from dashboard.services.model.roots import ModelRoots
 from dashboard.services.sources.choice import FolderSource, SourceChoice, UploadSource
 from dashboard.services.sources.prepared import PreparedSource
@@ -29,7 +29,10 @@ def _pick(qfile: QuantizedFile, key: str, from_link: bool) -> str:
         list(entries),
         key,
         first,
-        lambda n: f"{n} · {types[n]} · {list(entries[n].shape)} · {human_bytes(entries[n].nbytes)}",
+        lambda n: (
+            f"{n} · {types[n]} · {list(entries[n].shape)} · "
+            f"{compact_bytes(entries[n].nbytes, 1)}"
+        ),
         stale=(lambda n: f"Tensor {n!r} is not in this file.") if from_link else None,
         owner=qfile.key,
         tag=types.__getitem__,

@@ -23,6 +23,7 @@ from dashboard.components.view import block_chooser, overview_maps, view_options
 from dashboard.services.display.bits import bits_text
 from dashboard.services.display.labels import format_label, stored_type_label
 from dashboard.services.display.reduce import needs_reduction
+from dashboard.services.display.sizes import compact_bytes
 from dashboard.services.display.text import literal
 from dashboard.services.explorer.map_image import MapImage
 from dashboard.services.explorer.overview import MapView
@@ -31,7 +32,6 @@ from dashboard.services.files.tensor import (
     FileExploration,
     extra_bytes_note,
     fits_matrix,
-    human_bytes,
     matrix_shape,
 )
 from dashboard.services.sources.prepared import PreparedSource
@@ -189,7 +189,7 @@ def quantized_file_view(source: PreparedSource) -> None:
     # type was cut off ("GPTQ int4 g128 a…" at 1400 px, "NF4 + dou…" at 1100 px)
     row = st.container(horizontal=True, gap="medium", key="qf_stored")
     row.metric("Stored type", stored_type, width="content")
-    row.metric("Bytes in the file", human_bytes(entry.nbytes), width="content")
+    row.metric("Bytes in the file", compact_bytes(entry.nbytes, 1), width="content")
     row.metric("Bits per weight, as stored", bits_text(entry.bits_per_weight), width="content")
     for note in source.notes:
         st.info(literal(note))

@@ -18,8 +18,8 @@ from dashboard.components.mixed_judge import judge_output
 from dashboard.components.model_source import ModelFolder, model_picker, model_roots
 from dashboard.services.display.counts import counted
 from dashboard.services.display.metric_help import Metric, metric_help, size_ratio
+from dashboard.services.display.sizes import compact_bytes
 from dashboard.services.display.text import literal
-from dashboard.services.explorer.metric_cards import compact_bytes
 from dashboard.services.files.open import QuantizedModel
 from dashboard.services.io import LoadError
 from dashboard.services.mixed.figures import (

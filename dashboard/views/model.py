@@ -15,8 +15,8 @@ from dashboard.components.quantized_model import quantized_model_page
 from dashboard.components.tables import with_error_formats
 from dashboard.services.display.counts import counted
 from dashboard.services.display.metric_help import Metric, metric_help, size_ratio
+from dashboard.services.display.sizes import compact_bytes
 from dashboard.services.display.text import literal
-from dashboard.services.explorer.metric_cards import compact_bytes
 from dashboard.services.files.open import QuantizedModel
 from dashboard.services.model.checkpoint import listing_table
 from dashboard.services.model.evaluate import COLUMN_LABELS, LayerMetric, layer_table, order_by

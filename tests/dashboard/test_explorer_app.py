@@ -181,7 +181,7 @@ def test_compact_numbers_fit_a_metric(value: float, text: str) -> None:
 
 
 def test_compact_counts_and_bytes() -> None:
-    from dashboard.services.explorer.metric_cards import compact_bytes, compact_count
+    from dashboard.services.display.sizes import compact_bytes, compact_count
 
     assert [compact_count(n) for n in (9_999, 12_345, 4_194_304)] == ["9,999", "12.3k", "4.19M"]
     assert [compact_bytes(n) for n in (812, 45_100, 8_388_608)] == ["812 B", "45.1 kB", "8.39 MB"]

@@ -11,9 +11,9 @@ import torch
 from safetensors.torch import save_file
 
 from dashboard.services.display.counts import counted
+from dashboard.services.display.sizes import compact_bytes, compact_count
 from dashboard.services.explorer import exports
 from dashboard.services.explorer.explore import explore
-from dashboard.services.explorer.metric_cards import compact_bytes, compact_count
 from dashboard.services.files.report import (
     FileRow,
     listing_table,
@@ -21,7 +21,6 @@ from dashboard.services.files.report import (
     mix_table,
     rows_table,
 )
-from dashboard.services.files.tensor import human_bytes
 from dashboard.services.model.evaluate import SkippedLayer, iter_layers
 from dashboard.services.model.throughput import Throughput
 from quant_core import QuantConfig
@@ -72,14 +71,14 @@ def test_the_folder_reports_throughput_counts_one_weight_in_the_singular() -> No
     assert Throughput(2, 0, 0, 0.0, 0.0).describe().startswith("2 weights,")
 
 
-def test_human_bytes_never_writes_a_thousand_of_a_unit() -> None:
+def test_a_size_at_one_decimal_never_writes_a_thousand_of_a_unit() -> None:
     """999,950 bytes read "1000.0 kB" (and 999,950,000 "1000.0 MB"): the unit was picked
     before rounding."""
-    assert human_bytes(999_950) == "1.0 MB" and human_bytes(999_999) == "1.0 MB"
-    assert human_bytes(999_949) == "999.9 kB"
-    assert human_bytes(999_950_000) == "1.0 GB" and human_bytes(999_949_999) == "999.9 MB"
-    assert human_bytes(999) == "999 B" and human_bytes(1_000) == "1.0 kB"
-    assert human_bytes(1_536) == "1.5 kB" and human_bytes(17_408) == "17.4 kB"
+    assert compact_bytes(999_950, 1) == "1.0 MB" and compact_bytes(999_999, 1) == "1.0 MB"
+    assert compact_bytes(999_949, 1) == "999.9 kB"
+    assert compact_bytes(999_950_000, 1) == "1.0 GB" and compact_bytes(999_949_999, 1) == "999.9 MB"
+    assert compact_bytes(999, 1) == "999 B" and compact_bytes(1_000, 1) == "1.0 kB"
+    assert compact_bytes(1_536, 1) == "1.5 kB" and compact_bytes(17_408, 1) == "17.4 kB"
 
 
 def test_a_nonfinite_value_is_named_by_its_tensor_not_by_x_hat() -> None:

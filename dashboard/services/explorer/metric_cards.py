@@ -18,6 +18,7 @@ from quant_core import code_total
 from ..display.bits import bits_text
 from ..display.metric_help import Metric, metric_help, size_ratio
 from ..display.scale_limits import scale_limit_text
+from ..display.sizes import compact_bytes, compact_count
 from .algorithm import AlgorithmExploration
 from .explore import Exploration
 
@@ -25,8 +26,6 @@ __all__ = [
     "MetricCard",
     "algorithm_cards",
     "compact",
-    "compact_bytes",
-    "compact_count",
     "exploration_cards",
     "metrics_payload",
     "scale_limit_note",
@@ -58,30 +57,6 @@ def compact(v: float) -> str:
             return text
     mantissa, exponent = f"{v:.2e}".split("e")
     return f"{float(mantissa):.3g}e{int(exponent)}"
-
-
-def _scaled(n: float, units: tuple[tuple[float, str], ...], sep: str) -> str | None:
-    """``n`` in the largest unit it reaches once rounded to 3 significant digits (999,950
-    bytes is "1 MB", not "1e+03 kB"), or ``None`` below the smallest unit."""
-    for div, unit in units:
-        if float(f"{abs(n) / div:.3g}") >= 1:
-            return f"{float(f'{n / div:.3g}'):g}{sep}{unit}"
-    return None
-
-
-def compact_count(n: int) -> str:
-    """A count: exact below 10,000, else ``12.3k``, ``4.19M``, ``1.07G``."""
-    if abs(n) < 10_000:
-        return f"{n:,}"
-    return _scaled(n, ((1e9, "G"), (1e6, "M"), (1e3, "k")), "") or f"{n:,}"
-
-
-def compact_bytes(n: int) -> str:
-    """A size: ``812 B``, ``45.1 kB``, ``8.39 MB``, ``1.07 GB`` (powers of 1000, 3
-    significant digits; 999,950 bytes is ``1 MB``)."""
-    if n < 1000:
-        return f"{n} B"
-    return _scaled(n, ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")), " ") or f"{n} B"
 
 
 def _db(v: float) -> str:

@@ -16,6 +16,7 @@ import torch
 
 from dashboard.services.display.bits import bits_text
 from dashboard.services.display.labels import stored_type_label
+from dashboard.services.display.sizes import compact_bytes
 from dashboard.services.explorer.explore import Exploration, explore
 from quant_core import PerGroup, PerTensor, QuantizedTensor, StorageReport, SuperBlockScales
 from quant_core.files import (
@@ -36,26 +37,14 @@ __all__ = [
     "extra_bytes_note",
     "file_exploration",
     "fits_matrix",
-    "human_bytes",
     "matrix_shape",
 ]
-
-
-def human_bytes(n: int) -> str:
-    """``1536`` -> ``"1.5 kB"`` (powers of 1000, as file sizes are shown). The unit is
-    picked on the value as rounded: 999,950 bytes is "1.0 MB", not "1000.0 kB"."""
-    if n < 1000:
-        return f"{n} B"
-    for unit, size in (("kB", 1e3), ("MB", 1e6)):
-        if round(n / size, 1) < 1000:
-            return f"{n / size:.1f} {unit}"
-    return f"{n / 1e9:.1f} GB"
 
 
 def entry_label(entry: TensorEntry) -> str:
     """A picker's line: ``"blk.0.attn_q.weight  Q4_K [4096, 4096] 9.4 MB"`` (selectbox
     options show text as it is)."""
-    return f"{entry.name}  {entry.type_name} {list(entry.shape)} {human_bytes(entry.nbytes)}"
+    return f"{entry.name}  {entry.type_name} {list(entry.shape)} {compact_bytes(entry.nbytes, 1)}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,7 +63,7 @@ class FileTensor:
         e = self.entry
         lines = [
             f"{self.file.kind.label}: {stored_type_label(e.type_name)}, "
-            f"{human_bytes(e.nbytes)} for "
+            f"{compact_bytes(e.nbytes, 1)} for "
             f"{e.numel:,} values, {bits_text(e.bits_per_weight)} bits per weight as stored."
         ]
         if not e.quantized:
