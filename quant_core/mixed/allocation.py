@@ -459,7 +459,18 @@ def _budget_bits(problem: AllocationProblem, budget: Budget | int) -> int:
     return int(budget)
 
 
-def _reachable(low: int, high: int, per: int, decimals: int) -> tuple[str, str]:
+@dataclass(frozen=True)
+class _Reachable:
+    """The ends of a reachable range written as decimals a user can type back."""
+
+    low: str
+    high: str
+
+    def text(self) -> str:
+        return f"{self.low} to {self.high}"
+
+
+def _reachable(low: int, high: int, per: int, decimals: int) -> _Reachable:
     """``low / per`` rounded up and ``high / per`` rounded down, as decimals a user can type
     back as a ``Budget`` (``total_bits`` floors the decimal): ``decimals`` places, more when
     the two would cross (a range narrower than the last place) or the low end shows as 0.
@@ -471,7 +482,7 @@ def _reachable(low: int, high: int, per: int, decimals: int) -> tuple[str, str]:
         up, down = math.ceil(lo / unit) * unit, math.floor(hi / unit) * unit
         if up <= down and (up > 0 or lo == 0):
             break
-    return f"{float(up):.{places}f}", f"{float(down):.{places}f}"
+    return _Reachable(f"{float(up):.{places}f}", f"{float(down):.{places}f}")
 
 
 def allocate(problem: AllocationProblem, budget: Budget | int) -> Allocation:
@@ -486,13 +497,12 @@ def allocate(problem: AllocationProblem, budget: Budget | int) -> Allocation:
         n = max(problem.total_elements, 1)
         where = "below the cheapest" if total_bits < low else "above the largest"
         asked = budget.describe() if isinstance(budget, Budget) else f"{total_bits} bits"
-        low_bpw, high_bpw = _reachable(low, high, n, 3)
-        low_mb, high_mb = _reachable(low, high, 8 * 10**6, 2)
+        bpw = _reachable(low, high, n, 3)
+        mb = _reachable(low, high, 8 * 10**6, 2)
         raise BudgetOutOfRange(
             f"The budget {asked} ({total_bits / n:.3f} bits per weight, "
             f"{total_bits / 8e6:.2f} MB) is {where} assignment the candidates give: "
-            f"reachable are {low_bpw} to {high_bpw} bits per weight "
-            f"({low_mb} to {high_mb} MB).",
+            f"reachable are {bpw.text()} bits per weight ({mb.text()} MB).",
             low,
             high,
         )
