@@ -98,3 +98,19 @@ def test_all_finite_agrees_with_isfinite(dtype: torch.dtype, bad: float | None, 
     assert _all_finite(t) == bool(torch.isfinite(t.float()).all())
     if t.element_size() > 1:  # float8_e4m3fn has no inf: the cast saturates it
         assert _all_finite(t) == (bad is None)
+
+
+@pytest.mark.parametrize("backend", [Backend.COMPILED, Backend.EAGER])
+def test_finite_scales_whose_sum_overflows_still_saturate(backend):
+    """``_unsaturate`` first sums the scales (finite sum: all finite); 256 finite scales of
+    ``max / 127`` sum past float32's range, and the exact check after it must still find no
+    block to rewrite: every value stays +-float32's maximum, none becomes inf."""
+    from quant_core import PerGroup, QuantConfig, quantize
+
+    top = torch.finfo(torch.float32).max
+    x = torch.tensor([[top, -top] * 16] * 256).reshape(1, -1)
+    with use_backend(backend, min_elements=1):
+        qt = quantize(x, QuantConfig(8, granularity=PerGroup(32)))
+        assert torch.isfinite(qt.scale).all() and not torch.isfinite(qt.scale.sum())
+        values = qt.dequantize()
+    assert torch.equal(values, x)
