@@ -227,9 +227,19 @@ def quantized_file_view(source: PreparedSource) -> None:
     opts = view_options(reduced=needs_reduction((rows, cols)))
     figs = cache.overview(f"{key}|{opts!r}", exp, opts)
     if fexp.comparison is None:
+        # an original given but not compared (no tensor of the name, another shape) is
+        # said above; "No original given" under that warning or error read as if the
+        # path typed had been lost
         st.caption(
-            "No original given: the 'original' map shows the stored values and the error is "
-            "zero. Give the original above to see what the file's quantization changed."
+            (
+                "No original given: the 'original' map shows the stored values and the error "
+                "is zero. Give the original above to see what the file's quantization changed."
+            )
+            if original is None
+            else (
+                f"Not compared with {literal(original.name)} (said above): the 'original' map "
+                "shows the stored values and the error is zero."
+            )
         )
     else:
         metrics_row(exp)

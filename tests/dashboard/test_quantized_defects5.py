@@ -1,0 +1,71 @@
+"""AppTest: defects of the quantized-file pages found by a user's hunt (defects5)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gguf
+import pytest
+import streamlit as st
+import torch
+from markdown_text import plain
+from safetensors.torch import save_file
+from streamlit.testing.v1 import AppTest
+
+from dashboard.services.model.roots import ROOTS_ENV
+from tests.core.quantized_files import GGML, write_gguf
+
+VIEWS = Path(__file__).resolve().parents[2] / "dashboard" / "views"
+MODEL, EXPLORER = str(VIEWS / "model.py"), str(VIEWS / "explorer.py")
+
+pytestmark = pytest.mark.slow
+
+UP = torch.randn(64, 256, generator=torch.Generator().manual_seed(0))
+
+
+def new_app(path: str, **query: str) -> AppTest:
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(path, default_timeout=120)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at
+
+
+@pytest.fixture
+def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A llama GGUF of one Q8_0 tensor, and originals: one of another shape, one whose
+    names map back to nothing in the file."""
+    monkeypatch.setenv(ROOTS_ENV, str(tmp_path))
+    write_gguf(
+        tmp_path / "up-Q8_0.gguf",
+        {"blk.0.ffn_up.weight": (gguf.quants.quantize(UP.numpy(), GGML.Q8_0), GGML.Q8_0)},
+        metadata={"llama.block_count": 1},
+    )
+    save_file({"model.layers.0.mlp.up_proj.weight": UP[:, :128].contiguous()},
+              str(tmp_path / "narrow.safetensors"))  # fmt: skip
+    save_file({"model.layers.0.mlp.down_proj.weight": UP.clone()},
+              str(tmp_path / "other.safetensors"))  # fmt: skip
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("original", "said"),
+    [("narrow.safetensors", "error"), ("other.safetensors", "warning")],
+    ids=["other-shape", "no-such-name"],
+)
+def test_an_original_not_compared_is_not_called_no_original(
+    root: Path, original: str, said: str
+) -> None:
+    """An original given but not compared (its tensor of another shape, or none of the
+    name) was said above ("Cannot compare: ... not the same weight", "holds no tensor
+    named"), then the caption read "No original given: ... Give the original above", as
+    if the path typed had been lost."""
+    at = new_app(EXPLORER, src="folder", folder=str(root / "up-Q8_0.gguf")).run()
+    at.radio(key="qf_orig").set_value("folder").run()
+    at.text_input(key="qf_orig_path").set_value(str(root / original)).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(getattr(at, said)) == 1, [plain(e.value) for e in getattr(at, said)]
+    captions = [plain(c.value) for c in at.caption]
+    assert not any("No original given" in c for c in captions), captions
+    assert any(f"Not compared with {original} (said above)" in c for c in captions), captions
