@@ -10,6 +10,7 @@ from dashboard import cache
 from dashboard.components.persist import PERSIST
 from dashboard.components.quantized_view import original_picker
 from dashboard.components.tables import with_error_formats
+from dashboard.services.display.bits import bits_text
 from dashboard.services.display.counts import counted
 from dashboard.services.display.sizes import compact_bytes
 from dashboard.services.display.text import literal
@@ -38,7 +39,8 @@ def quantized_model_page(model: QuantizedModel) -> None:
         f"**{literal(model.label)}** · {qfile.kind.label} · "
         f"{counted(len(qfile.tensors), 'tensor')} "
         f"({quantized:,} quantized) · {compact_bytes(qfile.nbytes, 1)} · "
-        f"{8 * qfile.nbytes / max(qfile.numel, 1):.3f} bits per weight overall"
+        # as the explorer's metric and the tables write bits ("6.5", not "6.500")
+        f"{bits_text(8 * qfile.nbytes / max(qfile.numel, 1))} bits per weight overall"
     )
     for note in qfile.notes:
         st.caption(literal(note))

@@ -69,3 +69,23 @@ def test_an_original_not_compared_is_not_called_no_original(
     captions = [plain(c.value) for c in at.caption]
     assert not any("No original given" in c for c in captions), captions
     assert any(f"Not compared with {original} (said above)" in c for c in captions), captions
+
+
+def test_the_whole_model_caption_writes_bits_as_the_explorer_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Q8_0 tensor (8.5 bits) and a Q4_0 one (4.5) of the same size: the caption read
+    "6.500 bits per weight overall" where the explorer's metrics write 8.5 and 4.5."""
+    monkeypatch.setenv(ROOTS_ENV, str(tmp_path))
+    up = UP.numpy()
+    write_gguf(
+        tmp_path / "mix.gguf",
+        {
+            "blk.0.ffn_up.weight": (gguf.quants.quantize(up, GGML.Q8_0), GGML.Q8_0),
+            "blk.0.ffn_down.weight": (gguf.quants.quantize(up, GGML.Q4_0), GGML.Q4_0),
+        },
+    )
+    at = new_app(MODEL, **{"m.src": "folder", "m.folder": str(tmp_path / "mix.gguf")}).run()
+    assert not at.exception and not at.error
+    (head,) = [plain(c.value) for c in at.caption if "bits per weight overall" in c.value]
+    assert head.endswith(" · 6.5 bits per weight overall"), head
