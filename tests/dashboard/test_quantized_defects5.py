@@ -89,3 +89,23 @@ def test_the_whole_model_caption_writes_bits_as_the_explorer_does(
     assert not at.exception and not at.error
     (head,) = [plain(c.value) for c in at.caption if "bits per weight overall" in c.value]
     assert head.endswith(" · 6.5 bits per weight overall"), head
+
+
+def test_a_tensor_that_does_not_decode_leaves_the_rest_of_the_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole model page showed "gptq: model.safetensors: weight '…down_proj.weight':
+    g_idx names groups 100..107 …" above an empty report: the tensor after it was never
+    measured. Now that tensor's row says why, and the other is compared."""
+    from tests.services.test_files_defects5 import gptq_with_a_bad_tensor
+
+    monkeypatch.setenv(ROOTS_ENV, str(tmp_path))
+    quantized, original = gptq_with_a_bad_tensor(tmp_path)
+    at = new_app(MODEL, **{"m.src": "folder", "m.folder": str(quantized)}).run()
+    at.radio(key="qm_orig").set_value("folder").run()
+    at.text_input(key="qm_orig_path").set_value(str(original)).run()
+    assert not at.exception and not at.error, [plain(e.value) for e in at.error]
+    (report,) = [d.value for d in at.dataframe if "note" in d.value.columns]
+    notes = dict(zip(report["name"], report["note"], strict=True))
+    assert "g_idx names groups 100..107" in notes["model.layers.0.mlp.down_proj.weight"]
+    assert report.set_index("name").loc["model.layers.0.mlp.up_proj.weight", "mse"] == 0.0

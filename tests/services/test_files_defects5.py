@@ -5,19 +5,25 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import torch
+from safetensors.torch import save_file
 
 from dashboard.services.display.bits import bits_text
 from dashboard.services.files.report import (
+    FileReportStore,
     FileRow,
     listing_table,
     mix_figure,
     mix_table,
     rows_table,
+    run_file_report,
 )
 from quant_core.files import open_quantized
 from tests.core.quantized_files import (
     pack_compressed,
+    pack_gptq,
     prefixed,
+    random_int_layer,
     random_signed_layer,
     write_folder,
 )
@@ -58,3 +64,44 @@ def test_the_whole_model_tables_write_bits_as_the_explorers_metric(tmp_path: Pat
     bar = mix_figure(qfile).data[0]
     assert bar.customdata[0][1] == shown
     assert "%{customdata[1]} bits/weight" in bar.hovertemplate
+
+
+def gptq_with_a_bad_tensor(folder: Path) -> tuple[Path, Path]:
+    """A GPTQ folder of two layers whose first (``down_proj``, in the file's order) has a
+    ``g_idx`` naming groups 100..107 of 8, and the original both were made from."""
+    rng = np.random.default_rng(1)
+    # zero points from 1: GPTQ v1 stores zero - 1, and a zero of 0 wraps to 15
+    good, bad = (random_int_layer(rng, 64, 256, 4, 32, zero_lo=1) for _ in range(2))
+    broken = pack_gptq(bad, 4, v1=True)
+    broken["g_idx"] = broken["g_idx"] + 100
+    parts = {
+        **prefixed("model.layers.0.mlp.up_proj", pack_gptq(good, 4, v1=True)),
+        **prefixed("model.layers.0.mlp.down_proj", broken),
+    }
+    config = {"quant_method": "gptq", "bits": 4, "group_size": 32, "desc_act": True}
+    quantized = write_folder(folder / "gptq", parts, config)
+    original = folder / "orig.safetensors"
+    weights = {"up_proj": good.dequantize(), "down_proj": bad.dequantize()}
+    weights = {k: v.contiguous() for k, v in weights.items()}
+    save_file({f"model.layers.0.mlp.{k}.weight": v for k, v in weights.items()}, str(original))
+    return quantized, original
+
+
+def test_one_tensor_that_does_not_decode_is_a_note_not_the_end_of_the_report(
+    tmp_path: Path,
+) -> None:
+    """The report raised at the first tensor whose bytes do not decode: the page showed
+    the error above an empty table, and the tensors after it were never measured."""
+    quantized, original = gptq_with_a_bad_tensor(tmp_path)
+    qfile, ofile = open_quantized(quantized), open_quantized(original)
+    rows = run_file_report(FileReportStore(), "k", qfile, ofile, with_rtn=False)
+    by_name = {r.entry.name: r for r in rows}
+    assert len(rows) == 2
+    bad = by_name["model.layers.0.mlp.down_proj.weight"]
+    assert bad.mse is None and bad.original == "model.layers.0.mlp.down_proj.weight"
+    assert bad.note.startswith("not decoded: "), bad.note
+    assert "g_idx names groups 100..107" in bad.note, bad.note
+    good = by_name["model.layers.0.mlp.up_proj.weight"]
+    # the original is the layer's exact dequantization (fp16 scale times a small integer)
+    assert good.mse == 0.0 and good.note == ""
+    assert torch.isinf(torch.tensor(good.sqnr_db))

@@ -163,7 +163,8 @@ def measure(
     total: int,
 ) -> FileRow:
     """The row of ``entry`` (see the module docstring); a tensor over the size limit, one
-    no original tensor matches, or one whose shapes differ gets a note, not an error."""
+    no original tensor matches, one whose shapes differ, or one (or its original) that
+    does not decode (``ValueError``) gets a note, not an error."""
     began = time.perf_counter()
     if original is None:
         return FileRow(done, total, entry, None)
@@ -174,8 +175,17 @@ def measure(
     match = qfile.original_name(entry.name, names)
     if match is None:
         return FileRow(done, total, entry, None, note="no tensor of that name in the original")
-    stored = qfile.load(entry.name, max_elements=MAX_ELEMENTS)
-    x = original.load(match, max_elements=MAX_ELEMENTS).dequantize()
+    # a tensor the header lists but whose bytes do not decode (a g_idx naming groups the
+    # scales lack, a corrupt quant state) is that row's note: raised, it stopped the whole
+    # report at that tensor, and the page showed the error above an empty table
+    try:
+        stored = qfile.load(entry.name, max_elements=MAX_ELEMENTS)
+    except ValueError as exc:
+        return FileRow(done, total, entry, match, note=f"not decoded: {exc}")
+    try:
+        x = original.load(match, max_elements=MAX_ELEMENTS).dequantize()
+    except ValueError as exc:
+        return FileRow(done, total, entry, match, note=f"the original's not decoded: {exc}")
     try:
         cmp = compare_with_original(stored, x, match, qfile.metadata, rtn=with_rtn)
     except ValueError as exc:
