@@ -78,10 +78,19 @@ def quantized_model_page(model: QuantizedModel) -> None:
         return
     bar.empty()
     live.empty()
-    matched = [r for r in rows if r.mse is not None]
+    # a tensor matched by name but not compared (another shape, bytes that do not decode)
+    # counted as not matched: "0 of 2 tensors matched" above a table naming both originals
+    compared = sum(r.mse is not None for r in rows)
+    uncompared = sum(r.original is not None and r.mse is None for r in rows)
     st.caption(
-        f"{len(matched):,} of {counted(len(rows), 'tensor')} matched in {literal(original.name)}; "
-        "each read, decoded and compared one at a time."
+        f"{compared:,} of {counted(len(rows), 'tensor')} compared with "
+        f"{literal(original.name)}"
+        + (
+            f" ({uncompared:,} more matched by name but not compared: see their notes)"
+            if uncompared
+            else ""
+        )
+        + "; each read, decoded and compared one at a time."
     )
     table = rows_table(rows)  # errors at 3 significant digits, not 0.000002
     st.dataframe(

@@ -109,3 +109,22 @@ def test_a_tensor_that_does_not_decode_leaves_the_rest_of_the_report(
     notes = dict(zip(report["name"], report["note"], strict=True))
     assert "g_idx names groups 100..107" in notes["model.layers.0.mlp.down_proj.weight"]
     assert report.set_index("name").loc["model.layers.0.mlp.up_proj.weight", "mse"] == 0.0
+
+
+def test_the_report_caption_counts_a_tensor_matched_but_not_compared(root: Path) -> None:
+    """An original whose tensor of the name has another shape: the caption said "0 of 1
+    tensor matched in narrow.safetensors" above a row naming that very tensor as its
+    original, its note saying the shapes differ."""
+    at = new_app(MODEL, **{"m.src": "folder", "m.folder": str(root / "up-Q8_0.gguf")}).run()
+    at.radio(key="qm_orig").set_value("folder").run()
+    at.text_input(key="qm_orig_path").set_value(str(root / "narrow.safetensors")).run()
+    assert not at.exception and not at.error
+    (report,) = [d.value for d in at.dataframe if "note" in d.value.columns]
+    assert list(report["original"]) == ["model.layers.0.mlp.up_proj.weight"]
+    assert "not the same weight" in report["note"].iloc[0]
+    captions = [plain(c.value) for c in at.caption]
+    assert not any(" matched in " in c for c in captions), captions
+    assert (
+        "0 of 1 tensor compared with narrow.safetensors (1 more matched by name but not "
+        "compared: see their notes); each read, decoded and compared one at a time."
+    ) in captions, captions
