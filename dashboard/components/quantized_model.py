@@ -4,6 +4,8 @@ tensor's error (and the lab's round-to-nearest's), streamed with a progress bar.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import streamlit as st
 
 from dashboard import cache
@@ -23,7 +25,21 @@ from dashboard.services.files.report import (
     run_file_report,
 )
 
-__all__ = ["quantized_model_page"]
+__all__ = ["COUNT_COLUMNS", "quantized_model_page"]
+
+COUNT_COLUMNS = ("tensors", "values", "bytes")
+"""The tables' whole-number columns, written with the reader's thousands separators:
+Streamlit's default wrote a 7B model's Q4_K bytes as 3825205248 beside the caption's
+"3.83 GB" and the picker's "26,624 bytes"."""
+
+
+def _counts(columns: Iterable[str]) -> dict[str, object]:
+    """``COUNT_COLUMNS`` among ``columns``, each a ``NumberColumn`` of localized format."""
+    return {
+        c: st.column_config.NumberColumn(c, format="localized")
+        for c in columns
+        if c in COUNT_COLUMNS
+    }
 
 
 def quantized_model_page(model: QuantizedModel) -> None:
@@ -47,10 +63,14 @@ def quantized_model_page(model: QuantizedModel) -> None:
     st.subheader("The mix: bytes per stored type")
     # the table on a row of its own: in two fifths of the page at a 1100 px window its
     # "share of bytes" and "bits/weight" columns were past the edge
-    st.dataframe(mix_table(qfile), hide_index=True, key="qm_mix")
+    mix = mix_table(qfile)
+    st.dataframe(mix, hide_index=True, key="qm_mix", column_config=_counts(mix.columns))
     st.plotly_chart(mix_figure(qfile), key="qm_mix_chart", config={"displaylogo": False})
     with st.expander(f"Every tensor, from the headers ({len(qfile.tensors):,})"):
-        st.dataframe(listing_table(qfile), hide_index=True, key="qm_listing")
+        listing = listing_table(qfile)
+        st.dataframe(
+            listing, hide_index=True, key="qm_listing", column_config=_counts(listing.columns)
+        )
 
     st.subheader("Error against the original")
     original = original_picker("qm")
@@ -67,7 +87,7 @@ def quantized_model_page(model: QuantizedModel) -> None:
     def show(rows, total):
         bar.progress(len(rows) / max(total, 1), text=f"{len(rows):,} of {counted(total, 'tensor')}")
         table = rows_table(rows)
-        config = with_error_formats(table.columns)
+        config = with_error_formats(table.columns, _counts(table.columns))
         live.dataframe(table, hide_index=True, column_config=config)  # redrawn: no key
 
     key = f"{qfile.key}|{original.key}|{with_rtn}"
@@ -94,5 +114,8 @@ def quantized_model_page(model: QuantizedModel) -> None:
     )
     table = rows_table(rows)  # errors at 3 significant digits, not 0.000002
     st.dataframe(
-        table, hide_index=True, key="qm_report", column_config=with_error_formats(table.columns)
+        table,
+        hide_index=True,
+        key="qm_report",
+        column_config=with_error_formats(table.columns, _counts(table.columns)),
     )

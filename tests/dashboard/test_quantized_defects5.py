@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import gguf
@@ -128,3 +129,29 @@ def test_the_report_caption_counts_a_tensor_matched_but_not_compared(root: Path)
         "0 of 1 tensor compared with narrow.safetensors (1 more matched by name but not "
         "compared: see their notes); each read, decoded and compared one at a time."
     ) in captions, captions
+
+
+def _formats(element) -> dict[str, str]:
+    """Each configured column's number format, from the dataframe element's proto."""
+    config = json.loads(element.proto.columns or "{}")
+    return {
+        name.removeprefix("col:"): fmt
+        for name, col in config.items()
+        if (fmt := (col.get("type_config") or {}).get("format")) is not None
+    }
+
+
+def test_the_whole_model_tables_write_counts_with_thousands_separators(root: Path) -> None:
+    """The mix, the listing and the report wrote values and bytes as 16384 and 17408
+    (a 7B model's bytes as 3825205248): Streamlit's default format has no separators."""
+    at = new_app(MODEL, **{"m.src": "folder", "m.folder": str(root / "up-Q8_0.gguf")}).run()
+    at.radio(key="qm_orig").set_value("folder").run()
+    at.text_input(key="qm_orig_path").set_value(str(root / "other.safetensors")).run()
+    assert not at.exception and not at.error
+    # the mix by its shares, the listing by its file column, the report by its notes
+    tells = {"qm_mix": "share of bytes", "qm_listing": "file", "qm_report": "note"}
+    by_key = {k: next(d for d in at.dataframe if c in d.value.columns) for k, c in tells.items()}
+    assert _formats(by_key["qm_mix"]) == dict.fromkeys(("tensors", "values", "bytes"), "localized")
+    assert _formats(by_key["qm_listing"]) == {"bytes": "localized"}
+    report = _formats(by_key["qm_report"])
+    assert report["bytes"] == "localized" and report["mse"] == "%.3g", report
