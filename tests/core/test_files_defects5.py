@@ -57,3 +57,26 @@ def test_a_name_of_another_layer_is_not_matched(tmp_path: Path) -> None:
     (entry,) = qfile.tensors
     others = {"layers.1.mlp.up_proj.weight", "model.model.layers.0.mlp.up_proj.weight"}
     assert qfile.original_name(entry.name, others) is None
+
+
+def test_a_gguf_without_block_count_still_names_its_blocks_back(tmp_path: Path) -> None:
+    """A GGUF whose writer left out ``llama.block_count`` (a script's ``GGUFWriter``, not
+    llama.cpp's converter) mapped no ``blk.N`` tensor back to a Hugging Face name: the
+    explorer said the original "holds no tensor named blk.0.ffn_up.weight", however it
+    was spelled."""
+    import gguf
+
+    from tests.core.quantized_files import GGML, write_gguf
+
+    up = torch.randn(64, 256, generator=torch.Generator().manual_seed(0))
+    q8 = (gguf.quants.quantize(up.numpy(), GGML.Q8_0), GGML.Q8_0)
+    path = tmp_path / "no-count.gguf"
+    write_gguf(path, {"blk.0.ffn_up.weight": q8, "blk.5.ffn_up.weight": q8, "output.weight": q8})
+    qfile = open_quantized(path)
+    assert "llama.block_count" not in qfile.metadata
+    for n in (0, 5):
+        names = qfile.entry(f"blk.{n}.ffn_up.weight").original_names
+        assert f"model.layers.{n}.mlp.up_proj.weight" in names, names
+    assert "lm_head.weight" in qfile.entry("output.weight").original_names
+    original = {"model.layers.5.mlp.up_proj.weight"}
+    assert qfile.original_name("blk.5.ffn_up.weight", original) == original.pop()
