@@ -80,3 +80,62 @@ def test_a_gguf_without_block_count_still_names_its_blocks_back(tmp_path: Path) 
     assert "lm_head.weight" in qfile.entry("output.weight").original_names
     original = {"model.layers.5.mlp.up_proj.weight"}
     assert qfile.original_name("blk.5.ffn_up.weight", original) == original.pop()
+
+
+def test_a_header_listing_more_tensors_than_it_holds_says_so(tmp_path: Path) -> None:
+    """A GGUF (``gguf.GGUFWriter``'s, two tensors) whose header's count says 3: "tensor 2's
+    name claims a string of …", an index from 0 no page shows."""
+    import struct
+
+    import gguf
+
+    from quant_core.files import QuantizedFileError
+    from tests.core.quantized_files import GGML, write_gguf
+
+    up = torch.randn(64, 256, generator=torch.Generator().manual_seed(0)).numpy()
+    q8 = (gguf.quants.quantize(up, GGML.Q8_0), GGML.Q8_0)
+    path = tmp_path / "more.gguf"
+    write_gguf(path, {"blk.0.ffn_up.weight": q8, "blk.0.ffn_down.weight": q8})
+    raw = bytearray(path.read_bytes())
+    assert struct.unpack_from("<Q", raw, 8) == (2,)  # magic, version, then the tensor count
+    struct.pack_into("<Q", raw, 8, 3)
+    path.write_bytes(bytes(raw))
+    # the third tensor's name is read from the padding and data after the second's
+    message = (
+        r"^more\.gguf: the name of tensor 3 of the 3 the header lists claims a string of "
+        r"[\d,]+ bytes but only [\d,]+ remain in the file$"
+    )
+    with pytest.raises(QuantizedFileError, match=message):
+        open_quantized(path)
+
+
+def test_an_index_naming_one_missing_shard_says_one_shard_file(tmp_path: Path) -> None:
+    """ "names 1 shard file(s) that … does not hold"."""
+    from quant_core.files import QuantizedFileError
+
+    layer = random_int_layer(np.random.default_rng(0), 64, 256, 4, 32, zero_lo=1)
+    parts = {
+        **prefixed("model.layers.0.mlp.up_proj", pack_gptq(layer, 4, True)),
+        **prefixed("model.layers.1.mlp.up_proj", pack_gptq(layer, 4, True)),
+    }
+    folder = write_folder(tmp_path / "q", parts, _GPTQ, shards=2)
+    (folder / "model-00002-of-00002.safetensors").unlink()
+    with pytest.raises(QuantizedFileError, match="names 1 shard file that q does not hold: ") as e:
+        open_quantized(folder)
+    assert "(s)" not in str(e.value)
+
+
+def test_a_header_claiming_one_tensor_too_many_for_its_bytes_says_tensor() -> None:
+    from quant_core.files import QuantizedFileError, open_quantized_bytes
+
+    raw = b"GGUF" + struct_u32(3) + struct_u64(1) + struct_u64(1)
+    with pytest.raises(QuantizedFileError, match=r"claims 1 tensor and 1 metadata entry, more"):
+        open_quantized_bytes(raw, "one.gguf")
+
+
+def struct_u32(v: int) -> bytes:
+    return v.to_bytes(4, "little")
+
+
+def struct_u64(v: int) -> bytes:
+    return v.to_bytes(8, "little")
