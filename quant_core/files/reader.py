@@ -194,8 +194,12 @@ def open_quantized(
     if target.is_file() and target.suffix.lower() == ".gguf":
         source, notes = open_gguf(target, guard)
         key = _file_key([p for p in source.parts if isinstance(p, FileLocation)])
+        # a series is named by its first part, whichever part was given: opened from its
+        # second part, the explorer read "m-00002-of-00002.gguf · blk.0.ffn_up.weight" for
+        # a tensor of the first, and the folder's own name depended on the part typed
+        name = source.parts[0].shown if len(source.parts) > 1 else target.name
         return QuantizedFile(
-            FileKind.GGUF, target.name, source.entries, source.metadata, notes, key, source
+            FileKind.GGUF, name, source.entries, source.metadata, notes, key, source
         )
     if target.is_file() and target.suffix.lower() not in (".safetensors", ".json"):
         raise QuantizedFileError(

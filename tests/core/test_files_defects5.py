@@ -139,3 +139,27 @@ def struct_u32(v: int) -> bytes:
 
 def struct_u64(v: int) -> bytes:
     return v.to_bytes(8, "little")
+
+
+def test_a_split_series_is_named_by_its_first_part_whichever_part_was_given(
+    tmp_path: Path,
+) -> None:
+    """Opened from its second part, a series was named "m-00002-of-00002.gguf": the
+    explorer's caption read "m-00002-of-00002.gguf · blk.0.ffn_up.weight" for a tensor of
+    the first part, and the whole model page named the model by the part typed."""
+    import gguf
+
+    from tests.core.quantized_files import GGML, write_gguf
+
+    up = torch.randn(64, 256, generator=torch.Generator().manual_seed(0)).numpy()
+    q8 = (gguf.quants.quantize(up, GGML.Q8_0), GGML.Q8_0)
+    write_gguf(
+        tmp_path / "m.gguf",
+        {"blk.0.ffn_up.weight": q8, "blk.0.ffn_down.weight": q8},
+        split_max_tensors=1,
+    )
+    parts = ["m-00001-of-00002.gguf", "m-00002-of-00002.gguf"]
+    for given in (*parts, ""):
+        qfile = open_quantized(tmp_path / given)
+        assert qfile.name == parts[0], given
+        assert [t.file for t in qfile.tensors] == parts
