@@ -155,3 +155,20 @@ def test_the_whole_model_tables_write_counts_with_thousands_separators(root: Pat
     assert _formats(by_key["qm_listing"]) == {"bytes": "localized"}
     report = _formats(by_key["qm_report"])
     assert report["bytes"] == "localized" and report["mse"] == "%.3g", report
+
+
+def test_an_original_refused_is_not_called_no_original_given(root: Path) -> None:
+    """ "Original refused: … does not exist" above, "No original given: … Give the original
+    above" below."""
+    at = new_app(EXPLORER, src="folder", folder=str(root / "up-Q8_0.gguf")).run()
+    at.radio(key="qf_orig").set_value("folder").run()
+    at.text_input(key="qf_orig_path").set_value(str(root / "nothing-here")).run()
+    assert not at.exception
+    (error,) = [plain(e.value) for e in at.error]
+    assert error.startswith("Original refused: ") and "does not exist" in error, error
+    captions = [plain(c.value) for c in at.caption]
+    assert not any("No original given" in c for c in captions), captions
+    assert any(c.startswith("No original read: the 'original' map") for c in captions)
+    # back to "No original": given is true again
+    at.radio(key="qf_orig").set_value("none").run()
+    assert any(plain(c.value).startswith("No original given: ") for c in at.caption)
