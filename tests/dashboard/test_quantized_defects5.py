@@ -172,3 +172,18 @@ def test_an_original_refused_is_not_called_no_original_given(root: Path) -> None
     # back to "No original": given is true again
     at.radio(key="qf_orig").set_value("none").run()
     assert any(plain(c.value).startswith("No original given: ") for c in at.caption)
+
+
+def test_the_whole_model_upload_offers_gguf_as_its_uploader_takes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The source read "Upload a .safetensors model" and its hint "Upload a .safetensors
+    file", while the uploader takes a quantized .gguf (the issue's files) as well."""
+    monkeypatch.delenv(ROOTS_ENV, raising=False)
+    at = new_app(MODEL).run()
+    at.radio(key="m_source").set_value("upload").run()
+    assert not at.exception and not at.error
+    options = at.radio(key="m_source").options
+    assert "Upload a .safetensors or .gguf model" in options, options
+    hints = [plain(i.value) for i in at.info]
+    assert any(".gguf" in h and h.startswith("Upload a .safetensors file") for h in hints), hints
