@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -105,3 +106,27 @@ def test_one_tensor_that_does_not_decode_is_a_note_not_the_end_of_the_report(
     # the original is the layer's exact dequantization (fp16 scale times a small integer)
     assert good.mse == 0.0 and good.note == ""
     assert torch.isinf(torch.tensor(good.sqnr_db))
+
+
+def test_a_compressed_tensors_act_order_tensor_names_its_g_idx_among_the_extra_bytes(
+    tmp_path: Path,
+) -> None:
+    """ "The file's 10,512 bytes are 1,040 more than the codes and scales drawn below …:
+    0.5078 bits per value of its weight_shape tensor": 1,024 of them are its weight_g_idx."""
+    from dashboard.services.files.tensor import FileTensor, extra_bytes_note, file_exploration
+
+    layer = random_signed_layer(
+        np.random.default_rng(3), 64, 256, 4, 32, symmetric=False, act_order=True
+    )
+    config = json.loads(json.dumps(_CT))
+    config["config_groups"]["group_0"]["weights"].update(symmetric=False, actorder="group")
+    parts = prefixed("model.layers.0.mlp.up_proj", pack_compressed(layer, 4))
+    qfile = open_quantized(write_folder(tmp_path / "ct", parts, config))
+    (entry,) = qfile.tensors
+    assert entry.type_name.endswith(" act-order")
+    ft = FileTensor(qfile, qfile.load(entry.name))
+    fexp = file_exploration(ft)
+    note = extra_bytes_note(entry, fexp.stored.storage, qfile.kind)
+    # 256 int32 g_idx (1,024 bytes) and 2 int64 weight_shape (16 bytes)
+    assert note is not None and "are 1,040 more than" in note, note
+    assert note.endswith("of its weight_g_idx and weight_shape tensors."), note
