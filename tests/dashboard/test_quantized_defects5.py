@@ -187,3 +187,15 @@ def test_the_whole_model_upload_offers_gguf_as_its_uploader_takes_it(
     assert "Upload a .safetensors or .gguf model" in options, options
     hints = [plain(i.value) for i in at.info]
     assert any(".gguf" in h and h.startswith("Upload a .safetensors file") for h in hints), hints
+
+
+def test_the_pickers_label_writes_the_files_size_as_the_whole_model_page(root: Path) -> None:
+    """The picker's label said "Tensor (1 in GGUF (llama.cpp), 17,408 bytes)" (a 7B
+    model's "4,368,439,584 bytes") where the whole model page says "17.4 kB"."""
+    path = str(root / "up-Q8_0.gguf")
+    at = new_app(EXPLORER, src="folder", folder=path).run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="src_folder_tensor").label == "Tensor (1 in GGUF (llama.cpp), 17.4 kB)"
+    at = new_app(MODEL, **{"m.src": "folder", "m.folder": path}).run()
+    (head,) = [plain(c.value) for c in at.caption if "GGUF (llama.cpp) ·" in c.value]
+    assert " · 17.4 kB · " in head, head
