@@ -40,7 +40,8 @@ _FILES = "_model_upload_path"
 OTHER_PATH = ""  # the folder choice "type a path" (no found folder has an empty path)
 _LABELS = {
     "bundled": "all-MiniLM-L6-v2 (bundled)",
-    "upload": "Upload a .safetensors model",
+    # the uploader takes a quantized .gguf too: "a .safetensors model" turned those away
+    "upload": "Upload a .safetensors or .gguf model",
     "folder": "Model folder on this machine",
 }
 
@@ -194,7 +195,10 @@ def model_picker() -> ModelFile | ModelFolder | QuantizedModel | None:
         else:
             st.error(f"Model folder refused: {literal(problem)}")
     elif problem is None:
-        st.info("Upload a .safetensors file to analyse its linear layers.")
+        st.info(
+            "Upload a .safetensors file to analyse its linear layers, or a quantized file "
+            "(.gguf, or a GPTQ/AWQ/bitsandbytes .safetensors) for its report."
+        )
     else:
         st.error(f"Upload refused: {literal(problem)}")
     return None

@@ -4,12 +4,15 @@ tensor's error (and the lab's round-to-nearest's), streamed with a progress bar.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import streamlit as st
 
 from dashboard import cache
 from dashboard.components.persist import PERSIST
 from dashboard.components.quantized_view import original_picker
 from dashboard.components.tables import with_error_formats
+from dashboard.services.display.bits import bits_text
 from dashboard.services.display.counts import counted
 from dashboard.services.display.sizes import compact_bytes
 from dashboard.services.display.text import literal
@@ -22,7 +25,21 @@ from dashboard.services.files.report import (
     run_file_report,
 )
 
-__all__ = ["quantized_model_page"]
+__all__ = ["COUNT_COLUMNS", "quantized_model_page"]
+
+COUNT_COLUMNS = ("tensors", "values", "bytes")
+"""The tables' whole-number columns, written with the reader's thousands separators:
+Streamlit's default wrote a 7B model's Q4_K bytes as 3825205248 beside the caption's
+"3.83 GB" and the picker's "26,624 bytes"."""
+
+
+def _counts(columns: Iterable[str]) -> dict[str, object]:
+    """``COUNT_COLUMNS`` among ``columns``, each a ``NumberColumn`` of localized format."""
+    return {
+        c: st.column_config.NumberColumn(c, format="localized")
+        for c in columns
+        if c in COUNT_COLUMNS
+    }
 
 
 def quantized_model_page(model: QuantizedModel) -> None:
@@ -38,17 +55,22 @@ def quantized_model_page(model: QuantizedModel) -> None:
         f"**{literal(model.label)}** · {qfile.kind.label} · "
         f"{counted(len(qfile.tensors), 'tensor')} "
         f"({quantized:,} quantized) · {compact_bytes(qfile.nbytes, 1)} · "
-        f"{8 * qfile.nbytes / max(qfile.numel, 1):.3f} bits per weight overall"
+        # as the explorer's metric and the tables write bits ("6.5", not "6.500")
+        f"{bits_text(8 * qfile.nbytes / max(qfile.numel, 1))} bits per weight overall"
     )
     for note in qfile.notes:
         st.caption(literal(note))
     st.subheader("The mix: bytes per stored type")
     # the table on a row of its own: in two fifths of the page at a 1100 px window its
     # "share of bytes" and "bits/weight" columns were past the edge
-    st.dataframe(mix_table(qfile), hide_index=True, key="qm_mix")
+    mix = mix_table(qfile)
+    st.dataframe(mix, hide_index=True, key="qm_mix", column_config=_counts(mix.columns))
     st.plotly_chart(mix_figure(qfile), key="qm_mix_chart", config={"displaylogo": False})
     with st.expander(f"Every tensor, from the headers ({len(qfile.tensors):,})"):
-        st.dataframe(listing_table(qfile), hide_index=True, key="qm_listing")
+        listing = listing_table(qfile)
+        st.dataframe(
+            listing, hide_index=True, key="qm_listing", column_config=_counts(listing.columns)
+        )
 
     st.subheader("Error against the original")
     original = original_picker("qm")
@@ -65,7 +87,7 @@ def quantized_model_page(model: QuantizedModel) -> None:
     def show(rows, total):
         bar.progress(len(rows) / max(total, 1), text=f"{len(rows):,} of {counted(total, 'tensor')}")
         table = rows_table(rows)
-        config = with_error_formats(table.columns)
+        config = with_error_formats(table.columns, _counts(table.columns))
         live.dataframe(table, hide_index=True, column_config=config)  # redrawn: no key
 
     key = f"{qfile.key}|{original.key}|{with_rtn}"
@@ -76,12 +98,24 @@ def quantized_model_page(model: QuantizedModel) -> None:
         return
     bar.empty()
     live.empty()
-    matched = [r for r in rows if r.mse is not None]
+    # a tensor matched by name but not compared (another shape, bytes that do not decode)
+    # counted as not matched: "0 of 2 tensors matched" above a table naming both originals
+    compared = sum(r.mse is not None for r in rows)
+    uncompared = sum(r.original is not None and r.mse is None for r in rows)
     st.caption(
-        f"{len(matched):,} of {counted(len(rows), 'tensor')} matched in {literal(original.name)}; "
-        "each read, decoded and compared one at a time."
+        f"{compared:,} of {counted(len(rows), 'tensor')} compared with "
+        f"{literal(original.name)}"
+        + (
+            f" ({uncompared:,} more matched by name but not compared: see their notes)"
+            if uncompared
+            else ""
+        )
+        + "; each read, decoded and compared one at a time."
     )
     table = rows_table(rows)  # errors at 3 significant digits, not 0.000002
     st.dataframe(
-        table, hide_index=True, key="qm_report", column_config=with_error_formats(table.columns)
+        table,
+        hide_index=True,
+        key="qm_report",
+        column_config=with_error_formats(table.columns, _counts(table.columns)),
     )

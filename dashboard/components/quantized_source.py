@@ -25,7 +25,9 @@ def _pick(qfile: QuantizedFile, key: str, from_link: bool) -> str:
     types = {t.name: stored_type_label(t.type_name) for t in qfile.tensors}
     first = next((t.name for t in qfile.tensors if t.quantized), qfile.tensors[0].name)
     return persist.name_picker(
-        f"Tensor ({len(entries):,} in {qfile.kind.label}, {qfile.nbytes:,} bytes)",
+        # the file's size as the whole model page's caption writes it ("4.37 GB"), not
+        # "4,368,439,584 bytes" in a sidebar label
+        f"Tensor ({len(entries):,} in {qfile.kind.label}, {compact_bytes(qfile.nbytes, 1)})",
         list(entries),
         key,
         first,

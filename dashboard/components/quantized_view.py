@@ -87,6 +87,14 @@ def original_picker(prefix: str) -> QuantizedFile | None:
     return None
 
 
+def _no_original(prefix: str) -> str:
+    """The caption's opening without an original: "No original given", or "No original
+    read" once a folder or upload is picked (its path may be empty, or refused above:
+    "Original refused: … does not exist" read beside "No original given")."""
+    picked = st.session_state.get(f"{prefix}_orig", _NONE) != _NONE
+    return "No original read" if picked else "No original given"
+
+
 def _original_of(
     source: PreparedSource, original: QuantizedFile
 ) -> tuple[str, StoredTensor] | None:
@@ -227,9 +235,20 @@ def quantized_file_view(source: PreparedSource) -> None:
     opts = view_options(reduced=needs_reduction((rows, cols)))
     figs = cache.overview(f"{key}|{opts!r}", exp, opts)
     if fexp.comparison is None:
+        # an original given but not compared (no tensor of the name, another shape) is
+        # said above; "No original given" under that warning or error read as if the
+        # path typed had been lost
         st.caption(
-            "No original given: the 'original' map shows the stored values and the error is "
-            "zero. Give the original above to see what the file's quantization changed."
+            (
+                f"{_no_original('qf')}: the 'original' map shows the stored values and the "
+                "error is zero. Give the original above to see what the file's quantization "
+                "changed."
+            )
+            if original is None
+            else (
+                f"Not compared with {literal(original.name)} (said above): the 'original' map "
+                "shows the stored values and the error is zero."
+            )
         )
     else:
         metrics_row(exp)

@@ -310,8 +310,9 @@ def read_header(blob: Blob) -> GGUFHeader:
     # every metadata entry takes at least 12 bytes, every tensor entry at least 24
     if n_kv * 12 > cur.remaining() or n_tensors * 24 > cur.remaining():
         raise QuantizedFileError(
-            f"{shown}: the header claims {n_tensors:,} tensor(s) and {n_kv:,} metadata "
-            f"entries, more than its {blob.size:,} bytes can hold: truncated or a lying header"
+            f"{shown}: the header claims {n_tensors:,} tensor{'' if n_tensors == 1 else 's'} "
+            f"and {n_kv:,} metadata {'entry' if n_kv == 1 else 'entries'}, more than its "
+            f"{blob.size:,} bytes can hold: truncated or a lying header"
         )
     if n_tensors > MAX_TENSORS:
         raise QuantizedFileError(
@@ -324,7 +325,7 @@ def read_header(blob: Blob) -> GGUFHeader:
     metadata: dict[str, Any] = {}
     value_types: dict[str, int] = {}
     for i in range(n_kv):
-        key = cur.string(f"metadata entry {i}'s key", MAX_KEY_BYTES)
+        key = cur.string(f"the key of metadata entry {i + 1:,} of {n_kv:,}", MAX_KEY_BYTES)
         if key in metadata:
             raise QuantizedFileError(f"{shown}: the metadata names {key!r} twice")
         code = cur.u32(f"metadata {key!r}")
@@ -332,9 +333,17 @@ def read_header(blob: Blob) -> GGUFHeader:
         value_types[key] = code  # a known type: _value refuses the others
     raw_tensors = []
     for i in range(n_tensors):
-        name = cur.string(f"tensor {i}'s name", MAX_KEY_BYTES)
+        # counted from 1, of the header's count: an index from 0 is no page's numbering
+        name = cur.string(
+            f"the name of tensor {i + 1:,} of the {n_tensors:,} the header lists", MAX_KEY_BYTES
+        )
         if not name:  # nothing could name it: listed, picked or mapped to a module
-            raise QuantizedFileError(f"{shown}: tensor {i} (from 0) has an empty name")
+            # a header that lists more tensors than it holds reads the zeros after the
+            # last one as a tensor of no name
+            raise QuantizedFileError(
+                f"{shown}: tensor {i + 1:,} of the {n_tensors:,} the header lists has an "
+                "empty name (a header listing more tensors than it holds reads one so)"
+            )
         n_dims = cur.u32(f"tensor {name!r}'s dimension count")
         if not 1 <= n_dims <= MAX_DIMS:
             raise QuantizedFileError(

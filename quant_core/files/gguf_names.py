@@ -15,6 +15,7 @@ applies the same permutation to an original, so the two are compared row for row
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,6 +28,7 @@ PERMUTED_ARCHS = frozenset({"llama"})
 """Architectures whose query/key rows llama.cpp's converter permutes (``LlamaModel``)."""
 
 _SUFFIXES = (".weight", ".bias")
+_BLOCK = re.compile(r"blk\.(\d{1,6})\.")
 MAX_NAMED_BLOCKS = 512
 """Blocks ``0 .. 511`` are mapped back to Hugging Face names (about 0.5 s to build the
 map once per architecture and block count); a tensor of a later block has none."""
@@ -66,6 +68,13 @@ def original_names(metadata: Mapping[str, Any], gguf_name: str) -> tuple[str, ..
     n_blocks = metadata.get(f"{arch}.block_count", 0)
     if not isinstance(n_blocks, int) or not 0 <= n_blocks <= 10_000:
         n_blocks = 0
+    # A file without ``<arch>.block_count`` (written by a script, not llama.cpp's
+    # converter) named no ``blk.N`` tensor back: the map has the blocks the file counts.
+    # The tensor's own block number says how many there are at least; rounded up to a
+    # power of two so a file's tensors share a few maps (``_reverse`` keeps 16).
+    block = _BLOCK.match(gguf_name)
+    if block is not None and int(block.group(1)) >= n_blocks:
+        n_blocks = 1 << int(block.group(1)).bit_length()
     # The map lists every block's names: 10,000 blocks took 17 to 24 s to build, for a
     # file of one tensor. Real models have under 200 blocks; later ones go unnamed.
     n_blocks = min(n_blocks, MAX_NAMED_BLOCKS)

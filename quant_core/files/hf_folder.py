@@ -263,8 +263,8 @@ def _from_index(folder: Path, guard: PathGuard) -> tuple[list[str], tuple[str, .
     missing = [n for n in names if not guard.check(folder / n).is_file()]
     if missing:
         raise QuantizedFileError(
-            f"{INDEX_NAME} names {len(missing)} shard file(s) that {folder.name} does not "
-            f"hold: {', '.join(missing[:3])}"
+            f"{INDEX_NAME} names {len(missing)} shard file{'' if len(missing) == 1 else 's'} "
+            f"that {folder.name} does not hold: {', '.join(missing[:3])}"
         )
     listed = f"{len(names)} shard{'' if len(names) == 1 else 's'}"  # not "1 shards"
     return names, (f"{listed} listed by {INDEX_NAME}",), weight_map

@@ -133,11 +133,28 @@ class QuantizedFile:
     def original_name(self, name: str, available: Collection[str]) -> str | None:
         """The name tensor ``name`` has among ``available`` (an original's tensor names):
         its own, else the first of its ``original_names`` (GGUF's names mapped back to
-        Hugging Face's) found there; ``None`` when none is."""
+        Hugging Face's) found there, else the first of those with Hugging Face's
+        ``model.`` prefix added or taken off (``model.layers.0.mlp.up_proj.weight`` in a
+        GPTQ folder, ``layers.0.mlp.up_proj.weight`` in a checkpoint saved from the
+        inner model); ``None`` when none is."""
         entry = self.entry(name)
-        if entry.name in available:
-            return entry.name
-        return next((n for n in entry.original_names if n in available), None)
+        candidates = (entry.name, *entry.original_names)
+        for candidate in (*candidates, *map(_other_prefix, candidates)):
+            if candidate in available:
+                return candidate
+        return None
+
+
+_MODEL_PREFIX = "model."
+
+
+def _other_prefix(name: str) -> str:
+    """``name`` with Hugging Face's ``model.`` prefix taken off, or added when it has none:
+    a causal LM's state dict holds ``model.layers...`` beside ``lm_head``, its inner
+    model's ``layers...``; which one a checkpoint was saved from is the writer's choice."""
+    if name.startswith(_MODEL_PREFIX):
+        return name[len(_MODEL_PREFIX) :]
+    return _MODEL_PREFIX + name
 
 
 def _file_key(locations: Collection[FileLocation]) -> str:
@@ -177,8 +194,12 @@ def open_quantized(
     if target.is_file() and target.suffix.lower() == ".gguf":
         source, notes = open_gguf(target, guard)
         key = _file_key([p for p in source.parts if isinstance(p, FileLocation)])
+        # a series is named by its first part, whichever part was given: opened from its
+        # second part, the explorer read "m-00002-of-00002.gguf · blk.0.ffn_up.weight" for
+        # a tensor of the first, and the folder's own name depended on the part typed
+        name = source.parts[0].shown if len(source.parts) > 1 else target.name
         return QuantizedFile(
-            FileKind.GGUF, target.name, source.entries, source.metadata, notes, key, source
+            FileKind.GGUF, name, source.entries, source.metadata, notes, key, source
         )
     if target.is_file() and target.suffix.lower() not in (".safetensors", ".json"):
         raise QuantizedFileError(

@@ -133,7 +133,7 @@ def test_hostile_text_makes_no_request_outside_the_app(
     _settle_and_check(page, host)
 
     _goto_page(page, "Whole model")
-    choose_radio(page, "m_source", "Upload a .safetensors model")
+    choose_radio(page, "m_source", "Upload a .safetensors or .gguf model")
     wait_idle(page)
     uploader = page.locator('.st-key-m_upload [data-testid="stFileUploaderDropzoneInput"]')
     uploader.set_input_files(str(path))

@@ -18,6 +18,7 @@ import pytest
 import torch
 from playwright.sync_api import expect
 
+from dashboard.services.display.sizes import compact_bytes
 from quant_core import quantize
 from quant_core.files import open_quantized
 from quant_core.files.gguf_file import lab_decodes
@@ -103,7 +104,7 @@ def test_a_gguf_in_a_model_folder_shows_its_stored_scale_map(page, served_root) 
     assert page.get_by_text("Stored scales: what each level holds", exact=True).is_visible()
     # the picker lists every tensor of the file with its stored type
     nbytes = open_quantized(root / "tiny.gguf").nbytes
-    label = f"Tensor (2 in GGUF (llama.cpp), {nbytes:,} bytes)"
+    label = f"Tensor (2 in GGUF (llama.cpp), {compact_bytes(nbytes, 1)})"
     sidebar.get_by_role("combobox", name=label, exact=True).click()
     options = [" ".join(o.inner_text().split()) for o in page.get_by_role("option").all()]
     assert options == [f"blk.0.ffn_up.weight {TYPE}", "output_norm.weight F32"], options

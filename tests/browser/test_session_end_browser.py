@@ -83,7 +83,7 @@ def upload_on_model_page(browser, base: str, path: Path, refused: bool) -> None:
         page.set_default_timeout(120_000)
         page.goto(f"{base}/model")
         wait_idle(page)
-        choose_radio(page, "m_source", "Upload a .safetensors model")
+        choose_radio(page, "m_source", "Upload a .safetensors or .gguf model")
         wait_idle(page)
         page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
         if refused:

@@ -126,7 +126,7 @@ def test_the_hand_written_file_is_valid(tmp_path):
         ),
         (
             raw_gguf(GOOD, GOOD_DATA, kv=struct.pack("<Q", 2**62) + b"k", n_kv=1),
-            "metadata entry 0's key claims a string",
+            "the key of metadata entry 1 of 1 claims a string",
         ),
         (
             raw_gguf(GOOD, GOOD_DATA, kv=_s("k") + struct.pack("<I", 77), n_kv=1),
@@ -623,7 +623,7 @@ def test_a_gguf_tensor_of_an_empty_name_is_refused(tmp_path):
     """A tensor named "" was listed as a tensor nothing could pick or map to a module."""
     tensors = [("w", (8, 2), F32, 0), ("", (8,), F32, 64)]
     data = GOOD_DATA + np.zeros(8, dtype=np.float32).tobytes()
-    message = r"^m\.gguf: tensor 1 \(from 0\) has an empty name"
+    message = r"^m\.gguf: tensor 2 of the 2 the header lists has an empty name"
     with pytest.raises(QuantizedFileError, match=message):
         _open(tmp_path, raw_gguf(tensors, data))
 

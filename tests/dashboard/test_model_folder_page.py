@@ -70,7 +70,7 @@ def test_without_the_setting_the_folder_source_is_not_offered(
     no_errors(at)
     assert at.radio(key="m_source").options == [
         "all-MiniLM-L6-v2 (bundled)",
-        "Upload a .safetensors model",
+        "Upload a .safetensors or .gguf model",
     ]
     assert any(ROOTS_ENV in c.value and "off" in plain(c.value) for c in at.sidebar.caption)
 

@@ -390,6 +390,7 @@ def test_index_names_a_missing_shard(model: Path, roots: ModelRoots) -> None:
     (model / shard_name(2, 3)).unlink()
     text = refusal(model, roots)
     assert shard_name(2, 3) in text and "does not hold" in text and "up_proj" in text
+    assert "names 1 shard file that" in text and "(s)" not in text
 
 
 def test_tensor_in_the_index_but_not_in_its_shard(model: Path, roots: ModelRoots) -> None:
@@ -397,7 +398,8 @@ def test_tensor_in_the_index_but_not_in_its_shard(model: Path, roots: ModelRoots
     index["weight_map"]["model.layers.9.ghost.weight"] = shard_name(1, 3)
     _write_index(model, index)
     text = refusal(model, roots)
-    assert "maps 1 tensor(s) to model-00001-of-00003" in text and "ghost" in text
+    assert "maps 1 tensor to model-00001-of-00003.safetensors, which does not hold it" in text
+    assert "ghost" in text and "(s)" not in text
 
 
 def test_tensor_in_a_shard_but_mapped_elsewhere_or_nowhere(model: Path, roots: ModelRoots) -> None:

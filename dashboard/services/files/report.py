@@ -23,6 +23,7 @@ import plotly.graph_objects as go
 
 from quant_core.files import QuantizedFile, TensorEntry, compare_with_original
 
+from ..display.bits import bits_text
 from ..display.counts import counted
 from ..display.labels import stored_type_label
 from ..display.text import html_literal
@@ -38,9 +39,18 @@ __all__ = [
     "mix_table",
     "rows_table",
     "run_file_report",
+    "shown_bits",
 ]
 
 MAX_ELEMENTS = 2**28  # as the folder report: one 16384 x 16384 tensor at a time
+
+
+def shown_bits(bits: float) -> float:
+    """Bits per weight as the explorer's metric writes them (``bits_text``: exact for a
+    short binary fraction, else four significant digits), as a number for the tables:
+    ``round(x, 4)`` wrote bitsandbytes NF4's 4.7393 and compressed-tensors' 4.5078 where the
+    explorer's "Bits per weight, as stored" and the page's caption said 4.739 and 4.508."""
+    return float(bits_text(bits))
 
 
 @dataclass(frozen=True)
@@ -73,7 +83,7 @@ class FileRow:
             "sqnr_db": self.sqnr_db,
             "rtn_mse": self.rtn_mse,
             "rtn_sqnr_db": self.rtn_sqnr_db,
-            "bits/weight": round(e.bits_per_weight, 4),
+            "bits/weight": shown_bits(e.bits_per_weight),
             "shape": "×".join(str(d) for d in e.shape),
             "bytes": e.nbytes,
             "original": self.original or "",
@@ -95,7 +105,7 @@ def listing_table(qfile: QuantizedFile) -> pd.DataFrame:
                 "type": stored_type_label(t.type_name),
                 "shape": "×".join(str(d) for d in t.shape),
                 "bytes": t.nbytes,
-                "bits/weight": round(t.bits_per_weight, 4),
+                "bits/weight": shown_bits(t.bits_per_weight),
                 "file": t.file,
             }
             for t in qfile.tensors
@@ -115,7 +125,7 @@ def mix_table(qfile: QuantizedFile) -> pd.DataFrame:
                 "values": s.elements,
                 "bytes": s.nbytes,
                 "share of bytes": f"{100 * s.nbytes / total:.1f}%",
-                "bits/weight": round(s.bits_per_weight, 4),
+                "bits/weight": shown_bits(s.bits_per_weight),
             }
             for s in qfile.mix()
         ],
@@ -130,9 +140,9 @@ def mix_figure(qfile: QuantizedFile) -> go.Figure:
         go.Bar(
             x=[stored_type_label(s.type_name) for s in mix],
             y=[s.nbytes / 1e6 for s in mix],
-            customdata=[[counted(s.tensors, "tensor"), s.bits_per_weight] for s in mix],
+            customdata=[[counted(s.tensors, "tensor"), bits_text(s.bits_per_weight)] for s in mix],
             hovertemplate="%{x}: %{y:.2f} MB in %{customdata[0]}, "
-            "%{customdata[1]:.3f} bits/weight<extra></extra>",
+            "%{customdata[1]} bits/weight<extra></extra>",
         )
     )
     fig.update_layout(
@@ -153,7 +163,8 @@ def measure(
     total: int,
 ) -> FileRow:
     """The row of ``entry`` (see the module docstring); a tensor over the size limit, one
-    no original tensor matches, or one whose shapes differ gets a note, not an error."""
+    no original tensor matches, one whose shapes differ, or one (or its original) that
+    does not decode (``ValueError``) gets a note, not an error."""
     began = time.perf_counter()
     if original is None:
         return FileRow(done, total, entry, None)
@@ -164,8 +175,17 @@ def measure(
     match = qfile.original_name(entry.name, names)
     if match is None:
         return FileRow(done, total, entry, None, note="no tensor of that name in the original")
-    stored = qfile.load(entry.name, max_elements=MAX_ELEMENTS)
-    x = original.load(match, max_elements=MAX_ELEMENTS).dequantize()
+    # a tensor the header lists but whose bytes do not decode (a g_idx naming groups the
+    # scales lack, a corrupt quant state) is that row's note: raised, it stopped the whole
+    # report at that tensor, and the page showed the error above an empty table
+    try:
+        stored = qfile.load(entry.name, max_elements=MAX_ELEMENTS)
+    except ValueError as exc:
+        return FileRow(done, total, entry, match, note=f"not decoded: {exc}")
+    try:
+        x = original.load(match, max_elements=MAX_ELEMENTS).dequantize()
+    except ValueError as exc:
+        return FileRow(done, total, entry, match, note=f"the original's not decoded: {exc}")
     try:
         cmp = compare_with_original(stored, x, match, qfile.metadata, rtn=with_rtn)
     except ValueError as exc:

@@ -99,6 +99,10 @@ def extra_bytes_note(
     if extra <= 0 or entry.numel == 0:
         return None
     what = _EXTRA_TENSORS.get(kind, "the format's other tensors") if kind else None
+    if kind is FileKind.COMPRESSED_TENSORS and entry.type_name.endswith(" act-order"):
+        # its weight_g_idx is most of the extra bytes: "1,040 more … of its weight_shape
+        # tensor" named the 16-byte tensor and not the 1,024-byte one
+        what = "its weight_g_idx and weight_shape tensors"
     return (
         f"The file's {entry.nbytes:,} bytes are {extra:,} more than the codes and scales "
         f"drawn below ({modelled.total_bytes:,} bytes, "

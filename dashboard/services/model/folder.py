@@ -29,6 +29,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..display.counts import counted
 from ..io import LoadError, TensorInfo, list_safetensors_file
 from ..io.regular import file_kind, open_regular, read_at_most
 from ..io.safetensors_format import natural_key
@@ -146,9 +147,10 @@ def _from_index(folder: Path, roots: ModelRoots) -> Checkpoint:
     missing = [s for s in sorted(by_shard, key=natural_key) if not (folder / s).exists()]
     if missing:
         raise CheckpointError(
-            f"{INDEX_NAME} names {len(missing)} shard file(s) that {folder} does not hold: "
+            f"{INDEX_NAME} names {counted(len(missing), 'shard file')} that {folder} does "
+            "not hold: "
             + "; ".join(
-                f"{s} (for {len(by_shard[s])} tensor(s), e.g. {by_shard[s][0]!r})"
+                f"{s} (for {counted(len(by_shard[s]), 'tensor')}, e.g. {by_shard[s][0]!r})"
                 for s in missing[:_SHOWN]
             )
             + ("" if len(missing) <= _SHOWN else f"; … ({len(missing)} in all)")
@@ -161,14 +163,14 @@ def _from_index(folder: Path, roots: ModelRoots) -> Checkpoint:
         absent = [t for t in by_shard[name] if t not in held]
         if absent:
             raise CheckpointError(
-                f"{INDEX_NAME} maps {len(absent)} tensor(s) to {name}, which does not hold "
-                f"them: {_names(absent)}"
+                f"{INDEX_NAME} maps {counted(len(absent), 'tensor')} to {name}, which does not "
+                f"hold {'it' if len(absent) == 1 else 'them'}: {_names(absent)}"
             )
         elsewhere = [i.name for i in infos if weight_map.get(i.name) != name]
         if elsewhere:
             raise CheckpointError(
-                f"{name} holds {len(elsewhere)} tensor(s) that {INDEX_NAME} does not map to "
-                "it: "
+                f"{name} holds {counted(len(elsewhere), 'tensor')} that {INDEX_NAME} does "
+                "not map to it: "
                 + ", ".join(_where(t, weight_map) for t in elsewhere[:_SHOWN])
                 + ("" if len(elsewhere) <= _SHOWN else f", … ({len(elsewhere)} in all)")
             )
