@@ -277,6 +277,9 @@ def source_caption(chosen: PreparedSource) -> None:
     if ft is not None and ft.entry.quantized:
         stored = literal(stored_type_label(ft.entry.type_name))
         dtype = f"stored as **{stored}**, dequantized to {dtype}"
+    elif ft is not None and ft.entry.type_name != "F32":
+        # a file's F16/BF16 tensor is read as float32: name what the file holds too
+        dtype = f"stored as **{literal(ft.entry.type_name)}**, read as {dtype}"
     st.caption(f"**{literal(chosen.label)}** · shape {shape} · {dtype}")
 
 

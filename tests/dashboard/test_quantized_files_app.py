@@ -279,6 +279,29 @@ def test_a_tensor_stored_as_floats_is_explored_like_any_float_tensor(root: Path)
     assert len(at.get("plotly_chart")) + len(at.get("custom_component")) > 0
 
 
+def test_a_tensor_stored_as_f16_is_captioned_with_its_stored_type(root: Path) -> None:
+    """A GGUF's F16 tensor is read as float32: the caption said only "float32", as if the
+    file held float32 values; an F32 tensor's caption stays as it was."""
+    norm = torch.randn(256, generator=torch.Generator().manual_seed(3))
+    write_gguf(
+        root / "halves.gguf",
+        {
+            "output_norm.weight": (norm.numpy(), None),
+            "token_embd.weight": (norm.reshape(8, 32).numpy().astype(np.float16), None),
+        },
+    )
+    captions = {}
+    for name in ("token_embd.weight", "output_norm.weight"):
+        at = new_app(EXPLORER, src="folder", folder=str(root / "halves.gguf"), tensor=name)
+        at.run()
+        no_errors(at)
+        captions[name] = next(
+            c for c in (plain(c.value) for c in at.caption) if f"{name} · shape" in c
+        )
+    assert captions["token_embd.weight"].endswith("stored as F16, read as float32"), captions
+    assert captions["output_norm.weight"].endswith("· float32"), captions
+
+
 def test_a_link_to_a_file_without_a_tensor_opens_its_first_tensor(root: Path) -> None:
     """``?src=folder&folder=…`` alone (a file shared by its path) used to be refused as
     "tensor=None is not a valid tensor name" and fall back to the synthetic tensor."""
