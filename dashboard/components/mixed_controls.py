@@ -12,7 +12,7 @@ from streamlit.errors import StreamlitSecretNotFoundError
 from dashboard.components import url
 from dashboard.components.model_source import model_query
 from dashboard.services.mixed.runner import RAY_ENV, RAY_SECRET, ray_address_setting
-from dashboard.services.mixed.state import mixed_from_query, mixed_to_query
+from dashboard.services.mixed.state import budget_step, mixed_from_query, mixed_to_query
 from quant_core.mixed import ALL_CANDIDATES, Budget, BudgetUnit, Candidate
 
 __all__ = ["CANDIDATES", "MixedControls", "mixed_controls", "ray_address"]
@@ -43,15 +43,32 @@ class MixedControls:
 
 
 _UNIT_WAS = "_mx_unit_was"
+_TYPED = "_mx_typed"
+"""Session key: ``(unit, value, shown)``: the budget as the user last typed it and the
+value the box shows for it now (converted), so that switching units and back gives the
+typed value again, not its rounded conversion (4.281 bpw read 4.282 after GB and MB)."""
 N_WEIGHTS = "_mx_n_weights"
 """Session key: how many weights the page's model has (set by the page once it knows), so
 that a change of the budget's unit keeps the same size."""
+MIN_BUDGET = 1e-9
+"""The box's least value in any unit: a tiny folder's budget in GB is some 1e-6."""
+
+
+def _in_unit(value: float, was: BudgetUnit, now: BudgetUnit, n: int) -> float:
+    """``value`` in ``was`` as a value in ``now`` of the same size, to 4 significant
+    digits (4.5 bits per weight of MiniLM's 22.7M weights is 12.77 MB)."""
+    if was is now:
+        return value
+    bits = Budget(float(value), was).total_bits(n)
+    per = {BudgetUnit.BITS_PER_WEIGHT: n, BudgetUnit.MEGABYTES: 8e6, BudgetUnit.GIGABYTES: 8e9}
+    return max(float(f"{bits / per[now]:.4g}"), MIN_BUDGET)
 
 
 def _convert_budget() -> None:
-    """``mx_unit``'s callback: the budget's value in the new unit, the same size (4.5 bits
-    per weight of MiniLM's 22.7M weights is 12.76 MB). Without it the number stayed and
-    meant another size: "4.5 MB", below anything the candidates reach."""
+    """``mx_unit``'s callback: the budget's value in the new unit, the same size. Without
+    it the number stayed and meant another size: "4.5 MB", below anything the candidates
+    reach. Converted from the value as typed (``_TYPED``) while the box still shows its
+    conversion, so a round trip through other units ends where it began."""
     ss = st.session_state
     was, now, n = ss.get(_UNIT_WAS), ss.get("mx_unit"), ss.get(N_WEIGHTS)
     value = ss.get("mx_value")
@@ -59,9 +76,13 @@ def _convert_budget() -> None:
         return
     if not isinstance(n, int) or n <= 0 or not isinstance(value, int | float) or value <= 0:
         return
-    bits = Budget(float(value), was).total_bits(n)
-    per = {BudgetUnit.BITS_PER_WEIGHT: n, BudgetUnit.MEGABYTES: 8e6, BudgetUnit.GIGABYTES: 8e9}
-    ss["mx_value"] = max(float(f"{bits / per[now]:.4g}"), 0.001)
+    typed = ss.get(_TYPED)
+    if not (isinstance(typed, tuple) and typed[2] == value):  # typed anew since
+        typed = (was, float(value), float(value))
+    unit, origin, _ = typed
+    shown = _in_unit(origin, unit, now, n)
+    ss["mx_value"] = shown
+    ss[_TYPED] = (unit, origin, shown)
 
 
 def mixed_controls() -> MixedControls:
@@ -95,7 +116,15 @@ def mixed_controls() -> MixedControls:
         # shown to nine significant digits (what a link carries), as the budget is used:
         # the default "%0.2f" showed a link's 4.281 bpw as 4.28, and 4.5 bpw of MiniLM
         # turned into GB as 0.01; "%.6g" showed 1234.5678 MB as 1234.57
-        value = st.number_input("Budget", min_value=0.001, step=0.25, format="%.9g", key="mx_value")
+        # the step is 0.25 bits per weight in every unit (in MB or GB rounded to 1, 2 or 5
+        # times a power of ten): 0.25 GB was 20 times MiniLM's size
+        value = st.number_input(
+            "Budget",
+            min_value=MIN_BUDGET,
+            step=budget_step(unit, st.session_state.get(N_WEIGHTS)),
+            format="%.9g",
+            key="mx_value",
+        )
         floor = st.selectbox(
             "Embeddings and output head: at least",
             ["none", *names],
