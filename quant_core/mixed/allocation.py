@@ -333,9 +333,15 @@ def build_problem(
     kept = tuple(t for i, t in enumerate(tensors) if not has_option[i])
     keep = np.flatnonzero(has_option)
     if kept:
+        # it is in the model as stored, so in the budget, the size and the bits per weight
+        # at its stored size (32 bits per weight for a float32 file): say so, or a budget
+        # of 4.5 bits per weight refused as "reachable are 18.07 to 20.25" read as a fault
+        k_bits = int(stored[~has_option].sum())
+        k_bpw = k_bits / max(int(n_el[~has_option].sum()), 1)
         notes.append(
             f"{len(kept)} {'tensor' if len(kept) == 1 else 'tensors'} no candidate can take, "
-            "kept as stored"
+            f"kept as stored: {k_bpw:.4g} bits per weight, {-(-k_bits // 8):,} bytes, counted "
+            "in the budget and the size"
         )
     bits, errors, allowed = bits[keep], errors[keep], allowed[keep]
     problem_tensors = tuple(tensors[i] for i in keep)
@@ -480,9 +486,31 @@ def _reachable(low: int, high: int, per: int, decimals: int) -> _Reachable:
     for places in range(decimals, 13):
         unit = Fraction(1, 10**places)
         up, down = math.ceil(lo / unit) * unit, math.floor(hi / unit) * unit
-        if up <= down and (up > 0 or lo == 0):
+        # two equal ends only for a range of one size: "0.02 to 0.02 MB" read as one value
+        if (up < down or (up == down and lo == hi)) and (up > 0 or lo == 0):
             break
     return _Reachable(f"{float(up):.{places}f}", f"{float(down):.{places}f}")
+
+
+def _megabytes(bits: int) -> str:
+    """``bits`` in MB: two places, three significant digits below 1 MB (a small table's
+    4.5 bits per weight read "0.00 MB")."""
+    mb = bits / 8e6
+    if mb >= 1 or mb == 0:
+        return f"{mb:,.2f}"
+    return np.format_float_positional(mb, precision=3, fractional=False, trim="-")
+
+
+def _kept_text(problem: AllocationProblem) -> str:
+    """What the tensors kept as stored take: "1 tensor kept as stored (no candidate can
+    take it) takes 32 bits per weight, 16,384 bytes"."""
+    n = len(problem.kept)
+    bpw = problem.kept_bits / max(problem.kept_elements, 1)
+    return (
+        f"{n} {'tensor' if n == 1 else 'tensors'} kept as stored (no candidate can take "
+        f"{'it' if n == 1 else 'them'}) {'takes' if n == 1 else 'take'} {bpw:.4g} bits per "
+        f"weight, {-(-problem.kept_bits // 8):,} bytes"
+    )
 
 
 def allocate(problem: AllocationProblem, budget: Budget | int) -> Allocation:
@@ -501,8 +529,10 @@ def allocate(problem: AllocationProblem, budget: Budget | int) -> Allocation:
         mb = _reachable(low, high, 8 * 10**6, 2)
         raise BudgetOutOfRange(
             f"The budget {asked} ({total_bits / n:.3f} bits per weight, "
-            f"{total_bits / 8e6:.2f} MB) is {where} assignment the candidates give: "
-            f"reachable are {bpw.text()} bits per weight ({mb.text()} MB).",
+            f"{_megabytes(total_bits)} MB) is {where} assignment the candidates give: "
+            f"reachable are {bpw.text()} bits per weight ({mb.text()} MB)"
+            + (f"; {_kept_text(problem)}, counted in that" if problem.kept else "")
+            + ".",
             low,
             high,
         )

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from dashboard.services.mixed.state import budget_step
-from quant_core.mixed import BudgetUnit
+from quant_core.mixed import (
+    Budget,
+    BudgetOutOfRange,
+    BudgetUnit,
+    SensitivityRow,
+    allocate,
+    build_problem,
+)
 
 MB, GB, BPW = BudgetUnit.MEGABYTES, BudgetUnit.GIGABYTES, BudgetUnit.BITS_PER_WEIGHT
 
@@ -33,3 +42,51 @@ def test_the_budget_step_is_a_quarter_bit_per_weight_in_every_unit(
 def test_the_budget_step_names_a_bad_unit() -> None:
     with pytest.raises(TypeError, match="'MB'"):
         budget_step("MB", 10)  # type: ignore[arg-type]
+
+
+def _row(tensor: str, scheme: str, bits: int, n: int, *, stored_bits: int) -> SensitivityRow:
+    ok = bits > 0
+    nan = math.nan
+    return SensitivityRow(tensor, scheme, (n // 64, 64), stored_bits, bits,
+                          bits / n if ok else nan, 0.0 if ok else nan, 0.0 if ok else nan,
+                          1.0 / bits if ok else nan, 100.0 if ok else nan, True, None,
+                          None if ok else "the weight holds 1 NaN and 0 Inf values of 4,096",
+                          0.0)  # fmt: skip
+
+
+def _kept_problem():  # noqa: ANN202
+    """a.weight (float32, 4,096 weights) holds a NaN: no scheme takes it; b.weight takes
+    4 or 8 bits per weight."""
+    n = 4096
+    rows = [
+        _row("a.weight", "int4", 0, n, stored_bits=32 * n),
+        _row("a.weight", "int8", 0, n, stored_bits=32 * n),
+        _row("b.weight", "int4", 4 * n, n, stored_bits=32 * n),
+        _row("b.weight", "int8", 8 * n, n, stored_bits=32 * n),
+    ]
+    return build_problem(rows)
+
+
+def test_a_tensor_kept_as_stored_says_what_it_takes_of_the_budget() -> None:
+    """A float32 tensor kept as stored (it holds NaN) counts at 32 bits per weight in the
+    budget, the size and the bits per weight: it is in the model as stored. The page said
+    only "1 tensor no candidate can take, kept as stored", and refused 4.5 bits per weight
+    as "reachable are 18.000 to 20.000 bits per weight (0.02 to 0.02 MB)": a fault, to
+    the eye, and a range of one value."""
+    problem = _kept_problem()
+    assert problem.notes == (
+        "1 tensor no candidate can take, kept as stored: 32 bits per weight, 16,384 bytes, "
+        "counted in the budget and the size",
+    )
+    with pytest.raises(BudgetOutOfRange) as caught:
+        allocate(problem, Budget(4.5))
+    assert str(caught.value) == (
+        "The budget 4.5 bpw (4.500 bits per weight, 0.00461 MB) is below the cheapest "
+        "assignment the candidates give: reachable are 18.000 to 20.000 bits per weight "
+        "(0.019 to 0.020 MB); 1 tensor kept as stored (no candidate can take it) takes "
+        "32 bits per weight, 16,384 bytes, counted in that."
+    )
+    # and the allocation counts it so: (32 + 4) / 2 bits per weight
+    alloc = allocate(problem, Budget(18))
+    assert alloc.bits_per_weight == 18.0
+    assert alloc.mix() == {"stored": 16_384, "int4": 2_048}
