@@ -183,6 +183,11 @@ class AllocationRules:
             raise TypeError(f"pins must be Pin values, got {self.pins!r}")
 
 
+def _tensors(n: int) -> str:
+    """``"1 tensor"``, ``"2 tensors"``: not "1 tensor(s)"."""
+    return f"{n:,} {'tensor' if n == 1 else 'tensors'}"
+
+
 def _compile(pattern: object) -> re.Pattern[str]:
     if not isinstance(pattern, str) or not pattern:
         raise ValueError(f"a tensor name pattern must be a non-empty str, got {pattern!r}")
@@ -313,7 +318,7 @@ def build_problem(
                 pinned[i] = True
                 break
     if pinned.any():
-        notes.append(f"{int(pinned.sum())} tensor(s) pinned by a pattern")
+        notes.append(f"{_tensors(int(pinned.sum()))} pinned by a pattern")
     if rules.floor is not None:
         regex, j = _compile(rules.floor.pattern), s_index[rules.floor.scheme]
         floored = 0
@@ -328,7 +333,7 @@ def build_problem(
             allowed[i] &= ~(bpe[i] < bpe[i, j])
             floored += 1
         if floored:
-            notes.append(f"{floored} tensor(s) kept at {rules.floor.scheme} or more")
+            notes.append(f"{_tensors(floored)} kept at {rules.floor.scheme} or more")
     has_option = allowed.any(axis=1)
     kept = tuple(t for i, t in enumerate(tensors) if not has_option[i])
     keep = np.flatnonzero(has_option)
