@@ -8,6 +8,7 @@ import pytest
 
 from dashboard.services.mixed.state import budget_step
 from quant_core.mixed import (
+    AllocationProblem,
     Budget,
     BudgetOutOfRange,
     BudgetUnit,
@@ -54,7 +55,7 @@ def _row(tensor: str, scheme: str, bits: int, n: int, *, stored_bits: int) -> Se
                           0.0)  # fmt: skip
 
 
-def _kept_problem():  # noqa: ANN202
+def _kept_problem() -> AllocationProblem:
     """a.weight (float32, 4,096 weights) holds a NaN: no scheme takes it; b.weight takes
     4 or 8 bits per weight."""
     n = 4096
