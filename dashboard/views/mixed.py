@@ -43,7 +43,12 @@ from dashboard.services.mixed.runner import (
     prewarm,
     small_table,
 )
-from dashboard.services.mixed.sources import file_checkpoint, quantized_model_note
+from dashboard.services.mixed.sources import (
+    file_checkpoint,
+    gguf_checkpoint,
+    gguf_task,
+    quantized_model_note,
+)
 from dashboard.services.mixed.state import parse_pins
 from dashboard.services.mixed.tasks import is_table_weight, tasks_for
 from quant_core.mixed import (
@@ -74,7 +79,10 @@ controls = mixed_controls()
 url.show_warnings()
 if model is None:
     st.stop()
-if isinstance(model, QuantizedModel):
+# a GGUF of float tensors (convert_hf_to_gguf's output) is measured as a checkpoint, its
+# tensors read through the quantized-file reader that listed it
+gguf = gguf_checkpoint(model.file) if isinstance(model, QuantizedModel) else None
+if isinstance(model, QuantizedModel) and gguf is None:
     st.info(literal(quantized_model_note(model)))
     st.stop()
 if not controls.candidates:
@@ -84,7 +92,7 @@ candidates, budget, names = controls.candidates, controls.budget, controls.names
 
 folder = model.checkpoint if isinstance(model, ModelFolder) else None
 try:
-    checkpoint = folder if folder is not None else file_checkpoint(model.path)
+    checkpoint = folder or gguf or file_checkpoint(model.path)
 except (OSError, LoadError) as exc:
     st.error(f"{literal(model.label)}: {literal(exc)}")
     st.stop()
@@ -168,6 +176,7 @@ try:
         placement,
         on_progress=show,
         on_wait=lambda: bar.progress(0.0, text=WAITING_TEXT),
+        **({"task_fn": gguf_task(model.file)} if isinstance(model, QuantizedModel) else {}),
     )
 except (TaskFailed, LoadError) as exc:
     st.error(f"The table stopped: {literal(exc)}")

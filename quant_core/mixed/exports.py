@@ -73,6 +73,11 @@ _NOT_QUANTIZED = frozenset(
 )
 
 
+# A name llama.cpp's converter already gave: a layer's ``blk.N.ROLE.weight`` or a global
+# tensor (the roles are GGUF's, lower-case words: ``attn_q``, ``ffn_down``, ``token_embd``).
+_GGUF_NAME = re.compile(r"^(?:blk\.\d+\.[a-z0-9_]+|token_embd|output)\.weight$")
+
+
 def _unprefixed(name: str) -> str:
     return name.removeprefix("bert.")
 
@@ -80,10 +85,12 @@ def _unprefixed(name: str) -> str:
 def gguf_name(name: str) -> str | None:
     """llama.cpp's name of a Llama-family or BERT tensor
     (``model.layers.3.mlp.down_proj.weight`` → ``blk.3.ffn_down.weight``,
-    ``encoder.layer.0.intermediate.dense.weight`` → ``blk.0.ffn_up.weight``), or ``None``
-    when it has none here."""
+    ``encoder.layer.0.intermediate.dense.weight`` → ``blk.0.ffn_up.weight``; a name that is
+    llama.cpp's already, a float GGUF's, as it is), or ``None`` when it has none here."""
     if name in _GLOBAL:
         return _GLOBAL[name]
+    if _GGUF_NAME.match(name):  # a GGUF's own tensor (a float .gguf measured as it is)
+        return name
     m = _LAYER.match(name)
     if m and m[2] in _ROLES:
         return f"blk.{m[1]}.{_ROLES[m[2]]}.weight"

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pytest
+import streamlit as st
+import torch
+from markdown_text import plain
 from streamlit.testing.v1 import AppTest
 
+from dashboard.services.model.roots import ROOTS_ENV
 from quant_core.mixed import BudgetUnit
+from tests.core.quantized_files import write_gguf
+
+PAGE = Path(__file__).resolve().parents[2] / "dashboard" / "views" / "mixed.py"
 
 
 def _controls() -> None:
@@ -50,3 +60,56 @@ def test_a_budget_survives_a_round_trip_through_the_units() -> None:
     at.radio(key="mx_unit").set_value(BudgetUnit.MEGABYTES).run()
     assert [t.value for t in at.text] == ["12.34 MB"]
     assert at.number_input(key="mx_value").value == pytest.approx(12.34, abs=0)
+
+
+def test_a_float_gguf_is_measured_like_a_safetensors_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A GGUF of F32/F16 tensors (convert_hf_to_gguf's output) got only "the table reads
+    float weights from .safetensors files only". Its tensors are read through the
+    quantized-file reader, measured at the size the file spends on them, and the
+    --tensor-type lines keep their GGUF names."""
+    rng = np.random.default_rng(0)
+    up = rng.standard_normal((128, 256)).astype(np.float32)
+    down = rng.standard_normal((256, 128)).astype(np.float16)
+    write_gguf(
+        tmp_path / "w.gguf",
+        {
+            "blk.0.ffn_up.weight": (up, None),
+            "blk.0.ffn_down.weight": (down, None),
+            "blk.0.attn_norm.weight": (np.ones(256, dtype=np.float32), None),
+        },
+    )
+    monkeypatch.setenv(ROOTS_ENV, str(tmp_path))
+    monkeypatch.setenv("QLAB_COMPILE", "0")
+    st.cache_data.clear()
+    at = AppTest.from_file(str(PAGE), default_timeout=600)
+    at.query_params["m.src"] = "folder"
+    at.query_params["m.folder"] = str(tmp_path / "w.gguf")
+    at.query_params["mx.cands"] = "Q8_0"
+    at.query_params["mx.budget"] = "8.5bpw"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [plain(e.value) for e in at.error]
+    captions = [plain(c.value) for c in at.caption]
+    assert any(c.startswith("w.gguf · 2 weights × 1 scheme") for c in captions), captions
+    table = at.dataframe[-1].value.set_index("tensor")
+    assert set(table.index) == {"blk.0.ffn_up.weight", "blk.0.ffn_down.weight"}
+    # the values measured are the file's: Q8_0's SQNR of the F16 tensor as the lab gets it
+    from quant_core import quantize
+    from quant_core.mixed import candidate_named
+
+    cfg = candidate_named("Q8_0").config
+    w = torch.from_numpy(down.astype(np.float32))
+    err = (quantize(w, cfg).dequantize() - w).square().sum() / w.square().sum()
+    got = float(table.loc["blk.0.ffn_down.weight", "weighted SQNR (dB)"])
+    assert got == pytest.approx(-10 * float(torch.log10(err)), abs=1e-4)
+    codes = [c.value for c in at.code]
+    assert codes == [
+        "--tensor-type '^blk\\.(0)\\.ffn_up\\.weight$=q8_0' "
+        "--tensor-type '^blk\\.(0)\\.ffn_down\\.weight$=q8_0'"
+    ], codes
+    assert not any("no --tensor-type line" in c for c in captions), captions
+    assert [m.value for m in at.metric][:2] == ["8.500", "69.6 kB"]  # 65,536 weights
+    (info,) = [plain(i.value) for i in at.info]
+    assert info == "A single file holds weights but not the model's code: no output to judge."
