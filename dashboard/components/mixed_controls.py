@@ -129,8 +129,8 @@ def mixed_controls() -> MixedControls:
             "Embeddings and output head: at least",
             ["none", *names],
             key="mx_floor",
-            help="Tensors named like embed*, wte, wpe, lm_head or output keep at least this "
-            "scheme's bits per weight.",
+            help="Tensors named like embed*, token_embd, wte, wpe, lm_head or output keep at least "
+            "this scheme's bits per weight.",
         )
         pins_text = st.text_area(
             "Pins (one PATTERN = scheme per line)",

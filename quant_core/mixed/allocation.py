@@ -70,9 +70,9 @@ __all__ = [
 STORED = "stored"
 """The choice of a tensor no candidate can take: kept as stored."""
 
-DEFAULT_FLOOR_PATTERN = r"(^|\.)(embed[^.]*|wte|wpe|lm_head|output)(\.|$)"
-"""Embedding tables (``embed_tokens``, ``word_embeddings``, GPT-2's ``wte``/``wpe``) and the
-output head (``lm_head``, GGUF's ``output``)."""
+DEFAULT_FLOOR_PATTERN = r"(^|\.)(embed[^.]*|token_embd|wte|wpe|lm_head|output)(\.|$)"
+"""Embedding tables (``embed_tokens``, ``word_embeddings``, GPT-2's ``wte``/``wpe``, GGUF's
+``token_embd``) and the output head (``lm_head``, GGUF's ``output``)."""
 
 
 class Objective(enum.Enum):

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
+import torch
 
 from dashboard.services.mixed.state import budget_step
 from quant_core.mixed import (
@@ -91,3 +93,26 @@ def test_a_tensor_kept_as_stored_says_what_it_takes_of_the_budget() -> None:
     alloc = allocate(problem, Budget(18))
     assert alloc.bits_per_weight == 18.0
     assert alloc.mix() == {"stored": 16_384, "int4": 2_048}
+
+
+@pytest.mark.parametrize(
+    "name", ["token_embd.weight", "output.weight", "model.embed_tokens.weight"]
+)
+def test_a_ggufs_embedding_table_and_head_get_the_floor_and_the_embedding_weighing(
+    name: str,
+) -> None:
+    """A float GGUF's ``token_embd.weight`` was neither floored ("Embeddings and output
+    head: at least") nor weighed as an embedding table (1/rows per column): both
+    patterns knew only Hugging Face's names."""
+    from dashboard.services.io import TensorInfo
+    from dashboard.services.mixed.tasks import lookup_importance
+    from quant_core.mixed import Floor
+
+    assert re.search(Floor("int8").pattern, name)
+    info = TensorInfo(name, (100, 64), "float32")
+    weighed = lookup_importance(info)
+    if name == "output.weight":  # a head: its inputs are the model's, not one row
+        assert weighed is None
+    else:
+        assert weighed is not None
+        assert torch.equal(weighed, torch.full((64,), 0.01, dtype=torch.float64))

@@ -44,7 +44,7 @@ __all__ = [
 _FLOAT = ("float16", "bfloat16", "float32", "float64")
 
 
-_EMBEDDING = re.compile(r"(^|\.)(embed[^.]*|wte|wpe)(\.|$)", re.IGNORECASE)
+_EMBEDDING = re.compile(r"(^|\.)(embed[^.]*|token_embd|wte|wpe)(\.|$)", re.IGNORECASE)
 
 
 def lookup_importance(info: TensorInfo) -> torch.Tensor | None:
