@@ -187,16 +187,17 @@ rows = tuple(r for t in tasks for r in results[t.tensor].rows)
 for note in cell_notes(rows):
     st.caption(literal(note))
 
+# A bad pin drops the pins, not the floor too: "Rules: pin line 1: ..." allocated with no
+# floor either, and nothing said so.
+floor = Floor(controls.floor) if controls.floor else None
+kept_rule = "; the allocation below has no pins" + (
+    f" (the floor {controls.floor} still holds)" if floor is not None else ""
+)
 try:
-    rules = AllocationRules(
-        floor=Floor(controls.floor) if controls.floor else None,
-        pins=parse_pins(controls.pins_text, names),
-    )
-    problem = build_problem(rows, rules)
+    problem = build_problem(rows, AllocationRules(floor, parse_pins(controls.pins_text, names)))
 except ValueError as exc:
-    st.error(f"Rules: {literal(exc)}")
-    rules = AllocationRules()
-    problem = build_problem(rows, rules)
+    st.error(f"Rules: {literal(exc)}{literal(kept_rule)}.")
+    problem = build_problem(rows, AllocationRules(floor))
 for note in problem.notes:
     st.caption(literal(note) + ".")
 

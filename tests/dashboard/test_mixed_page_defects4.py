@@ -113,3 +113,45 @@ def test_a_float_gguf_is_measured_like_a_safetensors_checkpoint(
     assert [m.value for m in at.metric][:2] == ["8.500", "69.6 kB"]  # 65,536 weights
     (info,) = [plain(i.value) for i in at.info]
     assert info == "A single file holds weights but not the model's code: no output to judge."
+
+
+def _folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tensors: dict[str, torch.Tensor]
+) -> AppTest:
+    from safetensors.torch import save_file
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    save_file(tensors, str(folder / "model.safetensors"))
+    monkeypatch.setenv(ROOTS_ENV, str(tmp_path))
+    monkeypatch.setenv("QLAB_COMPILE", "0")
+    st.cache_data.clear()
+    at = AppTest.from_file(str(PAGE), default_timeout=600)
+    at.session_state["m_source"] = "folder"
+    at.session_state["m_folder"] = str(folder)
+    return at
+
+
+def test_a_bad_pin_drops_the_pins_but_keeps_the_floor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bad pin line ("Rules: pin line 1: 'int9' is not a chosen scheme") threw the floor
+    away too, and nothing said so: the embeddings went to Q4_0 under "at least Q8_0"."""
+    g = torch.Generator().manual_seed(0)
+    at = _folder(tmp_path, monkeypatch, {
+        "model.embed_tokens.weight": torch.randn(64, 64, generator=g),
+        "model.layers.0.mlp.up_proj.weight": torch.randn(64, 64, generator=g) * 0.01,
+    })  # fmt: skip
+    at.query_params["mx.cands"] = "Q4_0,Q8_0"
+    at.query_params["mx.floor"] = "Q8_0"
+    at.query_params["mx.budget"] = "6.5bpw"
+    at.query_params["mx.pins"] = "up_proj = int9"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    (err,) = [plain(e.value) for e in at.error]
+    assert err == (
+        "Rules: pin line 1: 'int9' is not a chosen scheme (Q4_0, Q8_0); the allocation below "
+        "has no pins (the floor Q8_0 still holds)."
+    )
+    table = at.dataframe[-1].value.set_index("tensor")
+    assert table.loc["model.embed_tokens.weight", "scheme"] == "Q8_0"
