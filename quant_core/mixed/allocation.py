@@ -535,7 +535,11 @@ def allocate(problem: AllocationProblem, budget: Budget | int) -> Allocation:
         raise BudgetOutOfRange(
             f"The budget {asked} ({total_bits / n:.3f} bits per weight, "
             f"{_megabytes(total_bits)} MB) is {where} assignment the candidates give: "
-            f"reachable are {bpw.text()} bits per weight ({mb.text()} MB)"
+            + (
+                f"reachable are {bpw.text()} bits per weight ({mb.text()} MB)"
+                if low < high  # one size: "4.500 to 4.500 bits per weight" read as a typo
+                else f"the only size they reach is {bpw.low} bits per weight ({mb.low} MB)"
+            )
             + (f"; {_kept_text(problem)}, counted in that" if problem.kept else "")
             + ".",
             low,

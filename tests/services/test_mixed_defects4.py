@@ -116,3 +116,18 @@ def test_a_ggufs_embedding_table_and_head_get_the_floor_and_the_embedding_weighi
     else:
         assert weighed is not None
         assert torch.equal(weighed, torch.full((64,), 0.01, dtype=torch.float64))
+
+
+def test_a_range_of_one_size_is_named_once() -> None:
+    """One candidate: "reachable are 4.500 to 4.500 bits per weight (0.004608 to 0.004608
+    MB)", a range that reads as a typo."""
+    n = 8192
+    problem = build_problem([_row("a.weight", "Q4_0", 9 * n // 2, n, stored_bits=32 * n)])
+    with pytest.raises(BudgetOutOfRange) as caught:
+        allocate(problem, Budget(6.5))
+    assert str(caught.value) == (
+        "The budget 6.5 bpw (6.500 bits per weight, 0.00666 MB) is above the largest "
+        "assignment the candidates give: the only size they reach is 4.500 bits per weight "
+        "(0.004608 MB)."
+    )
+    assert allocate(problem, Budget(4.5)).bits_per_weight == 4.5
