@@ -11,6 +11,7 @@ from streamlit.errors import StreamlitSecretNotFoundError
 
 from dashboard.components import url
 from dashboard.components.model_source import model_query
+from dashboard.services.display.text import literal
 from dashboard.services.mixed.runner import RAY_ENV, RAY_SECRET, ray_address_setting
 from dashboard.services.mixed.state import budget_step, mixed_from_query, mixed_to_query
 from quant_core.mixed import ALL_CANDIDATES, Budget, BudgetUnit, Candidate
@@ -47,6 +48,8 @@ _TYPED = "_mx_typed"
 """Session key: ``(unit, value, shown)``: the budget as the user last typed it and the
 value the box shows for it now (converted), so that switching units and back gives the
 typed value again, not its rounded conversion (4.281 bpw read 4.282 after GB and MB)."""
+_FLOOR_WANTED = "_mx_floor_wanted"
+"""Session key: the floor's scheme while it is not a candidate (``_keep_floor``)."""
 N_WEIGHTS = "_mx_n_weights"
 """Session key: how many weights the page's model has (set by the page once it knows), so
 that a change of the budget's unit keeps the same size."""
@@ -83,6 +86,29 @@ def _convert_budget() -> None:
     shown = _in_unit(origin, unit, now, n)
     ss["mx_value"] = shown
     ss[_TYPED] = (unit, origin, shown)
+
+
+def _keep_floor(names: list[str]) -> None:
+    """Before the floor's box: a floor whose scheme left the candidates is set aside
+    (``_FLOOR_WANTED``; the box shows "none" and says why) and comes back with the scheme.
+    Streamlit reset the box to "none" for good: taking Q8_0 out and back lost the floor
+    without a word. Picking a floor by hand forgets the one set aside."""
+    ss = st.session_state
+    current, wanted = ss.get("mx_floor"), ss.get(_FLOOR_WANTED)
+    if isinstance(current, str) and current != "none" and current not in names:
+        ss[_FLOOR_WANTED] = wanted = current
+        ss["mx_floor"] = "none"
+    elif current == "none" and wanted in names:
+        ss["mx_floor"] = wanted
+        ss.pop(_FLOOR_WANTED, None)
+        wanted = None
+    if wanted is not None:
+        st.caption(f"No floor while {literal(wanted)} is not a candidate: it comes back with it.")
+
+
+def _forget_floor() -> None:
+    """The floor box's callback: a floor picked by hand replaces the one set aside."""
+    st.session_state.pop(_FLOOR_WANTED, None)
 
 
 def mixed_controls() -> MixedControls:
@@ -125,10 +151,12 @@ def mixed_controls() -> MixedControls:
             format="%.9g",
             key="mx_value",
         )
+        _keep_floor(names)
         floor = st.selectbox(
             "Embeddings and output head: at least",
             ["none", *names],
             key="mx_floor",
+            on_change=_forget_floor,
             help="Tensors named like embed*, token_embd, wte, wpe, lm_head or output keep at least "
             "this scheme's bits per weight.",
         )

@@ -155,3 +155,34 @@ def test_a_bad_pin_drops_the_pins_but_keeps_the_floor(
     )
     table = at.dataframe[-1].value.set_index("tensor")
     assert table.loc["model.embed_tokens.weight", "scheme"] == "Q8_0"
+
+
+def _floor_controls() -> None:
+    import streamlit as st
+
+    from dashboard.components.mixed_controls import mixed_controls
+
+    st.text(str(mixed_controls().floor))
+
+
+def test_a_floor_comes_back_with_its_scheme() -> None:
+    """Taking the floor's scheme out of the candidates reset the floor to "none" for good,
+    without a word: putting Q8_0 back left the embeddings without their floor."""
+    at = AppTest.from_function(_floor_controls, default_timeout=60)
+    at.query_params["mx.cands"] = "Q4_0,Q8_0"
+    at.query_params["mx.floor"] = "Q8_0"
+    at.run()
+    assert [t.value for t in at.text] == ["Q8_0"]
+    at.multiselect(key="mx_cands").set_value(["Q4_0"]).run()
+    assert not at.exception
+    assert [t.value for t in at.text] == ["None"]
+    assert [plain(c.value) for c in at.caption] == [
+        "No floor while Q8_0 is not a candidate: it comes back with it."
+    ]
+    at.multiselect(key="mx_cands").set_value(["Q4_0", "Q8_0"]).run()
+    assert [t.value for t in at.text] == ["Q8_0"] and not at.caption
+    # a floor picked by hand meanwhile wins
+    at.multiselect(key="mx_cands").set_value(["Q4_0"]).run()
+    at.selectbox(key="mx_floor").set_value("Q4_0").run()
+    at.multiselect(key="mx_cands").set_value(["Q4_0", "Q8_0"]).run()
+    assert [t.value for t in at.text] == ["Q4_0"] and not at.caption
