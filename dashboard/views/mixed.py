@@ -163,7 +163,10 @@ live = st.empty()
 
 
 def show(results, total):
-    bar.progress(len(results) / max(total, 1), text=f"{len(results)} of {total} weights measured")
+    bar.progress(
+        len(results) / max(total, 1),
+        text=f"{len(results):,} of {counted(total, 'weight')} measured",  # "of 1 weight"
+    )
     live.dataframe(progress_table(results.values()), hide_index=True)  # redrawn: no key
 
 

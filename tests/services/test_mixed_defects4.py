@@ -131,3 +131,17 @@ def test_a_range_of_one_size_is_named_once() -> None:
         "(0.004608 MB)."
     )
     assert allocate(problem, Budget(4.5)).bits_per_weight == 4.5
+
+
+@pytest.mark.parametrize(
+    ("cands", "problem"),
+    [
+        ("nope,Q8_0", "mx.cands (unknown scheme 'nope', left out)"),
+        ("a,b,Q8_0", "mx.cands (unknown schemes 'a', 'b', left out)"),
+    ],
+)
+def test_a_links_unknown_schemes_are_counted_in_words(cands: str, problem: str) -> None:
+    """"unknown scheme(s) 'nope'": one is a scheme."""
+    from dashboard.services.mixed.state import mixed_from_query
+
+    assert mixed_from_query({"mx.cands": cands}).problems == (problem,)

@@ -75,7 +75,7 @@ def test_query_defaults_and_problems() -> None:
     assert q.budget == Budget(9, BudgetUnit.GIGABYTES)
     assert q.candidates == ("Q4_0", "Q8_0")  # the registry's order
     assert q.floor == "Q8_0"
-    assert q.problems == ("mx.cands (unknown scheme(s) 'nope', left out)",)
+    assert q.problems == ("mx.cands (unknown scheme 'nope', left out)",)
     q = mixed_from_query({"mx.cands": ",,", "mx.floor": "TQ1_0"})
     assert q.candidates == mixed_from_query({}).candidates
     assert len(q.problems) == 2 and q.floor is None

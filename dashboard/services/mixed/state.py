@@ -151,7 +151,8 @@ def mixed_from_query(
         chosen = tuple(n for n in names if n in parts)
         if unknown:
             shown = ", ".join(repr(u[:40]) for u in unknown[:3])
-            problems.append(f"{CANDIDATES_KEY} (unknown scheme(s) {shown}, left out)")
+            noun = "scheme" if len(unknown) == 1 else "schemes"
+            problems.append(f"{CANDIDATES_KEY} (unknown {noun} {shown}, left out)")
         if chosen:
             cands = chosen
         else:
