@@ -161,7 +161,7 @@ def test_allocation_table_says_what_a_fallback_tensor_is_stored_as() -> None:
     table = allocation_table(rows, alloc)
     assert list(table["scheme"]) == ["Q4_K", "Q4_K"]
     assert list(table["stored as"]) == ["Q5_0", ""]
-    assert list(table["bits_per_weight"]) == [5.5, 4.5]
+    assert list(table["bits per weight"]) == [5.5, 4.5]
 
 
 def test_cell_notes_name_fallbacks_and_refusals() -> None:
