@@ -145,3 +145,41 @@ def test_a_links_unknown_schemes_are_counted_in_words(cands: str, problem: str) 
     from dashboard.services.mixed.state import mixed_from_query
 
     assert mixed_from_query({"mx.cands": cands}).problems == (problem,)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [
+        (r"(.*)*x", "a repetition inside a repetition"),
+        (r"(\w+\.?)+!", "a repetition inside a repetition"),
+        (r"(a|ab)*c", "alternatives inside a repetition"),
+        (r".*.*.*.*x", "4 open-ended repetitions (*, +), at most 3"),
+    ],
+)
+def test_a_pin_that_would_backtrack_for_minutes_is_refused(pattern: str, why: str) -> None:
+    """A pin (a link's ``mx.pins`` too) such as ``(\\w+\\.?)+!`` took Python's ``re``
+    longer than 20 s on one 40-character tensor name (2^40 ways to split it): the page's
+    run, and a server thread, hung. It is refused, naming the line and the reason."""
+    from dashboard.services.mixed.state import parse_pins
+
+    with pytest.raises(ValueError, match="pin line 2: ") as caught:
+        parse_pins(f"query = Q8_0\n{pattern} = Q8_0\n", ["Q8_0"])
+    assert f"({why})" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"attention\.self\.query",
+        r"layers\.(0|1|2)\.",
+        r"^blk\.(0|3|7)\.attn_q\.weight$",
+        r"layers\.\d+\..*(q|k)_proj",
+        r"(query|key)",
+        r"\.(?:0|1)\.",
+        r"a{2,5}",
+    ],
+)
+def test_ordinary_pins_are_taken(pattern: str) -> None:
+    from dashboard.services.mixed.state import parse_pins
+
+    assert parse_pins(f"{pattern} = Q8_0", ["Q8_0"])[0].pattern == pattern
