@@ -210,19 +210,32 @@ def recipe_json(
     return json.dumps(doc, indent=2, ensure_ascii=False)
 
 
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell_text(value: object) -> object:
+    """A CSV cell: ``None`` empty, non-finite floats as ``inf``/``nan``, and text that a
+    spreadsheet would run as a formula (a tensor named ``=HYPERLINK(...)`` in a folder
+    someone else made) behind a ``'``, as OWASP advises; numbers are left as numbers."""
+    if value is None:
+        return ""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
 def table_csv(rows: Sequence[SensitivityRow], chosen: Mapping[str, str] | None = None) -> str:
     """The table as CSV: ``ROW_FIELDS`` and ``chosen`` (whether the allocation ``chosen``,
     tensor → scheme, picked the cell), one line per (tensor, scheme); non-finite numbers
-    as ``inf``/``nan``."""
+    as ``inf``/``nan``, text that would start a spreadsheet formula behind a ``'``."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([*ROW_FIELDS, "chosen"])
     for row in rows:
         rec = row.record()
-        values = [
-            ("" if v is None else repr(v) if isinstance(v, float) and not math.isfinite(v) else v)
-            for v in (rec[k] for k in ROW_FIELDS)
-        ]
+        values = [_cell_text(rec[k]) for k in ROW_FIELDS]
         pick = chosen is not None and chosen.get(row.tensor) == row.scheme
         writer.writerow([*values, pick])
     return out.getvalue()

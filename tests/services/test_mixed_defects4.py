@@ -183,3 +183,19 @@ def test_ordinary_pins_are_taken(pattern: str) -> None:
     from dashboard.services.mixed.state import parse_pins
 
     assert parse_pins(f"{pattern} = Q8_0", ["Q8_0"])[0].pattern == pattern
+
+
+def test_a_tensor_name_that_reads_as_a_formula_is_quoted_in_the_csv() -> None:
+    """The table's CSV wrote a tensor named ``=HYPERLINK("http://x","a")`` (a folder
+    someone else made) as it is: a spreadsheet opening the download ran it."""
+    import csv
+    import io
+
+    from quant_core.mixed.exports import table_csv
+
+    name = '=HYPERLINK("http://x","a")'
+    row = _row(name, "Q8_0", 8 * 4096, 4096, stored_bits=32 * 4096)
+    neg = _row("-w", "Q8_0", 8 * 4096, 4096, stored_bits=32 * 4096)
+    parsed = list(csv.DictReader(io.StringIO(table_csv([row, neg]))))
+    assert [p["tensor"] for p in parsed] == ["'" + name, "'-w"]
+    assert parsed[0]["bits_per_element"] == "8.0"  # numbers stay numbers
