@@ -556,7 +556,7 @@ def _megabytes(bits: int) -> str:
     4.5 bits per weight read "0.00 MB")."""
     mb = bits / 8e6
     if mb >= 1 or mb == 0:
-        return f"{mb:,.2f}"
+        return f"{mb:.2f}"  # as the range beside it: a number the budget box takes
     return np.format_float_positional(mb, precision=3, fractional=False, trim="-")
 
 

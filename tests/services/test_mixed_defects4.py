@@ -199,3 +199,19 @@ def test_a_tensor_name_that_reads_as_a_formula_is_quoted_in_the_csv() -> None:
     parsed = list(csv.DictReader(io.StringIO(table_csv([row, neg]))))
     assert [p["tensor"] for p in parsed] == ["'" + name, "'-w"]
     assert parsed[0]["bits_per_element"] == "8.0"  # numbers stay numbers
+
+
+def test_a_refused_budget_writes_its_megabytes_as_the_range_does() -> None:
+    """The budget's MB had thousands separators ("12,770.00 MB") where the range beside it
+    had none (typed back into the budget box, which takes no comma)."""
+    n = 1_000_000_000
+    problem = build_problem(
+        [
+            _row("a.weight", "Q4_0", 9 * n // 2, n, stored_bits=16 * n),
+            _row("a.weight", "Q8_0", 17 * n // 2, n, stored_bits=16 * n),
+        ]
+    )
+    with pytest.raises(BudgetOutOfRange) as caught:
+        allocate(problem, Budget(12.0))
+    assert "(12.000 bits per weight, 1500.00 MB)" in str(caught.value)
+    assert "(562.50 to 1062.50 MB)" in str(caught.value)
