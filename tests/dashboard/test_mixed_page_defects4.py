@@ -186,3 +186,20 @@ def test_a_floor_comes_back_with_its_scheme() -> None:
     at.selectbox(key="mx_floor").set_value("Q4_0").run()
     at.multiselect(key="mx_cands").set_value(["Q4_0", "Q8_0"]).run()
     assert [t.value for t in at.text] == ["Q4_0"] and not at.caption
+
+
+def test_a_float_gguf_with_an_f64_tensor_beside_is_still_measured(tmp_path: Path) -> None:
+    """An F64 tensor (llama.cpp writes some rope frequency tables so) is no quantization:
+    the GGUF is listed as a checkpoint, the F64 1-D tensor left out of the table by its
+    shape."""
+    from dashboard.services.mixed.sources import gguf_checkpoint
+    from dashboard.services.mixed.tasks import is_table_weight
+    from quant_core.files import open_quantized
+
+    path = tmp_path / "f64.gguf"
+    write_gguf(path, {"blk.0.ffn_up.weight": (np.ones((8, 64), np.float32), None),
+                      "rope_freqs.weight": (np.ones(4, np.float64), None)})  # fmt: skip
+    file = open_quantized(path)
+    ckpt = gguf_checkpoint(file)
+    assert ckpt is not None
+    assert [t.name for t in ckpt.tensors if is_table_weight(t.info)] == ["blk.0.ffn_up.weight"]

@@ -39,7 +39,7 @@ __all__ = [
     "quantized_model_note",
 ]
 
-_GGUF_FLOATS = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+_GGUF_FLOATS = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 """GGUF's float types in torch's spelling (``TensorInfo.dtype``)."""
 
 
@@ -54,14 +54,15 @@ def quantized_model_note(model: QuantizedModel) -> str:
 
 
 def gguf_checkpoint(file: QuantizedFile) -> Checkpoint | None:
-    """A GGUF whose tensors are all F32/F16/BF16 (``convert_hf_to_gguf``'s output) as a
-    ``Checkpoint`` of its tensors under their GGUF names, shapes in PyTorch's order, one
-    "shard" per part; ``None`` for anything else (a quantized tensor, another layout).
+    """A GGUF with no quantized tensor (``convert_hf_to_gguf``'s output: F32/F16/BF16,
+    maybe F64 or integer tensors beside) as a ``Checkpoint`` of its tensors under their
+    GGUF names, shapes in PyTorch's order, one "shard" per part; ``None`` for anything else
+    (a quantized tensor, another layout). The table takes its 2-D float weights.
     Its tensors are read by ``gguf_task``, not from a folder: the table runs in the
     server's process."""
     if file.kind is not FileKind.GGUF or not file.tensors:
         return None
-    if any(t.quantized or t.type_name not in _GGUF_FLOATS for t in file.tensors):
+    if any(t.quantized for t in file.tensors):
         return None
     parts: dict[str, list[int]] = {}
     for t in file.tensors:
@@ -70,8 +71,11 @@ def gguf_checkpoint(file: QuantizedFile) -> Checkpoint | None:
         part[1] += 1
     shards = tuple(Shard(name, size, 0, n) for name, (size, n) in parts.items())
     tensors = tuple(
-        CheckpointTensor(TensorInfo(t.name, t.shape, _GGUF_FLOATS[t.type_name]), t.file)
+        # another type (I32, I8) is listed under its GGUF name, which is_table_weight
+        # leaves out of the table
+        CheckpointTensor(TensorInfo(t.name, t.shape, _GGUF_FLOATS.get(t.type_name, name)), t.file)
         for t in file.tensors
+        for name in (t.type_name,)
     )
     return Checkpoint(Path(file.name), shards, tensors, None)
 
