@@ -203,3 +203,26 @@ def test_a_float_gguf_with_an_f64_tensor_beside_is_still_measured(tmp_path: Path
     ckpt = gguf_checkpoint(file)
     assert ckpt is not None
     assert [t.name for t in ckpt.tensors if is_table_weight(t.info)] == ["blk.0.ffn_up.weight"]
+
+
+def test_a_gguf_tensor_over_the_limits_is_kept_as_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a safetensors weight over the folder limits: skipped rows (kept as stored), not
+    "The table stopped"."""
+    from dashboard.services.io.common import Limits
+    from dashboard.services.mixed import sources
+    from dashboard.services.mixed.tasks import tasks_for
+    from quant_core.files import open_quantized
+    from quant_core.mixed import candidate_named
+
+    path = tmp_path / "w.gguf"
+    write_gguf(path, {"blk.0.ffn_up.weight": (np.ones((8, 64), np.float32), None)})
+    file = open_quantized(path)
+    ckpt = sources.gguf_checkpoint(file)
+    assert ckpt is not None
+    (task,) = tasks_for(ckpt, [candidate_named("Q8_0")], None)
+    monkeypatch.setattr(sources, "FOLDER_LIMITS", Limits(max_elements=100, max_bytes=2**30))
+    (row,) = sources.gguf_task(file)(task).rows
+    assert row.skipped is not None and row.skipped.startswith("not read: tensor")
+    assert row.stored_bits == 8 * 64 * 32

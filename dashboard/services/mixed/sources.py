@@ -28,7 +28,7 @@ from ..io import LoadError, TensorInfo, list_safetensors_file
 from ..io.common import check_size
 from ..model.checkpoint import Checkpoint, CheckpointTensor, Shard
 from ..model.streaming import FOLDER_LIMITS
-from .tasks import TableTask, TaskResult
+from .tasks import TableTask, TaskResult, skipped_rows
 
 __all__ = [
     "EmbeddingJudgement",
@@ -89,7 +89,11 @@ def gguf_task(file: QuantizedFile) -> Callable[[TableTask], TaskResult]:
     def run(task: TableTask) -> TaskResult:
         start = time.perf_counter()
         entry = file.entry(task.tensor)
-        check_size(task.tensor, task.shape, 4, FOLDER_LIMITS)
+        try:
+            check_size(task.tensor, task.shape, 4, FOLDER_LIMITS)
+        except LoadError as exc:  # as run_task: skipped, kept as stored; the table goes on
+            rows = skipped_rows(task, f"not read: {exc}")
+            return TaskResult(task.tensor, rows, 0, 0.0, time.perf_counter() - start, "")
         try:
             w = file.load(task.tensor, max_elements=FOLDER_LIMITS.max_elements).dequantize()
         except ValueError as exc:  # QuantizedFileError: a short or changed file
