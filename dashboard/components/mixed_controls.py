@@ -11,8 +11,9 @@ from streamlit.errors import StreamlitSecretNotFoundError
 
 from dashboard.components import url
 from dashboard.components.model_source import model_query
+from dashboard.services.display.text import literal
 from dashboard.services.mixed.runner import RAY_ENV, RAY_SECRET, ray_address_setting
-from dashboard.services.mixed.state import mixed_from_query, mixed_to_query
+from dashboard.services.mixed.state import budget_step, mixed_from_query, mixed_to_query
 from quant_core.mixed import ALL_CANDIDATES, Budget, BudgetUnit, Candidate
 
 __all__ = ["CANDIDATES", "MixedControls", "mixed_controls", "ray_address"]
@@ -43,15 +44,34 @@ class MixedControls:
 
 
 _UNIT_WAS = "_mx_unit_was"
+_TYPED = "_mx_typed"
+"""Session key: ``(unit, value, shown)``: the budget as the user last typed it and the
+value the box shows for it now (converted), so that switching units and back gives the
+typed value again, not its rounded conversion (4.281 bpw read 4.282 after GB and MB)."""
+_FLOOR_WANTED = "_mx_floor_wanted"
+"""Session key: the floor's scheme while it is not a candidate (``_keep_floor``)."""
 N_WEIGHTS = "_mx_n_weights"
 """Session key: how many weights the page's model has (set by the page once it knows), so
 that a change of the budget's unit keeps the same size."""
+MIN_BUDGET = 1e-9
+"""The box's least value in any unit: a tiny folder's budget in GB is some 1e-6."""
+
+
+def _in_unit(value: float, was: BudgetUnit, now: BudgetUnit, n: int) -> float:
+    """``value`` in ``was`` as a value in ``now`` of the same size, to 4 significant
+    digits (4.5 bits per weight of MiniLM's 22.7M weights is 12.77 MB)."""
+    if was is now:
+        return value
+    bits = Budget(float(value), was).total_bits(n)
+    per = {BudgetUnit.BITS_PER_WEIGHT: n, BudgetUnit.MEGABYTES: 8e6, BudgetUnit.GIGABYTES: 8e9}
+    return max(float(f"{bits / per[now]:.4g}"), MIN_BUDGET)
 
 
 def _convert_budget() -> None:
-    """``mx_unit``'s callback: the budget's value in the new unit, the same size (4.5 bits
-    per weight of MiniLM's 22.7M weights is 12.76 MB). Without it the number stayed and
-    meant another size: "4.5 MB", below anything the candidates reach."""
+    """``mx_unit``'s callback: the budget's value in the new unit, the same size. Without
+    it the number stayed and meant another size: "4.5 MB", below anything the candidates
+    reach. Converted from the value as typed (``_TYPED``) while the box still shows its
+    conversion, so a round trip through other units ends where it began."""
     ss = st.session_state
     was, now, n = ss.get(_UNIT_WAS), ss.get("mx_unit"), ss.get(N_WEIGHTS)
     value = ss.get("mx_value")
@@ -59,9 +79,36 @@ def _convert_budget() -> None:
         return
     if not isinstance(n, int) or n <= 0 or not isinstance(value, int | float) or value <= 0:
         return
-    bits = Budget(float(value), was).total_bits(n)
-    per = {BudgetUnit.BITS_PER_WEIGHT: n, BudgetUnit.MEGABYTES: 8e6, BudgetUnit.GIGABYTES: 8e9}
-    ss["mx_value"] = max(float(f"{bits / per[now]:.4g}"), 0.001)
+    typed = ss.get(_TYPED)
+    if not (isinstance(typed, tuple) and typed[2] == value):  # typed anew since
+        typed = (was, float(value), float(value))
+    unit, origin, _ = typed
+    shown = _in_unit(origin, unit, now, n)
+    ss["mx_value"] = shown
+    ss[_TYPED] = (unit, origin, shown)
+
+
+def _keep_floor(names: list[str]) -> None:
+    """Before the floor's box: a floor whose scheme left the candidates is set aside
+    (``_FLOOR_WANTED``; the box shows "none" and says why) and comes back with the scheme.
+    Streamlit reset the box to "none" for good: taking Q8_0 out and back lost the floor
+    without a word. Picking a floor by hand forgets the one set aside."""
+    ss = st.session_state
+    current, wanted = ss.get("mx_floor"), ss.get(_FLOOR_WANTED)
+    if isinstance(current, str) and current != "none" and current not in names:
+        ss[_FLOOR_WANTED] = wanted = current
+        ss["mx_floor"] = "none"
+    elif current == "none" and wanted in names:
+        ss["mx_floor"] = wanted
+        ss.pop(_FLOOR_WANTED, None)
+        wanted = None
+    if wanted is not None:
+        st.caption(f"No floor while {literal(wanted)} is not a candidate: it comes back with it.")
+
+
+def _forget_floor() -> None:
+    """The floor box's callback: a floor picked by hand replaces the one set aside."""
+    st.session_state.pop(_FLOOR_WANTED, None)
 
 
 def mixed_controls() -> MixedControls:
@@ -95,13 +142,23 @@ def mixed_controls() -> MixedControls:
         # shown to nine significant digits (what a link carries), as the budget is used:
         # the default "%0.2f" showed a link's 4.281 bpw as 4.28, and 4.5 bpw of MiniLM
         # turned into GB as 0.01; "%.6g" showed 1234.5678 MB as 1234.57
-        value = st.number_input("Budget", min_value=0.001, step=0.25, format="%.9g", key="mx_value")
+        # the step is 0.25 bits per weight in every unit (in MB or GB rounded to 1, 2 or 5
+        # times a power of ten): 0.25 GB was 20 times MiniLM's size
+        value = st.number_input(
+            "Budget",
+            min_value=MIN_BUDGET,
+            step=budget_step(unit, st.session_state.get(N_WEIGHTS)),
+            format="%.9g",
+            key="mx_value",
+        )
+        _keep_floor(names)
         floor = st.selectbox(
             "Embeddings and output head: at least",
             ["none", *names],
             key="mx_floor",
-            help="Tensors named like embed*, wte, wpe, lm_head or output keep at least this "
-            "scheme's bits per weight.",
+            on_change=_forget_floor,
+            help="Tensors named like embed*, token_embd, wte, wpe, lm_head or output keep at least "
+            "this scheme's bits per weight.",
         )
         pins_text = st.text_area(
             "Pins (one PATTERN = scheme per line)",

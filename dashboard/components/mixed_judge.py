@@ -41,7 +41,8 @@ def judge_output(
         st.caption(f"On the {len(HELD_OUT_SENTENCES)} held-out sentences, against fp32.")
         return
     if folder is None:
-        st.info("An uploaded file holds weights but not the model's code: no output to judge.")
+        # an upload or a GGUF: the lab runs a model's output from a folder with transformers
+        st.info("A single file holds weights but not the model's code: no output to judge.")
         return
     if problem is not None:
         st.info(f"The model's output is not computed: {literal(problem)}.")

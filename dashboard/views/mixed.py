@@ -43,7 +43,12 @@ from dashboard.services.mixed.runner import (
     prewarm,
     small_table,
 )
-from dashboard.services.mixed.sources import file_checkpoint, quantized_model_note
+from dashboard.services.mixed.sources import (
+    file_checkpoint,
+    gguf_checkpoint,
+    gguf_task,
+    quantized_model_note,
+)
 from dashboard.services.mixed.state import parse_pins
 from dashboard.services.mixed.tasks import is_table_weight, tasks_for
 from quant_core.mixed import (
@@ -74,7 +79,10 @@ controls = mixed_controls()
 url.show_warnings()
 if model is None:
     st.stop()
-if isinstance(model, QuantizedModel):
+# a GGUF of float tensors (convert_hf_to_gguf's output) is measured as a checkpoint, its
+# tensors read through the quantized-file reader that listed it
+gguf = gguf_checkpoint(model.file) if isinstance(model, QuantizedModel) else None
+if isinstance(model, QuantizedModel) and gguf is None:
     st.info(literal(quantized_model_note(model)))
     st.stop()
 if not controls.candidates:
@@ -84,7 +92,7 @@ candidates, budget, names = controls.candidates, controls.budget, controls.names
 
 folder = model.checkpoint if isinstance(model, ModelFolder) else None
 try:
-    checkpoint = folder if folder is not None else file_checkpoint(model.path)
+    checkpoint = folder or gguf or file_checkpoint(model.path)
 except (OSError, LoadError) as exc:
     st.error(f"{literal(model.label)}: {literal(exc)}")
     st.stop()
@@ -155,7 +163,10 @@ live = st.empty()
 
 
 def show(results, total):
-    bar.progress(len(results) / max(total, 1), text=f"{len(results)} of {total} weights measured")
+    bar.progress(
+        len(results) / max(total, 1),
+        text=f"{len(results):,} of {counted(total, 'weight')} measured",  # "of 1 weight"
+    )
     live.dataframe(progress_table(results.values()), hide_index=True)  # redrawn: no key
 
 
@@ -168,6 +179,7 @@ try:
         placement,
         on_progress=show,
         on_wait=lambda: bar.progress(0.0, text=WAITING_TEXT),
+        **({"task_fn": gguf_task(model.file)} if isinstance(model, QuantizedModel) else {}),
     )
 except (TaskFailed, LoadError) as exc:
     st.error(f"The table stopped: {literal(exc)}")
@@ -178,16 +190,17 @@ rows = tuple(r for t in tasks for r in results[t.tensor].rows)
 for note in cell_notes(rows):
     st.caption(literal(note))
 
+# A bad pin drops the pins, not the floor too: "Rules: pin line 1: ..." allocated with no
+# floor either, and nothing said so.
+floor = Floor(controls.floor) if controls.floor else None
+kept_rule = "; the allocation below has no pins" + (
+    f" (the floor {controls.floor} still holds)" if floor is not None else ""
+)
 try:
-    rules = AllocationRules(
-        floor=Floor(controls.floor) if controls.floor else None,
-        pins=parse_pins(controls.pins_text, names),
-    )
-    problem = build_problem(rows, rules)
+    problem = build_problem(rows, AllocationRules(floor, parse_pins(controls.pins_text, names)))
 except ValueError as exc:
-    st.error(f"Rules: {literal(exc)}")
-    rules = AllocationRules()
-    problem = build_problem(rows, rules)
+    st.error(f"Rules: {literal(exc)}{literal(kept_rule)}.")
+    problem = build_problem(rows, AllocationRules(floor))
 for note in problem.notes:
     st.caption(literal(note) + ".")
 

@@ -39,6 +39,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from re import _parser as sre_parse  # re.compile's own parser (sre_parse before 3.11)
 
 import numpy as np
 
@@ -70,9 +71,9 @@ __all__ = [
 STORED = "stored"
 """The choice of a tensor no candidate can take: kept as stored."""
 
-DEFAULT_FLOOR_PATTERN = r"(^|\.)(embed[^.]*|wte|wpe|lm_head|output)(\.|$)"
-"""Embedding tables (``embed_tokens``, ``word_embeddings``, GPT-2's ``wte``/``wpe``) and the
-output head (``lm_head``, GGUF's ``output``)."""
+DEFAULT_FLOOR_PATTERN = r"(^|\.)(embed[^.]*|token_embd|wte|wpe|lm_head|output)(\.|$)"
+"""Embedding tables (``embed_tokens``, ``word_embeddings``, GPT-2's ``wte``/``wpe``, GGUF's
+``token_embd``) and the output head (``lm_head``, GGUF's ``output``)."""
 
 
 class Objective(enum.Enum):
@@ -183,15 +184,73 @@ class AllocationRules:
             raise TypeError(f"pins must be Pin values, got {self.pins!r}")
 
 
+def _tensors(n: int) -> str:
+    """``"1 tensor"``, ``"2 tensors"``: not "1 tensor(s)"."""
+    return f"{n:,} {'tensor' if n == 1 else 'tensors'}"
+
+
+_REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
+MAX_OPEN_REPEATS = 3
+"""Open-ended repetitions (``*``, ``+``, ``{2,}``) a pattern may hold: ``k`` of them in a row
+backtrack some ``n^k`` steps on a name of ``n`` characters it does not match."""
+
+
+def _backtracking(items: list[tuple[object, object]], inside: bool, found: list[int]) -> str | None:
+    """Why a parsed pattern (``re._parser``'s items) may backtrack exponentially, or
+    ``None``; ``found[0]`` counts its open-ended repetitions. ``inside``: within a
+    repetition, where another repetition or alternatives give each character many ways
+    to match."""
+    for op, av in items:
+        kind = str(op)
+        if kind in _REPEATS:
+            _low, high, body = av  # type: ignore[misc]
+            if high > 1 and inside:
+                return "a repetition inside a repetition"
+            found[0] += high == sre_parse.MAXREPEAT
+            why = _backtracking(body, inside or high > 1, found)
+        elif kind == "SUBPATTERN":
+            why = _backtracking(av[-1], inside, found)  # type: ignore[index]
+        elif kind == "BRANCH":
+            if inside:
+                return "alternatives inside a repetition"
+            why = next((w for b in av[1] if (w := _backtracking(b, inside, found))), None)  # type: ignore[index]
+        elif kind in ("ASSERT", "ASSERT_NOT"):
+            why = _backtracking(av[1], inside, found)  # type: ignore[index]
+        elif kind == "ATOMIC_GROUP":
+            why = _backtracking(av, inside, found)  # type: ignore[arg-type]
+        elif kind == "GROUPREF_EXISTS":
+            branches = [b for b in av[1:] if b is not None]  # type: ignore[index]
+            why = next((w for b in branches if (w := _backtracking(b, inside, found))), None)
+        else:
+            why = None
+        if why:
+            return why
+    return None
+
+
 def _compile(pattern: object) -> re.Pattern[str]:
+    """``pattern`` compiled; ``ValueError`` for a bad one, or one that may backtrack for
+    minutes on a tensor name (``(.*)*x``, ``(\\w+\\.?)+!``: Python's ``re`` tries every way
+    to split a name that does not match, 2^40 for a 40-character name) and hold the server:
+    a pin can come from a link."""
     if not isinstance(pattern, str) or not pattern:
         raise ValueError(f"a tensor name pattern must be a non-empty str, got {pattern!r}")
     if len(pattern) > 200:
         raise ValueError(f"pattern {pattern[:40]!r}… is longer than 200 characters")
     try:
-        return re.compile(pattern)
+        compiled = re.compile(pattern)
     except re.error as exc:
         raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from None
+    found = [0]
+    why = _backtracking(sre_parse.parse(pattern).data, False, found)
+    if why is None and found[0] > MAX_OPEN_REPEATS:
+        why = f"{found[0]} open-ended repetitions (*, +), at most {MAX_OPEN_REPEATS}"
+    if why is not None:
+        raise ValueError(
+            f"pattern {pattern!r} could take minutes on a name it does not match ({why}): "
+            "write it more simply"
+        )
+    return compiled
 
 
 @dataclass(frozen=True, eq=False)
@@ -313,7 +372,7 @@ def build_problem(
                 pinned[i] = True
                 break
     if pinned.any():
-        notes.append(f"{int(pinned.sum())} tensor(s) pinned by a pattern")
+        notes.append(f"{_tensors(int(pinned.sum()))} pinned by a pattern")
     if rules.floor is not None:
         regex, j = _compile(rules.floor.pattern), s_index[rules.floor.scheme]
         floored = 0
@@ -328,14 +387,20 @@ def build_problem(
             allowed[i] &= ~(bpe[i] < bpe[i, j])
             floored += 1
         if floored:
-            notes.append(f"{floored} tensor(s) kept at {rules.floor.scheme} or more")
+            notes.append(f"{_tensors(floored)} kept at {rules.floor.scheme} or more")
     has_option = allowed.any(axis=1)
     kept = tuple(t for i, t in enumerate(tensors) if not has_option[i])
     keep = np.flatnonzero(has_option)
     if kept:
+        # it is in the model as stored, so in the budget, the size and the bits per weight
+        # at its stored size (32 bits per weight for a float32 file): say so, or a budget
+        # of 4.5 bits per weight refused as "reachable are 18.07 to 20.25" read as a fault
+        k_bits = int(stored[~has_option].sum())
+        k_bpw = k_bits / max(int(n_el[~has_option].sum()), 1)
         notes.append(
             f"{len(kept)} {'tensor' if len(kept) == 1 else 'tensors'} no candidate can take, "
-            "kept as stored"
+            f"kept as stored: {k_bpw:.4g} bits per weight, {-(-k_bits // 8):,} bytes, counted "
+            "in the budget and the size"
         )
     bits, errors, allowed = bits[keep], errors[keep], allowed[keep]
     problem_tensors = tuple(tensors[i] for i in keep)
@@ -480,9 +545,31 @@ def _reachable(low: int, high: int, per: int, decimals: int) -> _Reachable:
     for places in range(decimals, 13):
         unit = Fraction(1, 10**places)
         up, down = math.ceil(lo / unit) * unit, math.floor(hi / unit) * unit
-        if up <= down and (up > 0 or lo == 0):
+        # two equal ends only for a range of one size: "0.02 to 0.02 MB" read as one value
+        if (up < down or (up == down and lo == hi)) and (up > 0 or lo == 0):
             break
     return _Reachable(f"{float(up):.{places}f}", f"{float(down):.{places}f}")
+
+
+def _megabytes(bits: int) -> str:
+    """``bits`` in MB: two places, three significant digits below 1 MB (a small table's
+    4.5 bits per weight read "0.00 MB")."""
+    mb = bits / 8e6
+    if mb >= 1 or mb == 0:
+        return f"{mb:.2f}"  # as the range beside it: a number the budget box takes
+    return np.format_float_positional(mb, precision=3, fractional=False, trim="-")
+
+
+def _kept_text(problem: AllocationProblem) -> str:
+    """What the tensors kept as stored take: "1 tensor kept as stored (no candidate can
+    take it) takes 32 bits per weight, 16,384 bytes"."""
+    n = len(problem.kept)
+    bpw = problem.kept_bits / max(problem.kept_elements, 1)
+    return (
+        f"{n} {'tensor' if n == 1 else 'tensors'} kept as stored (no candidate can take "
+        f"{'it' if n == 1 else 'them'}) {'takes' if n == 1 else 'take'} {bpw:.4g} bits per "
+        f"weight, {-(-problem.kept_bits // 8):,} bytes"
+    )
 
 
 def allocate(problem: AllocationProblem, budget: Budget | int) -> Allocation:
@@ -501,8 +588,14 @@ def allocate(problem: AllocationProblem, budget: Budget | int) -> Allocation:
         mb = _reachable(low, high, 8 * 10**6, 2)
         raise BudgetOutOfRange(
             f"The budget {asked} ({total_bits / n:.3f} bits per weight, "
-            f"{total_bits / 8e6:.2f} MB) is {where} assignment the candidates give: "
-            f"reachable are {bpw.text()} bits per weight ({mb.text()} MB).",
+            f"{_megabytes(total_bits)} MB) is {where} assignment the candidates give: "
+            + (
+                f"reachable are {bpw.text()} bits per weight ({mb.text()} MB)"
+                if low < high  # one size: "4.500 to 4.500 bits per weight" read as a typo
+                else f"the only size they reach is {bpw.low} bits per weight ({mb.low} MB)"
+            )
+            + (f"; {_kept_text(problem)}, counted in that" if problem.kept else "")
+            + ".",
             low,
             high,
         )

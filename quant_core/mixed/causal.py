@@ -141,8 +141,9 @@ def tokens(
     if not 2 <= max_tokens <= MAX_TOKENS_LIMIT:
         raise ValueError(f"max_tokens must be in [2, {MAX_TOKENS_LIMIT}], got {max_tokens}")
     ids = lm.tokenizer(text, return_tensors="pt")["input_ids"][:, :max_tokens]
-    if ids.shape[1] < 2:
-        raise ValueError(f"the text gives {ids.shape[1]} token(s); at least 2 are needed")
+    if (n := int(ids.shape[1])) < 2:
+        tokens_text = "1 token" if n == 1 else f"{n} tokens"
+        raise ValueError(f"the text gives {tokens_text}; at least 2 are needed")
     return ids
 
 

@@ -73,6 +73,11 @@ _NOT_QUANTIZED = frozenset(
 )
 
 
+# A name llama.cpp's converter already gave: a layer's ``blk.N.ROLE.weight`` or a global
+# tensor (the roles are GGUF's, lower-case words: ``attn_q``, ``ffn_down``, ``token_embd``).
+_GGUF_NAME = re.compile(r"^(?:blk\.\d+\.[a-z0-9_]+|token_embd|output)\.weight$")
+
+
 def _unprefixed(name: str) -> str:
     return name.removeprefix("bert.")
 
@@ -80,10 +85,12 @@ def _unprefixed(name: str) -> str:
 def gguf_name(name: str) -> str | None:
     """llama.cpp's name of a Llama-family or BERT tensor
     (``model.layers.3.mlp.down_proj.weight`` → ``blk.3.ffn_down.weight``,
-    ``encoder.layer.0.intermediate.dense.weight`` → ``blk.0.ffn_up.weight``), or ``None``
-    when it has none here."""
+    ``encoder.layer.0.intermediate.dense.weight`` → ``blk.0.ffn_up.weight``; a name that is
+    llama.cpp's already, a float GGUF's, as it is), or ``None`` when it has none here."""
     if name in _GLOBAL:
         return _GLOBAL[name]
+    if _GGUF_NAME.match(name):  # a GGUF's own tensor (a float .gguf measured as it is)
+        return name
     m = _LAYER.match(name)
     if m and m[2] in _ROLES:
         return f"blk.{m[1]}.{_ROLES[m[2]]}.weight"
@@ -203,19 +210,32 @@ def recipe_json(
     return json.dumps(doc, indent=2, ensure_ascii=False)
 
 
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell_text(value: object) -> object:
+    """A CSV cell: ``None`` empty, non-finite floats as ``inf``/``nan``, and text that a
+    spreadsheet would run as a formula (a tensor named ``=HYPERLINK(...)`` in a folder
+    someone else made) behind a ``'``, as OWASP advises; numbers are left as numbers."""
+    if value is None:
+        return ""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
 def table_csv(rows: Sequence[SensitivityRow], chosen: Mapping[str, str] | None = None) -> str:
     """The table as CSV: ``ROW_FIELDS`` and ``chosen`` (whether the allocation ``chosen``,
     tensor → scheme, picked the cell), one line per (tensor, scheme); non-finite numbers
-    as ``inf``/``nan``."""
+    as ``inf``/``nan``, text that would start a spreadsheet formula behind a ``'``."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([*ROW_FIELDS, "chosen"])
     for row in rows:
         rec = row.record()
-        values = [
-            ("" if v is None else repr(v) if isinstance(v, float) and not math.isfinite(v) else v)
-            for v in (rec[k] for k in ROW_FIELDS)
-        ]
+        values = [_cell_text(rec[k]) for k in ROW_FIELDS]
         pick = chosen is not None and chosen.get(row.tensor) == row.scheme
         writer.writerow([*values, pick])
     return out.getvalue()

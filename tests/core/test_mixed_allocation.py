@@ -147,7 +147,7 @@ def test_pins_and_floors() -> None:
     pinned = AllocationRules(floor=Floor("8"), pins=(Pin(r"layers\.0\.", "4"),))
     problem = build_problem(rows, pinned)
     assert problem.low_bits == problem.high_bits == 1200
-    assert "1 tensor(s) pinned by a pattern" in problem.notes
+    assert "1 tensor pinned by a pattern" in problem.notes
     with pytest.raises(ValueError, match="not a candidate"):
         build_problem(rows, AllocationRules(pins=(Pin("q", "16"),)))
     with pytest.raises(ValueError, match="not a valid regular expression"):

@@ -121,7 +121,7 @@ def test_bad_links_fall_back_with_a_warning() -> None:
     no_errors(at)
     text = " ".join(plain(w.value) for w in at.warning)
     assert "mx.budget='lots' is not a number and a unit" in text
-    assert "Ignored the link's mx.cands (unknown scheme(s) 'q9', left out)" in text
+    assert "Ignored the link's mx.cands (unknown scheme 'q9', left out)" in text
     assert "mx.floor='q9' is not a chosen scheme" in text
     assert at.multiselect(key="mx_cands").value == ["int4_g128", "int8_pc"]
     assert at.number_input(key="mx_value").value == 4.5

@@ -75,7 +75,7 @@ def test_query_defaults_and_problems() -> None:
     assert q.budget == Budget(9, BudgetUnit.GIGABYTES)
     assert q.candidates == ("Q4_0", "Q8_0")  # the registry's order
     assert q.floor == "Q8_0"
-    assert q.problems == ("mx.cands (unknown scheme(s) 'nope', left out)",)
+    assert q.problems == ("mx.cands (unknown scheme 'nope', left out)",)
     q = mixed_from_query({"mx.cands": ",,", "mx.floor": "TQ1_0"})
     assert q.candidates == mixed_from_query({}).candidates
     assert len(q.problems) == 2 and q.floor is None
@@ -161,7 +161,7 @@ def test_allocation_table_says_what_a_fallback_tensor_is_stored_as() -> None:
     table = allocation_table(rows, alloc)
     assert list(table["scheme"]) == ["Q4_K", "Q4_K"]
     assert list(table["stored as"]) == ["Q5_0", ""]
-    assert list(table["bits_per_weight"]) == [5.5, 4.5]
+    assert list(table["bits per weight"]) == [5.5, 4.5]
 
 
 def test_cell_notes_name_fallbacks_and_refusals() -> None:

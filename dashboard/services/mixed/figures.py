@@ -279,7 +279,7 @@ ALLOCATION_COLUMNS = (
     "shape",
     "scheme",
     "stored as",
-    "bits_per_weight",
+    "bits per weight",
     "MB",
     "weighted SQNR (dB)",
 )
@@ -305,7 +305,7 @@ def allocation_table(rows: Sequence[SensitivityRow], allocation: Allocation) -> 
                 "shape": "×".join(str(d) for d in shape) if shape else "",
                 "scheme": s,
                 "stored as": (row.stored_as or "") if row else "",
-                "bits_per_weight": b / max(n, 1),
+                "bits per weight": b / max(n, 1),
                 "MB": b / 8e6,
                 "weighted SQNR (dB)": weighted_sqnr(row) if row else None,
             }

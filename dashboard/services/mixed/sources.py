@@ -1,12 +1,15 @@
 """What the mixed-precision page measures and judges, besides a model folder: a single
 ``.safetensors`` file the server chose (the bundled MiniLM, an upload) as a ``Checkpoint``,
+a GGUF of float tensors (``gguf_checkpoint``, read by ``gguf_task``),
 the bundled model's input importance and held-out inputs, and its sentence embeddings under
 a mixed recipe."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+import socket
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,31 +19,100 @@ from torch.nn import functional as F
 
 from quant_core import QuantConfig
 from quant_core.calibration import run_sentences, transformer_of
+from quant_core.files import FileKind, QuantizedFile
+from quant_core.mixed import measure_tensor
 from quant_core.mixed.causal import fake_quantized
 
 from ..files.open import QuantizedModel
-from ..io import list_safetensors_file
+from ..io import LoadError, TensorInfo, list_safetensors_file
+from ..io.common import check_size
 from ..model.checkpoint import Checkpoint, CheckpointTensor, Shard
+from ..model.streaming import FOLDER_LIMITS
+from .tasks import TableTask, TaskResult, skipped_rows
 
-__all__ = ["EmbeddingJudgement", "embedding_judgement", "file_checkpoint", "quantized_model_note"]
+__all__ = [
+    "EmbeddingJudgement",
+    "embedding_judgement",
+    "file_checkpoint",
+    "gguf_checkpoint",
+    "gguf_task",
+    "quantized_model_note",
+]
+
+_GGUF_FLOATS = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+"""GGUF's float types in torch's spelling (``TensorInfo.dtype``)."""
 
 
 def quantized_model_note(model: QuantizedModel) -> str:
-    """Why the page measures nothing for a file the quantized-file reader opened (a
-    ``.gguf``, a GPTQ/AWQ/... folder): the table quantizes float weights read from
-    ``.safetensors``. A GGUF of F32/F16/BF16 tensors only (``convert_hf_to_gguf``'s output)
-    is not quantized, and was called "a quantized file"."""
-    name = model.label
-    if any(t.quantized for t in model.file.tensors):
-        return (
-            f"{name} is a quantized file: the table measures each scheme on float weights. "
-            "Pick the model's original (unquantized) folder or file to compare schemes."
-        )
+    """Why the page measures nothing for a file the quantized-file reader opened that
+    ``gguf_checkpoint`` does not take (a quantized ``.gguf``, a GPTQ/AWQ/... folder): the
+    table quantizes float weights."""
     return (
-        f"{name} stores floats ({model.file.kind.label}), but the table reads float weights "
-        "from .safetensors files only: pick the model's .safetensors folder or file to "
-        "compare schemes."
+        f"{model.label} is a quantized file: the table measures each scheme on float weights. "
+        "Pick the model's original (unquantized) folder or file to compare schemes."
     )
+
+
+def gguf_checkpoint(file: QuantizedFile) -> Checkpoint | None:
+    """A GGUF with no quantized tensor (``convert_hf_to_gguf``'s output: F32/F16/BF16,
+    maybe F64 or integer tensors beside) as a ``Checkpoint`` of its tensors under their
+    GGUF names, shapes in PyTorch's order, one "shard" per part; ``None`` for anything else
+    (a quantized tensor, another layout). The table takes its 2-D float weights.
+    Its tensors are read by ``gguf_task``, not from a folder: the table runs in the
+    server's process."""
+    if file.kind is not FileKind.GGUF or not file.tensors:
+        return None
+    if any(t.quantized for t in file.tensors):
+        return None
+    parts: dict[str, list[int]] = {}
+    for t in file.tensors:
+        part = parts.setdefault(t.file, [0, 0])
+        part[0] += t.nbytes
+        part[1] += 1
+    shards = tuple(Shard(name, size, 0, n) for name, (size, n) in parts.items())
+    tensors = tuple(
+        # another type (I32, I8) is listed under its GGUF name, which is_table_weight
+        # leaves out of the table
+        CheckpointTensor(TensorInfo(t.name, t.shape, _GGUF_FLOATS.get(t.type_name, name)), t.file)
+        for t in file.tensors
+        for name in (t.type_name,)
+    )
+    return Checkpoint(Path(file.name), shards, tensors, None)
+
+
+def gguf_task(file: QuantizedFile) -> Callable[[TableTask], TaskResult]:
+    """The task function of ``file``'s table (``runner.run_tasks``' ``task_fn``, in the
+    server's process): the tensor's values as the file stores them (float32, from
+    ``QuantizedFile.load``) measured as ``run_task`` measures a safetensors weight, at
+    the size the file spends on it."""
+
+    def run(task: TableTask) -> TaskResult:
+        start = time.perf_counter()
+        entry = file.entry(task.tensor)
+        try:
+            check_size(task.tensor, task.shape, 4, FOLDER_LIMITS)
+        except LoadError as exc:  # as run_task: skipped, kept as stored; the table goes on
+            rows = skipped_rows(task, f"not read: {exc}")
+            return TaskResult(task.tensor, rows, 0, 0.0, time.perf_counter() - start, "")
+        try:
+            w = file.load(task.tensor, max_elements=FOLDER_LIMITS.max_elements).dequantize()
+        except ValueError as exc:  # QuantizedFileError: a short or changed file
+            raise LoadError(str(exc)) from None
+        read = time.perf_counter() - start
+        rows = measure_tensor(
+            task.tensor,
+            w,
+            task.candidates,
+            importance=task.importance,
+            held_out=task.held_out,
+            stored_bits=entry.nbytes * 8,
+        )
+        where = f"{socket.gethostname()}:{os.getpid()}"
+        return TaskResult(
+            task.tensor, rows, entry.nbytes, read, time.perf_counter() - start, where
+        )
+
+    return run
 
 
 def file_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:

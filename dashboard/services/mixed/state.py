@@ -21,6 +21,7 @@ with a sentence in ``problems``, the others are kept. Nothing is evaluated.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from quant_core.mixed import (
 )
 
 __all__ = [
+    "BPW_STEP",
     "BUDGET_KEY",
     "CANDIDATES_KEY",
     "DEFAULT_BUDGET",
@@ -47,6 +49,7 @@ __all__ = [
     "MAX_PINS_TEXT",
     "PINS_KEY",
     "MixedQuery",
+    "budget_step",
     "budget_text",
     "mixed_from_query",
     "mixed_to_query",
@@ -83,6 +86,32 @@ def budget_text(budget: Budget) -> str:
     significant digits: a link to 1234.5678 MB reopened 1234.57 MB."""
     text = np.format_float_positional(float(budget.value), trim="-")
     return f"{text}{budget.unit.value}"
+
+
+BPW_STEP = 0.25
+"""The budget box's step in bits per weight; in MB or GB the step is the size this many bits
+per weight make (``budget_step``)."""
+_BYTES_PER = {BudgetUnit.MEGABYTES: 1e6, BudgetUnit.GIGABYTES: 1e9}
+
+
+def budget_step(unit: BudgetUnit, n_weights: int | None) -> float:
+    """The budget box's +/- step in ``unit``: 0.25 bits per weight, and in MB or GB the
+    size of 0.25 bits per weight of ``n_weights`` rounded down to 1, 2 or 5 times a power
+    of ten: MiniLM's 22.7M weights step by 0.5 MB or 0.0005 GB, a 7B model's by 200 MB or
+    0.2 GB. One step of 0.25 in every unit moved MiniLM's 0.0128 GB budget to 0.26 GB (20
+    times the size) and a 7B model's 3,900 MB by 0.002 %. ``n_weights`` ``None`` (not known
+    yet): 1 MB, 0.01 GB."""
+    if not isinstance(unit, BudgetUnit):
+        raise TypeError(f"unit must be a BudgetUnit, got {unit!r}")
+    if unit is BudgetUnit.BITS_PER_WEIGHT:
+        return BPW_STEP
+    if n_weights is None or isinstance(n_weights, bool) or n_weights <= 0:
+        return 1.0 if unit is BudgetUnit.MEGABYTES else 0.01
+    size = BPW_STEP * n_weights / 8 / _BYTES_PER[unit]
+    power = 10.0 ** math.floor(math.log10(size))
+    mantissa = max(m for m in (1, 2, 5) if m * power <= size * (1 + 1e-12))
+    # the decimal of the step itself ("0.0005", not 0.0005000000000000001)
+    return float(f"{mantissa * power:.1g}")
 
 
 @dataclass(frozen=True)
@@ -122,7 +151,8 @@ def mixed_from_query(
         chosen = tuple(n for n in names if n in parts)
         if unknown:
             shown = ", ".join(repr(u[:40]) for u in unknown[:3])
-            problems.append(f"{CANDIDATES_KEY} (unknown scheme(s) {shown}, left out)")
+            noun = "scheme" if len(unknown) == 1 else "schemes"
+            problems.append(f"{CANDIDATES_KEY} (unknown {noun} {shown}, left out)")
         if chosen:
             cands = chosen
         else:

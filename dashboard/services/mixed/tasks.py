@@ -38,13 +38,14 @@ __all__ = [
     "is_table_weight",
     "lookup_importance",
     "run_task",
+    "skipped_rows",
     "tasks_for",
 ]
 
 _FLOAT = ("float16", "bfloat16", "float32", "float64")
 
 
-_EMBEDDING = re.compile(r"(^|\.)(embed[^.]*|wte|wpe)(\.|$)", re.IGNORECASE)
+_EMBEDDING = re.compile(r"(^|\.)(embed[^.]*|token_embd|wte|wpe)(\.|$)", re.IGNORECASE)
 
 
 def lookup_importance(info: TensorInfo) -> torch.Tensor | None:
@@ -142,7 +143,9 @@ def tasks_for(
     return tuple(out)
 
 
-def _skipped_rows(task: TableTask, reason: str) -> tuple[SensitivityRow, ...]:
+def skipped_rows(task: TableTask, reason: str) -> tuple[SensitivityRow, ...]:
+    """A skipped row per candidate (``reason``): the tensor is kept as stored, at its
+    stored size, and the table goes on."""
     nan = float("nan")
     bits = (stored_bytes(TensorInfo(task.tensor, task.shape, task.dtype)) or 0) * 8
     return tuple(
@@ -167,7 +170,7 @@ def run_task(task: TableTask) -> TaskResult:
     try:
         check_size(task.tensor, task.shape, getattr(torch, task.dtype).itemsize, FOLDER_LIMITS)
     except LoadError as exc:
-        rows = _skipped_rows(task, f"not read: {exc}")
+        rows = skipped_rows(task, f"not read: {exc}")
         return TaskResult(task.tensor, rows, 0, 0.0, time.perf_counter() - start, where)
     mapped = load_safetensors_file_tensor(path, task.tensor, FOLDER_LIMITS).tensor
     if tuple(mapped.shape) != task.shape:
