@@ -8,13 +8,11 @@ Every value is checked; a method or a packing the reader does not know is a
 
 from __future__ import annotations
 
-import re
-import re._constants as sre_constants  # the parsed regex's node kinds (Python >= 3.11)
-import re._parser as sre_parser
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..regex_risk import regex_risk
 from .access import PathGuard, QuantizedFileError, read_json
 from .entries import FileKind
 
@@ -32,8 +30,6 @@ __all__ = [
 MAX_CONFIG_BYTES = 16 * 2**20
 MAX_TARGET_CHARS = 1_000
 """The longest ``re:`` target (compressed-tensors' module regexes are a few dozen)."""
-_MAX_UNBOUNDED_REPEATS = 3  # ``.*`` runs in one target: O(len(name)^3) at worst
-_UNBOUNDED = 64  # a repeat allowing more than this many is treated as unbounded
 MAX_MATCHED_NAME = 256
 """The longest module name a ``re:`` target is matched against (real ones: under 100)."""
 CONFIG_NAMES = ("config.json", "quantize_config.json", "quant_config.json")
@@ -256,7 +252,8 @@ def _compressed(section: dict[str, Any], source: str) -> CTSpec:
         if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
             raise QuantizedFileError(f"{where}: targets must be a list of names")
         for target in targets:
-            if target.startswith("re:") and (why := regex_risk(target[3:])) is not None:
+            why = regex_risk(target[3:], MAX_TARGET_CHARS) if target.startswith("re:") else None
+            if why is not None:
                 raise QuantizedFileError(f"{where}: target {target[:80]!r} is refused: {why}")
         actorder = weights.get("actorder")
         groups.append(
@@ -276,54 +273,3 @@ def _compressed(section: dict[str, Any], source: str) -> CTSpec:
     return CTSpec(tuple(groups), tuple(i for i in ignore if isinstance(i, str)), source)
 
 
-def regex_risk(pattern: str) -> str | None:
-    """Why matching ``pattern`` (a ``re:`` target, matched against every packed module's
-    name) could take exponential or long polynomial time, or ``None``: Python's ``re``
-    backtracks without a time limit, and ``(.*)*X`` already takes seconds on a 24-character
-    name, hours on a real one. Refused: a pattern over ``MAX_TARGET_CHARS``; a repeat
-    holding another repeat or an alternation (star height above one, the exponential
-    cases); more than three unbounded repeats in all (with names of at most
-    ``MAX_MATCHED_NAME`` characters, ``O(256^3)`` steps at worst); backreferences. A
-    pattern that does not compile is not refused here (it never matches, as before)."""
-    if len(pattern) > MAX_TARGET_CHARS:
-        return f"{len(pattern):,} characters, over the {MAX_TARGET_CHARS:,} allowed"
-    try:
-        tree = sre_parser.parse(pattern)
-    except (re.error, RecursionError, OverflowError):
-        return None
-    repeats = (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT, sre_constants.POSSESSIVE_REPEAT)
-    unbounded = 0
-
-    def parts(value: object) -> list[sre_parser.SubPattern]:
-        if isinstance(value, sre_parser.SubPattern):
-            return [value]
-        if isinstance(value, list | tuple):
-            return [p for v in value for p in parts(v)]
-        return []
-
-    def walk(sub: sre_parser.SubPattern, inside: bool) -> str | None:
-        nonlocal unbounded
-        for op, value in sub:
-            if op in (sre_constants.GROUPREF, sre_constants.GROUPREF_EXISTS):
-                return "it uses a backreference"
-            if op in repeats:
-                _, high, body = value
-                if inside and high > 1:
-                    return "it nests repeats (catastrophic backtracking)"
-                if high > _UNBOUNDED:
-                    unbounded += 1
-                    if unbounded > _MAX_UNBOUNDED_REPEATS:
-                        return f"more than {_MAX_UNBOUNDED_REPEATS} unbounded repeats"
-                why = walk(body, inside or high > 1)
-            elif op is sre_constants.BRANCH and inside:
-                return "it repeats an alternation (catastrophic backtracking)"
-            else:
-                why = next((w for p in parts(value) if (w := walk(p, inside))), None)
-            if why is not None:
-                return why
-        return None
-
-    try:
-        return walk(tree, False)
-    except RecursionError:
-        return "it nests too deeply"

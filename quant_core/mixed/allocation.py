@@ -39,11 +39,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from re import _parser as sre_parse  # re.compile's own parser (sre_parse before 3.11)
 
 import numpy as np
 
 from ..config import QuantConfig
+from ..regex_risk import regex_risk
 from .candidates import Candidate, config_for
 from .sensitivity import SensitivityRow
 
@@ -189,45 +189,6 @@ def _tensors(n: int) -> str:
     return f"{n:,} {'tensor' if n == 1 else 'tensors'}"
 
 
-_REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
-MAX_OPEN_REPEATS = 3
-"""Open-ended repetitions (``*``, ``+``, ``{2,}``) a pattern may hold: ``k`` of them in a row
-backtrack some ``n^k`` steps on a name of ``n`` characters it does not match."""
-
-
-def _backtracking(items: list[tuple[object, object]], inside: bool, found: list[int]) -> str | None:
-    """Why a parsed pattern (``re._parser``'s items) may backtrack exponentially, or
-    ``None``; ``found[0]`` counts its open-ended repetitions. ``inside``: within a
-    repetition, where another repetition or alternatives give each character many ways
-    to match."""
-    for op, av in items:
-        kind = str(op)
-        if kind in _REPEATS:
-            _low, high, body = av  # type: ignore[misc]
-            if high > 1 and inside:
-                return "a repetition inside a repetition"
-            found[0] += high == sre_parse.MAXREPEAT
-            why = _backtracking(body, inside or high > 1, found)
-        elif kind == "SUBPATTERN":
-            why = _backtracking(av[-1], inside, found)  # type: ignore[index]
-        elif kind == "BRANCH":
-            if inside:
-                return "alternatives inside a repetition"
-            why = next((w for b in av[1] if (w := _backtracking(b, inside, found))), None)  # type: ignore[index]
-        elif kind in ("ASSERT", "ASSERT_NOT"):
-            why = _backtracking(av[1], inside, found)  # type: ignore[index]
-        elif kind == "ATOMIC_GROUP":
-            why = _backtracking(av, inside, found)  # type: ignore[arg-type]
-        elif kind == "GROUPREF_EXISTS":
-            branches = [b for b in av[1:] if b is not None]  # type: ignore[index]
-            why = next((w for b in branches if (w := _backtracking(b, inside, found))), None)
-        else:
-            why = None
-        if why:
-            return why
-    return None
-
-
 def _compile(pattern: object) -> re.Pattern[str]:
     """``pattern`` compiled; ``ValueError`` for a bad one, or one that may backtrack for
     minutes on a tensor name (``(.*)*x``, ``(\\w+\\.?)+!``: Python's ``re`` tries every way
@@ -241,10 +202,7 @@ def _compile(pattern: object) -> re.Pattern[str]:
         compiled = re.compile(pattern)
     except re.error as exc:
         raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from None
-    found = [0]
-    why = _backtracking(sre_parse.parse(pattern).data, False, found)
-    if why is None and found[0] > MAX_OPEN_REPEATS:
-        why = f"{found[0]} open-ended repetitions (*, +), at most {MAX_OPEN_REPEATS}"
+    why = regex_risk(pattern, 200)
     if why is not None:
         raise ValueError(
             f"pattern {pattern!r} could take minutes on a name it does not match ({why}): "
