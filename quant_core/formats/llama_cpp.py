@@ -71,8 +71,9 @@ class Quantized:
     shape), ``params`` (each ``[n_blocks, 1]``) and, for the types of
     ``checks_finiteness``, ``peaks`` ``[n_blocks, 1]``: a value each block's pass reduced
     from all its values (its largest magnitude, signed or not), finite exactly when they all
-    are, or ``[1, 1]``: the largest of those over all blocks; ``None`` for the other
-    types. ``values`` (float32, ``codes``' shape): the
+    are, or ``[1, 1]``: the largest of those over all blocks (MXFP4, NVFP4: reduced in
+    their scale pass; Q1_0: its largest sum of ``|x|``, ``None`` where that overflowed);
+    ``None`` for the other types. ``values`` (float32, ``codes``' shape): the
     dequantized values, bit for bit what ``QuantizedTensor.dequantize`` makes of ``codes``
     and ``params``, where the caller asked for them and the type has a fused pass
     (``fuses_values``; ``fuses_values_compiled`` where it runs compiled); else ``None``."""
@@ -81,6 +82,12 @@ class Quantized:
     params: BlockParams
     peaks: torch.Tensor | None = None
     values: torch.Tensor | None = None
+    finite_scales: bool = False
+    """``True`` where every stored scale is known finite without looking (MXFP4's E8M0
+    ``2^(e - 127)``, ``e <= 254``; NVFP4's UE4M3, at most 448) or was checked in the
+    type's pass (Q1_0, which then gives ``values`` only when they are): the caller needs no
+    ``scales_finite`` pass over them (NVFP4's 1M scales at 4096 x 4096: a fifth of a
+    clone)."""
 
 
 _F32_MAX = torch.finfo(torch.float32).max
@@ -145,7 +152,11 @@ def _q8_codes(blocks: torch.Tensor, inv: torch.Tensor) -> torch.Tensor:
 
 
 def _zeros(n: int, device: torch.device) -> torch.Tensor:
-    return torch.zeros((n, 1), dtype=torch.int32, device=device)
+    """The ``[n, 1]`` int32 zero points of a type without one: a single zero expanded
+    (stride 0), read-only. A fresh ``torch.zeros`` of NVFP4's 1M blocks (4096 x 4096) was
+    a fill of 4 MiB of new pages, 7 to 15 ms on the loaded 2-core machine: a third of a
+    clone, for values every reader takes as 0."""
+    return torch.zeros((1, 1), dtype=torch.int32, device=device).expand(n, 1)
 
 
 def _symmetric_pass(
@@ -309,12 +320,13 @@ def _mxfp4(blocks: torch.Tensor, cfg: QuantConfig, values: bool = False) -> Quan
     else:
         amax = _kernel(_absmax_pass, blocks)
         e = _mxfp4_exponents_numpy(amax)
+        amax = _peak(amax)
         d_half = power_of_two(e - 128)  # 2^(e - 128), as torch.ldexp
         s = 2 * d_half  # the lab's FP4 levels are kv / 2: x_hat = 2^(e - 127) fp4[q]
     codes, fused = _fp4_codes_values(blocks, d_half, s, values)
     stored = StoredScales(codes=e.reshape(-1))
     params = BlockParams(s, _zeros(len(s), s.device), None, s, None, stored)
-    return Quantized(codes, params, amax, fused)
+    return Quantized(codes, params, amax, fused, finite_scales=True)
 
 
 def _mxfp4_exponents_numpy(amax: torch.Tensor) -> torch.Tensor:
@@ -378,7 +390,16 @@ def _mxfp4_scale_pass(
     above = ((bits & 0x7FFFFF) >= up[b]).to(torch.int32)
     e = torch.where(amax > 0, b - 2 + above, 0).clamp(0, 254)
     d_half = power_of_two(e - 128)
-    return amax, e, d_half, 2 * d_half
+    return _peak(amax), e, d_half, 2 * d_half
+
+
+def _peak(amax: torch.Tensor) -> torch.Tensor:
+    """The largest of the blocks' ``amax`` (``[n_blocks, 1]``, each ``>= 0`` or NaN) as
+    ``[1, 1]``: NaN where one is NaN (``amax`` propagates it, eagerly and compiled), inf
+    where one is inf, so finite exactly when every block is (``Quantized.peaks``). Reduced
+    in the scale pass's kernel: an eager ``isfinite(amax).all()`` over NVFP4's 1M blocks
+    wrote a 1 MB bool tensor and read it again (about a third of a clone, loaded)."""
+    return amax.amax().reshape(1, 1)
 
 
 _MXFP4_SCALE_KERNEL = True
@@ -469,13 +490,20 @@ def _abs_sums_transposed(blocks: torch.Tensor) -> torch.Tensor:
     return acc
 
 
-def _q1_0_scale_pass(blocks: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+def _q1_0_scale_pass(
+    blocks: torch.Tensor, n: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Q1_0's stored scale ``fp16(sum_abs / n)`` (``[n_blocks, 1]``, float32) in the sums'
     pass: ``n`` the block length as a 0-d float32 tensor, so the division stays a true one
     (``/ 128`` is exact, as C's division is), and the float16 rounding (round to nearest
     even, as torch's eager cast) in the same kernel instead of three eager passes over the
-    blocks' scales. Compiled with ``_ROUNDING_CASTS``."""
-    return _fp16((_abs_sums_in_order(blocks) / n).reshape(-1, 1))
+    blocks' scales. Compiled with ``_ROUNDING_CASTS``. Also, each ``[1, 1]``, the largest
+    sum (``_peak``: finite only where every value is, since ``|x|`` adds no ``-inf``; it may
+    overflow on finite values, then the caller checks the values) and the largest scale
+    (finite exactly when every scale is: ``sum / n`` may pass float16's 65504)."""
+    sums = _abs_sums_in_order(blocks).reshape(-1, 1)
+    s = _fp16(sums / n)
+    return s, _peak(sums), _peak(s)
 
 
 _ROUNDING_CASTS = {"emulate_precision_casts": True}
@@ -483,9 +511,13 @@ _ROUNDING_CASTS = {"emulate_precision_casts": True}
 a no-op, and the scale is not rounded to float16)."""
 
 
-def _q1_0_scales(blocks: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+def _q1_0_scales(
+    blocks: torch.Tensor, n: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``_q1_0_scale_pass`` eagerly, its sums by ``_abs_sums_transposed``."""
-    return _fp16((_abs_sums_transposed(blocks) / n).reshape(-1, 1))
+    sums = _abs_sums_transposed(blocks).reshape(-1, 1)
+    s = _fp16(sums / n)
+    return s, _peak(sums), _peak(s)
 
 
 def _q1_0_code_numbers(blocks: torch.Tensor) -> torch.Tensor:
@@ -500,7 +532,7 @@ def _q1_0(blocks: torch.Tensor, cfg: QuantConfig, values: bool = False) -> Quant
     eagerly (transposed), 24 ms compiled. ``values``: the dequantized values ``clamp(s
     [-1, 1][q])`` from the codes' pass where it runs compiled, else ``None``."""
     n = torch.tensor(float(blocks.shape[1]), device=blocks.device)
-    s = switch.compiled_or(
+    s, sum_peak, s_peak = switch.compiled_or(
         _q1_0_scale_pass,
         "llama_cpp_fp16",
         blocks,
@@ -509,19 +541,25 @@ def _q1_0(blocks: torch.Tensor, cfg: QuantConfig, values: bool = False) -> Quant
         options=_ROUNDING_CASTS,
     )
     params = BlockParams(s, _zeros(len(s), s.device), None, s)
-    if values:
+    # the largest sum as the peaks where finite (then so is every value: no separate pass
+    # over ``x`` for the check); a finite sum can overflow, so where it is not, ``None``
+    # sends the caller to check the values themselves
+    peaks = sum_peak if bool(torch.isfinite(sum_peak).all()) else None
+    finite_scales = bool(torch.isfinite(s_peak).all())
+    if values and finite_scales:
         table = codebook_for(cfg.format, blocks.device).decode_table
         both = encode_values_with(_q1_0_code_numbers, "llama_cpp_q1_0", table, s, blocks)
-        if both is not None:  # no peaks: a sum of finite |x| may overflow to inf
-            return Quantized(both[0], params, None, both[1])
+        if both is not None:
+            return Quantized(both[0], params, peaks, both[1], finite_scales=True)
     codes = (blocks >= 0).to(torch.uint8)
-    return Quantized(codes, params)
+    return Quantized(codes, params, peaks, finite_scales=finite_scales)
 
 
 def _nvfp4_scale_pass(
     blocks: torch.Tensor, six: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each block's ``amax`` (``+0`` for an all-zero block; inf for an inf) and ``ue =
+) -> tuple[torch.Tensor, ...]:
+    """The blocks' largest ``amax`` (``_peak``; ``+0`` for an all-zero block, inf for an
+    inf) and each block's ``ue =
     ue4m3_from_float(amax / 6)`` (int32) in one pass: max is exact in any order, ``six``
     a 0-d tensor so that the division stays a true one (a scalar divisor may become a
     multiply by 1/6), the rest integer steps and ``trunc(x 512 + 0.5)`` (exact). Eagerly
@@ -532,7 +570,7 @@ def _nvfp4_scale_pass(
     amax = _absmax_pass(blocks)
     ue = ue4m3_from_float(amax / six)
     s = _ue4m3_value(ue)
-    return amax, ue, s, s * 0.5
+    return _peak(amax), ue, s, s * 0.5
 
 
 def _ue4m3_value(ue: torch.Tensor) -> torch.Tensor:
@@ -556,7 +594,7 @@ def _nvfp4(blocks: torch.Tensor, cfg: QuantConfig, values: bool = False) -> Quan
     codes, fused = _fp4_codes_values(blocks, d, s, values)
     stored = StoredScales(codes=ue.reshape(-1))
     params = BlockParams(s, _zeros(len(s), s.device), None, s, None, stored)
-    return Quantized(codes, params, amax, fused)
+    return Quantized(codes, params, amax, fused, finite_scales=True)
 
 
 # -- fused round trips: codes and dequantized values from one pass ------------------------
@@ -819,7 +857,9 @@ def check_importance(importance: object, n_columns: int) -> torch.Tensor:
 
 
 # the types whose one pass reduces every block to a value finite exactly when the block is
-_PEAKED = frozenset(("Q4_0", "Q5_0", "Q4_1", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4"))
+_PEAKED = frozenset(
+    ("Q4_0", "Q5_0", "Q4_1", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4", "Q1_0")
+)
 
 
 def checks_finiteness(cfg: QuantConfig) -> bool:
@@ -827,7 +867,8 @@ def checks_finiteness(cfg: QuantConfig) -> bool:
     may check ``blocks``' finiteness on them after the pass instead of reading every value
     once more before it (4096 x 4096 Q8_0: the check's pass 5 of the quantize's 26 ms).
     On values that are not finite these types' passes run to the end (codes 0 where ``x
-    id`` is not finite) and raise nothing."""
+    id`` is not finite) and raise nothing. Q1_0's ``peaks`` (its largest sum of ``|x|``)
+    are ``None`` where that sum overflowed on finite values: the caller checks ``blocks``."""
     return gguf_type_of(cfg) in _PEAKED
 
 
