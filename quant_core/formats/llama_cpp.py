@@ -463,9 +463,7 @@ def _fp4_codes_values(
     no block is ``_wide``, so the midpoints may be counted (``_FP4_COUNTED``)."""
     if values:
         if counted and _FP4_COUNTED:
-            both = switch.try_compiled(
-                _fp4_counted_values, "llama_cpp_fp4_counted", blocks, d_half.contiguous(), s
-            )
+            both = _counted_values_pass(blocks, d_half.contiguous(), s)
         else:
             table = codebook_for(Format.FP4_E2M1, blocks.device).decode_table
             both = encode_values_with(
@@ -474,6 +472,13 @@ def _fp4_codes_values(
         if both is not None:
             return both
     return _fp4_codes(blocks, d_half, counted), None
+
+
+def _counted_values_pass(
+    blocks: torch.Tensor, d_half: torch.Tensor, s: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``_fp4_counted_values`` compiled, or ``None`` where kernels do not run compiled."""
+    return switch.try_compiled(_fp4_counted_values, "llama_cpp_fp4_counted", blocks, d_half, s)
 
 
 # each midpoint's step in the lab's FP4 levels (kv / 2: 0, 0.5, 1, 1.5, 2, 3, 4, 6)
