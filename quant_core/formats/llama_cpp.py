@@ -56,11 +56,12 @@ instead of the running minimum of errors (``_mxfp4_code_numbers_counted``, the s
 codes below ``2^20 d_half``) and adds each value's level up beside the count
 (``_fp4_counted_values``): 104 against 129 ms for the pass (clone 37 ms, loaded); the
 counting alone, decoding the code's bits after, gained only ~5%. Base ``b67516b`` against
-this, alternating fresh processes, 4 pairs of medians of 9, ratios to the clone timed in
-the same process, load 2.1 to 4.1: NVFP4_GGUF 6.1 -> 4.4x, Q1_0 4.3 -> 3.0x (noisy: single
-pairs 4.7 -> 4.0 to 6.8 -> 3.5). Left: NVFP4_GGUF's pass writes 80 MB of fresh pages (an
-``empty`` + ``fill_`` of its two outputs alone took 1.5 clones there); Q1_0's two reads of
-``x`` (the C-order sums, then codes and values).
+this, alternating fresh processes, 6 pairs of medians of 9, ratios to the clone timed in
+the same process, load 2.1 to 4.2: NVFP4_GGUF 5.4 -> 3.9x, Q1_0 4.2 -> 3.0x, head ahead in
+every pair (noisy: single pairs 4.7 -> 4.0 to 6.8 -> 3.5); ``python -m quant_core.bench``
+on the head alone at load 4.4: 4.93 and 3.72. Left: NVFP4_GGUF's pass writes 80 MB of
+fresh pages (an ``empty`` + ``fill_`` of its two outputs alone took 1.5 clones there);
+Q1_0's two reads of ``x`` (the C-order sums, then codes and values).
 """
 
 from __future__ import annotations
