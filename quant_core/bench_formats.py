@@ -15,7 +15,10 @@ runs after one warm-up:
   presets that one pass itself (the encoder's compares or bit arithmetic per value, then
   the value's) and the per-block scale fitting (compiled for E8M0 and NVFP4's E4M3
   scales: ~50 and ~70 ms eagerly on a loaded machine) cost about three copies; IQ4's
-  scale search dominates its time.
+  scale search dominates its time. NVFP4_GGUF and Q1_0 (December 7, ``fmt7``: no eager
+  per-block steps after their passes, NVFP4_GGUF's FP4 search by counting midpoints;
+  ``formats.llama_cpp``'s docstring): base -> head, alternating processes, load 2 to 4,
+  NVFP4_GGUF 5.4 -> 3.9x the clone, Q1_0 4.2 -> 3.0x (medians of 6 pairs).
 - For the GGUF types that llama.cpp's ``gguf`` package quantizes (Q4_0, Q4_1, Q5_0, Q5_1,
   Q8_0, TQ1_0, TQ2_0, and MXFP4 as ``MXFP4_GGUF``, whose bytes are the package's):
   ``gguf.quants.quantize`` then ``gguf.quants.dequantize`` of the same tensor, its numpy

@@ -243,8 +243,8 @@ def quantize_dequantize(
     dequantizes. So does a tensor whose stored scales overflowed (``scales_finite``): the
     fused passes saturate to float32's range, ``dequantize`` decodes such a block as the
     format's owner does (+-inf, NaN)."""
-    q, values = _quantize(x, cfg, generator, None, None, importance, values=True)
-    if values is None or not q.scales_finite():
+    q, values, finite_scales = _quantize(x, cfg, generator, None, None, importance, values=True)
+    if values is None or not (finite_scales or q.scales_finite()):
         values = q.dequantize()
     return RoundTrip(q, values)
 
@@ -258,9 +258,10 @@ def _quantize(
     importance: torch.Tensor | None,
     *,
     values: bool,
-) -> tuple[QuantizedTensor, torch.Tensor | None]:
+) -> tuple[QuantizedTensor, torch.Tensor | None, bool]:
     """``quantize``, and where ``values`` asks and the format has a fused pass, the
-    dequantized values in ``x``'s shape (else ``None``)."""
+    dequantized values in ``x``'s shape (else ``None``); last, whether the stored scales
+    are known finite without a ``scales_finite`` pass (``llama_cpp.Quantized.finite_scales``)."""
     if not isinstance(cfg, QuantConfig):
         raise TypeError(f"cfg must be a QuantConfig, got {type(cfg).__name__}")
     check_float_tensor(x, allow_nonfinite=True)
@@ -275,7 +276,7 @@ def _quantize(
     ):
         tiled = _quantize_tiles(x, cfg, layout)
         if tiled is not None:
-            return tiled, None
+            return tiled, None, False
     blocks = layout.to_blocks(x.detach().to(torch.float32))
     # MX and NVFP4: extremes, finiteness, range and scales from one compiled pass
     fitted = None
@@ -322,7 +323,8 @@ def _quantize(
             if not bool(torch.isfinite(peaks).all()):
                 raise_nonfinite(x)
         fused = None if done.values is None else layout.from_blocks(done.values)
-        return _result(x, cfg, layout, done.codes, done.params, None), fused
+        q = _result(x, cfg, layout, done.codes, done.params, None)
+        return q, fused, done.finite_scales
     cb = None if cfg.format is Format.INT else codebook_for(cfg.format, x.device)
     mask_blocks = None
     if range_mask is not None and ranges is not None:
@@ -363,7 +365,7 @@ def _quantize(
             )
             if both is not None:
                 codes, fused = both
-                return _result(x, cfg, layout, codes, params, rng), layout.from_blocks(fused)
+                return _result(x, cfg, layout, codes, params, rng), layout.from_blocks(fused), False
         codes = encode_int(blocks, params.encode_scale, params.zero_point, m_enc, cfg, generator)
     else:
         if values and cfg.rounding is Rounding.NEAREST:
@@ -372,11 +374,11 @@ def _quantize(
             )
             if both is not None:
                 codes, fused = both
-                return _result(x, cfg, layout, codes, params, rng), layout.from_blocks(fused)
+                return _result(x, cfg, layout, codes, params, rng), layout.from_blocks(fused), False
         codes = encode_codebook(
             blocks, params.encode_scale, cb, cfg, generator, params.encode_inverse
         )
-    return _result(x, cfg, layout, codes, params, rng), None
+    return _result(x, cfg, layout, codes, params, rng), None, False
 
 
 def _decode_terms(

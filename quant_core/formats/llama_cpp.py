@@ -33,6 +33,35 @@ float-to-int casts and the ``gguf`` package give it on x86 (``_finite_or_zero``)
 Each type's large passes run as compiled kernels where ``quant_core.kernels`` allows (the
 same bits): one pass per type, each block's extremes and its codes (Q4_0/Q5_0 redo the rare
 blocks whose max and min tie in magnitude eagerly; Q4_1/Q5_1 those with a zero extreme).
+
+``quantize_dequantize`` of NVFP4_GGUF, MXFP4_GGUF and Q1_0 (December 7, branch ``fmt7``):
+profiled first (4096 x 4096 float32, huge pages, 2 threads, load 3 to 4): after the
+compiled passes came eager steps over the blocks' columns, each a fifth to a third of a
+clone there: ``isfinite(amax).all()`` over NVFP4's 1M blocks, a fresh ``torch.zeros`` for
+the zero points (the 4 MiB fill was the one costly ``aten::fill_``), ``scales_finite``'s
+``aminmax`` over the scales; Q1_0 also read ``x`` once more for the finiteness check
+(``block_extremes``). The ``aten::fill_`` calls that torch's profiler counts (walked
+up ``cpu_parent``): the initial values of small reductions, ``amin``/``amax``/``all`` on
+``[1, 1]`` outputs, 3 per piece of ``map_rows`` in ``quantize._all_finite_rows`` (Q1_0's
+131K blocks: 6 pieces, 18 of its 22 fills; 32-value blocks at 4096 x 4096: 22 pieces, so
+~66: the ~70 seen before), 2 in ``scales_finite``'s ``aminmax``, microseconds each; and
+one costly one, the zero points' fresh ``torch.zeros`` (NVFP4_GGUF 7.5 ms, the lab's
+MXFP4 15.5 ms in ``scales._zeros``, loaded). NVFP4_GGUF and Q1_0 now make none. Now the scale
+passes reduce their peaks to ``[1, 1]`` (``_peak``), Q1_0's largest sum is its finiteness
+check (a sum of ``|x|`` is finite only where the values are; where it overflowed on
+finite values the caller checks them), the FP4 scales are finite by construction and
+Q1_0's checked in its pass (``Quantized.finite_scales``), the zero points one zero
+expanded. NVFP4_GGUF's codes-and-values pass (3.5 to 4 clones alone) counts midpoints
+instead of the running minimum of errors (``_mxfp4_code_numbers_counted``, the same
+codes below ``2^20 d_half``) and adds each value's level up beside the count
+(``_fp4_counted_values``): 104 against 129 ms for the pass (clone 37 ms, loaded); the
+counting alone, decoding the code's bits after, gained only ~5%. Base ``b67516b`` against
+this, alternating fresh processes, 6 pairs of medians of 9, ratios to the clone timed in
+the same process, load 2.1 to 4.2: NVFP4_GGUF 5.4 -> 3.9x, Q1_0 4.2 -> 3.0x, head ahead in
+every pair (noisy: single pairs 4.7 -> 4.0 to 6.8 -> 3.5); ``python -m quant_core.bench``
+on the head alone at load 4.4: 4.93 and 3.72. Left: NVFP4_GGUF's pass writes 80 MB of
+fresh pages (an ``empty`` + ``fill_`` of its two outputs alone took 1.5 clones there);
+Q1_0's two reads of ``x`` (the C-order sums, then codes and values).
 """
 
 from __future__ import annotations
@@ -71,8 +100,9 @@ class Quantized:
     shape), ``params`` (each ``[n_blocks, 1]``) and, for the types of
     ``checks_finiteness``, ``peaks`` ``[n_blocks, 1]``: a value each block's pass reduced
     from all its values (its largest magnitude, signed or not), finite exactly when they all
-    are, or ``[1, 1]``: the largest of those over all blocks; ``None`` for the other
-    types. ``values`` (float32, ``codes``' shape): the
+    are, or ``[1, 1]``: the largest of those over all blocks (MXFP4, NVFP4: reduced in
+    their scale pass; Q1_0: its largest sum of ``|x|``, ``None`` where that overflowed);
+    ``None`` for the other types. ``values`` (float32, ``codes``' shape): the
     dequantized values, bit for bit what ``QuantizedTensor.dequantize`` makes of ``codes``
     and ``params``, where the caller asked for them and the type has a fused pass
     (``fuses_values``; ``fuses_values_compiled`` where it runs compiled); else ``None``."""
@@ -81,6 +111,12 @@ class Quantized:
     params: BlockParams
     peaks: torch.Tensor | None = None
     values: torch.Tensor | None = None
+    finite_scales: bool = False
+    """``True`` where every stored scale is known finite without looking (MXFP4's E8M0
+    ``2^(e - 127)``, ``e <= 254``; NVFP4's UE4M3, at most 448) or was checked in the
+    type's pass (Q1_0, which then gives ``values`` only when they are): the caller needs no
+    ``scales_finite`` pass over them (NVFP4's 1M scales at 4096 x 4096: a fifth of a
+    clone)."""
 
 
 _F32_MAX = torch.finfo(torch.float32).max
@@ -145,7 +181,11 @@ def _q8_codes(blocks: torch.Tensor, inv: torch.Tensor) -> torch.Tensor:
 
 
 def _zeros(n: int, device: torch.device) -> torch.Tensor:
-    return torch.zeros((n, 1), dtype=torch.int32, device=device)
+    """The ``[n, 1]`` int32 zero points of a type without one: a single zero expanded
+    (stride 0), read-only. A fresh ``torch.zeros`` of NVFP4's 1M blocks (4096 x 4096) was
+    a fill of 4 MiB of new pages, 7 to 15 ms on the loaded 2-core machine: a third of a
+    clone, for values every reader takes as 0."""
+    return torch.zeros((1, 1), dtype=torch.int32, device=device).expand(n, 1)
 
 
 def _symmetric_pass(
@@ -298,6 +338,51 @@ def _mxfp4_code_numbers(blocks: torch.Tensor, d_half: torch.Tensor) -> torch.Ten
     return torch.where((blocks < 0) & (code > 0), code + 8, code)
 
 
+def _mxfp4_code_numbers_counted(blocks: torch.Tensor, d_half: torch.Tensor) -> torch.Tensor:
+    """``_mxfp4_code_numbers`` by counting the midpoints below ``a = |x|``: the level index
+    is the number of ``m_j d_half < a`` over the 7 midpoints ``m_j`` of the doubled levels
+    ``0, 1, 2, 3, 4, 6, 8, 12`` (``0.5, 1.5, 2.5, 3.5, 5, 7, 10``), a tie staying on the
+    lower level, with ``x < 0`` adding 8 where the index is not 0 and code 0 where
+    ``d_half = 0`` (every error is then ``a``). Three operations a level against the
+    running minimum's six. The same codes wherever ``a < 2^20 d_half`` (``_FP4_COUNTED``):
+
+    - ``m_j d_half`` is exact (``d_half`` a power of two, or NVFP4's UE4M3 value over 2,
+      4 significant bits; ``m_j`` has at most 3; no overflow, and subnormals are exact);
+    - between adjacent levels ``L1 <= a <= L2`` (``L2 <= 2 L1`` except ``L1 = 0``, whose
+      error ``a`` is exact) both errors are exact (Sterbenz), so the running minimum's
+      ``<`` between them is ``a > (L1 + L2) / 2``, ties to ``L1``;
+    - a farther level's true error is larger by at least ``d_half / 2``; the float32
+      rounding is monotonic, and with ``ulp(a) < d_half`` it cannot bring that error down
+      to the nearer one's, so the farther level never wins.
+
+    Past ``2^20 d_half`` (NVFP4 blocks whose ``amax / 6`` clamps to UE4M3's 448, beyond
+    about 2.3e8) rounded errors tie, and the running minimum keeps the first level: there
+    the caller runs ``_mxfp4_code_numbers``. NaN (every ``>`` false) gives 0 as there."""
+    a = blocks.abs()
+    mag = torch.zeros_like(blocks, dtype=torch.int32)
+    for mid in _MXFP4_MIDPOINTS:
+        mag = mag + (a > mid * d_half).to(torch.int32)
+    mag = torch.where(d_half > 0, mag, 0)
+    return torch.where((blocks < 0) & (mag > 0), mag + 8, mag)
+
+
+_MXFP4_MIDPOINTS = (0.5, 1.5, 2.5, 3.5, 5.0, 7.0, 10.0)
+"""The midpoints of ``_MXFP4_KVALUES[:8]`` (doubled E2M1 levels), ascending."""
+
+_FP4_COUNTED = True
+"""The FP4 search of MXFP4_GGUF and NVFP4_GGUF by counting midpoints
+(``_mxfp4_code_numbers_counted``) where every block has ``amax < 2^20 d_half`` (the scale
+passes' ``_wide``); ``False``: always the running minimum (the tests compare the two)."""
+
+_WIDE = 2.0**20
+
+
+def _wide(amax: torch.Tensor, d_half: torch.Tensor) -> torch.Tensor:
+    """``[1, 1]`` bool: whether some block has ``amax >= 2^20 d_half > 0`` (or an inf
+    ``amax``), where counting midpoints could differ from llama.cpp's running minimum."""
+    return ((d_half > 0) & (amax >= _WIDE * d_half)).any().reshape(1, 1)
+
+
 def _mxfp4(blocks: torch.Tensor, cfg: QuantConfig, values: bool = False) -> Quantized:
     """MXFP4 (``quantize_row_mxfp4_ref``); ``values``: the dequantized values from the
     codes' pass where it runs compiled (``_fp4_codes_values``), else ``None``."""
@@ -305,16 +390,18 @@ def _mxfp4(blocks: torch.Tensor, cfg: QuantConfig, values: bool = False) -> Quan
         # amax exact in any order (+0 for an all-zero block); the exponent from its bits
         # and a table of numpy's own roundings (``_mxfp4_scale_pass``)
         up = _log2_rounds_up_from(blocks.device)
-        amax, e, d_half, s = _kernel(_mxfp4_scale_pass, blocks, up)
+        amax, e, d_half, s, wide = _kernel(_mxfp4_scale_pass, blocks, up)
     else:
         amax = _kernel(_absmax_pass, blocks)
         e = _mxfp4_exponents_numpy(amax)
         d_half = power_of_two(e - 128)  # 2^(e - 128), as torch.ldexp
         s = 2 * d_half  # the lab's FP4 levels are kv / 2: x_hat = 2^(e - 127) fp4[q]
-    codes, fused = _fp4_codes_values(blocks, d_half, s, values)
+        wide = _wide(amax, d_half)
+        amax = _peak(amax)
+    codes, fused = _fp4_codes_values(blocks, d_half, s, values, not bool(wide.any()))
     stored = StoredScales(codes=e.reshape(-1))
     params = BlockParams(s, _zeros(len(s), s.device), None, s, None, stored)
-    return Quantized(codes, params, amax, fused)
+    return Quantized(codes, params, amax, fused, finite_scales=True)
 
 
 def _mxfp4_exponents_numpy(amax: torch.Tensor) -> torch.Tensor:
@@ -378,7 +465,16 @@ def _mxfp4_scale_pass(
     above = ((bits & 0x7FFFFF) >= up[b]).to(torch.int32)
     e = torch.where(amax > 0, b - 2 + above, 0).clamp(0, 254)
     d_half = power_of_two(e - 128)
-    return amax, e, d_half, 2 * d_half
+    return _peak(amax), e, d_half, 2 * d_half, _wide(amax, d_half)
+
+
+def _peak(amax: torch.Tensor) -> torch.Tensor:
+    """The largest of the blocks' ``amax`` (``[n_blocks, 1]``, each ``>= 0`` or NaN) as
+    ``[1, 1]``: NaN where one is NaN (``amax`` propagates it, eagerly and compiled), inf
+    where one is inf, so finite exactly when every block is (``Quantized.peaks``). Reduced
+    in the scale pass's kernel: an eager ``isfinite(amax).all()`` over NVFP4's 1M blocks
+    wrote a 1 MB bool tensor and read it again (about a third of a clone, loaded)."""
+    return amax.amax().reshape(1, 1)
 
 
 _MXFP4_SCALE_KERNEL = True
@@ -387,29 +483,76 @@ numpy's log2 on the blocks' maxima (``_mxfp4_exponents_numpy``, the tests' refer
 
 
 def _fp4_codes_values(
-    blocks: torch.Tensor, d_half: torch.Tensor, s: torch.Tensor, values: bool
+    blocks: torch.Tensor, d_half: torch.Tensor, s: torch.Tensor, values: bool, counted: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``_fp4_codes`` and, where ``values`` asks and the pass runs compiled, the values
     ``clamp(s fp4[q])`` (``s`` the stored scale, ``[n_blocks, 1]``) from the same loop
     (``kernels.encode_values_with``: the FP4 decode's formula on the int32 code, so the
-    bits of ``dequantize``); else ``None`` for the values: the caller decodes."""
+    bits of ``dequantize``); else ``None`` for the values: the caller decodes. ``counted``:
+    no block is ``_wide``, so the midpoints may be counted (``_FP4_COUNTED``)."""
     if values:
-        table = codebook_for(Format.FP4_E2M1, blocks.device).decode_table
-        both = encode_values_with(
-            _mxfp4_code_numbers, "llama_cpp_fp4", table, s, blocks, d_half.contiguous()
-        )
+        if counted and _FP4_COUNTED:
+            both = _counted_values_pass(blocks, d_half.contiguous(), s)
+        else:
+            table = codebook_for(Format.FP4_E2M1, blocks.device).decode_table
+            both = encode_values_with(
+                _mxfp4_code_numbers, "llama_cpp_fp4", table, s, blocks, d_half.contiguous()
+            )
         if both is not None:
             return both
-    return _fp4_codes(blocks, d_half), None
+    return _fp4_codes(blocks, d_half, counted), None
 
 
-def _fp4_codes(blocks: torch.Tensor, d_half: torch.Tensor) -> torch.Tensor:
+def _counted_values_pass(
+    blocks: torch.Tensor, d_half: torch.Tensor, s: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``_fp4_counted_values`` compiled, or ``None`` where kernels do not run compiled."""
+    return switch.try_compiled(_fp4_counted_values, "llama_cpp_fp4_counted", blocks, d_half, s)
+
+
+# each midpoint's step in the lab's FP4 levels (kv / 2: 0, 0.5, 1, 1.5, 2, 3, 4, 6)
+_FP4_STEPS = (0.5, 0.5, 0.5, 0.5, 1.0, 1.0, 2.0)
+
+
+def _fp4_counted_values(
+    blocks: torch.Tensor, d_half: torch.Tensor, s: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``_mxfp4_code_numbers_counted``' codes (uint8) and their values ``clamp(s fp4[q])``
+    in one kernel, the level's magnitude added up beside the count (each step exact: the
+    sums are the levels ``fp4[q]`` exactly), signed as ``0 - level`` for a negative ``x``
+    (``+0`` where the level is 0: code 0 decodes to ``+0``), times the stored scale and
+    clamped by selects as the decode does: its bits. Against the counted codes then the
+    FP4 decode from the code's bits (``kernels.encode_values_with``): 4096 x 4096 NVFP4,
+    the pass 104 against 129 ms (clone 37 ms, loaded)."""
+    a = blocks.abs()
+    mag = torch.zeros_like(blocks, dtype=torch.int32)
+    level = torch.zeros_like(blocks)
+    for mid, step in zip(_MXFP4_MIDPOINTS, _FP4_STEPS, strict=True):
+        above = a > mid * d_half
+        mag = mag + above.to(torch.int32)
+        level = level + torch.where(above, step, 0.0)
+    some = d_half > 0
+    mag = torch.where(some, mag, 0)
+    level = torch.where(some, level, 0.0)
+    negative = blocks < 0
+    code = torch.where(negative & (mag > 0), mag + 8, mag)
+    value = torch.where(negative, 0.0 - level, level) * s
+    return code.to(torch.uint8), clamp_finite_by_selects(value)
+
+
+def _mxfp4_codes_counted(blocks: torch.Tensor, d_half: torch.Tensor) -> torch.Tensor:
+    """``_mxfp4_code_numbers_counted`` as the stored uint8 codes."""
+    return _mxfp4_code_numbers_counted(blocks, d_half).to(torch.uint8)
+
+
+def _fp4_codes(blocks: torch.Tensor, d_half: torch.Tensor, counted: bool = False) -> torch.Tensor:
     """``best_index_mxfp4`` of every value (uint8 codes): llama.cpp compares
     ``|kv d_half - x|`` in float32 over its table, the first index winning a tie (argmin
-    returns the first minimum); ``d_half`` ``[n_blocks, 1]``."""
-    return switch.compiled_or(
-        _mxfp4_codes, "llama_cpp", blocks, d_half.contiguous(), fallback=_fp4_codes_eager
-    )
+    returns the first minimum); ``d_half`` ``[n_blocks, 1]``. ``counted``: every block's
+    values below ``2^20 d_half``, so the compiled pass may count midpoints instead."""
+    fn = _mxfp4_codes_counted if counted and _FP4_COUNTED else _mxfp4_codes
+    d_half = d_half.contiguous()
+    return switch.compiled_or(fn, "llama_cpp", blocks, d_half, fallback=_fp4_codes_eager)
 
 
 def _fp4_codes_eager(blocks: torch.Tensor, d_half: torch.Tensor) -> torch.Tensor:
@@ -469,13 +612,20 @@ def _abs_sums_transposed(blocks: torch.Tensor) -> torch.Tensor:
     return acc
 
 
-def _q1_0_scale_pass(blocks: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+def _q1_0_scale_pass(
+    blocks: torch.Tensor, n: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Q1_0's stored scale ``fp16(sum_abs / n)`` (``[n_blocks, 1]``, float32) in the sums'
     pass: ``n`` the block length as a 0-d float32 tensor, so the division stays a true one
     (``/ 128`` is exact, as C's division is), and the float16 rounding (round to nearest
     even, as torch's eager cast) in the same kernel instead of three eager passes over the
-    blocks' scales. Compiled with ``_ROUNDING_CASTS``."""
-    return _fp16((_abs_sums_in_order(blocks) / n).reshape(-1, 1))
+    blocks' scales. Compiled with ``_ROUNDING_CASTS``. Also, each ``[1, 1]``, the largest
+    sum (``_peak``: finite only where every value is, since ``|x|`` adds no ``-inf``; it may
+    overflow on finite values, then the caller checks the values) and the largest scale
+    (finite exactly when every scale is: ``sum / n`` may pass float16's 65504)."""
+    sums = _abs_sums_in_order(blocks).reshape(-1, 1)
+    s = _fp16(sums / n)
+    return s, _peak(sums), _peak(s)
 
 
 _ROUNDING_CASTS = {"emulate_precision_casts": True}
@@ -483,9 +633,13 @@ _ROUNDING_CASTS = {"emulate_precision_casts": True}
 a no-op, and the scale is not rounded to float16)."""
 
 
-def _q1_0_scales(blocks: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+def _q1_0_scales(
+    blocks: torch.Tensor, n: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``_q1_0_scale_pass`` eagerly, its sums by ``_abs_sums_transposed``."""
-    return _fp16((_abs_sums_transposed(blocks) / n).reshape(-1, 1))
+    sums = _abs_sums_transposed(blocks).reshape(-1, 1)
+    s = _fp16(sums / n)
+    return s, _peak(sums), _peak(s)
 
 
 def _q1_0_code_numbers(blocks: torch.Tensor) -> torch.Tensor:
@@ -500,7 +654,7 @@ def _q1_0(blocks: torch.Tensor, cfg: QuantConfig, values: bool = False) -> Quant
     eagerly (transposed), 24 ms compiled. ``values``: the dequantized values ``clamp(s
     [-1, 1][q])`` from the codes' pass where it runs compiled, else ``None``."""
     n = torch.tensor(float(blocks.shape[1]), device=blocks.device)
-    s = switch.compiled_or(
+    s, sum_peak, s_peak = switch.compiled_or(
         _q1_0_scale_pass,
         "llama_cpp_fp16",
         blocks,
@@ -509,19 +663,25 @@ def _q1_0(blocks: torch.Tensor, cfg: QuantConfig, values: bool = False) -> Quant
         options=_ROUNDING_CASTS,
     )
     params = BlockParams(s, _zeros(len(s), s.device), None, s)
-    if values:
+    # the largest sum as the peaks where finite (then so is every value: no separate pass
+    # over ``x`` for the check); a finite sum can overflow, so where it is not, ``None``
+    # sends the caller to check the values themselves
+    peaks = sum_peak if bool(torch.isfinite(sum_peak).all()) else None
+    finite_scales = bool(torch.isfinite(s_peak).all())
+    if values and finite_scales:
         table = codebook_for(cfg.format, blocks.device).decode_table
         both = encode_values_with(_q1_0_code_numbers, "llama_cpp_q1_0", table, s, blocks)
-        if both is not None:  # no peaks: a sum of finite |x| may overflow to inf
-            return Quantized(both[0], params, None, both[1])
+        if both is not None:
+            return Quantized(both[0], params, peaks, both[1], finite_scales=True)
     codes = (blocks >= 0).to(torch.uint8)
-    return Quantized(codes, params)
+    return Quantized(codes, params, peaks, finite_scales=finite_scales)
 
 
 def _nvfp4_scale_pass(
     blocks: torch.Tensor, six: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each block's ``amax`` (``+0`` for an all-zero block; inf for an inf) and ``ue =
+) -> tuple[torch.Tensor, ...]:
+    """The blocks' largest ``amax`` (``_peak``; ``+0`` for an all-zero block, inf for an
+    inf) and each block's ``ue =
     ue4m3_from_float(amax / 6)`` (int32) in one pass: max is exact in any order, ``six``
     a 0-d tensor so that the division stays a true one (a scalar divisor may become a
     multiply by 1/6), the rest integer steps and ``trunc(x 512 + 0.5)`` (exact). Eagerly
@@ -532,7 +692,8 @@ def _nvfp4_scale_pass(
     amax = _absmax_pass(blocks)
     ue = ue4m3_from_float(amax / six)
     s = _ue4m3_value(ue)
-    return amax, ue, s, s * 0.5
+    d = s * 0.5
+    return _peak(amax), ue, s, d, _wide(amax, d)
 
 
 def _ue4m3_value(ue: torch.Tensor) -> torch.Tensor:
@@ -552,11 +713,11 @@ def _nvfp4(blocks: torch.Tensor, cfg: QuantConfig, values: bool = False) -> Quan
     ``2 d``, the UE4M3 value itself (its FP4 levels are llama.cpp's doubled ones halved).
     ``values``: as ``_mxfp4``'s."""
     six = torch.tensor(6.0, device=blocks.device)
-    amax, ue, s, d = _kernel(_nvfp4_scale_pass, blocks, six)
-    codes, fused = _fp4_codes_values(blocks, d, s, values)
+    amax, ue, s, d, wide = _kernel(_nvfp4_scale_pass, blocks, six)
+    codes, fused = _fp4_codes_values(blocks, d, s, values, not bool(wide.any()))
     stored = StoredScales(codes=ue.reshape(-1))
     params = BlockParams(s, _zeros(len(s), s.device), None, s, None, stored)
-    return Quantized(codes, params, amax, fused)
+    return Quantized(codes, params, amax, fused, finite_scales=True)
 
 
 # -- fused round trips: codes and dequantized values from one pass ------------------------
@@ -819,7 +980,9 @@ def check_importance(importance: object, n_columns: int) -> torch.Tensor:
 
 
 # the types whose one pass reduces every block to a value finite exactly when the block is
-_PEAKED = frozenset(("Q4_0", "Q5_0", "Q4_1", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4"))
+_PEAKED = frozenset(
+    ("Q4_0", "Q5_0", "Q4_1", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4", "Q1_0")
+)
 
 
 def checks_finiteness(cfg: QuantConfig) -> bool:
@@ -827,7 +990,8 @@ def checks_finiteness(cfg: QuantConfig) -> bool:
     may check ``blocks``' finiteness on them after the pass instead of reading every value
     once more before it (4096 x 4096 Q8_0: the check's pass 5 of the quantize's 26 ms).
     On values that are not finite these types' passes run to the end (codes 0 where ``x
-    id`` is not finite) and raise nothing."""
+    id`` is not finite) and raise nothing. Q1_0's ``peaks`` (its largest sum of ``|x|``)
+    are ``None`` where that sum overflowed on finite values: the caller checks ``blocks``."""
     return gguf_type_of(cfg) in _PEAKED
 
 

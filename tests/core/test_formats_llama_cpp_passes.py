@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from quant_core import QuantConfig, kernels, quantize
+from quant_core import QuantConfig, kernels, quantize, quantize_dequantize
+from quant_core.config import Format
 
 TYPES = ("Q4_0", "Q5_0", "Q4_1", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0")
 _FORCED_EAGER = kernels.backend_from_env() is kernels.Backend.EAGER
@@ -181,3 +182,50 @@ def test_non_finite_input_is_refused(name: str, case: str, backend: kernels.Back
             _quantize(x, name, backend)
         x.view(-1)[where] = 1.0
         _quantize(x, name, backend)
+
+
+@_NEEDS_COMPILED
+def test_fp4_counted_search_equals_the_running_minimum_at_every_midpoint() -> None:
+    # ``_mxfp4_code_numbers_counted`` counts midpoints instead of llama.cpp's running
+    # minimum of float32 errors; ``_fp4_counted_values`` adds the level up beside it: the
+    # same codes and the FP4 decode's value bits on every tie and near-tie, subnormal and
+    # huge ``d_half``, ``-0``, both paths
+    from quant_core.formats import llama_cpp
+    from quant_core.formats.codebooks import codebook_for
+
+    x, d_half = _fp4_search_corners()
+    ref = llama_cpp._mxfp4_code_numbers(x, d_half)
+    assert torch.equal(llama_cpp._mxfp4_code_numbers_counted(x, d_half), ref)
+    s = 2 * d_half
+    table = codebook_for(Format.FP4_E2M1, x.device).decode_table
+    with kernels.use_backend(kernels.Backend.COMPILED, min_elements=1):
+        codes, values = llama_cpp._fp4_counted_values(x, d_half, s)
+        compiled = kernels.encode_values_with(
+            llama_cpp._mxfp4_code_numbers, "llama_cpp_fp4", table, s, x, d_half
+        )
+    assert compiled is not None
+    assert torch.equal(codes, ref.to(torch.uint8))
+    assert torch.equal(codes, compiled[0])
+    assert torch.equal(values.view(torch.int32), compiled[1].view(torch.int32))
+    eager_values = llama_cpp._fp4_counted_values(x, d_half, s)[1]
+    assert torch.equal(eager_values.view(torch.int32), compiled[1].view(torch.int32))
+
+
+@pytest.mark.parametrize("name", ["NVFP4_GGUF", "MXFP4_GGUF"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fp4_wide_blocks_keep_the_running_minimum(name: str, backend: kernels.Backend) -> None:
+    # a block whose amax / 6 clamps to UE4M3's 448 holds values past 2^20 d_half, where
+    # llama.cpp's rounded errors tie and keep the first level: the scale pass flags it
+    # (``_wide``) and the whole call takes the running minimum; the same bits as eager
+    x = torch.randn(8, 256, generator=torch.Generator().manual_seed(4))
+    x[3, :16] = torch.tensor([1e12, -3e11, 1e9, 2.4e8, 5e7, 1.0, -2.0, 0.0] * 2)
+    cfg = QuantConfig.from_name(name)
+    with kernels.use_backend(kernels.Backend.EAGER):
+        ref = quantize(x, cfg)
+        ref_values = ref.dequantize()
+    with kernels.use_backend(backend, min_elements=1):
+        rt = quantize_dequantize(x, cfg)
+    assert torch.equal(rt.quantized.codes, ref.codes)
+    assert torch.equal(rt.quantized.scale.view(torch.int32), ref.scale.view(torch.int32))
+    assert torch.equal(rt.values.view(torch.int32), ref_values.view(torch.int32))
+    assert rt.quantized.to_ggml_bytes() == ref.to_ggml_bytes()

@@ -12,6 +12,8 @@ min`` overflowing, fp16 overflowing (``d`` beyond 65504), and values near fp16's
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -288,17 +290,23 @@ def test_fused_codebook_formats_round_trip_on_any_values(
 
 def _spy_llama_cpp_values(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Record, per call, whether ``encode_values_with`` gave a result (as ``llama_cpp`` and
-    ``kquants``, IQ4's quantizer, call it)."""
+    ``kquants``, IQ4's quantizer, call it), or the FP4 types' counted pass
+    (``llama_cpp._counted_values_pass``) did."""
     hits: list[bool] = []
-    original = kernels.encode_values_with
 
-    def spy(*args: object, **kwargs: object) -> object:
-        out = original(*args, **kwargs)  # type: ignore[arg-type]
-        hits.append(out is not None)
-        return out
+    def spying(original: Callable[..., object]) -> Callable[..., object]:
+        def spy(*args: object, **kwargs: object) -> object:
+            out = original(*args, **kwargs)
+            hits.append(out is not None)
+            return out
 
-    monkeypatch.setattr(llama_cpp, "encode_values_with", spy)
-    monkeypatch.setattr(kquants, "encode_values_with", spy)
+        return spy
+
+    monkeypatch.setattr(llama_cpp, "encode_values_with", spying(kernels.encode_values_with))
+    monkeypatch.setattr(kquants, "encode_values_with", spying(kernels.encode_values_with))
+    monkeypatch.setattr(
+        llama_cpp, "_counted_values_pass", spying(llama_cpp._counted_values_pass)
+    )
     return hits
 
 

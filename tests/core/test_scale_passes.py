@@ -123,3 +123,28 @@ def test_fit_from_blocks_is_the_eager_steps(name):
             assert torch.equal(_bits(getattr(q.chosen_range, end)), _bits(want)), end
     assert torch.equal(_bits(rt.values), _bits(ref_values))
     assert torch.equal(_bits(got.dequantize()), _bits(ref_values))
+
+
+def test_q1_0_sum_overflow_on_finite_values_still_quantizes():
+    """Q1_0 checks finiteness on its largest sum of ``|x|`` (``llama_cpp._q1_0``): a block
+    of finite values whose sum overflows float32 (128 x 3e38) must not be refused; the
+    caller then checks the values themselves, and a NaN beside it is still refused. Both
+    paths, bit for bit against the eager ``quantize`` and ``dequantize``."""
+    x = torch.randn(8, 256, generator=torch.Generator().manual_seed(5))
+    x[2, :128] = 3.0e38  # sum inf, scale inf: dequantize decodes the block as IEEE does
+    cfg = QuantConfig.from_name("Q1_0")
+    with use_backend(Backend.EAGER):
+        ref = quantize(x, cfg)
+        ref_values = ref.dequantize()
+    for backend in (Backend.EAGER, Backend.COMPILED):
+        with use_backend(backend, min_elements=1):
+            rt = quantize_dequantize(x, cfg)
+            assert torch.equal(rt.quantized.codes, ref.codes)
+            assert torch.equal(
+                rt.quantized.scale.view(torch.int32), ref.scale.view(torch.int32)
+            )
+            assert torch.equal(rt.values.view(torch.int32), ref_values.view(torch.int32))
+            bad = x.clone()
+            bad[5, 7] = float("nan")
+            with pytest.raises(ValueError, match="NaN"):
+                quantize_dequantize(bad, cfg)
