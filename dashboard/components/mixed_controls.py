@@ -45,9 +45,18 @@ class MixedControls:
 
 _UNIT_WAS = "_mx_unit_was"
 _TYPED = "_mx_typed"
-"""Session key: ``(unit, value, shown)``: the budget as the user last typed it and the
-value the box shows for it now (converted), so that switching units and back gives the
-typed value again, not its rounded conversion (4.281 bpw read 4.282 after GB and MB)."""
+"""Session key: a ``_Typed``, so that switching units and back gives the typed value again,
+not its rounded conversion (4.281 bpw read 4.282 after GB and MB)."""
+
+
+@dataclass(frozen=True)
+class _Typed:
+    """The budget as the user last typed it (``value`` in ``unit``) and the value the box
+    shows for it now, converted to another unit."""
+
+    unit: BudgetUnit
+    value: float
+    shown: float
 _FLOOR_WANTED = "_mx_floor_wanted"
 """Session key: the floor's scheme while it is not a candidate (``_keep_floor``)."""
 N_WEIGHTS = "_mx_n_weights"
@@ -80,12 +89,11 @@ def _convert_budget() -> None:
     if not isinstance(n, int) or n <= 0 or not isinstance(value, int | float) or value <= 0:
         return
     typed = ss.get(_TYPED)
-    if not (isinstance(typed, tuple) and typed[2] == value):  # typed anew since
-        typed = (was, float(value), float(value))
-    unit, origin, _ = typed
-    shown = _in_unit(origin, unit, now, n)
+    if not (isinstance(typed, _Typed) and typed.shown == value):  # typed anew since
+        typed = _Typed(was, float(value), float(value))
+    shown = _in_unit(typed.value, typed.unit, now, n)
     ss["mx_value"] = shown
-    ss[_TYPED] = (unit, origin, shown)
+    ss[_TYPED] = _Typed(typed.unit, typed.value, shown)
 
 
 def _keep_floor(names: list[str]) -> None:
