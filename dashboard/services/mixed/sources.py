@@ -73,9 +73,10 @@ def gguf_checkpoint(file: QuantizedFile) -> Checkpoint | None:
     tensors = tuple(
         # another type (I32, I8) is listed under its GGUF name, which is_table_weight
         # leaves out of the table
-        CheckpointTensor(TensorInfo(t.name, t.shape, _GGUF_FLOATS.get(t.type_name, name)), t.file)
+        CheckpointTensor(
+            TensorInfo(t.name, t.shape, _GGUF_FLOATS.get(t.type_name, t.type_name)), t.file
+        )
         for t in file.tensors
-        for name in (t.type_name,)
     )
     return Checkpoint(Path(file.name), shards, tensors, None)
 
