@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import pickle
+from functools import partial
+from pathlib import Path
 
 import pytest
+import torch
 
 from quant_core.mixed import BudgetOutOfRange, SensitivityRow, allocate, build_problem
 
@@ -39,3 +44,41 @@ def test_the_note_and_the_refusal_say_the_kept_tensors_in_one_sentence() -> None
     with pytest.raises(BudgetOutOfRange) as caught:
         allocate(problem, 8 * n)
     assert str(caught.value).endswith(f"; {sentence}, counted in that.")
+
+
+def test_a_gguf_and_a_safetensors_weight_are_measured_by_one_outline(tmp_path: Path) -> None:
+    """The same float32 values in a ``.safetensors`` shard and in a GGUF give the same rows,
+    bit for bit (one task function, ``measure_task``, with either reader); the task
+    functions pickle, so a worker process takes them."""
+    from safetensors.torch import save_file
+
+    from dashboard.services.mixed import sources, tasks
+    from quant_core.files import open_quantized
+    from quant_core.mixed import candidate_named
+    from tests.core.quantized_files import write_gguf
+
+    g = torch.Generator().manual_seed(6)
+    w = torch.randn(16, 64, generator=g)
+    w[3, 5] = 40.0  # an outlier, so the schemes differ
+    save_file({"blk.0.ffn_up.weight": w}, str(tmp_path / "model.safetensors"))
+    write_gguf(tmp_path / "w.gguf", {"blk.0.ffn_up.weight": (w.numpy(), None)})
+    cands = [candidate_named("Q8_0"), candidate_named("Q4_K")]
+    file = open_quantized(tmp_path / "w.gguf")
+    ckpt = sources.gguf_checkpoint(file)
+    assert ckpt is not None
+    (g_task,) = tasks.tasks_for(ckpt, cands, None)
+    (s_task,) = tasks.tasks_for(
+        sources.file_checkpoint(tmp_path / "model.safetensors"), cands, None
+    )
+    g_rows = _untimed(sources.gguf_task(file)(g_task).rows)
+    s_rows = _untimed(tasks.run_task(s_task).rows)
+    assert [r.skipped for r in g_rows] == [None, None]
+    assert repr(g_rows) == repr(s_rows)  # every field, NaN-safe
+    assert pickle.loads(pickle.dumps(tasks.run_task)) is tasks.run_task
+    again = pickle.loads(pickle.dumps(partial(tasks.measure_task, tasks.SAFETENSORS)))
+    assert repr(_untimed(again(s_task).rows)) == repr(s_rows)
+
+
+def _untimed(rows: tuple[SensitivityRow, ...]) -> tuple[SensitivityRow, ...]:
+    """The rows without the seconds each took (the clock, not the measurement)."""
+    return tuple(dataclasses.replace(r, seconds=0.0) for r in rows)
