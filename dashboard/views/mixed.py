@@ -270,7 +270,7 @@ with taken:
     st.subheader("Allocation")
     st.dataframe(allocation_table(rows, alloc), hide_index=True, key="mx_alloc")
     st.subheader("Take it away")
-    types = tensor_type_lines(alloc, rows)
+    types = tensor_type_lines(alloc, rows, {t.tensor: t.dtype for t in tasks})
     d1, d2, d3 = st.columns(3)
     d1.download_button(
         "llama.cpp --tensor-type file",

@@ -82,3 +82,32 @@ def test_a_gguf_and_a_safetensors_weight_are_measured_by_one_outline(tmp_path: P
 def _untimed(rows: tuple[SensitivityRow, ...]) -> tuple[SensitivityRow, ...]:
     """The rows without the seconds each took (the clock, not the measurement)."""
     return tuple(dataclasses.replace(r, seconds=0.0) for r in rows)
+
+
+def test_the_heatmap_marks_a_tensor_kept_as_stored() -> None:
+    """A tensor kept as stored (a NaN in it) has no cell of its choice: its row had no ring,
+    as if the allocation had left it out. Now a last, blank column "kept as stored" holds
+    its ring; with no tensor kept the figure is as it was."""
+    from dashboard.services.mixed.figures import KEPT_COLUMN, heatmap_figure
+
+    n = 4096
+    rows = [
+        _row("a.weight", "int4", 0, n, stored_bits=32 * n),
+        _row("a.weight", "int8", 0, n, stored_bits=32 * n),
+        _row("b.weight", "int4", 4 * n, n, stored_bits=32 * n),
+        _row("b.weight", "int8", 8 * n, n, stored_bits=32 * n),
+    ]
+    alloc = allocate(build_problem(rows), 36 * n)
+    assert alloc.recipe() == {"b.weight": "int4", "a.weight": "stored"}
+    heat = heatmap_figure(rows, alloc.recipe())
+    assert list(heat.data[0].x) == ["int4", "int8", KEPT_COLUMN] and KEPT_COLUMN == (
+        "kept as stored"
+    )
+    assert all(math.isnan(v) for v in heat.data[0].z[:, 2])  # no colour: nothing measured
+    assert list(zip(heat.data[1].x, heat.data[1].y, strict=True)) == [
+        ("int4", "b.weight"),
+        ("kept as stored", "a.weight"),
+    ]
+    plain = heatmap_figure(rows[2:], {"b.weight": "int4"})
+    assert list(plain.data[0].x) == ["int4", "int8"]
+    assert list(zip(plain.data[1].x, plain.data[1].y, strict=True)) == [("int4", "b.weight")]
