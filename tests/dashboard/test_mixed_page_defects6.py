@@ -56,3 +56,34 @@ def test_a_tensor_kept_as_stored_is_exported_and_marked(
     marks = dict(zip(ring["y"], ring["x"], strict=True))
     assert marks["model.layers.0.mlp.up_proj.weight"] == "kept as stored"
     assert heat["data"][0]["x"][-1] == "kept as stored"
+
+
+@pytest.mark.parametrize(("budget", "step"), [("0.005MB", 0.0002), ("0.000005GB", 2e-7)])
+def test_a_links_first_run_steps_the_budget_by_the_models_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: str, step: float
+) -> None:
+    """From a link with the budget in MB or GB, the first run's +/- stepped by 1 MB or
+    0.01 GB (the weight count was set only once the table's tasks were made, after the
+    sidebar): 200 times this folder's size. The count comes from the headers before the
+    sidebar now: a quarter bit per weight of its 8,192 weights, 0.000256 MB, rounded down
+    to 1-2-5."""
+    from dashboard.services.mixed.state import budget_step
+    from quant_core.mixed import BudgetUnit
+
+    g = torch.Generator().manual_seed(1)
+    folder = tmp_path / "small"
+    folder.mkdir()
+    save_file({"a.weight": torch.randn(64, 64, generator=g),
+               "b.weight": torch.randn(64, 64, generator=g)},
+              str(folder / "model.safetensors"))  # fmt: skip
+    monkeypatch.setenv(ROOTS_ENV, str(tmp_path))
+    monkeypatch.setenv("QLAB_COMPILE", "0")
+    st.cache_data.clear()
+    at = AppTest.from_file(str(PAGE), default_timeout=600)
+    at.query_params["mx.budget"] = budget
+    at.session_state["m_source"] = "folder"
+    at.session_state["m_folder"] = str(folder)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    unit = BudgetUnit.MEGABYTES if budget.endswith("MB") else BudgetUnit.GIGABYTES
+    assert at.number_input(key="mx_value").step == step == budget_step(unit, 8192)

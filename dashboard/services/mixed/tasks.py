@@ -12,6 +12,7 @@ anything is read), converts bf16/fp16 to float32 exactly, and measures every can
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import socket
@@ -45,6 +46,7 @@ __all__ = [
     "measure_task",
     "run_task",
     "skipped_rows",
+    "table_weight_count",
     "tasks_for",
 ]
 
@@ -75,6 +77,12 @@ def is_table_weight(info: TensorInfo) -> bool:
         and info.dtype in _FLOAT
         and not any("norm" in p for p in parts[:-1])
     )
+
+
+def table_weight_count(checkpoint: Checkpoint) -> int:
+    """The elements of ``checkpoint``'s table weights (``is_table_weight``; a task each in
+    ``tasks_for``), from its headers: nothing is read."""
+    return sum(math.prod(t.info.shape) for t in checkpoint.tensors if is_table_weight(t.info))
 
 
 @dataclass(frozen=True, eq=False)
