@@ -111,3 +111,13 @@ def test_the_heatmap_marks_a_tensor_kept_as_stored() -> None:
     plain = heatmap_figure(rows[2:], {"b.weight": "int4"})
     assert list(plain.data[0].x) == ["int4", "int8"]
     assert list(zip(plain.data[1].x, plain.data[1].y, strict=True)) == [("int4", "b.weight")]
+
+
+def test_the_page_counts_kept_tensors_with_no_line_by_why() -> None:
+    """The caption's count of the tensors with no --tensor-type line: a tensor kept as
+    stored has a line now, unless its type is one llama-quantize does not write."""
+    from dashboard.services.mixed.figures import skip_reasons
+    from quant_core.mixed.exports import kept_type_reason
+
+    skipped = (("a.weight", kept_type_reason("float64")), ("b.weight", kept_type_reason(None)))
+    assert skip_reasons(skipped) == "2 kept as stored in a type llama-quantize does not write"

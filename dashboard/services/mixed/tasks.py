@@ -8,6 +8,8 @@ them is refused there too), reads the one tensor with ``io``'s ``.safetensors`` 
 (``safe_open``, the header validated, the size checked against ``FOLDER_LIMITS`` before
 anything is read), converts bf16/fp16 to float32 exactly, and measures every candidate
 (``quant_core.mixed.measure_tensor``). A tensor over the limits gives rows that say so.
+That outline is ``measure_task(reader, task)``; ``run_task`` is it with the
+``.safetensors`` reader, and a GGUF's table (``sources.gguf_task``) uses it with its own.
 """
 
 from __future__ import annotations
