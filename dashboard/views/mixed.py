@@ -6,7 +6,6 @@ whose kernels are warm."""
 
 from __future__ import annotations
 
-import math
 import os
 
 import streamlit as st
@@ -50,7 +49,7 @@ from dashboard.services.mixed.sources import (
     quantized_model_note,
 )
 from dashboard.services.mixed.state import parse_pins
-from dashboard.services.mixed.tasks import is_table_weight, tasks_for
+from dashboard.services.mixed.tasks import table_weight_count, tasks_for
 from quant_core.mixed import (
     AllocationRules,
     BudgetOutOfRange,
@@ -75,31 +74,39 @@ LM_LIMIT_BYTES = 3_000_000_000
 
 st.title("Mixed precision")
 model = model_picker()
+# The model's checkpoint (headers only) before the sidebar: the budget box's +/- step in MB
+# or GB is a quarter bit per weight of the table's weights, and a link's first run stepped
+# by 1 MB or 0.01 GB while the count was not known. A GGUF of float tensors
+# (convert_hf_to_gguf's output) is measured as a checkpoint, its tensors read through the
+# quantized-file reader that listed it.
+folder = model.checkpoint if isinstance(model, ModelFolder) else None
+gguf = gguf_checkpoint(model.file) if isinstance(model, QuantizedModel) else None
+checkpoint, unreadable = folder or gguf, ""
+if checkpoint is None and model is not None and not isinstance(model, QuantizedModel):
+    try:
+        checkpoint = file_checkpoint(model.path)
+    except (OSError, LoadError) as exc:
+        unreadable = f"{literal(model.label)}: {literal(exc)}"
+# the table's weight elements (a task per is_table_weight tensor): the budget's step and
+# unit change, where the table runs and the 16-bit size below
+n_elements = 0
+if checkpoint is not None:
+    n_elements = st.session_state[N_WEIGHTS] = table_weight_count(checkpoint)
 controls = mixed_controls()
 url.show_warnings()
 if model is None:
     st.stop()
-# a GGUF of float tensors (convert_hf_to_gguf's output) is measured as a checkpoint, its
-# tensors read through the quantized-file reader that listed it
-gguf = gguf_checkpoint(model.file) if isinstance(model, QuantizedModel) else None
 if isinstance(model, QuantizedModel) and gguf is None:
     st.info(literal(quantized_model_note(model)))
     st.stop()
 if not controls.candidates:
     st.warning("Pick at least one candidate scheme.")
     st.stop()
+if checkpoint is None:
+    st.error(unreadable)
+    st.stop()
 candidates, budget, names = controls.candidates, controls.budget, controls.names
 
-folder = model.checkpoint if isinstance(model, ModelFolder) else None
-try:
-    checkpoint = folder or gguf or file_checkpoint(model.path)
-except (OSError, LoadError) as exc:
-    st.error(f"{literal(model.label)}: {literal(exc)}")
-    st.stop()
-
-# The table's weight elements, summed once (tasks_for makes a task of each is_table_weight
-# tensor): where the table runs, the unit's change and the 16-bit size below.
-n_elements = sum(math.prod(t.info.shape) for t in checkpoint.tensors if is_table_weight(t.info))
 # A small folder's table runs here too, where the kernels are warm: fresh worker processes
 # would compile theirs first (a minute or more); Ray is not even looked for then.
 if folder is None:
@@ -144,7 +151,6 @@ if controls.weigh and importance is None:
 
 roots = model_roots() if folder is not None else None
 tasks = tasks_for(checkpoint, candidates, roots, importance, held_out)
-st.session_state[N_WEIGHTS] = n_elements  # for the unit's change
 if not tasks:
     st.warning(f"{literal(model.label)} holds no 2-D weights to quantize.")
     st.stop()
@@ -270,7 +276,7 @@ with taken:
     st.subheader("Allocation")
     st.dataframe(allocation_table(rows, alloc), hide_index=True, key="mx_alloc")
     st.subheader("Take it away")
-    types = tensor_type_lines(alloc, rows)
+    types = tensor_type_lines(alloc, rows, {t.tensor: t.dtype for t in tasks})
     d1, d2, d3 = st.columns(3)
     d1.download_button(
         "llama.cpp --tensor-type file",

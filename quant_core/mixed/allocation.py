@@ -353,12 +353,9 @@ def build_problem(
         # it is in the model as stored, so in the budget, the size and the bits per weight
         # at its stored size (32 bits per weight for a float32 file): say so, or a budget
         # of 4.5 bits per weight refused as "reachable are 18.07 to 20.25" read as a fault
-        k_bits = int(stored[~has_option].sum())
-        k_bpw = k_bits / max(int(n_el[~has_option].sum()), 1)
+        k_bits, k_elements = int(stored[~has_option].sum()), int(n_el[~has_option].sum())
         notes.append(
-            f"{len(kept)} {'tensor' if len(kept) == 1 else 'tensors'} no candidate can take, "
-            f"kept as stored: {k_bpw:.4g} bits per weight, {-(-k_bits // 8):,} bytes, counted "
-            "in the budget and the size"
+            f"{_kept_sentence(len(kept), k_bits, k_elements)}, counted in the budget and the size"
         )
     bits, errors, allowed = bits[keep], errors[keep], allowed[keep]
     problem_tensors = tuple(tensors[i] for i in keep)
@@ -518,15 +515,14 @@ def _megabytes(bits: int) -> str:
     return np.format_float_positional(mb, precision=3, fractional=False, trim="-")
 
 
-def _kept_text(problem: AllocationProblem) -> str:
-    """What the tensors kept as stored take: "1 tensor kept as stored (no candidate can
-    take it) takes 32 bits per weight, 16,384 bytes"."""
-    n = len(problem.kept)
-    bpw = problem.kept_bits / max(problem.kept_elements, 1)
+def _kept_sentence(n: int, bits: int, elements: int) -> str:
+    """What ``n`` tensors kept as stored take, ``bits`` and ``elements`` in all: "1 tensor no
+    candidate can take, kept as stored: 32 bits per weight, 16,384 bytes" (bits per weight
+    ``bits / elements``, bytes ``ceil(bits / 8)``); the problem's note and the budget's
+    refusal both say it so."""
     return (
-        f"{n} {'tensor' if n == 1 else 'tensors'} kept as stored (no candidate can take "
-        f"{'it' if n == 1 else 'them'}) {'takes' if n == 1 else 'take'} {bpw:.4g} bits per "
-        f"weight, {-(-problem.kept_bits // 8):,} bytes"
+        f"{_tensors(n)} no candidate can take, kept as stored: "
+        f"{bits / max(elements, 1):.4g} bits per weight, {-(-bits // 8):,} bytes"
     )
 
 
@@ -544,6 +540,7 @@ def allocate(problem: AllocationProblem, budget: Budget | int) -> Allocation:
         asked = budget.describe() if isinstance(budget, Budget) else f"{total_bits} bits"
         bpw = _reachable(low, high, n, 3)
         mb = _reachable(low, high, 8 * 10**6, 2)
+        kept = _kept_sentence(len(problem.kept), problem.kept_bits, problem.kept_elements)
         raise BudgetOutOfRange(
             f"The budget {asked} ({total_bits / n:.3f} bits per weight, "
             f"{_megabytes(total_bits)} MB) is {where} assignment the candidates give: "
@@ -552,7 +549,7 @@ def allocate(problem: AllocationProblem, budget: Budget | int) -> Allocation:
                 if low < high  # one size: "4.500 to 4.500 bits per weight" read as a typo
                 else f"the only size they reach is {bpw.low} bits per weight ({mb.low} MB)"
             )
-            + (f"; {_kept_text(problem)}, counted in that" if problem.kept else "")
+            + (f"; {kept}, counted in that" if problem.kept else "")
             + ".",
             low,
             high,

@@ -9,8 +9,12 @@ Qwen2: ``model.layers.N.self_attn.q_proj.weight``...) and of BERT (MiniLM:
 names them (``blk.N.attn_q.weight``); layers that share a role and a type are joined into
 one pattern, ``^blk\\.(0|3|7)\\.attn_q\\.weight$=q4_k``. The type is the one the table
 measured (``SensitivityRow.gguf_type``: llama-quantize's fallback where the scheme's blocks
-do not divide the rows). A tensor whose scheme has no GGUF type, kept as stored, or whose
-name has no GGUF spelling here is listed in ``skipped``.
+do not divide the rows). A tensor kept as stored (no candidate could take it) gets a line
+keeping its stored type, where that is one llama-quantize writes (``F32``, ``F16``,
+``BF16``): with no line llama-quantize would give it the file type's default, and the
+size and the error the allocation counted would not be the file's. A tensor whose scheme
+has no GGUF type, kept as stored in another type (``float64``) or in one not given, or
+whose name has no GGUF spelling here is listed in ``skipped``, saying which.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ __all__ = [
     "TensorTypeExport",
     "config_record",
     "gguf_name",
+    "kept_type_reason",
     "recipe_json",
     "table_csv",
     "tensor_type_lines",
@@ -51,6 +56,13 @@ _ROLES = {
     "mlp.down_proj": "ffn_down",
 }
 _GLOBAL = {"model.embed_tokens.weight": "token_embd.weight", "lm_head.weight": "output.weight"}
+
+# A stored float type (``TensorInfo.dtype``, torch's spelling: a safetensors header's, and a
+# float GGUF's as ``gguf_checkpoint`` spells it) -> the ggml type name llama-quantize writes
+# it as. llama-quantize's ``parse_ggml_type`` takes any ``ggml_type_name`` (case-insensitive),
+# but ``ggml_quantize_chunk`` writes only F32, F16 and BF16 of the unquantized types; F64
+# would abort there, so a float64 tensor gets no line.
+_STORED_TYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 
 
 # BERT (MiniLM, the bundled model), as llama.cpp's converter names it (``BertModel``; the
@@ -119,22 +131,40 @@ class TensorTypeExport:
         return "".join(f"{line}\n" for line in self.lines)
 
 
+def kept_type_reason(dtype: str | None) -> str:
+    """Why a tensor kept as stored in ``dtype`` (torch's spelling; ``None``: not given) gets
+    no ``--tensor-type`` line: "kept as stored in float64, which llama-quantize does not
+    write"."""
+    if dtype is None:
+        return "kept as stored, its stored type not given"
+    return f"kept as stored in {dtype}, which llama-quantize does not write"
+
+
 def tensor_type_lines(
-    allocation: Allocation, rows: Sequence[SensitivityRow]
+    allocation: Allocation,
+    rows: Sequence[SensitivityRow],
+    stored_types: Mapping[str, str] | None = None,
 ) -> TensorTypeExport:
-    """The allocation as ``--tensor-type`` lines (module docstring); ``rows``: the table."""
+    """The allocation as ``--tensor-type`` lines (module docstring); ``rows``: the table;
+    ``stored_types``: tensor name -> its stored dtype in torch's spelling (``"bfloat16"``),
+    for the tensors kept as stored."""
     cells = {(r.tensor, r.scheme): r for r in rows}
+    stored_types = stored_types or {}
     groups: dict[tuple[str, str], list[str]] = {}
     skipped: list[tuple[str, str]] = []
     for tensor, scheme in allocation.recipe().items():
         if scheme == STORED:
-            skipped.append((tensor, "kept as stored"))
-            continue
-        cell = cells.get((tensor, scheme))
-        gtype = cell.gguf_type if cell is not None else None
-        if gtype is None:
-            skipped.append((tensor, f"{scheme} has no GGUF type"))
-            continue
+            dtype = stored_types.get(tensor)
+            gtype = _STORED_TYPES.get(dtype) if dtype is not None else None
+            if gtype is None:
+                skipped.append((tensor, kept_type_reason(dtype)))
+                continue
+        else:
+            cell = cells.get((tensor, scheme))
+            gtype = cell.gguf_type if cell is not None else None
+            if gtype is None:
+                skipped.append((tensor, f"{scheme} has no GGUF type"))
+                continue
         if _unprefixed(tensor) in _NOT_QUANTIZED:
             skipped.append((tensor, "llama-quantize never quantizes it"))
             continue

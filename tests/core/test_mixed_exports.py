@@ -99,7 +99,7 @@ def test_tensor_type_lines_group_layers_by_role_and_type() -> None:
     assert dict(out.skipped) == {
         "model.layers.1.self_attn.q_proj.weight": "int4_g128 has no GGUF type",
         "model.layers.0.mlp.weird.weight": "no llama.cpp name for it here",
-        "model.layers.2.mlp.up_proj.weight": "kept as stored",
+        "model.layers.2.mlp.up_proj.weight": "kept as stored, its stored type not given",
     }
     # each pattern matches exactly the GGUF names of the tensors it stands for
     pattern = re.compile(out.lines[1].rpartition("=")[0])

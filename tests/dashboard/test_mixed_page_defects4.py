@@ -211,7 +211,7 @@ def test_a_gguf_tensor_over_the_limits_is_kept_as_stored(
     """As a safetensors weight over the folder limits: skipped rows (kept as stored), not
     "The table stopped"."""
     from dashboard.services.io.common import Limits
-    from dashboard.services.mixed import sources
+    from dashboard.services.mixed import sources, tasks
     from dashboard.services.mixed.tasks import tasks_for
     from quant_core.files import open_quantized
     from quant_core.mixed import candidate_named
@@ -222,7 +222,9 @@ def test_a_gguf_tensor_over_the_limits_is_kept_as_stored(
     ckpt = sources.gguf_checkpoint(file)
     assert ckpt is not None
     (task,) = tasks_for(ckpt, [candidate_named("Q8_0")], None)
-    monkeypatch.setattr(sources, "FOLDER_LIMITS", Limits(max_elements=100, max_bytes=2**30))
+    limits = Limits(max_elements=100, max_bytes=2**30)
+    monkeypatch.setattr(tasks, "FOLDER_LIMITS", limits)  # measure_task checks the size
+    monkeypatch.setattr(sources, "FOLDER_LIMITS", limits)
     (row,) = sources.gguf_task(file)(task).rows
     assert row.skipped is not None and row.skipped.startswith("not read: tensor")
     assert row.stored_bits == 8 * 64 * 32

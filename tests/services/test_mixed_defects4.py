@@ -86,7 +86,7 @@ def test_a_tensor_kept_as_stored_says_what_it_takes_of_the_budget() -> None:
     assert str(caught.value) == (
         "The budget 4.5 bpw (4.500 bits per weight, 0.00461 MB) is below the cheapest "
         "assignment the candidates give: reachable are 18.000 to 20.000 bits per weight "
-        "(0.019 to 0.020 MB); 1 tensor kept as stored (no candidate can take it) takes "
+        "(0.019 to 0.020 MB); 1 tensor no candidate can take, kept as stored: "
         "32 bits per weight, 16,384 bytes, counted in that."
     )
     # and the allocation counts it so: (32 + 4) / 2 bits per weight

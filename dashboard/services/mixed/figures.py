@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from quant_core.mixed import Allocation, CurvePoint, SensitivityRow
+from quant_core.mixed import STORED, Allocation, CurvePoint, SensitivityRow
 
 from ..compare.frontier import pareto_mask
 from ..display.counts import counted
@@ -26,6 +26,7 @@ from .point_labels import AxisRange, PlotBox, label_annotation, place_labels
 from .tasks import TaskResult
 
 __all__ = [
+    "KEPT_COLUMN",
     "HeatMetric",
     "allocation_table",
     "cell_notes",
@@ -36,6 +37,9 @@ __all__ = [
     "skip_reasons",
     "weighted_sqnr",
 ]
+
+KEPT_COLUMN = "kept as stored"
+"""The heatmap's column of the tensors kept as stored (``heatmap_figure``)."""
 
 _MIXED = "#d62728"
 _UNIFORM = "#1f77b4"
@@ -94,9 +98,16 @@ def heatmap_figure(
     metric: HeatMetric = HeatMetric.WEIGHTED_SQNR,
 ) -> go.Figure:
     """Tensors (rows, table order top to bottom) × schemes (columns), coloured by
-    ``metric``; ``chosen`` (tensor → scheme) marks each row's allocated cell with a ring."""
+    ``metric``; ``chosen`` (tensor → scheme) marks each row's allocated cell with a ring.
+    A tensor kept as stored (``STORED``: no scheme could take it) has no cell of its
+    choice: a last, blank column ``KEPT_COLUMN`` holds its ring (only when one is kept)."""
     tensors, schemes, z = _grid(rows, metric)
     label = {t: html_literal(t) for t in tensors}  # tensor names come from files
+    # without it a kept tensor's row had no ring at all, as if the allocation had missed it
+    kept = [t for t, s in (chosen or {}).items() if s == STORED and t in label]
+    if kept:
+        schemes = [*schemes, KEPT_COLUMN]
+        z = np.concatenate([z, np.full((len(tensors), 1), np.nan, dtype=z.dtype)], axis=1)
     fig = go.Figure(
         go.Heatmap(
             z=z,
@@ -108,7 +119,8 @@ def heatmap_figure(
         )
     )
     if chosen:
-        pairs = [(s, t) for t, s in chosen.items() if t in tensors and s in schemes]
+        pairs = [(s, t) for t, s in chosen.items() if t in label and s in schemes]
+        pairs += [(KEPT_COLUMN, t) for t in kept]
         fig.add_trace(
             go.Scatter(
                 x=[s for s, _ in pairs],
@@ -377,7 +389,7 @@ def skip_reasons(skipped: tuple[tuple[str, str], ...]) -> str:
     ``"1 with no llama.cpp name (the export knows Llama-family and BERT names)"``."""
     kinds = {"name": 0, "type": 0, "stored": 0, "never": 0}
     for _, why in skipped:
-        if why == "kept as stored":
+        if why.startswith("kept as stored"):  # exports.kept_type_reason
             kinds["stored"] += 1
         elif why.endswith("has no GGUF type"):
             kinds["type"] += 1
@@ -388,7 +400,7 @@ def skip_reasons(skipped: tuple[tuple[str, str], ...]) -> str:
     words = {
         "name": "with no llama.cpp name (the export knows Llama-family and BERT names)",
         "type": "whose scheme has no GGUF type",
-        "stored": "kept as stored",
+        "stored": "kept as stored in a type llama-quantize does not write",
         "never": "that llama-quantize never quantizes (BERT's position and token-type embeddings)",
     }
     return "; ".join(f"{n} {words[k]}" for k, n in kinds.items() if n)

@@ -304,9 +304,10 @@ def run_tasks(
     tasks: Sequence[TableTask], placement: Placement, task_fn: TaskFn = run_task
 ) -> Iterator[TaskResult]:
     """Each task's result as it finishes (any order), on ``placement``. ``task_fn`` runs
-    one task (``run_task``; a picklable module-level function). ``TaskFailed`` for a task
-    that raised (or whose worker died, past Ray's retries); closing the iterator early
-    (a page's rerun) cancels the tasks not started."""
+    one task (``run_task``, or ``functools.partial(measure_task, reader)``): picklable for
+    a worker process; Ray's ``ray.remote`` takes only a function (``run_task``).
+    ``TaskFailed`` for a task that raised (or whose worker died, past Ray's retries);
+    closing the iterator early (a page's rerun) cancels the tasks not started."""
     if not isinstance(placement, Placement):
         raise TypeError(f"placement must be a Placement, got {type(placement).__name__}")
     if not tasks:

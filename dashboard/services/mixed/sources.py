@@ -7,10 +7,9 @@ a mixed recipe."""
 from __future__ import annotations
 
 import os
-import socket
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -20,18 +19,17 @@ from torch.nn import functional as F
 from quant_core import QuantConfig
 from quant_core.calibration import run_sentences, transformer_of
 from quant_core.files import FileKind, QuantizedFile
-from quant_core.mixed import measure_tensor
 from quant_core.mixed.causal import fake_quantized
 
 from ..files.open import QuantizedModel
 from ..io import LoadError, TensorInfo, list_safetensors_file
-from ..io.common import check_size
 from ..model.checkpoint import Checkpoint, CheckpointTensor, Shard
 from ..model.streaming import FOLDER_LIMITS
-from .tasks import TableTask, TaskResult, skipped_rows
+from .tasks import ReadTensor, TableTask, TaskResult, measure_task
 
 __all__ = [
     "EmbeddingJudgement",
+    "GgufReader",
     "embedding_judgement",
     "file_checkpoint",
     "gguf_checkpoint",
@@ -81,39 +79,31 @@ def gguf_checkpoint(file: QuantizedFile) -> Checkpoint | None:
     return Checkpoint(Path(file.name), shards, tensors, None)
 
 
-def gguf_task(file: QuantizedFile) -> Callable[[TableTask], TaskResult]:
-    """The task function of ``file``'s table (``runner.run_tasks``' ``task_fn``, in the
-    server's process): the tensor's values as the file stores them (float32, from
-    ``QuantizedFile.load``) measured as ``run_task`` measures a safetensors weight, at
-    the size the file spends on it."""
+@dataclass(frozen=True, eq=False)
+class GgufReader:
+    """A ``TensorReader`` of ``file``'s tensors: the values as the file stores them (float32,
+    from ``QuantizedFile.load``), at the size the file spends on them. The size check
+    counts 4 bytes per element: the read holds float32 whatever the stored type."""
 
-    def run(task: TableTask) -> TaskResult:
-        start = time.perf_counter()
-        entry = file.entry(task.tensor)
+    file: QuantizedFile
+
+    def bytes_per_element(self, task: TableTask) -> int:
+        return 4
+
+    def read(self, task: TableTask, path: Path) -> ReadTensor:
+        entry = self.file.entry(task.tensor)
         try:
-            check_size(task.tensor, task.shape, 4, FOLDER_LIMITS)
-        except LoadError as exc:  # as run_task: skipped, kept as stored; the table goes on
-            rows = skipped_rows(task, f"not read: {exc}")
-            return TaskResult(task.tensor, rows, 0, 0.0, time.perf_counter() - start, "")
-        try:
-            w = file.load(task.tensor, max_elements=FOLDER_LIMITS.max_elements).dequantize()
+            w = self.file.load(task.tensor, max_elements=FOLDER_LIMITS.max_elements).dequantize()
         except ValueError as exc:  # QuantizedFileError: a short or changed file
             raise LoadError(str(exc)) from None
-        read = time.perf_counter() - start
-        rows = measure_tensor(
-            task.tensor,
-            w,
-            task.candidates,
-            importance=task.importance,
-            held_out=task.held_out,
-            stored_bits=entry.nbytes * 8,
-        )
-        where = f"{socket.gethostname()}:{os.getpid()}"
-        return TaskResult(
-            task.tensor, rows, entry.nbytes, read, time.perf_counter() - start, where
-        )
+        return ReadTensor(w, entry.nbytes)
 
-    return run
+
+def gguf_task(file: QuantizedFile) -> Callable[[TableTask], TaskResult]:
+    """The task function of ``file``'s table (``runner.run_tasks``' ``task_fn``, in the
+    server's process: the file is open here): ``measure_task`` with a ``GgufReader``, the
+    outline ``run_task`` follows for a safetensors weight."""
+    return partial(measure_task, GgufReader(file))
 
 
 def file_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:

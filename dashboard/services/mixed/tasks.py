@@ -8,10 +8,13 @@ them is refused there too), reads the one tensor with ``io``'s ``.safetensors`` 
 (``safe_open``, the header validated, the size checked against ``FOLDER_LIMITS`` before
 anything is read), converts bf16/fp16 to float32 exactly, and measures every candidate
 (``quant_core.mixed.measure_tensor``). A tensor over the limits gives rows that say so.
+That outline is ``measure_task(reader, task)``; ``run_task`` is it with the
+``.safetensors`` reader, and a GGUF's table (``sources.gguf_task``) uses it with its own.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import socket
@@ -19,6 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import torch
 
@@ -33,12 +37,18 @@ from ..model.roots import ModelRoots, check_inside, resolve_in_roots
 from ..model.streaming import FOLDER_LIMITS
 
 __all__ = [
+    "SAFETENSORS",
+    "ReadTensor",
+    "SafetensorsReader",
     "TableTask",
     "TaskResult",
+    "TensorReader",
     "is_table_weight",
     "lookup_importance",
+    "measure_task",
     "run_task",
     "skipped_rows",
+    "table_weight_count",
     "tasks_for",
 ]
 
@@ -69,6 +79,12 @@ def is_table_weight(info: TensorInfo) -> bool:
         and info.dtype in _FLOAT
         and not any("norm" in p for p in parts[:-1])
     )
+
+
+def table_weight_count(checkpoint: Checkpoint) -> int:
+    """The elements of ``checkpoint``'s table weights (``is_table_weight``; a task each in
+    ``tasks_for``), from its headers: nothing is read."""
+    return sum(math.prod(t.info.shape) for t in checkpoint.tensors if is_table_weight(t.info))
 
 
 @dataclass(frozen=True, eq=False)
@@ -157,9 +173,60 @@ def skipped_rows(task: TableTask, reason: str) -> tuple[SensitivityRow, ...]:
     )  # fmt: skip
 
 
-def run_task(task: TableTask) -> TaskResult:
-    """Read the task's tensor and measure it (module docstring). ``PathRefused`` when the
-    file is outside the roots the task carries; ``LoadError`` when it cannot be read."""
+@dataclass(frozen=True, eq=False)
+class ReadTensor:
+    """A task's tensor as read: ``values`` float32 ``[*task.shape]``, a copy of its own (out
+    of any file map); ``stored_bytes``: what the file spends on it (its rows' stored size)."""
+
+    values: torch.Tensor
+    stored_bytes: int
+
+
+class TensorReader(Protocol):
+    """Where a task's tensor comes from (``measure_task``): a ``.safetensors`` shard
+    (``SafetensorsReader``) or an opened GGUF (``sources.GgufReader``). Picklable, so that a
+    task function made of one (``functools.partial(measure_task, reader)``) ships to a
+    worker process."""
+
+    def bytes_per_element(self, task: TableTask) -> int:
+        """The bytes per element the read holds: the size check before it (``check_size``
+        against ``FOLDER_LIMITS``) counts these."""
+        ...
+
+    def read(self, task: TableTask, path: Path) -> ReadTensor:
+        """The tensor; ``path``: the task's file, checked against the task's roots.
+        ``LoadError`` when it cannot be read."""
+        ...
+
+
+@dataclass(frozen=True)
+class SafetensorsReader:
+    """The task's tensor from its ``.safetensors`` shard (``io``'s reader, the header
+    validated), bf16/fp16 converted to float32 exactly; its stored bytes from its header's
+    dtype and shape."""
+
+    def bytes_per_element(self, task: TableTask) -> int:
+        return getattr(torch, task.dtype).itemsize
+
+    def read(self, task: TableTask, path: Path) -> ReadTensor:
+        mapped = load_safetensors_file_tensor(path, task.tensor, FOLDER_LIMITS).tensor
+        if tuple(mapped.shape) != task.shape:
+            raise LoadError(
+                f"{task.shard} changed since it was listed: {task.tensor!r} is now "
+                f"{list(mapped.shape)}, was {list(task.shape)}"
+            )
+        w = working_copy(mapped)
+        w = mapped.clone() if w is mapped else w  # out of the file's map: it is read now
+        del mapped
+        nbytes = stored_bytes(TensorInfo(task.tensor, task.shape, task.dtype)) or 0
+        return ReadTensor(w, nbytes)
+
+
+def measure_task(reader: TensorReader, task: TableTask) -> TaskResult:
+    """Read the task's tensor with ``reader`` and measure it (module docstring): the file
+    checked against the task's roots first (``PathRefused`` outside them), then the size
+    (over ``FOLDER_LIMITS``: a skipped row per candidate, nothing read), then the read
+    (``LoadError`` when it fails) and ``measure_tensor`` at the stored size."""
     start = time.perf_counter()
     where = f"{socket.gethostname()}:{os.getpid()}"
     path = Path(task.folder) / task.shard
@@ -168,27 +235,29 @@ def run_task(task: TableTask) -> TaskResult:
         resolve_in_roots(task.folder, roots)
         path = check_inside(path, roots)
     try:
-        check_size(task.tensor, task.shape, getattr(torch, task.dtype).itemsize, FOLDER_LIMITS)
-    except LoadError as exc:
+        check_size(task.tensor, task.shape, reader.bytes_per_element(task), FOLDER_LIMITS)
+    except LoadError as exc:  # skipped, kept as stored; the table goes on
         rows = skipped_rows(task, f"not read: {exc}")
         return TaskResult(task.tensor, rows, 0, 0.0, time.perf_counter() - start, where)
-    mapped = load_safetensors_file_tensor(path, task.tensor, FOLDER_LIMITS).tensor
-    if tuple(mapped.shape) != task.shape:
-        raise LoadError(
-            f"{task.shard} changed since it was listed: {task.tensor!r} is now "
-            f"{list(mapped.shape)}, was {list(task.shape)}"
-        )
-    w = working_copy(mapped)
-    w = mapped.clone() if w is mapped else w  # out of the file's map: it is read now
-    del mapped
+    got = reader.read(task, path)
     read = time.perf_counter() - start
-    nbytes = stored_bytes(TensorInfo(task.tensor, task.shape, task.dtype)) or 0
     rows = measure_tensor(
         task.tensor,
-        w,
+        got.values,
         task.candidates,
         importance=task.importance,
         held_out=task.held_out,
-        stored_bits=nbytes * 8,
+        stored_bits=got.stored_bytes * 8,
     )
-    return TaskResult(task.tensor, rows, nbytes, read, time.perf_counter() - start, where)
+    return TaskResult(task.tensor, rows, got.stored_bytes, read, time.perf_counter() - start, where)
+
+
+SAFETENSORS = SafetensorsReader()
+
+
+def run_task(task: TableTask) -> TaskResult:
+    """``measure_task`` of a ``.safetensors`` shard: the runner's default task function, a
+    module-level function so that worker processes and Ray take it by name. ``PathRefused``
+    when the file is outside the roots the task carries; ``LoadError`` when it cannot be
+    read."""
+    return measure_task(SAFETENSORS, task)
