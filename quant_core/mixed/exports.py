@@ -26,6 +26,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 
 from ..config import PerChannel, PerGroup, QuantConfig
 from .allocation import STORED, Allocation, Budget
@@ -34,6 +35,8 @@ from .sensitivity import ROW_FIELDS, SensitivityRow
 
 __all__ = [
     "RECIPE_VERSION",
+    "NoLine",
+    "NoLineWhy",
     "TensorTypeExport",
     "config_record",
     "gguf_name",
@@ -114,13 +117,33 @@ def gguf_name(name: str) -> str | None:
     return None
 
 
+class NoLineWhy(Enum):
+    """Why a tensor gets no ``--tensor-type`` line."""
+
+    NO_NAME = "no llama.cpp name for it here"
+    NO_GGUF_TYPE = "its scheme has no GGUF type"
+    NEVER_QUANTIZED = "llama-quantize never quantizes it"
+    KEPT_TYPE = "kept as stored in a type llama-quantize does not write"
+
+
+@dataclass(frozen=True)
+class NoLine:
+    """A tensor no line covers: ``why`` the kind, ``text`` the sentence for this tensor
+    ("int4_g128 has no GGUF type", "kept as stored in float64, which llama-quantize does
+    not write")."""
+
+    tensor: str
+    why: NoLineWhy
+    text: str
+
+
 @dataclass(frozen=True)
 class TensorTypeExport:
     """``lines``: ``PATTERN=type`` (lower-case GGUF type names), one per role and type;
-    ``skipped``: ``(tensor, why)`` for the tensors no line covers."""
+    ``skipped``: the tensors no line covers, each with why."""
 
     lines: tuple[str, ...]
-    skipped: tuple[tuple[str, str], ...]
+    skipped: tuple[NoLine, ...]
 
     def command_args(self) -> str:
         """The lines as ``llama-quantize`` arguments: ``--tensor-type 'P=t' ...``."""
@@ -151,26 +174,29 @@ def tensor_type_lines(
     cells = {(r.tensor, r.scheme): r for r in rows}
     stored_types = stored_types or {}
     groups: dict[tuple[str, str], list[str]] = {}
-    skipped: list[tuple[str, str]] = []
+    skipped: list[NoLine] = []
     for tensor, scheme in allocation.recipe().items():
         if scheme == STORED:
             dtype = stored_types.get(tensor)
             gtype = _STORED_TYPES.get(dtype) if dtype is not None else None
             if gtype is None:
-                skipped.append((tensor, kept_type_reason(dtype)))
+                skipped.append(NoLine(tensor, NoLineWhy.KEPT_TYPE, kept_type_reason(dtype)))
                 continue
         else:
             cell = cells.get((tensor, scheme))
             gtype = cell.gguf_type if cell is not None else None
             if gtype is None:
-                skipped.append((tensor, f"{scheme} has no GGUF type"))
+                skipped.append(
+                    NoLine(tensor, NoLineWhy.NO_GGUF_TYPE, f"{scheme} has no GGUF type")
+                )
                 continue
         if _unprefixed(tensor) in _NOT_QUANTIZED:
-            skipped.append((tensor, "llama-quantize never quantizes it"))
+            never = NoLineWhy.NEVER_QUANTIZED
+            skipped.append(NoLine(tensor, never, never.value))
             continue
         name = gguf_name(tensor)
         if name is None:
-            skipped.append((tensor, "no llama.cpp name for it here"))
+            skipped.append(NoLine(tensor, NoLineWhy.NO_NAME, NoLineWhy.NO_NAME.value))
             continue
         m = re.match(r"^blk\.(\d+)\.(.+)$", name)
         role, layer = (m[2], m[1]) if m else (name, "")

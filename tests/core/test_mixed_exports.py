@@ -69,7 +69,7 @@ def test_gguf_names_of_bert_tensors_are_the_gguf_packages() -> None:
     assert gguf_name("bert.encoder.layer.0.output.dense.weight") == "blk.0.ffn_down.weight"
     recipe = {n: "Q8_0" for n in names}
     out = tensor_type_lines(alloc(recipe), [cell(n, "Q8_0", "Q8_0") for n in names])
-    assert dict(out.skipped) == {
+    assert {s.tensor: s.text for s in out.skipped} == {
         "embeddings.position_embeddings.weight": "llama-quantize never quantizes it",
         "embeddings.token_type_embeddings.weight": "llama-quantize never quantizes it",
         "pooler.dense.weight": "no llama.cpp name for it here",
@@ -96,7 +96,7 @@ def test_tensor_type_lines_group_layers_by_role_and_type() -> None:
         r"^blk\.(0|3)\.attn_q\.weight$=q8_0",
         r"^blk\.(2)\.ffn_down\.weight$=q5_0",
     )
-    assert dict(out.skipped) == {
+    assert {s.tensor: s.text for s in out.skipped} == {
         "model.layers.1.self_attn.q_proj.weight": "int4_g128 has no GGUF type",
         "model.layers.0.mlp.weird.weight": "no llama.cpp name for it here",
         "model.layers.2.mlp.up_proj.weight": "kept as stored, its stored type not given",

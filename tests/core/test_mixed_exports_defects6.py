@@ -8,7 +8,7 @@ import re
 import gguf
 
 from quant_core.mixed import STORED, Allocation, SensitivityRow
-from quant_core.mixed.exports import tensor_type_lines
+from quant_core.mixed.exports import NoLine, NoLineWhy, tensor_type_lines
 
 
 def _cell(tensor: str, scheme: str, gtype: str | None) -> SensitivityRow:
@@ -52,8 +52,9 @@ def test_a_tensor_kept_as_stored_keeps_its_stored_type() -> None:
         r"^output\.weight$=f16",
     )
     assert out.skipped == (
-        (
+        NoLine(
             "model.layers.3.mlp.up_proj.weight",
+            NoLineWhy.KEPT_TYPE,
             "kept as stored in float64, which llama-quantize does not write",
         ),
     )
@@ -61,5 +62,5 @@ def test_a_tensor_kept_as_stored_keeps_its_stored_type() -> None:
     assert {line.rpartition("=")[2] for line in out.lines} <= names
     assert re.search(out.lines[0].rpartition("=")[0], "blk.1.ffn_up.weight")
     # with no stored types given, it says so
-    (why,) = {w for _, w in tensor_type_lines(_alloc(recipe), rows).skipped}
+    (why,) = {s.text for s in tensor_type_lines(_alloc(recipe), rows).skipped}
     assert why == "kept as stored, its stored type not given"

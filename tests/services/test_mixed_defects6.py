@@ -117,7 +117,14 @@ def test_the_page_counts_kept_tensors_with_no_line_by_why() -> None:
     """The caption's count of the tensors with no --tensor-type line: a tensor kept as
     stored has a line now, unless its type is one llama-quantize does not write."""
     from dashboard.services.mixed.figures import skip_reasons
-    from quant_core.mixed.exports import kept_type_reason
+    from quant_core.mixed.exports import NoLine, NoLineWhy, kept_type_reason
 
-    skipped = (("a.weight", kept_type_reason("float64")), ("b.weight", kept_type_reason(None)))
-    assert skip_reasons(skipped) == "2 kept as stored in a type llama-quantize does not write"
+    skipped = (
+        NoLine("a.weight", NoLineWhy.KEPT_TYPE, kept_type_reason("float64")),
+        NoLine("b.weight", NoLineWhy.KEPT_TYPE, kept_type_reason(None)),
+        NoLine("c.weight", NoLineWhy.NO_NAME, NoLineWhy.NO_NAME.value),
+    )
+    assert skip_reasons(skipped) == (
+        "1 with no llama.cpp name (the export knows Llama-family and BERT names); "
+        "2 kept as stored in a type llama-quantize does not write"
+    )

@@ -8,6 +8,7 @@ any size, and equal to the plain SQNR where no input importance is known.
 
 from __future__ import annotations
 
+import collections
 import enum
 import itertools
 import math
@@ -18,6 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from quant_core.mixed import STORED, Allocation, CurvePoint, SensitivityRow
+from quant_core.mixed.exports import NoLine, NoLineWhy
 
 from ..compare.frontier import pareto_mask
 from ..display.counts import counted
@@ -384,23 +386,19 @@ def cell_notes(rows: Sequence[SensitivityRow]) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def skip_reasons(skipped: tuple[tuple[str, str], ...]) -> str:
-    """Why the ``(tensor, why)`` pairs got no ``--tensor-type`` line, counted by kind:
+# How the page's caption names each kind, in this order.
+_NO_LINE_WORDS = {
+    NoLineWhy.NO_NAME: "with no llama.cpp name (the export knows Llama-family and BERT names)",
+    NoLineWhy.NO_GGUF_TYPE: "whose scheme has no GGUF type",
+    NoLineWhy.KEPT_TYPE: "kept as stored in a type llama-quantize does not write",
+    NoLineWhy.NEVER_QUANTIZED: (
+        "that llama-quantize never quantizes (BERT's position and token-type embeddings)"
+    ),
+}
+
+
+def skip_reasons(skipped: Sequence[NoLine]) -> str:
+    """Why the tensors got no ``--tensor-type`` line, counted by kind:
     ``"1 with no llama.cpp name (the export knows Llama-family and BERT names)"``."""
-    kinds = {"name": 0, "type": 0, "stored": 0, "never": 0}
-    for _, why in skipped:
-        if why.startswith("kept as stored"):  # exports.kept_type_reason
-            kinds["stored"] += 1
-        elif why.endswith("has no GGUF type"):
-            kinds["type"] += 1
-        elif why == "llama-quantize never quantizes it":
-            kinds["never"] += 1
-        else:
-            kinds["name"] += 1
-    words = {
-        "name": "with no llama.cpp name (the export knows Llama-family and BERT names)",
-        "type": "whose scheme has no GGUF type",
-        "stored": "kept as stored in a type llama-quantize does not write",
-        "never": "that llama-quantize never quantizes (BERT's position and token-type embeddings)",
-    }
-    return "; ".join(f"{n} {words[k]}" for k, n in kinds.items() if n)
+    counts = collections.Counter(s.why for s in skipped)
+    return "; ".join(f"{counts[w]} {text}" for w, text in _NO_LINE_WORDS.items() if counts[w])
