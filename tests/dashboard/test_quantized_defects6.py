@@ -1,0 +1,50 @@
+"""AppTest: defects of the quantized-file pages found by a user's hunt (defects6)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from markdown_text import plain
+from quantized_app import EXPLORER, new_app, no_errors
+from safetensors.torch import save_file
+
+from dashboard.services.model.roots import ROOTS_ENV
+from quant_core.files import compare_with_original, open_quantized
+from tests.core.quantized_files import bnb_state_dict, write_folder
+
+pytestmark = pytest.mark.slow
+
+MODULE = "model.layers.0.mlp.up_proj"
+UP = torch.randn(16, 128, generator=torch.Generator().manual_seed(6))
+BNB_FP4 = {  # transformers' config.json of a model loaded in 4 bits
+    "quant_method": "bitsandbytes",
+    "load_in_4bit": True,
+    "bnb_4bit_quant_type": "fp4",
+    "bnb_4bit_use_double_quant": True,
+}
+
+
+def test_bitsandbytes_fp4_is_compared_with_its_original_in_the_explorer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bitsandbytes FP4 is a type the lab does not decode: its values went to the ordinary
+    explorer, which offered no original at all, while the whole model page measured the
+    file's error. Now the explorer offers the original and shows the same error."""
+    monkeypatch.setenv(ROOTS_ENV, str(tmp_path))
+    quantized = write_folder(tmp_path / "fp4", bnb_state_dict(UP, MODULE, "fp4"), BNB_FP4)
+    save_file({f"{MODULE}.weight": UP.clone()}, str(tmp_path / "orig.safetensors"))
+    at = new_app(EXPLORER, src="folder", folder=str(quantized)).run()
+    no_errors(at)
+    at.radio(key="qf_orig").set_value("folder").run()
+    at.text_input(key="qf_orig_path").set_value(str(tmp_path / "orig.safetensors")).run()
+    no_errors(at)
+    table = next(d.value for d in at.dataframe if "quantization" in d.value.columns)
+    qfile = open_quantized(quantized)
+    want = compare_with_original(qfile.load(f"{MODULE}.weight"), UP, f"{MODULE}.weight")
+    (row,) = table.to_dict("records")
+    assert row["quantization"] == "the file (bnb FP4 b64 + DQ)", row
+    assert row["mse"] == pytest.approx(want.file_metrics.mse, rel=1e-6) and row["mse"] > 0
+    captions = [plain(c.value) for c in at.caption]
+    assert any("the lab does not model bnb FP4" in c for c in captions), captions
