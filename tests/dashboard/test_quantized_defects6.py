@@ -4,15 +4,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from markdown_text import plain
 from quantized_app import EXPLORER, new_app, no_errors
 from safetensors.torch import save_file
 
+from dashboard.services.display.options import OPTION_CHARS
 from dashboard.services.model.roots import ROOTS_ENV
 from quant_core.files import compare_with_original, open_quantized
-from tests.core.quantized_files import bnb_state_dict, write_folder
+from tests.core.quantized_files import (
+    bnb_state_dict,
+    pack_gptq,
+    prefixed,
+    random_int_layer,
+    write_folder,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -48,3 +56,23 @@ def test_bitsandbytes_fp4_is_compared_with_its_original_in_the_explorer(
     assert row["mse"] == pytest.approx(want.file_metrics.mse, rel=1e-6) and row["mse"] > 0
     captions = [plain(c.value) for c in at.caption]
     assert any("the lab does not model bnb FP4" in c for c in captions), captions
+
+
+def test_a_gptq_act_order_tensors_option_carries_its_type(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """"GPTQ int4 g128 act-order" is too long to leave the name its 12 characters in the
+    sidebar's 30: the option showed the name alone, while the caption under the box named
+    the type. Now the option carries it compacted, the name still readable."""
+    monkeypatch.setenv(ROOTS_ENV, str(tmp_path))
+    layer = random_int_layer(np.random.default_rng(0), 32, 256, 4, 128, act_order=True)
+    config = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": True}
+    folder = write_folder(tmp_path / "gptq", prefixed(MODULE, pack_gptq(layer, 4, v1=True)), config)
+    at = new_app(EXPLORER, src="folder", folder=str(folder)).run()
+    no_errors(at)
+    (option,) = at.selectbox(key="src_folder_tensor").options
+    # the name shortened as every tag leaves it (an AWQ "int4 g128" reads the same)
+    assert option.endswith("…oj.weight  int4 g128 act"), option
+    assert len(option) <= OPTION_CHARS
+    captions = [plain(c.value) for c in at.sidebar.caption]
+    assert f"{MODULE}.weight · GPTQ int4 g128 act-order · [32, 256] · 5.3 kB" in captions, captions

@@ -10,6 +10,7 @@ import torch
 
 from dashboard.services.explorer import exports
 from dashboard.services.explorer.explore import explore
+from dashboard.services.files.tags import TAG_ROOM, option_tag
 from dashboard.services.files.tensor import source_tensor_name
 from dashboard.services.sources.choice import FolderSource, SyntheticSource
 from dashboard.services.sources.prepared import prepare
@@ -47,3 +48,27 @@ def test_an_export_of_a_tensor_with_no_name_is_named_by_its_file(tmp_path) -> No
 )
 def test_the_name_recorded_is_the_sources_tensor(choice, want) -> None:
     assert source_tensor_name(prepare(choice, X, "x")) == want
+
+
+@pytest.mark.parametrize(
+    ("type_name", "tag"),
+    [
+        ("Q4_K", "Q4_K"),
+        ("AWQ int4 g128", "AWQ int4 g128"),  # fits: whole
+        ("bnb FP4 b64 + DQ", "bnb FP4 b64 + DQ"),
+        ("GPTQ int4 g128 act-order", "int4 g128 act"),
+        ("GPTQ int4 g32 act-order", "int4 g32 act"),
+        ("GPTQ int4 per-channel act-order", "int4 per-ch act"),
+        ("NF4 + double quant", "NF4 + DQ"),
+        ("CT int4 g128 asym", "int4 g128 asym"),
+        ("CT int4 g128 asym act-order", "i4 g128 asym act"),
+    ],
+)
+def test_a_long_stored_type_is_compacted_to_fit_beside_the_name(type_name, tag) -> None:
+    assert option_tag(type_name) == tag
+    assert len(option_tag(type_name)) <= TAG_ROOM == 16
+
+
+def test_a_room_of_nothing_is_refused() -> None:
+    with pytest.raises(ValueError, match="room must be at least 1 character, got 0"):
+        option_tag("Q4_K", 0)
