@@ -15,7 +15,9 @@ from dashboard.services.display.options import OPTION_CHARS
 from dashboard.services.model.roots import ROOTS_ENV
 from quant_core.files import compare_with_original, open_quantized
 from tests.core.quantized_files import (
+    SignedLayer,
     bnb_state_dict,
+    pack_compressed,
     pack_gptq,
     prefixed,
     random_int_layer,
@@ -61,7 +63,7 @@ def test_bitsandbytes_fp4_is_compared_with_its_original_in_the_explorer(
 def test_a_gptq_act_order_tensors_option_carries_its_type(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """"GPTQ int4 g128 act-order" is too long to leave the name its 12 characters in the
+    """ "GPTQ int4 g128 act-order" is too long to leave the name its 12 characters in the
     sidebar's 30: the option showed the name alone, while the caption under the box named
     the type. Now the option carries it compacted, the name still readable."""
     monkeypatch.setenv(ROOTS_ENV, str(tmp_path))
@@ -76,3 +78,41 @@ def test_a_gptq_act_order_tensors_option_carries_its_type(
     assert len(option) <= OPTION_CHARS
     captions = [plain(c.value) for c in at.sidebar.caption]
     assert f"{MODULE}.weight · GPTQ int4 g128 act-order · [32, 256] · 5.3 kB" in captions, captions
+
+
+def _ct_asymmetric(folder: Path) -> Path:
+    """A compressed-tensors int4 asymmetric (zero points) g32 folder whose blocks use codes
+    q - z within -3..3: its stored scales are not the min-max rule's (which would spread
+    each block over 15 steps)."""
+    rng = np.random.default_rng(5)
+    q = rng.integers(-2, 3, size=(16, 64)).astype(np.int8)
+    zp = rng.integers(-1, 2, size=(16, 2)).astype(np.int8)
+    zp[0, 0] = 1  # asymmetric for sure
+    scale = torch.from_numpy(rng.uniform(0.005, 0.02, size=(16, 2)).astype(np.float32))
+    layer = SignedLayer(q, zp, scale.to(torch.bfloat16), None)
+    weights = {"num_bits": 4, "type": "int", "symmetric": False, "strategy": "group"}
+    config = {
+        "quant_method": "compressed-tensors",
+        "format": "pack-quantized",
+        "config_groups": {
+            "group_0": {"targets": ["Linear"], "weights": weights | {"group_size": 32}}
+        },
+    }
+    return write_folder(folder, prefixed(MODULE, pack_compressed(layer, 4)), config)
+
+
+def test_the_teaching_note_of_an_asymmetric_file_gives_the_asymmetric_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compressed-tensors file with zero points: its block's note explained the stored
+    scale by "llm-compressor's symmetric int4 divides max|r| by 8", which is not how an
+    asymmetric scale is made."""
+    monkeypatch.setenv(ROOTS_ENV, str(tmp_path))
+    at = new_app(EXPLORER, src="folder", folder=str(_ct_asymmetric(tmp_path / "ct"))).run()
+    no_errors(at)
+    (note,) = [plain(i.value) for i in at.info if "is the one stored" in i.value]
+    assert "symmetric int4 divides max|r| by 8" not in note, note
+    assert (
+        "(llm-compressor's asymmetric rule widens the range to contain 0, s = "
+        "(max(rmax, 0) − min(rmin, 0)) / 15, and rounds z;"
+    ) in note, note
