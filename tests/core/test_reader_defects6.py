@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import save, save_file
 
 from quant_core import Mode, PerGroup, QuantConfig, quantize
-from quant_core.files import QuantizedFileError, open_quantized
+from quant_core.files import QuantizedFileError, open_quantized, open_quantized_bytes
 from quant_core.files.lab_export import (
     EXPORT_VERSION,
     MAX_TENSOR_NAME,
@@ -18,6 +19,7 @@ from quant_core.files.lab_export import (
     config_to_json,
     export_tensors,
 )
+from tests.core.quantized_files import pack_gptq, prefixed, random_int_layer
 
 NAME = "model.layers.0.mlp.up_proj.weight"
 CFG = QuantConfig(4, Mode.ASYMMETRIC, PerGroup(8))
@@ -75,3 +77,25 @@ def test_a_bad_recorded_name_is_a_clear_error(tmp_path: Path, name: str, problem
         open_quantized(path)
     assert str(e.value).startswith("bad.safetensors: its metadata's tensor name "), e.value
     assert problem in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("act_order", "type_name"),
+    [(True, "GPTQ int4 g32 act-order"), (False, "GPTQ int4 g32")],
+    ids=["act-order", "static"],
+)
+def test_a_gptq_upload_without_a_config_is_labelled_by_its_g_idx(
+    act_order: bool, type_name: str
+) -> None:
+    """An uploaded GPTQ file has no config.json to say desc_act: its act-order tensor was
+    labelled "GPTQ int4 g32" while its note said act-order. The g_idx says which."""
+    layer = random_int_layer(np.random.default_rng(3), 32, 128, 4, 32, act_order, zero_lo=1)
+    tensors = prefixed("model.layers.0.mlp.up_proj", pack_gptq(layer, 4, v1=True))
+    data = save({k: v.contiguous() for k, v in tensors.items()})
+    qfile = open_quantized_bytes(data, "model.safetensors")
+    (entry,) = qfile.tensors
+    assert entry.type_name == type_name
+    stored = qfile.load(entry.name)
+    assert (stored.column_order is not None) is act_order
+    assert any("act-order" in n for n in stored.notes) is act_order
+    assert torch.equal(stored.dequantize(), layer.dequantize())
