@@ -13,7 +13,7 @@ from safetensors.torch import save_file
 
 from dashboard.services.display.options import OPTION_CHARS
 from dashboard.services.model.roots import ROOTS_ENV
-from quant_core.files import compare_with_original, open_quantized
+from quant_core.files import compare_with_original, open_quantized, open_quantized_bytes
 from tests.core.quantized_files import (
     SignedLayer,
     bnb_state_dict,
@@ -116,3 +116,30 @@ def test_the_teaching_note_of_an_asymmetric_file_gives_the_asymmetric_rule(
         "(llm-compressor's asymmetric rule widens the range to contain 0, s = "
         "(max(rmax, 0) − min(rmin, 0)) / 15, and rounds z;"
     ) in note, note
+
+
+def test_the_explorers_export_records_the_tensors_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The export of a checkpoint's tensor recorded no name: reopened, it was named after
+    its file and matched no original. The download now carries the tensor's name."""
+    from dashboard import cache
+
+    monkeypatch.setenv(ROOTS_ENV, str(tmp_path))
+    name = f"{MODULE}.weight"
+    save_file({name: UP.clone()}, str(tmp_path / "model.safetensors"))
+    built = []
+    build = cache.download_files
+
+    def recorded(key, exp, tensor_name=None):  # the bytes the download button serves
+        files = build(key, exp, tensor_name)
+        built.append(files.safetensors)
+        return files
+
+    monkeypatch.setattr(cache, "download_files", recorded)
+    at = new_app(EXPLORER, src="folder", folder=str(tmp_path / "model.safetensors"), tensor=name)
+    at.run().button(key="dl_prepare").click().run()
+    no_errors(at)
+    (data,) = built
+    (entry,) = open_quantized_bytes(data, "quantized_int4.safetensors").tensors
+    assert entry.name == name
