@@ -125,9 +125,10 @@ def scale_map_figures(key: str, _exp: Exploration) -> tuple[tuple[str, go.Figure
 
 
 @st.cache_resource(max_entries=2, show_spinner="Preparing the downloads…")
-def download_files(key: str, _exp: Exploration) -> DownloadFiles:
-    """``key``: the exploration's key. Built only when the user asks for the downloads."""
-    return build_download_files(_exp)
+def download_files(key: str, _exp: Exploration, tensor_name: str | None = None) -> DownloadFiles:
+    """``key``: the exploration's key; ``tensor_name``: the source tensor's name, recorded
+    in the export. Built only when the user asks for the downloads."""
+    return build_download_files(_exp, tensor_name)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Running the algorithm on the weight…")

@@ -28,6 +28,7 @@ from dashboard.components.view import block_chooser, current_view, zoom_window
 from dashboard.services.display.labels import format_label
 from dashboard.services.explorer.explore import block_cells
 from dashboard.services.explorer.zoom import zoom_view
+from dashboard.services.files.tensor import source_tensor_name
 from dashboard.services.sources.prepared import PreparedSource
 from dashboard.services.state.algorithm import AlgorithmChoice
 from dashboard.services.state.research import ExplorerScheme, ResearchScheme
@@ -121,7 +122,8 @@ def downloads(inputs: ExplorerInputs) -> None:
         if not st.button("Prepare downloads", key="dl_prepare"):
             return
         st.session_state["dl_ready"] = key
-    files = cache.download_files(key, exp)
+    # the tensor's name goes into the export: reopened, it is matched with its original
+    files = cache.download_files(key, exp, source_tensor_name(inputs.source))
     d1, d2, d3 = st.columns(3)
     slug = re.sub(r"[^A-Za-z0-9.=_-]+", "_", exp.describe()).strip("_")
     # Static bytes and no rerun on click: the file's address stays valid, so a second

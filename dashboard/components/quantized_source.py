@@ -10,6 +10,7 @@ from dashboard.components import persist
 from dashboard.services.display.labels import stored_type_label
 from dashboard.services.display.sizes import compact_bytes
 from dashboard.services.files.open import path_key
+from dashboard.services.files.tags import option_tag
 from dashboard.services.model.roots import ModelRoots
 from dashboard.services.sources.choice import FolderSource, SourceChoice, UploadSource
 from dashboard.services.sources.prepared import PreparedSource
@@ -37,7 +38,8 @@ def _pick(qfile: QuantizedFile, key: str, from_link: bool) -> str:
         ),
         stale=(lambda n: f"Tensor {n!r} is not in this file.") if from_link else None,
         owner=qfile.key,
-        tag=types.__getitem__,
+        # compacted to fit beside the name ("int4 g128 act"): a longer tag was left out
+        tag=lambda n: option_tag(types[n]),
     )
 
 

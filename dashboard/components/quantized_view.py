@@ -38,7 +38,13 @@ from dashboard.services.sources.prepared import PreparedSource
 from dashboard.services.state.source import source_to_query
 from quant_core.files import QuantizedFile, StoredTensor
 
-__all__ = ["nonfinite_stored_note", "original_picker", "quantized_file_view", "shows_stored"]
+__all__ = [
+    "nonfinite_stored_note",
+    "original_picker",
+    "quantized_file_view",
+    "shows_stored",
+    "undecoded_comparison",
+]
 
 _NONE, _FOLDER, _UPLOAD = "none", "folder", "upload"
 _LABELS = {
@@ -179,6 +185,35 @@ def nonfinite_stored_note(source: PreparedSource) -> str | None:
         "values that are not finite (a scale stored as NaN or Inf): its codes are not drawn, "
         "and its values are explored as floats under the scheme picked here."
     )
+
+
+def undecoded_comparison(source: PreparedSource) -> None:
+    """The original picker (keys ``qf_orig*``) and the file's error against the original
+    for a tensor the file stores quantized in a type the lab does not decode (bitsandbytes
+    FP4, GGUF's lattice types): its values go to the ordinary explorer (``shows_stored``
+    is False), which offered no original, while the whole model page compared it. Nothing
+    for any other source or tensor. The lab's round-to-nearest is said to be unavailable
+    (no format of the lab's to round in)."""
+    ft = source.file_tensor
+    if ft is None or not ft.entry.quantized or ft.stored.quantized is not None:
+        return
+    with st.expander("Compare with the original", expanded=False):
+        original = original_picker("qf")
+    match = None if original is None else _original_of(source, original)
+    if original is None or match is None:
+        return
+    key = f"{source.key}|{original.key}|{match[0]}"
+    try:
+        fexp = cache.quantized_exploration(key, ft, match[1].dequantize(), match[0])
+    except ValueError as exc:
+        st.error(f"Cannot compare: {literal(exc)}")
+        return
+    if fexp.comparison is None:
+        return
+    st.subheader("The file against the original")
+    _show_metrics(fexp, stored_type_label(ft.entry.type_name))
+    if fexp.comparison.rtn_unavailable:
+        st.caption(literal(fexp.comparison.rtn_unavailable))
 
 
 def quantized_file_view(source: PreparedSource) -> None:

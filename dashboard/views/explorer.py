@@ -17,6 +17,7 @@ from dashboard.components.quantized_view import (
     nonfinite_stored_note,
     quantized_file_view,
     shows_stored,
+    undecoded_comparison,
 )
 from dashboard.components.source import current_source, source_caption
 from dashboard.components.stored_maps import stored_maps
@@ -67,6 +68,8 @@ for note in source.notes:
 stored_note = nonfinite_stored_note(source)
 if stored_note is not None:
     st.info(literal(stored_note))
+# a type the lab does not decode (bitsandbytes FP4): the file's error against the original
+undecoded_comparison(source)
 if source.nonfinite is not None:
     st.warning(
         f"{source.nonfinite.describe()}. Quantization needs finite values: the non-finite "

@@ -120,13 +120,14 @@ class SafetensorsSource:
         self.entries = tuple(sorted(entries, key=lambda e: natural_key(e.name)))
 
     def _export_entry(self) -> TensorEntry:
-        from .lab_export import export_config
+        from .lab_export import export_config, export_name
 
         shard, header = next(iter(self.headers.items()))
         cfg, shape = export_config(header.metadata, shard)
         nbytes = sum(e.nbytes for e in header.entries.values())
         return TensorEntry(
-            Path(shard).stem,
+            # the tensor's own name when the export records it: matched with the original
+            export_name(header.metadata, Path(shard).name),
             cfg.name,
             shape,
             nbytes,

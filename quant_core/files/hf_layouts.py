@@ -184,7 +184,7 @@ def layer_entry(
     the spec), and what decoding it needs."""
     e = {role: entries[name] for role, name in layer.parts.items()}
     if layer.layout is FileKind.GPTQ:
-        geo = _gptq_geometry(layer, spec, e, shown)
+        geo = _gptq_geometry(layer, spec, e, read_small, shown)
     elif layer.layout is FileKind.COMPRESSED_TENSORS:
         geo = _ct_geometry(layer, spec, e, read_small, shown)
     else:
@@ -201,8 +201,27 @@ def layer_entry(
     return entry, geo
 
 
+_MAX_G_IDX_BYTES = 1 << 24
+"""The largest ``g_idx`` read while listing (16 MiB: 2^21 int64 columns, far beyond any
+model's): a larger one is not read until the tensor is decoded."""
+
+
+def _permuted_groups(g_idx: STEntry, read_small: SmallReader, group: int) -> bool:
+    """Whether ``g_idx`` (one group per input column) is an act-order permutation's rather
+    than ``column // group`` (``int32_packing.column_order``'s test; its errors are left
+    to decoding). ``False`` for one over ``_MAX_G_IDX_BYTES``, not read."""
+    if g_idx.nbytes > _MAX_G_IDX_BYTES:
+        return False
+    gi = read_small(g_idx.name).to(torch.int64).reshape(-1)
+    return not torch.equal(gi, torch.arange(gi.numel()) // group)
+
+
 def _gptq_geometry(
-    layer: Layer, spec: QuantSpec | None, e: Mapping[str, STEntry], shown: str
+    layer: Layer,
+    spec: QuantSpec | None,
+    e: Mapping[str, STEntry],
+    read_small: SmallReader,
+    shown: str,
 ) -> _Geometry:
     _need(layer, e, ("qweight", "qzeros", "scales"), shown)
     qw, qz, sc = e["qweight"], e["qzeros"], e["scales"]
@@ -314,7 +333,12 @@ def _gptq_geometry(
         layer,
         f"{in_f} columns do not divide into groups of {g}: the lab's groups are whole",
     )
-    desc = isinstance(spec, GPTQSpec) and spec.desc_act
+    if isinstance(spec, GPTQSpec):
+        desc = spec.desc_act
+    else:
+        # no quantize config to say desc_act (an uploaded shard): the g_idx says it, as it
+        # does when decoding ("GPTQ int4 g32" above a note saying act-order, before)
+        desc = "g_idx" in e and _permuted_groups(e["g_idx"], read_small, g)
     label = f"GPTQ int{bits} " + ("per-channel" if n_groups == 1 else f"g{g}")
     extra = {
         "layout": FileKind.GPTQ,

@@ -9,7 +9,10 @@ packed at ``bits`` like the codes) or ``offset`` (the float ``m`` of
 ``ZeroPoint.FLOAT_MIN``, in the scale dtype). Metadata: ``shape``, ``format``, ``bits``,
 ``mode``, ``granularity`` (JSON ``{"kind": "PerGroup", "group_size": 32}``),
 ``zero_point_convention``, ``scale_dtype``, ``config``: the whole ``QuantConfig``
-(``config_to_json``), and ``export_version`` (``EXPORT_VERSION``). A GGUF type's tensor is
+(``config_to_json``), ``export_version`` (``EXPORT_VERSION``) and ``tensor``
+(``TENSOR_KEY``: the name of the tensor exported, so the file is matched with its original
+by name; an export without it, written before the key existed or of a tensor with no name,
+is named by its file's stem). A GGUF type's tensor is
 ``ggml_blocks`` instead (the bytes a GGUF file holds for it, ``ggml_type`` naming the type:
 decoded by ``formats.gguf_bytes``).
 
@@ -41,6 +44,7 @@ import dataclasses
 import json
 import math
 from collections.abc import Mapping
+from pathlib import PurePath
 
 import torch
 
@@ -75,9 +79,12 @@ from .safetensors_header import STHeader, read_header, read_tensor
 __all__ = [
     "EXPORT_VERSION",
     "LAB_EXPORT_KEYS",
+    "MAX_TENSOR_NAME",
     "STORED_PARTS",
+    "TENSOR_KEY",
     "config_from_json",
     "config_to_json",
+    "export_name",
     "export_tensors",
     "is_lab_export",
     "read_lab_export",
@@ -87,6 +94,12 @@ __all__ = [
 LAB_EXPORT_KEYS = frozenset(
     {"shape", "format", "bits", "mode", "granularity", "zero_point_convention"}
 )
+TENSOR_KEY = "tensor"
+"""The metadata key naming the tensor an export was made from
+(``model.layers.0.mlp.up_proj.weight``)."""
+MAX_TENSOR_NAME = 1024
+"""The longest tensor name an export's metadata may give, in characters (real ones are
+under 100; the name is shown and matched, never parsed)."""
 _GRANULARITIES = {
     "PerTensor": PerTensor,
     "PerChannel": PerChannel,
@@ -400,6 +413,28 @@ def export_config(meta: Mapping[str, str], shown: str) -> tuple[QuantConfig, tup
     except (KeyError, TypeError, ValueError, RecursionError, OverflowError) as err:
         raise QuantizedFileError(f"{shown}: its metadata is not a lab export's ({err})") from None
     return cfg, tuple(shape)
+
+
+def export_name(meta: Mapping[str, str], shown: str) -> str:
+    """The name of the tensor an export holds: its metadata's ``TENSOR_KEY``, else (an
+    export written without it) ``shown``'s stem (``up-nf4.safetensors`` -> ``up-nf4``).
+    ``QuantizedFileError`` naming the file for a name that is empty, longer than
+    ``MAX_TENSOR_NAME`` characters, or holds a control character."""
+    name = meta.get(TENSOR_KEY)
+    if name is None:
+        return PurePath(shown).stem
+    problem = (
+        "is empty"
+        if not name.strip()
+        else f"is {len(name):,} characters long (at most {MAX_TENSOR_NAME:,} are read)"
+        if len(name) > MAX_TENSOR_NAME
+        else "holds a control character"
+        if any(ord(c) < 32 or ord(c) == 127 for c in name)
+        else None
+    )
+    if problem is not None:
+        raise QuantizedFileError(f"{shown}: its metadata's tensor name {name[:40]!r} {problem}")
+    return name
 
 
 def read_lab_export(blob: Blob, header: STHeader, max_elements: int) -> QuantizedTensor:

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import streamlit as st
 import torch
 from markdown_text import plain
+from quantized_app import EXPLORER, no_errors
+from quantized_app import new_app as open_page
 from streamlit.testing.v1 import AppTest
 from value_helpers import decode
 
@@ -20,7 +21,7 @@ from dashboard.services.model.shards import write_sharded
 from dashboard.services.sources.choice import FolderSource, SourceKind
 from dashboard.services.state.source import source_from_query, source_to_query
 
-APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "views" / "explorer.py")
+APP = EXPLORER
 
 pytestmark = pytest.mark.slow
 
@@ -45,17 +46,7 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def new_app(**query: str) -> AppTest:
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    at = AppTest.from_file(APP, default_timeout=120)
-    for k, v in query.items():
-        at.query_params[k] = v
-    return at
-
-
-def no_errors(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [plain(e.value) for e in at.error]
+    return open_page(APP, **query)
 
 
 def test_not_offered_without_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:

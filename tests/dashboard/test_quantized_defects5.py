@@ -7,30 +7,17 @@ from pathlib import Path
 
 import gguf
 import pytest
-import streamlit as st
 import torch
 from markdown_text import plain
+from quantized_app import EXPLORER, MODEL, new_app
 from safetensors.torch import save_file
-from streamlit.testing.v1 import AppTest
 
 from dashboard.services.model.roots import ROOTS_ENV
 from tests.core.quantized_files import GGML, write_gguf
 
-VIEWS = Path(__file__).resolve().parents[2] / "dashboard" / "views"
-MODEL, EXPLORER = str(VIEWS / "model.py"), str(VIEWS / "explorer.py")
-
 pytestmark = pytest.mark.slow
 
 UP = torch.randn(64, 256, generator=torch.Generator().manual_seed(0))
-
-
-def new_app(path: str, **query: str) -> AppTest:
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    at = AppTest.from_file(path, default_timeout=120)
-    for k, v in query.items():
-        at.query_params[k] = v
-    return at
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ from pathlib import Path
 import gguf
 import numpy as np
 import pytest
-import streamlit as st
 import torch
 from markdown_text import plain
+from quantized_app import EXPLORER, MODEL, VIEWS, new_app, no_errors
 from safetensors.torch import save_file
 from streamlit.proto.Block_pb2 import Block as BlockProto
 from streamlit.testing.v1 import AppTest
@@ -30,9 +30,6 @@ from tests.core.quantized_files import (
     write_folder,
     write_gguf,
 )
-
-VIEWS = Path(__file__).resolve().parents[2] / "dashboard" / "views"
-EXPLORER, MODEL = str(VIEWS / "explorer.py"), str(VIEWS / "model.py")
 
 pytestmark = pytest.mark.slow
 
@@ -60,20 +57,6 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         metadata={"llama.block_count": 1},
     )
     return tmp_path
-
-
-def new_app(path: str, **query: str) -> AppTest:
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    at = AppTest.from_file(path, default_timeout=120)
-    for k, v in query.items():
-        at.query_params[k] = v
-    return at
-
-
-def no_errors(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [plain(e.value) for e in at.error]
 
 
 def column_formats(frame_element) -> dict[str, str]:

@@ -48,7 +48,12 @@ from quant_core import (
     unpack,
 )
 from quant_core.files import read_lab_export_bytes
-from quant_core.files.lab_export import EXPORT_VERSION, config_to_json, export_tensors
+from quant_core.files.lab_export import (
+    EXPORT_VERSION,
+    TENSOR_KEY,
+    config_to_json,
+    export_tensors,
+)
 
 from ..state.research import research_from_query, research_to_query
 from .explore import Exploration
@@ -96,8 +101,11 @@ def _formula(cfg: QuantConfig) -> str:
     return "x_hat = scale * (code - zero_point)"
 
 
-def quantized_safetensors(exp: Exploration) -> bytes:
-    """The quantized tensor as ``.safetensors`` (see the module docstring for its tensors).
+def quantized_safetensors(exp: Exploration, tensor_name: str | None = None) -> bytes:
+    """The quantized tensor as ``.safetensors`` (see the module docstring for its tensors);
+    ``tensor_name``: the name of the tensor quantized (a checkpoint's, a file's), recorded
+    in the metadata (``TENSOR_KEY``) so the reopened file is matched with its original by
+    name; ``None`` for a tensor with none (synthetic values, typed numbers).
 
     Its tensors' bytes are ``exp.storage.total_bytes`` give or take one byte of packing per
     packed tensor (two-level formats included: their scales are stored as the format
@@ -122,6 +130,8 @@ def quantized_safetensors(exp: Exploration) -> bytes:
         "export_version": EXPORT_VERSION,
     }
     meta["config"] = config_to_json(cfg)  # every field, range method and rounding too
+    if tensor_name is not None:
+        meta[TENSOR_KEY] = tensor_name
     if cfg.two_level or cfg.recipe is Recipe.LLAMA_CPP:
         blocks = _ggml_blocks(qt)
         if blocks is not None:  # llama.cpp's own bytes: the codes and both scale levels
@@ -215,5 +225,8 @@ class DownloadFiles:
     packed_codes: bytes
 
 
-def download_files(exp: Exploration) -> DownloadFiles:
-    return DownloadFiles(metrics_csv(exp).encode(), quantized_safetensors(exp), packed_codes(exp))
+def download_files(exp: Exploration, tensor_name: str | None = None) -> DownloadFiles:
+    """The three downloads of ``exp`` (``tensor_name``: as ``quantized_safetensors``)."""
+    return DownloadFiles(
+        metrics_csv(exp).encode(), quantized_safetensors(exp, tensor_name), packed_codes(exp)
+    )

@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
-from quant_core import Format, Mode, PerChannel, RangeMethod, Rounding, ZeroPoint
+from quant_core import Format, Mode, PerChannel, QuantConfig, RangeMethod, Rounding, ZeroPoint
 
 from .block_values import BlockValues, extreme_indices
 from .explore import Exploration, block_cells, block_label, block_values
@@ -235,6 +235,26 @@ def symbols(exp: Exploration) -> str:
     return "Symbols: " + "; ".join(parts) + "."
 
 
+def _who_chose(cfg: QuantConfig, nums: BlockNumbers) -> str:
+    """Which quantizers store a scale other than the min-max rule's, for ``cfg``'s mode.
+    llm-compressor's symmetric int4 divides max|r| by 8; its asymmetric rule is the
+    include-zero one, ``(max(h, 0) - min(l, 0)) / (qmax - qmin)`` (compressed-tensors'
+    ``calculate_qparams``), so an asymmetric file's other scale was chosen by a search or
+    a fit: saying "symmetric ... by 8" of a file with zero points was wrong. Markdown:
+    ``*r*min`` as the symbols' legend writes it."""
+    if cfg.has_zero_point:
+        return (
+            "llm-compressor's asymmetric rule widens the range to contain 0, s = "
+            f"(max(*r*max, 0) − min(*r*min, 0)) / {nums.qmax - nums.qmin}, and rounds z; GPTQ "
+            "and HQQ "
+            "fit their scales and zero points to the error, AWQ searches a narrower range"
+        )
+    return (
+        "llm-compressor's symmetric int4 divides max|r| by 8; GPTQ and HQQ fit their scales "
+        "to the error"
+    )
+
+
 def block_notes(exp: Exploration, nums: BlockNumbers) -> tuple[str, ...]:
     """Plain-language notes on what is special about this block's numbers."""
     cfg = exp.config
@@ -263,8 +283,7 @@ def block_notes(exp: Exploration, nums: BlockNumbers) -> tuple[str, ...]:
         return (
             f"This block's scale s = {nums.scale:.4g} is the one stored, not the min-max "
             f"rule's {rule:.4g} for its values [{nums.data_min:.4g}, {nums.data_max:.4g}]: "
-            "the file's quantizer or the algorithm chose it (llm-compressor's symmetric "
-            "int4 divides max|r| by 8; GPTQ and HQQ fit their scales to the error).",
+            f"the file's quantizer or the algorithm chose it ({_who_chose(cfg, nums)}).",
         )
     clipped = cfg.range_method is not RangeMethod.MINMAX
     lo = nums.chosen_lo if clipped else nums.data_min

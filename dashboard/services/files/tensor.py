@@ -18,6 +18,8 @@ from dashboard.services.display.bits import bits_text
 from dashboard.services.display.labels import stored_type_label
 from dashboard.services.display.sizes import compact_bytes
 from dashboard.services.explorer.explore import Exploration, explore
+from dashboard.services.sources.choice import FolderSource, ModelSource, UploadSource
+from dashboard.services.sources.prepared import PreparedSource
 from quant_core import PerGroup, PerTensor, QuantizedTensor, StorageReport, SuperBlockScales
 from quant_core.files import (
     FileComparison,
@@ -38,6 +40,7 @@ __all__ = [
     "file_exploration",
     "fits_matrix",
     "matrix_shape",
+    "source_tensor_name",
 ]
 
 
@@ -45,6 +48,18 @@ def entry_label(entry: TensorEntry) -> str:
     """A picker's line: ``"blk.0.attn_q.weight  Q4_K [4096, 4096] 9.4 MB"`` (selectbox
     options show text as it is)."""
     return f"{entry.name}  {entry.type_name} {list(entry.shape)} {compact_bytes(entry.nbytes, 1)}"
+
+
+def source_tensor_name(source: PreparedSource) -> str | None:
+    """The name of ``source``'s tensor as its file or checkpoint holds it (a quantized
+    file's entry, a checkpoint's tensor picked), recorded in the explorer's export so that
+    it is matched with its original by name; ``None`` for values with no name (synthetic,
+    typed, an example) or a link that named none."""
+    if source.file_tensor is not None:
+        return source.file_tensor.entry.name
+    if isinstance(source.choice, FolderSource | ModelSource | UploadSource):
+        return source.choice.tensor
+    return None
 
 
 @dataclass(frozen=True, eq=False)
