@@ -105,8 +105,8 @@ def test_the_teaching_note_of_an_asymmetric_file_gives_the_asymmetric_rule(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A compressed-tensors file with zero points: its block's note explained the stored
-    scale by "llm-compressor's symmetric int4 divides max|r| by 8", which is not how an
-    asymmetric scale is made."""
+    scale by "llm-compressor's symmetric int4 divides max|r| by 8", a symmetric rule (and
+    compressed-tensors divides by 7.5 at that), not how an asymmetric scale is made."""
     monkeypatch.setenv(ROOTS_ENV, str(tmp_path))
     at = new_app(EXPLORER, src="folder", folder=str(_ct_asymmetric(tmp_path / "ct"))).run()
     no_errors(at)

@@ -194,7 +194,8 @@ def test_a_files_own_scale_is_shown_as_stored_not_derived_by_the_min_max_rule(
 ) -> None:
     """The teaching panel wrote ``s = max|r| / 7 = 0.054474 / 7`` (a max|r| worked back from
     the scale) beside a note saying max|r| = 0.06226 and "lands on code -8, not on the
-    lowest code -8": llm-compressor's symmetric scale is max|r| / 8."""
+    lowest code -8": a file's scale need not be the lab's max|r| / 7 (this file's codes reach
+    -8; compressed-tensors' own symmetric rule is max|r| / 7.5)."""
     exp = _ct_exploration(tmp_path, symmetric=True)
     panel = teaching_panel(exp, 0)
     scale = float(exp.qt.scale.reshape(-1)[0])
@@ -203,6 +204,8 @@ def test_a_files_own_scale_is_shown_as_stored_not_derived_by_the_min_max_rule(
     (note,) = panel.notes
     assert f"s = {scale:.4g} is the one stored" in note and "not on the lowest" not in note
     assert f"rule's {8 * scale / 7:.4g}" in note  # max|r| = 8 s, the rule's max|r| / 7
+    # compressed-tensors' calculate_qparams: max_val_pos / (bit_range / 2), bit_range 15
+    assert "divides max|r| by (qmax − qmin)/2 = 7.5" in note and "by 8" not in note
 
 
 def test_the_labs_own_scale_is_still_derived() -> None:

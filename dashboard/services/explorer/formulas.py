@@ -112,8 +112,9 @@ coarsest scale dtype, keeps 8 significant bits (a relative step of at most 2^-8)
 def scale_fits(exp: Exploration, nums: BlockNumbers) -> bool:
     """Whether the block's scale is the one ``rule_scale`` gives (up to its dtype's
     rounding). A quantized file's or an algorithm's own scale need not be (llm-compressor's
-    symmetric int4 divides max|r| by 8, a GPTQ file's scales were fitted to weights GPTQ
-    changed since): its formulas then show the scale as stored instead of deriving it."""
+    symmetric int4 divides max|r| by (qmax - qmin) / 2 = 7.5, a GPTQ file's scales were
+    fitted to weights GPTQ changed since): its formulas then show the scale as stored
+    instead of deriving it."""
     rule = rule_scale(exp, nums)
     if rule is None or rule <= 0.0:  # nothing to derive: a block of zeros
         return True

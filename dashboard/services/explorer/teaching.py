@@ -237,21 +237,21 @@ def symbols(exp: Exploration) -> str:
 
 def _who_chose(cfg: QuantConfig, nums: BlockNumbers) -> str:
     """Which quantizers store a scale other than the min-max rule's, for ``cfg``'s mode.
-    llm-compressor's symmetric int4 divides max|r| by 8; its asymmetric rule is the
-    include-zero one, ``(max(h, 0) - min(l, 0)) / (qmax - qmin)`` (compressed-tensors'
-    ``calculate_qparams``), so an asymmetric file's other scale was chosen by a search or
-    a fit: saying "symmetric ... by 8" of a file with zero points was wrong. Markdown:
-    ``*r*min`` as the symbols' legend writes it."""
+    compressed-tensors' ``calculate_qparams`` (llm-compressor's observers) divides a
+    symmetric block's max|r| by ``(qmax - qmin) / 2``, 7.5 at int4, not the lab's qmax;
+    its asymmetric rule is the include-zero one, ``(max(h, 0) - min(l, 0)) / (qmax - qmin)``
+    with z rounded, so an asymmetric file's other scale was chosen by a search or a fit.
+    Markdown: ``*r*min`` as the symbols' legend writes it."""
     if cfg.has_zero_point:
         return (
             "llm-compressor's asymmetric rule widens the range to contain 0, s = "
             f"(max(*r*max, 0) − min(*r*min, 0)) / {nums.qmax - nums.qmin}, and rounds z; GPTQ "
-            "and HQQ "
-            "fit their scales and zero points to the error, AWQ searches a narrower range"
+            "and HQQ fit their scales and zero points to the error, AWQ searches a narrower "
+            "range"
         )
     return (
-        "llm-compressor's symmetric int4 divides max|r| by 8; GPTQ and HQQ fit their scales "
-        "to the error"
+        "llm-compressor's symmetric int4 divides max|r| by (qmax − qmin)/2 = 7.5; GPTQ and "
+        "HQQ fit their scales to the error"
     )
 
 
