@@ -46,3 +46,27 @@ def test_an_empty_format_list_without_shipped_formats_is_still_refused() -> None
     warned = [plain(w.value) for w in at.warning]
     assert any("sw.fmt is empty" in w for w in warned), warned
     assert at.multiselect(key="sw_formats").value
+
+
+HUGE = ", ".join(["1e7", "-3e7", "2e7", "5"] * 8)  # 3e7 / 127 is past fp16's 65504
+TYPED = {"src": "example", "ex": "typed", "vals": HUGE, "sw.fmt": "", "sw.gran": ""}
+
+
+def test_schemes_refused_by_their_scale_dtype_are_said_not_dropped() -> None:
+    """Q8_0 and Q4_0 (fp16 block scales) on typed values up to 3e7: the sweep refused both
+    while running (the scale overflows fp16) and the page showed "0 schemes", an empty
+    table and plot, and no reason; beside MXFP4 they simply were not there ("1 schemes")."""
+    at = open_page("sweep.py", **TYPED, **{"sw.presets": "Q8_0,Q4_0"})
+    assert not at.exception, [e.value for e in at.exception]
+    assert [e.label for e in at.expander] == ["2 schemes could not run on these values"]
+    reasons = [plain(c.value) for c in at.caption if "overflowed fp16" in plain(c.value)]
+    assert [r.split(":", 1)[0] for r in reasons] == ["Q8_0", "Q4_0"], reasons
+    warned = [plain(w.value) for w in at.warning]
+    assert "No scheme of this grid could run on these values (see why above)." in warned
+    assert not at.dataframe and not at.get("plotly_chart")
+
+    at = open_page("sweep.py", **TYPED, **{"sw.presets": "Q8_0,Q4_0,MXFP4"})
+    assert not at.exception, [e.value for e in at.exception]
+    assert "2 schemes could not run on these values" in [e.label for e in at.expander]
+    assert [plain(h.value) for h in at.subheader] == ["1 scheme"]
+    assert list(at.dataframe[0].value["scheme"]) == ["MXFP4"]
