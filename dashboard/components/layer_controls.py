@@ -67,6 +67,17 @@ def layer_query(settings: LayerSettings) -> dict[str, str]:
     return layer_to_query(settings, st.session_state["l_scheme"])
 
 
+def scheme_text(scheme: LayerScheme) -> str:
+    """``scheme.describe()`` with a shipped weight format named as the other pages name it
+    (``"W Q4_K · A int8 ..."``, not ``"W int4 asym g32 float-min s:u6/256:fp16 llama.cpp"``:
+    the sweep, A/B and whole-model pages say ``Q4_K``); other configs read as before."""
+    text = scheme.describe()
+    weight = scheme.weight
+    if weight is None or weight.name == weight.describe():
+        return text
+    return f"W {weight.name}{text.removeprefix('W ' + weight.describe())}"
+
+
 def _custom_scheme(in_features: int) -> LayerScheme:
     st.subheader("Weights")
     weight = None
@@ -124,7 +135,7 @@ def layer_controls(layers: dict[str, tuple[int, int]]) -> LayerSettings:
     )
     preset = choice.preset
     scheme = _custom_scheme(layers[layer][1]) if preset is None else preset.scheme
-    st.caption(scheme.describe())
+    st.caption(scheme_text(scheme))
     ranges = st.radio(
         "Activation ranges",
         list(RangeMode),

@@ -290,7 +290,13 @@ def _tensor_lab(lesson: Lesson, lab: TensorLab) -> None:
         gran = cfg.granularity
         group = gran.group_size if isinstance(gran, PerGroup) else _BASE_GROUP
         table = cache.lesson_formats(source.key, matrix, group)
-        st.caption(f"Every format on this weight, one absmax scale per group of {group}:")
+        # MXFP4 and NVFP4 keep their own blocks and scale formats whatever the group size
+        st.caption(
+            f"Every format on this weight: int4, NF4, FP4 and FP8 with one fp32 absmax scale "
+            f"per group of {group}; MXFP4 and NVFP4 as they ship, with their own blocks and "
+            "scales (an E8M0 scale per 32 values; an FP8 scale per 16 and an fp32 one per "
+            "tensor):"
+        )
         st.dataframe(table, hide_index=True, key="lesson_format_table")
     query = {**source_to_query(lab.source), **config_to_query(cfg)}
     if lab.given is not None:

@@ -13,6 +13,7 @@ from dashboard.components.persist import PERSIST
 from dashboard.components.tables import with_error_formats
 from dashboard.services.compare.frontier import ErrorAxis, frontier_difference, pareto_figure
 from dashboard.services.compare.sweep_view import conclusion, has_output, shown_table
+from dashboard.services.display.counts import counted
 from dashboard.services.sources.prepared import PreparedSource
 
 __all__ = ["axis_picker", "sweep_results"]
@@ -105,7 +106,7 @@ def sweep_results(
     with right.container(key="sw_open_panel"):
         _open_panel(source, table, output, custom_calibration)
 
-    st.subheader(f"{len(table)} schemes")
+    st.subheader(counted(len(table), "scheme"))
     st.caption(
         f"Sorted by bits per element, then by {axis.label} (best first); click a heading to "
         "sort by another column. Errors at three significant digits; an empty cell is a "

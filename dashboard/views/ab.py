@@ -83,8 +83,8 @@ with headline:
         st.markdown(outputs)
     t = ab.totals
     st.markdown(
-        f"**Blocks won** (lower MSE per block): A **{t.a}**, B **{t.b}**, ties {t.ties} "
-        f"of {t.total}."
+        f"**Blocks won** (lower MSE per block): A **{t.a:,}**, B **{t.b:,}**, ties {t.ties:,} "
+        f"of {t.total:,}."
     )
     for side, note in (("A", ab.note_a), ("B", ab.note_b)):
         if note:

@@ -7,7 +7,12 @@ import streamlit as st
 from dashboard import cache
 from dashboard.components import url
 from dashboard.components.fallback import cannot_quantize
-from dashboard.components.layer_controls import layer_controls, layer_query, seed_layer_from_url
+from dashboard.components.layer_controls import (
+    layer_controls,
+    layer_query,
+    scheme_text,
+    seed_layer_from_url,
+)
 from dashboard.components.layer_metrics import contribution_metrics, output_metrics
 from dashboard.services.activations.figures import sweep_figure
 from dashboard.services.activations.layer import EvalSplit, linear_shapes
@@ -67,7 +72,7 @@ except ValueError as exc:
 out_f, in_f = inputs.weight.shape
 st.caption(
     f"**{settings.layer}** · W [{out_f}, {in_f}] · X [{inputs.x_eval.shape[0]} tokens, {in_f}] "
-    f"· {settings.scheme.describe()}"
+    f"· {scheme_text(settings.scheme)}"
 )
 output_metrics(base)
 contribution_metrics(base)

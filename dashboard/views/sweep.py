@@ -62,11 +62,23 @@ cost = estimate(source.matrix.numel(), len(request.expansion.schemes))
 if not has_result(request) and not cost_gate.allow("sweep", request.key, cost, "this sweep"):
     st.stop()
 result = run_with_progress(request, source.matrix)
+if result.skipped:
+    # refused by the work itself, not the shape (a scale past its dtype's largest value):
+    # without this they vanished, and a grid of only such schemes drew "0 schemes"
+    with st.expander(
+        f"{counted(len(result.skipped), 'scheme')} could not run on these values",
+        expanded=True,
+    ):
+        for skip in result.skipped:
+            st.caption(f"{literal(skip.label)}: {literal(skip.reason)}")
+if not result.results:
+    st.warning("No scheme of this grid could run on these values (see why above).")
+    st.stop()
 limited = [r for r in result.results if r.note]
 if limited:
     # the table shows their SQNR near 0 dB (or infinite errors) without a reason
     with st.expander(
-        f"{len(limited)} scheme(s) hit their scale dtype's limits", expanded=True
+        f"{counted(len(limited), 'scheme')} hit their scale dtype's limits", expanded=True
     ):
         for r in limited:
             st.caption(f"{literal(r.label)}: {r.note}")

@@ -260,6 +260,7 @@ COLUMN_LABELS: dict[str, str] = {
     "held_out_sqnr_db": "weights-only SQNR, this algorithm (dB)",
     "rtn_held_out_sqnr_db": "weights-only SQNR, RTN (dB)",
     "gain_vs_rtn_db": "gain over RTN (dB)",
+    "stored_as": "stored as",
     "bits_per_element": "bits per element",
     "stored_bytes": "bytes as stored",
     "fp32_bytes": "bytes in fp32",

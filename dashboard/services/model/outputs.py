@@ -78,7 +78,9 @@ class LayerOutputRow:
     ``activation_only``: ``X̂ Wᵀ + b`` (``None`` with float activations);
     ``clipped_fraction``: inputs clipped by static ranges (``None`` when dynamic or float);
     ``held_out`` / ``held_out_rtn``: weight-only output error on held-out sentences of the
-    algorithm and of RTN (``None`` without a held-out capture).
+    algorithm and of RTN (``None`` without a held-out capture); ``stored_as``: the scheme
+    the weight is stored in, by name (llama-quantize's fallback where the page's GGUF
+    type does not fit the rows: ``"Q5_0"`` for MiniLM's 384-wide layers under Q4_K).
     """
 
     name: str
@@ -94,6 +96,7 @@ class LayerOutputRow:
     fp32_bytes: int
     held_out: ErrorMetrics | None
     held_out_rtn: ErrorMetrics | None
+    stored_as: str = ""
 
 
 @dataclass(frozen=True)
@@ -216,6 +219,7 @@ def _layer_row(
         fp32_bytes=st.fp32_bytes,
         held_out=held,
         held_out_rtn=held_rtn,
+        stored_as=res.quantized.config.name,
     )
 
 

@@ -28,6 +28,7 @@ OUTPUT_COLUMNS: tuple[str, ...] = (
     "held_out_sqnr_db",
     "rtn_held_out_sqnr_db",
     "gain_vs_rtn_db",
+    "stored_as",
     "bits_per_element",
     "quantized_bytes",
 )
@@ -42,7 +43,9 @@ def output_table(outputs: ModelOutputs) -> pd.DataFrame:
     module order. Columns ``OUTPUT_COLUMNS``: the weight's own error (``mse``,
     ``sqnr_db``, ``cosine``, as ``layer_table``), the output's (``out_*``), each side
     alone, the clipped percentage, and on held-out sentences the weight-only output SQNR
-    of the algorithm, of RTN and the gain (empty without a held-out capture)."""
+    of the algorithm, of RTN and the gain (empty without a held-out capture), and the
+    scheme each weight is stored in (``stored_as``: a GGUF type's fallback where its
+    blocks do not divide the rows)."""
     rows = []
     for r in outputs.layers:
         held, rtn = _get(r.held_out, "sqnr_db"), _get(r.held_out_rtn, "sqnr_db")
@@ -63,6 +66,7 @@ def output_table(outputs: ModelOutputs) -> pd.DataFrame:
                 "held_out_sqnr_db": held,
                 "rtn_held_out_sqnr_db": rtn,
                 "gain_vs_rtn_db": None if held is None or rtn is None else held - rtn,
+                "stored_as": r.stored_as,
                 "bits_per_element": r.bits_per_element,
                 "quantized_bytes": r.quantized_bytes,
             }
