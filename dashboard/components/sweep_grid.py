@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import streamlit as st
 import torch
@@ -144,21 +144,6 @@ def _own_address(params: dict[str, str]) -> bool:
     return all(k in SOURCE_KEYS or k.startswith(SWEEP_PREFIX) for k in params)
 
 
-# The lists a grid of shipped formats alone leaves empty (the form asks for granularities
-# only beside a format), and the ``SchemeGrid`` field each one fills.
-_EMPTY_OK = {f"{SWEEP_PREFIX}fmt": "formats", f"{SWEEP_PREFIX}gran": "kinds"}
-
-
-def _empty_beside_shipped(params: dict[str, str]) -> tuple[str, ...]:
-    """The keys of ``_EMPTY_OK`` that ``params`` holds empty beside shipped formats
-    (``sw.presets``): ``SweepRequest.query`` writes ``sw.fmt=`` for a grid of shipped
-    formats only, which means "no format of the grid's own", not a bad value. Alone (no
-    shipped formats) an empty list names no scheme and is refused as before."""
-    if not params.get(f"{SWEEP_PREFIX}presets"):
-        return ()
-    return tuple(k for k in _EMPTY_OK if params.get(k) == "")
-
-
 def seed_sweep_from_url(cols: int, layer: str | None) -> None:
     """When the address is new to the session (``url.first_run``), put its grid and axis
     into the form (warning about each value it cannot use here) and take it as submitted;
@@ -166,8 +151,7 @@ def seed_sweep_from_url(cols: int, layer: str | None) -> None:
     if not url.first_run("sweep"):
         return
     params = url.query_snapshot()
-    empty = _empty_beside_shipped(params)
-    q = sweep_from_query({k: v for k, v in params.items() if k not in empty})
+    q = sweep_from_query(params)
     for problem in q.problems:
         url.add_warning(f"Ignored the link's {problem}.")
     if q.axis is not None:
@@ -180,10 +164,9 @@ def seed_sweep_from_url(cols: int, layer: str | None) -> None:
         if params and _own_address(params):
             st.session_state.pop(_GRID, None)
         return
-    grid = q.grid(default_grid(cols))
-    if q.presets:
-        grid = replace(grid, **{_EMPTY_OK[k]: () for k in empty})
-    fitted = fit_grid(grid, cols, offered_algorithms(layer), default_group_sizes(cols))
+    fitted = fit_grid(
+        q.grid(default_grid(cols)), cols, offered_algorithms(layer), default_group_sizes(cols)
+    )
     for fix in fitted.fixes:
         url.add_warning(f"Link: {fix}.")
     if q.custom_calibration:

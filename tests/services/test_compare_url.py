@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -63,6 +65,28 @@ def test_sweep_round_trip(grid: SchemeGrid, custom: bool, axis: ErrorAxis | None
     assert back.problems == () and back.has_grid
     assert back.grid(SchemeGrid()) == grid
     assert back.custom_calibration is custom and back.axis is axis
+
+
+@given(grids.filter(lambda g: bool(g.presets)), st.booleans(), st.booleans())
+def test_a_grid_of_shipped_formats_alone_round_trips(
+    grid: SchemeGrid, no_formats: bool, no_kinds: bool
+) -> None:
+    """``sw.fmt=`` / ``sw.gran=`` written empty beside ``sw.presets`` mean "none": the link
+    of a grid of shipped formats only gives that grid back, with no problem."""
+    grid = replace(
+        grid,
+        formats=() if no_formats else grid.formats,
+        kinds=() if no_kinds else grid.kinds,
+    )
+    back = sweep_from_query(sweep_to_query(grid))
+    assert back.problems == ()
+    assert back.grid(SchemeGrid()) == grid
+
+
+def test_an_empty_format_list_without_shipped_formats_is_refused() -> None:
+    back = sweep_from_query({"sw.fmt": "", "sw.gran": ""})
+    assert [p.split(" ")[0] for p in back.problems] == ["sw.gran", "sw.fmt"]
+    assert back.formats is None and back.kinds is None
 
 
 def test_sweep_query_example() -> None:

@@ -219,6 +219,10 @@ _LISTS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "zp": ("zero_points", _enum_item(ZeroPoint)),
     "presets": ("presets", _preset_item),
 }
+# Lists a grid of shipped formats alone writes empty (``sweep_to_query``: ``sw.fmt=`` when
+# the grid has no format of its own; the form asks for granularities only beside one):
+# beside ``sw.presets`` an empty one means "none", alone it names no scheme and is refused.
+_EMPTY_BESIDE_PRESETS = ("fmt", "gran")
 _SINGLES: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "range": ("range_method", lambda k, raw: RangeMethod(member(k, raw, _SweepRange).value)),
     "sdtype": ("scale_dtype", _enum_item(ScaleDtype)),
@@ -235,10 +239,14 @@ def sweep_from_query(params: Mapping[str, str]) -> SweepQuery:
     problems: list[str] = []
     items = [(k, name, lambda key, raw, f=f: _list(key, raw, f)) for k, (name, f) in _LISTS.items()]
     items += [(k, name, f) for k, (name, f) in _SINGLES.items()]
+    presets = bool(params.get(SWEEP_PREFIX + "presets"))
     for k, name, parse in items:
         key = SWEEP_PREFIX + k
         raw = params.get(key)
         if raw is None:
+            continue
+        if raw == "" and presets and k in _EMPTY_BESIDE_PRESETS:
+            parsed[name] = ()
             continue
         try:
             parsed[name] = parse(key, str(raw))
