@@ -10,6 +10,7 @@ from dashboard.components.config import apply_config, config_picker, remember_li
 from dashboard.components.persist import PERSIST
 from dashboard.services.activations.layer import EvalSplit, LayerSettings, SchemeChoice
 from dashboard.services.activations.sentences import RangeMode
+from dashboard.services.display.labels import scheme_text
 from dashboard.services.state.layer import PREFIX, layer_from_query, layer_to_query
 from quant_core import ActivationGranularity, LayerScheme, SchemePreset
 
@@ -65,17 +66,6 @@ def seed_layer_from_url() -> None:
 def layer_query(settings: LayerSettings) -> dict[str, str]:
     """The URL keys of what the controls drew (``settings``, the scheme menu's choice)."""
     return layer_to_query(settings, st.session_state["l_scheme"])
-
-
-def scheme_text(scheme: LayerScheme) -> str:
-    """``scheme.describe()`` with a shipped weight format named as the other pages name it
-    (``"W Q4_K · A int8 ..."``, not ``"W int4 asym g32 float-min s:u6/256:fp16 llama.cpp"``:
-    the sweep, A/B and whole-model pages say ``Q4_K``); other configs read as before."""
-    text = scheme.describe()
-    weight = scheme.weight
-    if weight is None or weight.name == weight.describe():
-        return text
-    return f"W {weight.name}{text.removeprefix('W ' + weight.describe())}"
 
 
 def _custom_scheme(in_features: int) -> LayerScheme:

@@ -10,7 +10,6 @@ from dashboard.components.fallback import cannot_quantize
 from dashboard.components.layer_controls import (
     layer_controls,
     layer_query,
-    scheme_text,
     seed_layer_from_url,
 )
 from dashboard.components.layer_metrics import contribution_metrics, output_metrics
@@ -18,6 +17,7 @@ from dashboard.services.activations.figures import sweep_figure
 from dashboard.services.activations.layer import EvalSplit, linear_shapes
 from dashboard.services.activations.layer_export import layer_metrics_csv, layer_metrics_table
 from dashboard.services.activations.source import capture_summary
+from dashboard.services.display.labels import scheme_text
 from dashboard.services.display.text import literal
 from quant_core import check_shape
 from quant_core.calibration import CALIBRATION_SENTENCES, HELD_OUT_SENTENCES, transformer_of

@@ -7,7 +7,7 @@ import pytest
 from markdown_text import plain
 from page_runs import open_page
 
-from dashboard.components.layer_controls import scheme_text
+from dashboard.services.display.labels import scheme_text
 from quant_core import LayerScheme, QuantConfig, SchemePreset
 
 QUERY = "encoder.layer.0.attention.self.query"

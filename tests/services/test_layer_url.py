@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import pandas as pd
@@ -116,3 +117,14 @@ def test_a_custom_side_takes_a_shipped_format_by_key_or_label(raw: str) -> None:
     the same link written with the label the picker shows."""
     parsed = layer_from_query({"l.scheme": "custom", "l.w.preset": raw, "l.a": "none"})
     assert not parsed.problems and parsed.weight == QuantConfig.from_name("NF4_DQ")
+
+
+def test_the_export_names_a_shipped_format_as_the_page_does() -> None:
+    """The CSV's scheme column wrote MXFP4 as its layout ("W fp4_e2m1 g32 s:e8m0 ...")
+    while the page's caption says "W MXFP4"."""
+    gen = torch.Generator().manual_seed(0)
+    x, w = torch.randn(32, 64, generator=gen), torch.randn(8, 64, generator=gen)
+    scheme = LayerScheme(weight=QuantConfig.from_name("MXFP4"), activation=None)
+    settings = dataclasses.replace(_custom(), scheme=scheme)
+    table = layer_metrics_table(settings, evaluate_linear(x, w, None, scheme), None)
+    assert table["scheme"].tolist() == ["W MXFP4 · A float"]

@@ -7,6 +7,7 @@ import pandas as pd
 
 from quant_core import ErrorMetrics, LinearEval
 
+from ..display.labels import scheme_text
 from .layer import LayerSettings
 
 __all__ = ["METRIC_COLUMNS", "layer_metrics_csv", "layer_metrics_table"]
@@ -39,7 +40,7 @@ def _row(settings: LayerSettings, name: str, ev: LinearEval, alpha: float | None
     return {
         "layer": settings.layer,
         "evaluation": name,
-        "scheme": settings.scheme.describe(),
+        "scheme": scheme_text(settings.scheme),
         "ranges": settings.ranges.value,
         "split": settings.split.value,
         "alpha": alpha,

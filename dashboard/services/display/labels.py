@@ -4,7 +4,7 @@ scales and 4.281 with fp32 ones (``describe()`` leaves fp32 unnamed)."""
 
 from __future__ import annotations
 
-from quant_core import FloatScales, Format, QuantConfig
+from quant_core import FloatScales, Format, LayerScheme, QuantConfig
 
 __all__ = [
     "FORMAT_LABELS",
@@ -12,6 +12,7 @@ __all__ = [
     "format_label",
     "scale_storage_label",
     "scheme_label",
+    "scheme_text",
     "stored_type_label",
 ]
 
@@ -92,3 +93,14 @@ def format_key(raw: str) -> str | None:
     return next(
         (p.name for p in presets() if norm in (p.name.casefold(), p.label.casefold())), None
     )
+
+
+def scheme_text(scheme: LayerScheme) -> str:
+    """``scheme.describe()`` with a shipped weight format named as the other pages name it
+    (``"W Q4_K · A int8 ..."``, not ``"W int4 asym g32 float-min s:u6/256:fp16 llama.cpp"``:
+    the sweep, A/B and whole-model pages say ``Q4_K``); other configs read as before."""
+    text = scheme.describe()
+    weight = scheme.weight
+    if weight is None or weight.name == weight.describe():
+        return text
+    return f"W {weight.name}{text.removeprefix('W ' + weight.describe())}"
