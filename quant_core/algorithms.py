@@ -88,7 +88,7 @@ class Algorithm(enum.Enum):
             return f"{self.label} needs nearest rounding (stochastic rounding is RTN only)"
         if self in (Algorithm.GPTQ, Algorithm.HQQ) and cfg.format is not Format.INT:
             return (
-                f"{self.label} works on an integer grid; {cfg.format.value} is a codebook "
+                f"{self.label} works on an integer grid; {cfg.format.value} is not the int "
                 "format"
             )
         if self in (Algorithm.GPTQ, Algorithm.HQQ) and (

@@ -100,8 +100,14 @@ def test_unavailable_reasons():
     nf4 = QuantConfig(format="nf4")
     assert Algorithm.RTN.unavailable_reason(nf4, has_calibration=False) is None
     assert Algorithm.AWQ.unavailable_reason(nf4, has_calibration=True) is None
-    assert "codebook format" in Algorithm.GPTQ.unavailable_reason(nf4, has_calibration=True)
-    assert "codebook format" in Algorithm.HQQ.unavailable_reason(nf4, has_calibration=False)
+    gptq = Algorithm.GPTQ.unavailable_reason(nf4, has_calibration=True)
+    assert "nf4 is not the int format" in gptq
+    hqq = Algorithm.HQQ.unavailable_reason(nf4, has_calibration=False)
+    assert "nf4 is not the int format" in hqq
+    # ternary levels or FP8 are no codebook: the reason says what they are not, not what they are
+    for fmt in ("ternary_packed", "fp8_e4m3"):
+        reason = Algorithm.HQQ.unavailable_reason(QuantConfig(format=fmt), has_calibration=False)
+        assert reason is not None and "codebook" not in reason
     stoch = QuantConfig(4, rounding="stochastic")
     assert Algorithm.RTN.unavailable_reason(stoch, has_calibration=False) is None
     for a in (Algorithm.GPTQ, Algorithm.AWQ, Algorithm.HQQ):

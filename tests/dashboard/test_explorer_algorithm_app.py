@@ -152,7 +152,7 @@ def test_an_algorithm_the_format_rules_out_leaves_the_selector_and_says_so_on_to
     assert query(at, "algo") is None
     # said in the page, above the metrics, naming only what is offered here
     (warning,) = [plain(w.value) for w in at.main.warning]
-    assert warning == "HQQ works on an integer grid; nf4 is a codebook format: showing RTN."
+    assert warning == "HQQ works on an integer grid; nf4 is not the int format: showing RTN."
     assert "AWQ" not in warning and not at.sidebar.warning
     assert "Not offered for this scheme: HQQ works on an integer grid" in captions(at)
     # the embeddings belong to the model: they are not a linear layer's weight
