@@ -74,6 +74,8 @@ def test_zero_points_are_zero_and_read_as_a_dense_zero(name, backend):
         for k in mine:
             a, b = mine[k], theirs[k]
             assert a.dtype == b.dtype and torch.equal(_bits(a), _bits(b)), k
+        if cfg.gguf_type is not None:  # MXFP4's GGUF blocks
+            assert qt.to_ggml_bytes() == dense.to_ggml_bytes()
         # saved and loaded back (torch.save keeps the one zero's storage)
         buf = io.BytesIO()
         torch.save(qt.zero_point, buf)
