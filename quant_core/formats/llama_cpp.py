@@ -61,7 +61,11 @@ the same process, load 2.1 to 4.2: NVFP4_GGUF 5.4 -> 3.9x, Q1_0 4.2 -> 3.0x, hea
 every pair (noisy: single pairs 4.7 -> 4.0 to 6.8 -> 3.5); ``python -m quant_core.bench``
 on the head alone at load 4.4: 4.93 and 3.72. Left: NVFP4_GGUF's pass writes 80 MB of
 fresh pages (an ``empty`` + ``fill_`` of its two outputs alone took 1.5 clones there);
-Q1_0's two reads of ``x`` (the C-order sums, then codes and values).
+Q1_0's two reads of ``x`` (the C-order sums, then codes and values). Re-timed December 7
+(fourteenth stop, ``bench_formats.time_format``, two threads, load 3.5 to 5, medians of 3
+runs of 9): NVFP4_GGUF 3.95x the clone, Q1_0 3.52x, and MXFP4_GGUF, which shares the FP4
+counting, 3.90x: no faster than NVFP4_GGUF; ``python -m quant_core.bench`` at load 1.2
+to 1.7, twice: NVFP4_GGUF 3.03 and 3.01, Q1_0 3.29 and 3.30, MXFP4_GGUF 3.06 and 4.77.
 """
 
 from __future__ import annotations

@@ -224,7 +224,7 @@ def fit_from_blocks(
         if out is None:
             return None
         s, s_enc, biased, lo, hi, peaks = out
-        params = BlockParams(s, _zeros(s), None, s_enc, None, StoredScales(codes=biased))
+        params = BlockParams(s, _zeros(s, cfg), None, s_enc, None, StoredScales(codes=biased))
         return BlockFit(params, BlockRange(lo, hi), peaks)
     if isinstance(sf, FP8Scales) and sf.tensor_scale:
         vmax = _value_max(cfg)
@@ -237,7 +237,7 @@ def fit_from_blocks(
             return None
         s, inverse, codes, t, lo, hi, peaks = out
         stored = StoredScales(codes=codes, super_scale=t.reshape(()))
-        params = BlockParams(s, _zeros(s), None, s, inverse, stored)
+        params = BlockParams(s, _zeros(s, cfg), None, s, inverse, stored)
         return BlockFit(params, BlockRange(lo, hi), peaks)
     return None
 
@@ -282,7 +282,21 @@ def _value_max(cfg: QuantConfig) -> float:
     return codebook_for(cfg.format).max_abs
 
 
-def _zeros(like: torch.Tensor) -> torch.Tensor:
+def _zeros(like: torch.Tensor, cfg: QuantConfig) -> torch.Tensor:
+    """The int32 zero points (``like``'s shape, all 0) of a two-level config, whose levels
+    are symmetric. For codebook elements (MXFP4/6/8, NVFP4, NF4 with double quantization)
+    one zero ``expand``ed (stride 0, read-only, as ``llama_cpp``'s types give theirs): no
+    encoder, decode or export of theirs reads it but as 0, and a fresh ``torch.zeros`` of
+    NVFP4's 1M blocks (4096 x 4096) is a fill of 4 MiB of new pages, about a tenth of a
+    clone. Integer elements (MXINT8, the sidebar's INT configs with these scales) keep a
+    fresh tensor: their encoders take the zero points as a kernel input
+    (``kernels.encode_int``, ``encode_int_values``, the table's fused sums) shared with
+    the one-level integer configs, whose zero points are dense, and a stride-0 input
+    would be one compiled graph more of each (Dynamo specialises strides of 0)."""
+    if cfg.format is not Format.INT:
+        return torch.zeros((1,) * like.dim(), dtype=torch.int32, device=like.device).expand(
+            like.shape
+        )
     return torch.zeros(like.shape, dtype=torch.int32, device=like.device)
 
 
@@ -307,7 +321,7 @@ def _power_of_two(rng: BlockRange, cfg: QuantConfig) -> BlockParams:
     fit = _e8m0_int_pass if cfg.format is Format.INT else _e8m0_float_pass
     s, s_enc, biased = switch.compiled_or(fit, "scales", lo, hi, consts[0], consts[1])
     stored = StoredScales(codes=biased)
-    return BlockParams(s, _zeros(s), None, s_enc, None, stored)
+    return BlockParams(s, _zeros(s, cfg), None, s_enc, None, stored)
 
 
 def _e8m0_biased(
@@ -375,11 +389,11 @@ def _fp8(rng: BlockRange, cfg: QuantConfig, sf: FP8Scales) -> BlockParams:
             _fp8_tensor_pass, "scales", lo, hi, consts[0], consts[1]
         )
         stored = StoredScales(codes=codes, super_scale=t.reshape(()))
-        return BlockParams(s, _zeros(s), None, s, inverse, stored)
+        return BlockParams(s, _zeros(s, cfg), None, s, inverse, stored)
     a = _absmax(rng).to(torch.float32)
     if not sf.tensor_scale:  # the E4M3 number is the scale itself
         sc, codes = _to_e4m3((a / vmax).clamp(_E4M3_TINY, _E4M3_MAX))
-        return BlockParams(sc, _zeros(sc), None, sc, 1.0 / sc, StoredScales(codes=codes))
+        return BlockParams(sc, _zeros(sc, cfg), None, sc, 1.0 / sc, StoredScales(codes=codes))
     # no blocks, or a top not exact in float32: eagerly, with the Python float divisors
     amax = a.max() if a.numel() else torch.zeros((), dtype=torch.float32)
     t = amax / top
@@ -389,7 +403,7 @@ def _fp8(rng: BlockRange, cfg: QuantConfig, sf: FP8Scales) -> BlockParams:
     s = t * sc
     inverse = (1.0 / t) / sc
     stored = StoredScales(codes=codes, super_scale=t.reshape(()))
-    return BlockParams(s, _zeros(s), None, s, inverse, stored)
+    return BlockParams(s, _zeros(s, cfg), None, s, inverse, stored)
 
 
 def _fp8_tensor_pass(lo, hi, vmax, top):  # type: ignore[no-untyped-def]
@@ -443,7 +457,7 @@ def _super_blocks(
         stored = StoredScales(
             codes=sc.reshape(layout.scale_shape), super_scale=d.reshape(sup_shape)
         )
-        return BlockParams(s, _zeros(s), None, s, None, stored)
+        return BlockParams(s, _zeros(s, cfg), None, s, None, stored)
     # float-min: the range widened to contain 0; levels d sc (q - qmin) - dmin m
     lo, hi = rng.lo.clamp(max=0), rng.hi.clamp(min=0)
     s_float = (hi - lo) / (cfg.qmax - cfg.qmin)
@@ -534,7 +548,7 @@ def _double_quant(rng: BlockRange, cfg: QuantConfig, sf: DoubleQuantScales) -> B
     s = s.reshape(-1, 1)
     # bitsandbytes' codes: r * (1 / max(absmax, 1e-38)) (an all-zero block codes 0 as 0)
     inverse = 1.0 / s_float.clamp(min=_BNB_MIN_ABSMAX)
-    return BlockParams(s, _zeros(s), None, s_float, inverse, stored)
+    return BlockParams(s, _zeros(s, cfg), None, s_float, inverse, stored)
 
 
 def scales_from_stored(
