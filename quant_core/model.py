@@ -9,6 +9,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .config import QuantConfig
+from .formats.scales import StoredScales
 from .granularity import BlockLayout
 from .metrics import ErrorMetrics, error_metrics
 from .quantize import QuantizedTensor, quantize
@@ -56,12 +57,17 @@ def report_tensor(name: str, w: torch.Tensor, qt: QuantizedTensor) -> LayerRepor
     )
 
 
+_STORED_FIELDS = ("codes", "min_codes", "super_scale", "super_min")
+"""``StoredScales``' tensors, kept as buffers ``stored_<field>``."""
+
+
 class QuantizedLinear(nn.Module):
     """A linear layer whose weight is stored as codes + scales (+ zero points).
 
     The weight ``[out, in]`` is dequantized in ``forward`` (``W_hat = s (q - z) + m``, see
     ``QuantizedTensor``) and applied as ``x @ W_hat.T + b``; buffers (``offset`` is ``None``
-    but under ``ZeroPoint.FLOAT_MIN``) move with ``.to(device)``.
+    but under ``ZeroPoint.FLOAT_MIN``; the ``stored_*`` ones, a two-level format's
+    ``StoredScales``, ``None`` for one-level formats) move with ``.to(device)``.
     """
 
     codes: torch.Tensor
@@ -77,8 +83,14 @@ class QuantizedLinear(nn.Module):
         self._input_dtype = qt.input_dtype
         self.register_buffer("codes", qt.codes)
         self.register_buffer("scale", qt.scale)
-        self.register_buffer("zero_point", qt.zero_point)
+        # dense: a format's expanded zero (one zero, stride 0) cannot take load_state_dict's copy_
+        self.register_buffer("zero_point", qt.zero_point.contiguous())
         self.register_buffer("offset", qt.offset)
+        # a two-level format's dequantize checks its scales against the stored second level
+        stored = qt.stored
+        self._two_level = stored is not None
+        for name in _STORED_FIELDS:
+            self.register_buffer(f"stored_{name}", getattr(stored, name, None))
         self.bias = (
             nn.Parameter(bias.detach().clone(), requires_grad=False) if bias is not None else None
         )
@@ -96,7 +108,13 @@ class QuantizedLinear(nn.Module):
             self._layout,
             self._input_dtype,
             offset=self.offset,
+            stored=self._stored(),
         )
+
+    def _stored(self) -> StoredScales | None:
+        if not self._two_level:
+            return None
+        return StoredScales(**{name: getattr(self, f"stored_{name}") for name in _STORED_FIELDS})
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         w = self.quantized_weight().dequantize().to(x.dtype)

@@ -162,3 +162,23 @@ def test_quantize_model_minilm_int8_per_channel(minilm):
     cosine = F.cosine_similarity(before, after, dim=1)
     assert bool((cosine > 0.9).all()), cosine
     assert report.quantized_bytes < report.fp32_bytes / 3
+
+
+@pytest.mark.parametrize("name", ["MXFP4", "NVFP4", "NF4_DQ", "Q4_K", "Q8_0", "MXFP4_GGUF"])
+def test_a_two_level_format_runs_and_survives_its_state_dict(name: str) -> None:
+    """A two-level format's layer raised ``ValueError`` in ``forward``: the layer rebuilt
+    its ``QuantizedTensor`` without the stored second level (``stored``). Its output is the
+    dequantized weight's, and its state dict loads into a second copy (the formats' zero
+    points are one zero expanded, which ``copy_`` cannot write into)."""
+    gen = torch.Generator().manual_seed(3)
+    linear = nn.Linear(256, 4)
+    with torch.no_grad():
+        linear.weight.copy_(torch.randn(4, 256, generator=gen))
+    cfg = QuantConfig.from_name(name)
+    layer = QuantizedLinear.from_linear(linear, cfg)
+    x = torch.randn(3, 256, generator=gen)
+    expected = F.linear(x, quantize(linear.weight.detach(), cfg).dequantize(), linear.bias)
+    assert torch.equal(layer(x), expected)
+    other = QuantizedLinear.from_linear(nn.Linear(256, 4), cfg)
+    other.load_state_dict(layer.state_dict())
+    assert torch.equal(other(x), expected)
