@@ -206,12 +206,12 @@ _MAX_G_IDX_BYTES = 1 << 24
 model's): a larger one is not read until the tensor is decoded."""
 
 
-def _permuted_groups(g_idx: STEntry, read_small: SmallReader, group: int) -> bool:
+def _permuted_groups(g_idx: STEntry, read_small: SmallReader, group: int) -> bool | None:
     """Whether ``g_idx`` (one group per input column) is an act-order permutation's rather
     than ``column // group`` (``int32_packing.column_order``'s test; its errors are left
-    to decoding). ``False`` for one over ``_MAX_G_IDX_BYTES``, not read."""
+    to decoding). ``None`` for one over ``_MAX_G_IDX_BYTES``, not read while listing."""
     if g_idx.nbytes > _MAX_G_IDX_BYTES:
-        return False
+        return None
     gi = read_small(g_idx.name).to(torch.int64).reshape(-1)
     return not torch.equal(gi, torch.arange(gi.numel()) // group)
 
@@ -333,12 +333,14 @@ def _gptq_geometry(
         layer,
         f"{in_f} columns do not divide into groups of {g}: the lab's groups are whole",
     )
-    if isinstance(spec, GPTQSpec):
-        desc = spec.desc_act
+    # The stored g_idx decides, as it does when decoding: a config's desc_act can disagree
+    # with it (static groups keep act-order's groups as runs of consecutive columns), and
+    # an uploaded shard has no config. The config speaks only where no g_idx was read.
+    stored = _permuted_groups(e["g_idx"], read_small, g) if "g_idx" in e else None
+    if stored is not None:
+        desc = stored
     else:
-        # no quantize config to say desc_act (an uploaded shard): the g_idx says it, as it
-        # does when decoding ("GPTQ int4 g32" above a note saying act-order, before)
-        desc = "g_idx" in e and _permuted_groups(e["g_idx"], read_small, g)
+        desc = isinstance(spec, GPTQSpec) and spec.desc_act and "g_idx" in e
     label = f"GPTQ int{bits} " + ("per-channel" if n_groups == 1 else f"g{g}")
     extra = {
         "layout": FileKind.GPTQ,
@@ -448,7 +450,14 @@ def _ct_geometry(
                 f"{_dims(zp)}; {list(want)} integer zero points were expected",
             )
     sym = "sym" if group.symmetric else "asym"
-    label = f"CT {label} {sym}" + (" act-order" if "g_idx" in e else "")
+    # compressed-tensors saves a g_idx with actorder "group"; one in plain order (column //
+    # g: an identity permutation, or a tool that saves it for every grouped weight) holds
+    # the codes in plain order, as decoding reads them, so only a permuted one is labelled
+    # act-order (one too large to read while listing: its presence says it, as before)
+    permuted = (
+        _permuted_groups(e["g_idx"], read_small, g) if "g_idx" in e and g is not None else False
+    )
+    label = f"CT {label} {sym}" + (" act-order" if permuted is None or permuted else "")
     extra = {"layout": FileKind.COMPRESSED_TENSORS, "strategy": group.strategy}
     return _Geometry((out_f, in_f), label, bits, g, extra)
 
