@@ -891,21 +891,26 @@ def test_a_target_regex_of_a_huge_repeat_count_never_matches(tmp_path):
     assert " g64 " in entry.type_name  # group_1's "Linear" took it
 
 
-def test_a_huge_block_count_does_not_stall_the_listing(tmp_path):
+def test_a_huge_block_count_does_not_stall_the_listing(tmp_path, monkeypatch):
     """``llama.block_count`` 10,000 made the Hugging Face name map list 10,000 blocks'
     names: 17 to 24 s to open a file of one tensor. Blocks past ``MAX_NAMED_BLOCKS`` go
-    unnamed; the others keep their names."""
-    import time
+    unnamed; the others keep their names. (The map is asked for at most that many blocks:
+    a count, not a timing, so a busy machine cannot fail it.)"""
+    from quant_core.files import gguf_names
 
-    from quant_core.files.gguf_names import _reverse
+    asked: list[int] = []
+    real = gguf_names._reverse
 
+    def recording(arch_name: str, n_blocks: int):
+        asked.append(n_blocks)
+        return real(arch_name, n_blocks)
+
+    monkeypatch.setattr(gguf_names, "_reverse", recording)
     kv = _s("general.architecture") + struct.pack("<I", 8) + _s("llama")
     kv += _s("llama.block_count") + struct.pack("<II", 4, 10_000)
     tensors = [("blk.3.attn_q.weight", (8, 2), F32, 0), ("blk.9999.attn_q.weight", (8,), F32, 64)]
     data = GOOD_DATA + np.zeros(8, dtype=np.float32).tobytes()
-    _reverse.cache_clear()
-    start = time.perf_counter()
     f = _open(tmp_path, raw_gguf(tensors, data, kv=kv, n_kv=2))
-    assert time.perf_counter() - start < 5  # about 0.5 s; 17 s and more before
     assert "model.layers.3.self_attn.q_proj.weight" in f.entry("blk.3.attn_q.weight").original_names
+    assert asked and max(asked) <= gguf_names.MAX_NAMED_BLOCKS
     assert f.entry("blk.9999.attn_q.weight").original_names == ()
