@@ -7,7 +7,7 @@ import torch
 
 from . import kernels
 from .chunks import chunk_slices, for_each_piece, scratch_buffer
-from .config import Format, Mode, QuantConfig, Rounding
+from .config import Mode, QuantConfig, Rounding
 from .formats import NF4_MIN_SCALE, Codebook
 from .formats.codebooks import RECIPROCAL_FORMATS
 from .formats.integer import round_half_even_

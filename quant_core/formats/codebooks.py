@@ -1,5 +1,5 @@
-"""Value sets of the formats beyond linear: NF4, bitsandbytes' FP4, FP4 E2M1, FP6 E3M2 and E2M3, FP8 E4M3 and
-E5M2, llama.cpp's IQ4_NL levels, ternary and binary (signs).
+"""Value sets of the formats beyond linear: NF4, bitsandbytes' FP4, FP4 E2M1, FP6 E3M2 and
+E2M3, FP8 E4M3 and E5M2, llama.cpp's IQ4_NL levels, ternary and binary (signs).
 
 Each is a ``Codebook``: the sorted finite values the format can hold and, for each, the
 code stored for it (the index into the NF4 and IQ4_NL tables, the raw FP4/FP6/FP8 bit
