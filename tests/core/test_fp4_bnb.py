@@ -16,6 +16,8 @@ from quant_core import Format, PerGroup, QuantConfig, quantize
 from quant_core.config import DoubleQuantScales
 from quant_core.files import FileKind, compare_with_original, open_quantized
 from quant_core.formats import codebook_for
+from quant_core.kernels import Backend, use_backend
+from quant_core.quantize import quantize_dequantize
 from quant_core.storage import storage_cost
 
 FP4_BNB = QuantConfig.from_name("FP4_BNB")
@@ -207,3 +209,19 @@ def test_a_bitsandbytes_fp4_folder_decodes_to_the_lab_format(tmp_path, double_qu
     cmp = compare_with_original(st_, w, MODULE + ".weight")
     assert cmp.rtn_metrics is not None and cmp.file_metrics.mse > 0
     assert cmp.file_metrics.mse == cmp.rtn_metrics.mse
+
+
+@pytest.mark.parametrize("backend", [Backend.EAGER, Backend.COMPILED])
+@pytest.mark.parametrize("cfg", [FP4_BNB, FP4_BNB_DQ], ids=["FP4_BNB", "FP4_BNB_DQ"])
+def test_either_backend_and_the_fused_round_trip_are_bitsandbytes(backend, cfg) -> None:  # type: ignore[no-untyped-def]
+    """The compiled kernels do not model bitsandbytes' FP4 (``Codebook.runs_compiled``):
+    on the compiled backend, down to one element, it takes the eager path, which does."""
+    g = torch.Generator().manual_seed(50)
+    x = torch.randn(32, 512, generator=g) * torch.rand(32, 1, generator=g)
+    codes, _, ref = _bnb(x, double_quant=cfg is FP4_BNB_DQ)
+    with use_backend(backend, min_elements=1):
+        qt = quantize(x, cfg)
+        both = quantize_dequantize(x, cfg)
+    assert torch.equal(qt.codes, codes) and torch.equal(both.quantized.codes, codes)
+    assert torch.equal(_bits(qt.dequantize()), _bits(ref))
+    assert torch.equal(_bits(both.values), _bits(ref))
