@@ -97,6 +97,8 @@ class Format(enum.Enum):
     INT: the linear (affine) integer grid, any width from 2 to 16 bits.
     NF4: the 16 normal-float values of QLoRA/bitsandbytes, scaled by absmax.
     FP4_E2M1: the 16 values of 4-bit float (``0, 0.5, 1, 1.5, 2, 3, 4, 6`` and negatives).
+    FP4_BNB: bitsandbytes' FP4 (``quant_type="fp4"``), not OCP E2M1 scaled: its table is
+    ``(0, 0.0625, 8, 12, 4, 6, 2, 3) / 12`` and negatives, by code, scaled by absmax.
     FP6_E3M2 / FP6_E2M3: the OCP microscaling 6-bit floats (no Inf/NaN; largest 28 and 7.5).
     FP8_E4M3 / FP8_E5M2: ``torch.float8_e4m3fn`` / ``torch.float8_e5m2`` after absmax scaling.
     IQ4_NL: llama.cpp's 16 non-linear levels ``-127, -104, -83, -65, -49, -35, -22, -10, 1,
@@ -111,6 +113,7 @@ class Format(enum.Enum):
     INT = "int"
     NF4 = "nf4"
     FP4_E2M1 = "fp4_e2m1"
+    FP4_BNB = "fp4_bnb"
     FP6_E3M2 = "fp6_e3m2"
     FP6_E2M3 = "fp6_e2m3"
     FP8_E4M3 = "fp8_e4m3"
@@ -157,6 +160,7 @@ _FORMAT_BITS: dict[Format, int | None] = {
     Format.INT: None,
     Format.NF4: 4,
     Format.FP4_E2M1: 4,
+    Format.FP4_BNB: 4,
     Format.FP6_E3M2: 6,
     Format.FP6_E2M3: 6,
     Format.FP8_E4M3: 8,

@@ -7,8 +7,9 @@ import torch
 
 from . import kernels
 from .chunks import chunk_slices, for_each_piece, scratch_buffer
-from .config import Format, Mode, QuantConfig, Rounding
+from .config import Mode, QuantConfig, Rounding
 from .formats import NF4_MIN_SCALE, Codebook
+from .formats.codebooks import RECIPROCAL_FORMATS
 from .formats.integer import round_half_even_
 
 __all__ = [
@@ -123,12 +124,16 @@ def codebook_index(
 def _codebook_codes(
     v: torch.Tensor, cb: Codebook, rounding: Rounding, generator: torch.Generator | None
 ) -> torch.Tensor:
-    """Codes (uint8) of scaled values ``v``; a negative ``v`` rounding to zero gets ``-0``."""
+    """Codes (uint8) of scaled values ``v``; a negative ``v`` rounding to zero gets ``-0``
+    (bitsandbytes' FP4: a positive ``v`` rounding to zero gets its code 8)."""
     idx = codebook_index(v, cb, rounding, generator)
     codes = cb.codes[idx]
     if cb.neg_zero_code is not None:  # a format with -0 has a zero
         neg_zero = (idx == cb.zero_index) & torch.signbit(v)
         codes = torch.where(neg_zero, cb.neg_zero_code, codes).to(torch.uint8)
+    if cb.pos_zero_code is not None:
+        pos_zero = (idx == cb.zero_index) & (v > 0)
+        codes = torch.where(pos_zero, cb.pos_zero_code, codes).to(torch.uint8)
     return codes
 
 
@@ -138,10 +143,10 @@ def codebook_scaled(
     """``r / s``, the value looked up in the codebook; ``r * inverse`` when a format's owner
     multiplies by a reciprocal it computed (NVFP4: ``(1 / t) / sc``); NF4 multiplies by
     ``1/s``, as bitsandbytes does (the two can differ by an ulp, which moves a value across a
-    midpoint)."""
+    midpoint); so does bitsandbytes' FP4."""
     if inverse is not None:
         return blocks * inverse
-    if cb.format is Format.NF4:
+    if cb.format in RECIPROCAL_FORMATS:
         # bitsandbytes' 1 / max(s, 1e-38): finite, so a block of float32 subnormals codes
         # (mostly) to 0 as in bitsandbytes, instead of 0 * inf = NaN
         return blocks * s.clamp(min=NF4_MIN_SCALE).reciprocal()
@@ -162,7 +167,7 @@ def encode_codebook(
         # One draw over the whole tensor, so a seed gives the same codes at any size.
         v = codebook_scaled(blocks, s, cb, inverse)
         return _codebook_codes(v, cb, cfg.rounding, generator)
-    fast = kernels.encode_codebook(blocks, s, cb, inverse)
+    fast = kernels.encode_codebook(blocks, s, cb, inverse) if cb.runs_compiled else None
     if fast is not None:
         return fast
     codes = torch.empty(blocks.shape, dtype=torch.uint8, device=blocks.device)

@@ -71,6 +71,7 @@ _FORMAT_LABELS = {
     Format.INT: "Integer (linear)",
     Format.NF4: "NF4 (normal float, 4 bit)",
     Format.FP4_E2M1: "FP4 E2M1",
+    Format.FP4_BNB: "FP4 (bitsandbytes' table)",
     Format.FP6_E3M2: "FP6 E3M2",
     Format.FP6_E2M3: "FP6 E2M3",
     Format.FP8_E4M3: "FP8 E4M3",

@@ -189,9 +189,10 @@ def nonfinite_stored_note(source: PreparedSource) -> str | None:
 
 def undecoded_comparison(source: PreparedSource) -> None:
     """The original picker (keys ``qf_orig*``) and the file's error against the original
-    for a tensor the file stores quantized in a type the lab does not decode (bitsandbytes
-    FP4, GGUF's lattice types): its values go to the ordinary explorer (``shows_stored``
-    is False), which offered no original, while the whole model page compared it. Nothing
+    for a tensor the file stores quantized in a type the lab does not decode (GGUF's
+    lattice IQ1/IQ2/IQ3 types, a bitsandbytes quant map other than its NF4 or FP4 table):
+    its values go to the ordinary explorer (``shows_stored`` is False), which offered no
+    original, while the whole model page compared it. Nothing
     for any other source or tensor. The lab's round-to-nearest is said to be unavailable
     (no format of the lab's to round in)."""
     ft = source.file_tensor

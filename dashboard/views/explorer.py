@@ -68,7 +68,7 @@ for note in source.notes:
 stored_note = nonfinite_stored_note(source)
 if stored_note is not None:
     st.info(literal(stored_note))
-# a type the lab does not decode (bitsandbytes FP4): the file's error against the original
+# a type the lab does not decode (GGUF's lattice IQ types): the file's error against the original
 undecoded_comparison(source)
 if source.nonfinite is not None:
     st.warning(

@@ -61,7 +61,7 @@ from ..config import (
     QuantConfig,
     ScaleDtype,
 )
-from ..formats.codebooks import NF4_VALUES
+from ..formats.codebooks import codebook_for
 from ..formats.scales import StoredScales, dynamic_map
 from ..granularity import layout_for
 from ..quantized_tensor import QuantizedTensor
@@ -74,6 +74,8 @@ from .safetensors_header import FLOAT_DTYPES, STEntry
 __all__ = ["Layer", "decode_layer", "find_layers", "layer_entry"]
 
 _SCALE_DTYPES = {"F16": ScaleDtype.FP16, "BF16": ScaleDtype.BF16, "F32": ScaleDtype.FP32}
+# bitsandbytes' quant_type to the lab format that models its code table
+_BNB_FORMATS = {"nf4": Format.NF4, "fp4": Format.FP4_BNB}
 _BNB_STATE = re.compile(r"^(?P<weight>.+)\.quant_state\.bitsandbytes__(?P<kind>nf4|fp4)$")
 _MAX_STATE_BYTES = 65_536
 
@@ -739,18 +741,19 @@ def _decode_bnb(entry: TensorEntry, geo: _Geometry, t: Mapping[str, torch.Tensor
         absmax = nested_map[dq_codes] * runs + offset
     else:
         absmax = t["absmax"].to(torch.float32).reshape(-1)
-    lab_nf4 = state["quant_type"] == "nf4" and torch.equal(
-        qmap, torch.tensor(NF4_VALUES, dtype=torch.float32)
-    )
+    lab_format = _BNB_FORMATS[state["quant_type"]]
+    # the file's table against the lab's, by code (bitsandbytes saves +0.0 for FP4's code
+    # 8, its dequantize gives -0.0: torch.equal takes them as equal)
+    lab_map = torch.equal(qmap, codebook_for(lab_format).decode_table)
     fits = len(entry.shape) >= 1 and entry.shape[-1] % blocksize == 0
     lab_dq = not nested or torch.equal(nested_map, dynamic_map())
-    if lab_nf4 and fits and lab_dq:
+    if lab_map and fits and lab_dq:
         if nested:
             scale_format: object = DoubleQuantScales(int(state["nested_blocksize"]))
         else:
             scale_format = None
         cfg = QuantConfig(
-            format=Format.NF4,
+            format=lab_format,
             granularity=PerGroup(blocksize),
             **({"scale_format": scale_format} if scale_format is not None else {}),  # type: ignore[arg-type]
         )
@@ -773,12 +776,10 @@ def _decode_bnb(entry: TensorEntry, geo: _Geometry, t: Mapping[str, torch.Tensor
         return StoredTensor(entry, qt)
     values = qmap[codes.to(torch.int64)] * absmax[torch.arange(numel) // blocksize]
     why = (
-        "bitsandbytes' FP4 code table is not one the lab models"
-        if state["quant_type"] != "nf4"
-        else "its blocks run across rows"
+        "its blocks run across rows"
         if not fits
-        else "its quant map differs from NF4's"
-        if not lab_nf4
+        else f"its quant map differs from bitsandbytes' {state['quant_type'].upper()} table"
+        if not lab_map
         else "its double-quantization map differs from bitsandbytes' dynamic map"
     )
     note = f"decoded as bitsandbytes does (quant_map[code] * absmax): {why}"

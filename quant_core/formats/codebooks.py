@@ -1,5 +1,5 @@
-"""Value sets of the formats beyond linear: NF4, FP4 E2M1, FP6 E3M2 and E2M3, FP8 E4M3 and
-E5M2, llama.cpp's IQ4_NL levels, ternary and binary (signs).
+"""Value sets of the formats beyond linear: NF4, bitsandbytes' FP4, FP4 E2M1, FP6 E3M2 and
+E2M3, FP8 E4M3 and E5M2, llama.cpp's IQ4_NL levels, ternary and binary (signs).
 
 Each is a ``Codebook``: the sorted finite values the format can hold and, for each, the
 code stored for it (the index into the NF4 and IQ4_NL tables, the raw FP4/FP6/FP8 bit
@@ -17,7 +17,15 @@ import torch
 
 from ..config import Format
 
-__all__ = ["IQ4_NL_VALUES", "NF4_MIN_SCALE", "NF4_VALUES", "Codebook", "codebook_for"]
+__all__ = [
+    "BNB_FP4_VALUES",
+    "IQ4_NL_VALUES",
+    "NF4_MIN_SCALE",
+    "NF4_VALUES",
+    "RECIPROCAL_FORMATS",
+    "Codebook",
+    "codebook_for",
+]
 
 # The 16 NF4 values of QLoRA (Dettmers et al., 2023), as in bitsandbytes: quantiles of
 # N(0, 1) normalised to [-1, 1], with an exact zero. Code i is value i.
@@ -44,6 +52,18 @@ NF4_MIN_SCALE = 1e-38
 """bitsandbytes' NF4 codes are ``x * (1 / max(absmax, 1e-38))`` (``quantize_4bit``'s
 ``absmax.clamp(min=1e-38)``): a finite reciprocal for every scale."""
 
+# bitsandbytes' FP4 (``get_4bit_type("fp4")`` in bitsandbytes/functional.py): a sign bit
+# (bit 3), two exponent bits of bias 2 and one mantissa bit, listed by code 0..7 and
+# divided by their largest, 12, in float32. It is not OCP E2M1 scaled to 6: code 1 is a
+# subnormal 0.0625 / 12 and the magnitudes are not in code order. Codes 8..15 are the
+# negatives; code 8 is a second zero.
+_BNB_FP4_RAW: tuple[float, ...] = (0.0, 0.0625, 8.0, 12.0, 4.0, 6.0, 2.0, 3.0)
+BNB_FP4_VALUES: tuple[float, ...] = tuple(
+    float(v) for v in torch.tensor(_BNB_FP4_RAW, dtype=torch.float32) / 12.0
+)
+"""Magnitudes of bitsandbytes' FP4 codes 0..7 (float32 of ``raw / 12``, as bitsandbytes
+divides its table in float32): ``0, 1/192, 2/3, 1, 1/3, 1/2, 1/6, 1/4``."""
+
 # E2M1 bit patterns 0..7 (sign bit 3 clear); 8..15 are their negatives.
 _FP4_E2M1_MAGNITUDES: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 
@@ -51,6 +71,12 @@ _FP4_E2M1_MAGNITUDES: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.
 IQ4_NL_VALUES: tuple[int, ...] = (
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
 )  # fmt: skip
+
+
+RECIPROCAL_FORMATS = frozenset({Format.NF4, Format.FP4_BNB})
+"""The bitsandbytes formats: codes are rounded on ``x * (1 / max(absmax, 1e-38))``, as
+``quantize_4bit`` computes them, not on ``x / absmax`` (the two can differ by an ulp), and
+an exact tie between two entries goes to the lower one."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,10 +88,14 @@ class Codebook:
     ``neg_zero_code``: the code of ``-0.0`` for formats with a sign bit (FP4, FP6, FP8),
     which a negative input that rounds to zero gets, as IEEE casting gives it; ``None``
     for NF4, IQ4_NL and ternary.
+    ``pos_zero_code``: bitsandbytes' FP4 only: the code a value ``v > 0`` rounding to zero
+    gets (8; ``v <= 0``, ``-0.0`` included, gets the zero in ``values``, code 0).
+    bitsandbytes sorts its 16 entries, the zeros as code 0 then code 8, and buckets on the
+    midpoints, one of which is 0 between the two zeros, a tie going down.
     ``tie_up``: for each midpoint ``k`` between ``values[k]`` and ``values[k + 1]``, whether
     an input exactly on it goes up: IEEE's even code for the floats, never for NF4 (as
     bitsandbytes), always for IQ4_NL (as llama.cpp's ``best_index_int8``), towards 0 for
-    ternary (``torch.round``'s half to even).
+    ternary (``torch.round``'s half to even), never for bitsandbytes' FP4.
     """
 
     format: Format
@@ -74,12 +104,20 @@ class Codebook:
     decode_table: torch.Tensor
     neg_zero_code: int | None = None
     tie_up: tuple[bool, ...] = ()
+    pos_zero_code: int | None = None
 
     @property
     def zero_index(self) -> int | None:
         """Index of ``0.0`` in ``values``; ``None`` for IQ4_NL, which has no zero level."""
         hits = torch.nonzero(self.values == 0)
         return int(hits[0, 0]) if len(hits) else None
+
+    @property
+    def runs_compiled(self) -> bool:
+        """Whether the compiled kernels (``quant_core.kernels``) model this codebook's
+        rounding. bitsandbytes' FP4 (its reciprocal, its split zero) they do not yet: its
+        callers take the eager path, which does."""
+        return self.format is not Format.FP4_BNB
 
     @property
     def max_abs(self) -> float:
@@ -95,12 +133,13 @@ class Codebook:
             self.decode_table.to(device),
             self.neg_zero_code,
             self.tie_up,
+            self.pos_zero_code,
         )
 
 
 def _tie_rule(fmt: Format, values: torch.Tensor, codes: torch.Tensor) -> tuple[bool, ...]:
     n = len(values) - 1
-    if fmt is Format.NF4:
+    if fmt in RECIPROCAL_FORMATS:  # bitsandbytes' bucketize: a tie goes to the lower entry
         return (False,) * n
     if fmt is Format.IQ4_NL:
         return (True,) * n
@@ -150,11 +189,30 @@ def _small_float_table(exp_bits: int, man_bits: int) -> tuple[torch.Tensor, torc
     return torch.tensor(values, dtype=torch.float32), torch.arange(1 << width, dtype=torch.uint8)
 
 
+def _bnb_fp4() -> Codebook:
+    """bitsandbytes' FP4: 15 sorted values (one zero, code 0) and code 8 as ``pos_zero_code``.
+
+    The decode table holds ``-0.0`` for code 8: bitsandbytes' dequantize (its C kernel on
+    CPU, ``dDequantizeFP4Tree`` on CUDA) returns ``sign * 0``, although the table it saves
+    as ``quant_map`` says ``+0.0`` (the Python ``-0`` in ``get_4bit_type`` is an int)."""
+    mags = torch.tensor(BNB_FP4_VALUES, dtype=torch.float32)
+    table = torch.cat([mags, -mags])  # -mags[0] is -0.0: code 8
+    codes = torch.arange(16, dtype=torch.uint8)
+    keep = codes != 8
+    values, kept = table[keep], codes[keep]
+    order = torch.argsort(values, stable=True)
+    values, kept = values[order].contiguous(), kept[order]
+    tie_up = _tie_rule(Format.FP4_BNB, values, kept)
+    return Codebook(Format.FP4_BNB, values, kept, table, None, tie_up, pos_zero_code=8)
+
+
 @functools.cache
 def _codebook_cpu(fmt: Format) -> Codebook:
     if fmt is Format.NF4:
         values = torch.tensor(NF4_VALUES, dtype=torch.float32)
         return _from_pairs(fmt, values, torch.arange(16, dtype=torch.uint8), 16)
+    if fmt is Format.FP4_BNB:
+        return _bnb_fp4()
     if fmt is Format.FP4_E2M1:
         mags = torch.tensor(_FP4_E2M1_MAGNITUDES, dtype=torch.float32)
         values = torch.cat([mags, -mags])

@@ -188,6 +188,15 @@ def _records() -> tuple[Preset, ...]:
                 format=Format.NF4, granularity=PerGroup(64), scale_format=DoubleQuantScales(256)
             ),
         ),
+        # bitsandbytes' FP4 as transformers saves it by default (no double quantization):
+        # its own table (not OCP E2M1), a float32 absmax per block of 64, 4 + 32/64 bits
+        Preset(
+            "FP4_BNB",
+            "bitsandbytes FP4",
+            "bitsandbytes",
+            "bitsandbytes' FP4 table (not OCP E2M1) in blocks of 64, float32 absmax",
+            QuantConfig(format=Format.FP4_BNB, granularity=PerGroup(64)),
+        ),
     ]
     return tuple(gguf + others)
 

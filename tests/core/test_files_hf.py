@@ -245,7 +245,7 @@ def test_bitsandbytes_nf4_as_bitsandbytes_writes_and_reads_it(tmp_path, double_q
         assert torch.equal(lab.stored.codes.reshape(-1), qt.stored.codes.reshape(-1))
 
 
-def test_bitsandbytes_fp4_opens_as_values_with_its_type_named(tmp_path):
+def test_bitsandbytes_fp4_opens_as_the_labs_fp4_bnb_with_its_type_named(tmp_path):
     import bitsandbytes.functional as bnbf
     from bitsandbytes.functional import QuantState
 
@@ -253,7 +253,8 @@ def test_bitsandbytes_fp4_opens_as_values_with_its_type_named(tmp_path):
     sd = bnb_state_dict(w, MODULE, "fp4", double_quant=False)
     write_folder(tmp_path, sd, None)  # no config: the quant state says it all
     st = open_quantized(tmp_path).load(MODULE + ".weight")
-    assert st.quantized is None and st.type_name == "bnb FP4 b64"
+    assert st.type_name == "bnb FP4 b64"
+    assert st.quantized is not None and st.quantized.config == QuantConfig.from_name("FP4_BNB")
     state = QuantState.from_dict(
         {k[len(MODULE) + 8 :]: v for k, v in sd.items() if k != MODULE + ".weight"},
         torch.device("cpu"),

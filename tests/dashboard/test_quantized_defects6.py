@@ -39,25 +39,45 @@ BNB_FP4 = {  # transformers' config.json of a model loaded in 4 bits
 def test_bitsandbytes_fp4_is_compared_with_its_original_in_the_explorer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """bitsandbytes FP4 is a type the lab does not decode: its values went to the ordinary
-    explorer, which offered no original at all, while the whole model page measured the
-    file's error. Now the explorer offers the original and shows the same error."""
+    """bitsandbytes FP4 was a type the lab did not decode: its values went to the ordinary
+    explorer, whose comparison had metrics only (no error map, no round-to-nearest). It now
+    decodes to the lab's FP4_BNB (here under double quantization): the file's view with its
+    codes, the error maps of the file and of the lab's round-to-nearest of the original
+    side by side, and both rows of metrics (the same codes: the same error)."""
+    import json
+
     monkeypatch.setenv(ROOTS_ENV, str(tmp_path))
     quantized = write_folder(tmp_path / "fp4", bnb_state_dict(UP, MODULE, "fp4"), BNB_FP4)
     save_file({f"{MODULE}.weight": UP.clone()}, str(tmp_path / "orig.safetensors"))
     at = new_app(EXPLORER, src="folder", folder=str(quantized)).run()
     no_errors(at)
+    assert {m.label: m.value for m in at.metric}["Stored type"] == "bnb FP4 b64 + DQ"
     at.radio(key="qf_orig").set_value("folder").run()
     at.text_input(key="qf_orig_path").set_value(str(tmp_path / "orig.safetensors")).run()
     no_errors(at)
     table = next(d.value for d in at.dataframe if "quantization" in d.value.columns)
     qfile = open_quantized(quantized)
     want = compare_with_original(qfile.load(f"{MODULE}.weight"), UP, f"{MODULE}.weight")
-    (row,) = table.to_dict("records")
-    assert row["quantization"] == "the file (bnb FP4 b64 + DQ)", row
-    assert row["mse"] == pytest.approx(want.file_metrics.mse, rel=1e-6) and row["mse"] > 0
+    assert want.rtn_metrics is not None
+    rows = table.to_dict("records")
+    assert [r["quantization"] for r in rows] == [
+        "the file (bnb FP4 b64 + DQ)",
+        "the lab's round-to-nearest, same format",
+    ], rows
+    assert rows[0]["mse"] == pytest.approx(want.file_metrics.mse, rel=1e-6) and rows[0]["mse"] > 0
+    assert rows[0]["mse"] == rows[1]["mse"]  # bitsandbytes' codes are the lab's
+    headers = [h.value for h in at.subheader]
+    assert "The file against the lab's round-to-nearest of the original" in headers, headers
+    assert "What the file stores" in headers, headers
+    titles = [
+        json.loads(c.proto.spec).get("layout", {}).get("title", {}).get("text", "")
+        for c in at.get("plotly_chart")
+    ]
+    assert any("Error of the file (bnb FP4 b64 + DQ)" in t for t in titles), titles
+    assert any("Error of the lab's round-to-nearest" in t for t in titles), titles
     captions = [plain(c.value) for c in at.caption]
-    assert any("the lab does not model bnb FP4" in c for c in captions), captions
+    assert not any("the lab does not model" in c for c in captions), captions
+    assert any("As the lab models it" in c for c in captions), captions
 
 
 def test_a_gptq_act_order_tensors_option_carries_its_type(

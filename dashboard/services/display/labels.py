@@ -21,6 +21,7 @@ FORMAT_LABELS: dict[Format, str] = {
     Format.INT: "int",
     Format.NF4: "NF4",
     Format.FP4_E2M1: "FP4 E2M1",
+    Format.FP4_BNB: "bnb FP4",
     Format.FP6_E3M2: "FP6 E3M2",
     Format.FP6_E2M3: "FP6 E2M3",
     Format.FP8_E4M3: "FP8 E4M3",
