@@ -1,0 +1,32 @@
+"""Defects a demanding user hit on the Sweep page (defect pass 8), each with the run that
+showed it."""
+
+from __future__ import annotations
+
+from markdown_text import plain
+from page_runs import open_page
+
+from dashboard.services.state.compare import sweep_from_query
+
+SOURCE = {"src": "synthetic", "rows": "16", "cols": "64"}
+
+
+def test_a_link_whose_shipped_formats_are_all_refused_keeps_the_page_formats() -> None:
+    """``sw.fmt=`` beside ``sw.presets`` holding only a name the registry does not know (a
+    typo, a renamed format): the presets were ignored but the empty format list was taken
+    as "none", so the grid was empty and the page said "No scheme of this grid can run on
+    this tensor (see why above)" with nothing above saying why."""
+    q = sweep_from_query({"sw.fmt": "", "sw.gran": "", "sw.presets": "Q4_KM"})
+    assert q.presets is None and q.formats is None and q.kinds is None
+    assert [p.split(" ")[0] for p in q.problems] == ["sw.presets", "sw.gran", "sw.fmt"]
+
+    at = open_page("sweep.py", **SOURCE, **{"sw.fmt": "", "sw.gran": "", "sw.presets": "Q4_KM"})
+    assert not at.exception, [e.value for e in at.exception]
+    warned = [plain(w.value) for w in at.warning]
+    assert any("sw.presets holds 'Q4_KM'" in w for w in warned), warned
+    assert not any("No scheme of this grid" in w for w in warned), warned
+    assert at.multiselect(key="sw_formats").value  # the page's formats stand
+    # nothing usable was left of the link's grid: the form waits for a run
+    assert [plain(i.value) for i in at.info] == [
+        "Pick the schemes to compare and press Run sweep."
+    ]
