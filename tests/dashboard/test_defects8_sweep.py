@@ -30,3 +30,25 @@ def test_a_link_whose_shipped_formats_are_all_refused_keeps_the_page_formats() -
     assert [plain(i.value) for i in at.info] == [
         "Pick the schemes to compare and press Run sweep."
     ]
+
+
+def test_the_frontier_difference_keeps_labels_with_commas_apart() -> None:
+    """Scheme labels hold commas ("int4 sym g32, fp16 scales · GPTQ"), and the sentence
+    joined them with commas: "Only on the output MSE (held-out) frontier: int4 sym g32,
+    fp16 scales · GPTQ, int4 sym g128, fp16 scales · GPTQ, NF4_DQ · AWQ." did not say
+    where one scheme ended and the next began."""
+    from dashboard.services.compare.frontier import ErrorAxis, FrontierDifference
+
+    diff = FrontierDifference(
+        ErrorAxis.MSE,
+        ErrorAxis.OUTPUT_MSE,
+        first_only=("int4 sym g128, fp16 scales · HQQ",),
+        second_only=("int4 sym g32, fp16 scales · GPTQ", "NF4_DQ · AWQ"),
+        both=(),
+    )
+    text = plain(diff.describe())
+    assert (
+        "Only on the output MSE (held-out) frontier: int4 sym g32, fp16 scales · GPTQ; "
+        "NF4_DQ · AWQ." in text
+    ), text
+    assert "Only on the weight MSE frontier: int4 sym g128, fp16 scales · HQQ." in text
