@@ -18,7 +18,7 @@ from dashboard.services.compare.ab_figures import (
     ab_error_figure,
     ab_winner_figure,
 )
-from dashboard.services.compare.ab_summary import cost_headline, output_headline
+from dashboard.services.compare.ab_summary import block_unit, cost_headline, output_headline
 from dashboard.services.compare.weights import WeightScheme, calibration_note, linear_layer_of
 from dashboard.services.display.metric_help import with_help
 from dashboard.services.display.text import literal
@@ -83,8 +83,8 @@ with headline:
         st.markdown(outputs)
     t = ab.totals
     st.markdown(
-        f"**Blocks won** (lower MSE per block): A **{t.a:,}**, B **{t.b:,}**, ties {t.ties:,} "
-        f"of {t.total:,}."
+        f"**Blocks won** (lower MSE in each {block_unit(ab)}): A **{t.a:,}**, B **{t.b:,}**, "
+        f"ties {t.ties:,} of {t.total:,}."
     )
     for side, note in (("A", ab.note_a), ("B", ab.note_b)):
         if note:

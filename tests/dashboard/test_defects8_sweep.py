@@ -27,9 +27,7 @@ def test_a_link_whose_shipped_formats_are_all_refused_keeps_the_page_formats() -
     assert not any("No scheme of this grid" in w for w in warned), warned
     assert at.multiselect(key="sw_formats").value  # the page's formats stand
     # nothing usable was left of the link's grid: the form waits for a run
-    assert [plain(i.value) for i in at.info] == [
-        "Pick the schemes to compare and press Run sweep."
-    ]
+    assert [plain(i.value) for i in at.info] == ["Pick the schemes to compare and press Run sweep."]
 
 
 def test_the_frontier_difference_keeps_labels_with_commas_apart() -> None:
