@@ -19,7 +19,11 @@ from dashboard.services.compare.ab_figures import (
     ab_winner_figure,
 )
 from dashboard.services.compare.ab_summary import block_unit, cost_headline, output_headline
-from dashboard.services.compare.weights import WeightScheme, calibration_note, linear_layer_of
+from dashboard.services.compare.weights import (
+    WeightScheme,
+    ab_calibration_note,
+    linear_layer_of,
+)
 from dashboard.services.display.metric_help import with_help
 from dashboard.services.display.text import literal
 from dashboard.services.state.compare import ab_to_query
@@ -48,7 +52,7 @@ with left.expander("Scheme A", expanded=True):
     cfg_a, alg_a = ab_side(cols, "a_", DEFAULT_A, layer)
 with right.expander("Scheme B", expanded=True):
     cfg_b, alg_b = ab_side(cols, "b_", DEFAULT_B, layer)
-st.caption(calibration_note(layer, len(alg_a.calibration), len(HELD_OUT_SENTENCES), source.choice))
+st.caption(ab_calibration_note(layer, alg_a, alg_b, len(HELD_OUT_SENTENCES), source.choice))
 # Written before the work below, so a run that stops early still leaves URL and page agreeing.
 url.write({**source_to_query(source.choice), **ab_to_query(cfg_a, alg_a, cfg_b, alg_b)})
 

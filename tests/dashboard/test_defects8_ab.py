@@ -50,3 +50,31 @@ def test_block_unit_names_the_blocks_of_every_pairing() -> None:
     assert ab_winner_figure(rows).layout.title.text.startswith(
         "Lower MSE in each row of 64 values:"
     )
+
+
+def test_the_calibration_note_counts_the_sentences_of_the_side_that_calibrates() -> None:
+    """Scheme B GPTQ on three sentences of the learner's own, A RTN: the page said "GPTQ
+    and AWQ calibrate on its inputs over 36 sentences" (A's bundled sentences, which RTN
+    never uses)."""
+    from dashboard.services.compare.weights import ab_calibration_note
+    from dashboard.services.state.algorithm import AlgorithmChoice
+    from quant_core import Algorithm
+    from quant_core.calibration import CALIBRATION_SENTENCES
+
+    layer = "encoder.layer.0.attention.self.query"
+    rtn = AlgorithmChoice(algorithm=Algorithm.RTN)
+    own = ("One.", "Two.", "Three.")
+    gptq = AlgorithmChoice(algorithm=Algorithm.GPTQ, calibration=own, custom_calibration=True)
+    awq = AlgorithmChoice(algorithm=Algorithm.AWQ)
+    n = len(CALIBRATION_SENTENCES)
+
+    note = plain(ab_calibration_note(layer, rtn, gptq, 18))
+    assert "calibrate on its inputs over 3 sentences" in note, note
+    assert f"over {n} sentences" not in note, note
+
+    note = plain(ab_calibration_note(layer, awq, gptq, 18))
+    assert f"scheme A's AWQ over {n} sentences, scheme B's GPTQ over 3" in note, note
+
+    note = plain(ab_calibration_note(layer, rtn, rtn, 18))
+    assert f"calibrate on its inputs over {n} sentences" in note, note
+    assert "18 held-out sentences" in note, note
