@@ -93,6 +93,17 @@ with headline:
     for side, note in (("A", ab.note_a), ("B", ab.note_b)):
         if note:
             st.warning(f"Scheme {side}: {note}", icon=":material/warning:")
+    # what the algorithm had to work around (GPTQ on too few calibration tokens): the
+    # explorer shows it; here it went to the server's log only
+    for side, scheme, texts in (
+        ("A", ab.scheme_a, ab.warnings_a),
+        ("B", ab.scheme_b, ab.warnings_b),
+    ):
+        for text in texts:
+            st.warning(
+                f"Scheme {side} ({scheme.algorithm.label}): {literal(text)}",
+                icon=":material/warning:",
+            )
 table = metrics_table(ab)
 st.dataframe(
     table,

@@ -78,3 +78,58 @@ def test_the_calibration_note_counts_the_sentences_of_the_side_that_calibrates()
     note = plain(ab_calibration_note(layer, rtn, rtn, 18))
     assert f"calibrate on its inputs over {n} sentences" in note, note
     assert "18 held-out sentences" in note, note
+
+
+def _layer(out: int = 8, features: int = 32, tokens: int = 4):
+    from dashboard.services.activations.layer import LayerInputs
+
+    g = torch.Generator().manual_seed(0)
+    return LayerInputs(
+        name="toy",
+        weight=torch.randn(out, features, generator=g),
+        bias=None,
+        x_calib=torch.randn(tokens, features, generator=g),
+        x_eval=torch.randn(16, features, generator=g),
+    )
+
+
+def test_an_algorithm_s_warnings_reach_the_a_b_result_and_the_sweep() -> None:
+    """GPTQ calibrated on fewer tokens than the layer has input features (three sentences
+    of one's own on MiniLM: 23 tokens for 384 features) warns that only the dampening makes
+    its Hessian invertible. The explorer shows that warning; A/B and the sweep dropped it
+    (it reached the server's log only)."""
+    import warnings
+
+    from dashboard.services.compare.sweep import run_sweep
+    from dashboard.services.compare.weights import WeightScheme
+    from quant_core import Algorithm, AlgorithmWarning
+
+    layer = _layer()
+    cfg = QuantConfig(4, Mode.SYMMETRIC, PerGroup(16))
+    gptq = WeightScheme(cfg, Algorithm.GPTQ)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AlgorithmWarning)
+        ab = compare_ab(layer.weight, cfg, gptq, layer_a=layer, layer_b=layer)
+        swept = run_sweep(layer.weight, [cfg, gptq], inputs=layer)
+    assert ab.warnings_a == ()
+    assert any("calibration tokens" in w for w in ab.warnings_b), ab.warnings_b
+    by_algo = {r.scheme.algorithm: r.warnings for r in swept.results}
+    assert by_algo[Algorithm.RTN] == ()
+    assert any("calibration tokens" in w for w in by_algo[Algorithm.GPTQ])
+
+
+def test_the_a_b_page_shows_gptq_s_warning_on_three_own_sentences() -> None:
+    from quant_core import Algorithm
+
+    at = open_page("ab.py", src="model", tensor="encoder.layer.0.attention.self.query.weight")
+    at.selectbox(key="b_a_algo").set_value(Algorithm.GPTQ).run()
+    at.checkbox(key="b_a_custom").check().run()
+    at.text_area(key="b_a_text").set_value("The cat sat.\nA second one here.\nA third.").run()
+    assert not at.exception, [e.value for e in at.exception]
+    warned = [plain(w.value) for w in at.warning]
+    assert any(
+        w.startswith("Scheme B (GPTQ): GPTQ:") and "calibration tokens for 384 input features" in w
+        for w in warned
+    ), warned
+    note = next(plain(c.value) for c in at.caption if "held-out sentences" in plain(c.value))
+    assert "over 3 sentences" in note, note
