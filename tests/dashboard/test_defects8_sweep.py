@@ -50,3 +50,20 @@ def test_the_frontier_difference_keeps_labels_with_commas_apart() -> None:
         "NF4_DQ · AWQ." in text
     ), text
     assert "Only on the weight MSE frontier: int4 sym g128, fp16 scales · HQQ." in text
+
+
+def test_the_time_column_is_not_headed_s() -> None:
+    """The sweep table headed the algorithm's wall time "s", the letter every other page
+    (and this page's formulas, s = max|r| / q_max) gives the scale: a learner read the
+    column as each scheme's scale."""
+    import json
+
+    at = open_page(
+        "sweep.py",
+        **SOURCE,
+        **{"sw.bits": "4", "sw.fmt": "int", "sw.gran": "tensor", "sw.modes": "symmetric"},
+    )
+    assert not at.exception, [e.value for e in at.exception]
+    columns = json.loads(at.dataframe[0].proto.columns)
+    assert columns["seconds"]["label"] == "time (s)", columns["seconds"]
+    assert "s" not in {c.get("label") for c in columns.values()}
