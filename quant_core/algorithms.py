@@ -94,10 +94,16 @@ class Algorithm(enum.Enum):
         if self in (Algorithm.GPTQ, Algorithm.HQQ) and (
             cfg.two_level or cfg.recipe is Recipe.LLAMA_CPP
         ):
+            # the reason that holds for this format (Q8_0 keeps one fp16 scale per block:
+            # "stores its scales in two levels or ..." left the reader to guess)
+            why = (
+                f"{cfg.name} stores its block scales in two levels"
+                if cfg.two_level
+                else f"{cfg.name} follows llama.cpp's own quantizer"
+            )
             return (
-                f"{self.label} fits one float scale per block by the lab's rounding; "
-                f"{cfg.name} stores its scales in two levels or is fitted by its owner's own "
-                "search (use RTN, its owner's quantizer, or AWQ)"
+                f"{self.label} fits one float scale per block by the lab's rounding; {why} "
+                "(use RTN, its owner's quantizer, or AWQ)"
             )
         return None
 

@@ -496,8 +496,16 @@ def _forum_lab() -> None:
     digest = hashlib.sha256((text or "").encode("utf-8", "surrogatepass")).hexdigest()
     try:
         values = cache.typed_values(digest, text or "")
+    except TypedValuesError as exc:
+        st.error(f"a: {literal(str(exc))}")
+        return
+    # how the text was read (a value past float32's range became inf, one value per line
+    # made a vector), as the explorer says it: the refusal below is about those values
+    for note in values.notes:
+        st.caption(literal(note))
+    try:
         ans = cache.lesson_forum(values.key, values.tensor)
-    except (TypedValuesError, ValueError) as exc:
+    except ValueError as exc:
         st.error(f"a: {literal(str(exc))}")
         return
     _course(forum_cards(ans), "8-bit absmax")

@@ -30,7 +30,8 @@ _COLUMNS = {
     "output_sqnr_db": st.column_config.NumberColumn("output SQNR dB", format="%.2f"),
     "cosine": st.column_config.NumberColumn("cosine", format="%.6f"),
     "bits_per_element": st.column_config.NumberColumn("bits/elem", format="%.4f"),
-    "seconds": st.column_config.NumberColumn("s", format="%.3f"),
+    # not "s": the pages write s for the scale
+    "seconds": st.column_config.NumberColumn("time (s)", format="%.3f"),
 }
 
 

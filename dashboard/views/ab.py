@@ -18,8 +18,12 @@ from dashboard.services.compare.ab_figures import (
     ab_error_figure,
     ab_winner_figure,
 )
-from dashboard.services.compare.ab_summary import cost_headline, output_headline
-from dashboard.services.compare.weights import WeightScheme, calibration_note, linear_layer_of
+from dashboard.services.compare.ab_summary import block_unit, cost_headline, output_headline
+from dashboard.services.compare.weights import (
+    WeightScheme,
+    ab_calibration_note,
+    linear_layer_of,
+)
 from dashboard.services.display.metric_help import with_help
 from dashboard.services.display.text import literal
 from dashboard.services.state.compare import ab_to_query
@@ -48,7 +52,7 @@ with left.expander("Scheme A", expanded=True):
     cfg_a, alg_a = ab_side(cols, "a_", DEFAULT_A, layer)
 with right.expander("Scheme B", expanded=True):
     cfg_b, alg_b = ab_side(cols, "b_", DEFAULT_B, layer)
-st.caption(calibration_note(layer, len(alg_a.calibration), len(HELD_OUT_SENTENCES), source.choice))
+st.caption(ab_calibration_note(layer, alg_a, alg_b, len(HELD_OUT_SENTENCES), source.choice))
 # Written before the work below, so a run that stops early still leaves URL and page agreeing.
 url.write({**source_to_query(source.choice), **ab_to_query(cfg_a, alg_a, cfg_b, alg_b)})
 
@@ -83,12 +87,23 @@ with headline:
         st.markdown(outputs)
     t = ab.totals
     st.markdown(
-        f"**Blocks won** (lower MSE per block): A **{t.a:,}**, B **{t.b:,}**, ties {t.ties:,} "
-        f"of {t.total:,}."
+        f"**Blocks won** (lower MSE in each {block_unit(ab)}): A **{t.a:,}**, B **{t.b:,}**, "
+        f"ties {t.ties:,} of {t.total:,}."
     )
     for side, note in (("A", ab.note_a), ("B", ab.note_b)):
         if note:
             st.warning(f"Scheme {side}: {note}", icon=":material/warning:")
+    # what the algorithm had to work around (GPTQ on too few calibration tokens): the
+    # explorer shows it; here it went to the server's log only
+    for side, scheme, texts in (
+        ("A", ab.scheme_a, ab.warnings_a),
+        ("B", ab.scheme_b, ab.warnings_b),
+    ):
+        for text in texts:
+            st.warning(
+                f"Scheme {side} ({scheme.algorithm.label}): {literal(text)}",
+                icon=":material/warning:",
+            )
 table = metrics_table(ab)
 st.dataframe(
     table,

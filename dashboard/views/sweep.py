@@ -82,4 +82,14 @@ if limited:
     ):
         for r in limited:
             st.caption(f"{literal(r.label)}: {r.note}")
+warned = [r for r in result.results if r.warnings]
+if warned:
+    # what an algorithm had to work around (GPTQ on fewer calibration tokens than input
+    # features): the explorer shows it; here it went to the server's log only
+    with st.expander(
+        f"{counted(len(warned), 'scheme')}: the algorithm had to work around its input"
+    ):
+        for r in warned:
+            for text in r.warnings:
+                st.caption(f"{literal(r.label)}: {literal(text)}")
 sweep_results(source, sweep_table(result, tensor=source.label), axis, request.custom_calibration)

@@ -105,7 +105,9 @@ class ABResult:
     ``output_a``/``output_b``: each side's layer output error on held-out sentences
     (``None`` without a layer). ``note_a``/``note_b``: why a side's errors are what they
     are when its stored scales hit their dtype's limits (``scale_limit_text``; empty
-    otherwise).
+    otherwise). ``warnings_a``/``warnings_b``: what each side's algorithm had to work
+    around (``WeightQuantResult.warnings``: GPTQ on fewer calibration tokens than input
+    features, ...), as the explorer shows them.
     """
 
     shape: tuple[int, ...]
@@ -126,6 +128,8 @@ class ABResult:
     output_b: ErrorMetrics | None = None
     note_a: str = ""
     note_b: str = ""
+    warnings_a: tuple[str, ...] = ()
+    warnings_b: tuple[str, ...] = ()
 
     @property
     def config_a(self) -> QuantConfig:
@@ -155,12 +159,13 @@ def _as_scheme(item: object, which: str) -> WeightScheme:
 
 def _error(
     x: torch.Tensor, scheme: WeightScheme, layer: LayerInputs | None, which: str
-) -> tuple[torch.Tensor, ErrorMetrics, ErrorMetrics | None, str]:
+) -> tuple[torch.Tensor, ErrorMetrics, ErrorMetrics | None, str, tuple[str, ...]]:
     try:
         m = quantize_and_measure(x, scheme, layer)
     except ValueError as exc:
         raise ValueError(f"scheme {which} ({scheme.label}): {exc}") from exc
-    return x.to(torch.float32) - m.effective, m.metrics, m.output, m.scale_note()
+    err = x.to(torch.float32) - m.effective
+    return err, m.metrics, m.output, m.scale_note(), m.result.warnings
 
 
 def _block_mse(err: torch.Tensor, granularity: Granularity) -> np.ndarray:
@@ -200,8 +205,8 @@ def compare_ab(
     if block_granularity is None:
         block_granularity = default_block_granularity(cfg_a, cfg_b)
     layout_for(mshape, block_granularity)  # raises naming the misfit before any work
-    err_a, metrics_a, output_a, note_a = _error(x, scheme_a, layer_a, "A")
-    err_b, metrics_b, output_b, note_b = _error(x, scheme_b, layer_b, "B")
+    err_a, metrics_a, output_a, note_a, warnings_a = _error(x, scheme_a, layer_a, "A")
+    err_b, metrics_b, output_b, note_b, warnings_b = _error(x, scheme_b, layer_b, "B")
     mse_a = _block_mse(err_a, block_granularity)
     mse_b = _block_mse(err_b, block_granularity)
     winner = np.where(mse_a < mse_b, Winner.A, np.where(mse_a > mse_b, Winner.B, Winner.TIE))
@@ -230,6 +235,8 @@ def compare_ab(
         output_b=output_b,
         note_a=note_a,
         note_b=note_b,
+        warnings_a=warnings_a,
+        warnings_b=warnings_b,
     )
 
 

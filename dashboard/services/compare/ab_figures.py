@@ -14,6 +14,7 @@ from plotly.subplots import make_subplots
 
 from ..display.reduce import DEFAULT_MAX_CELLS, Reduced, Reduction, reduce_2d
 from .ab import ABResult
+from .ab_summary import block_unit
 
 __all__ = ["ab_difference_figure", "ab_error_figure", "ab_winner_figure"]
 
@@ -98,7 +99,10 @@ def ab_winner_figure(ab: ABResult, max_cells: int = DEFAULT_MAX_CELLS) -> go.Fig
             },
         )
     )
-    head = f"Lower MSE per block: A won {t.a}, B won {t.b}, ties {t.ties} (of {t.total})"
+    head = (
+        f"Lower MSE in each {block_unit(ab)}: A won {t.a}, B won {t.b}, ties {t.ties} "
+        f"(of {t.total})"
+    )
     fig.update_layout(title=_title(head, r.note()))
     fig.update_yaxes(autorange="reversed")
     return fig

@@ -139,7 +139,8 @@ class FrontierDifference:
         parts = [f"The {self.first.label} and {self.second.label} frontiers differ."]
         for axis, only in ((self.first, self.first_only), (self.second, self.second_only)):
             if only:
-                parts.append(f"Only on the {axis.label} frontier: {', '.join(only)}.")
+                # "; " between labels: a label holds commas ("int4 sym g32, fp16 scales")
+                parts.append(f"Only on the {axis.label} frontier: {'; '.join(only)}.")
         return " ".join(parts)
 
 

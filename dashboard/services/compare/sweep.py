@@ -64,7 +64,8 @@ class SchemeResult:
     """One scheme run on the sweep's tensor: weight errors, clipping, storage, and (for a
     model layer) the output error on held-out sentences; ``seconds``: the algorithm's
     wall time; ``note``: why its errors are what they are when its stored scales hit
-    their dtype's limits (``MeasuredScheme.scale_note``; empty otherwise)."""
+    their dtype's limits (``MeasuredScheme.scale_note``; empty otherwise); ``warnings``:
+    what the algorithm had to work around (``WeightQuantResult.warnings``)."""
 
     scheme: WeightScheme
     scheme_id: str
@@ -74,6 +75,7 @@ class SchemeResult:
     output: ErrorMetrics | None = None
     seconds: float = 0.0
     note: str = ""
+    warnings: tuple[str, ...] = ()
 
     @property
     def config(self) -> QuantConfig:
@@ -142,6 +144,7 @@ def run_sweep(
                     output=m.output,
                     seconds=m.result.seconds,
                     note=m.scale_note(),
+                    warnings=m.result.warnings,
                 )
             )
         if progress is not None:

@@ -49,6 +49,7 @@ __all__ = [
     "SCHEME_KEYS",
     "SWEEP_GPTQ",
     "WeightScheme",
+    "ab_calibration_note",
     "calibration_note",
     "linear_layer_of",
     "offered_algorithms",
@@ -117,6 +118,36 @@ def calibration_note(
         f"Layer `{layer}`: GPTQ and AWQ calibrate on its inputs over {n_calibration} "
         f"sentences; output errors are measured on {n_held_out} held-out sentences "
         "they never saw."
+    )
+
+
+def ab_calibration_note(
+    layer: str | None,
+    choice_a: AlgorithmChoice,
+    choice_b: AlgorithmChoice,
+    n_held_out: int,
+    choice: SourceChoice | None = None,
+) -> str:
+    """``calibration_note`` for A/B, whose two sides calibrate on their own sentences: the
+    count of the side whose algorithm calibrates (GPTQ, AWQ), or of each when both do on
+    different sentences ("scheme A's AWQ over 36 sentences, scheme B's GPTQ over 3"); the
+    bundled count when neither calibrates. Before, the note counted A's sentences
+    whatever B calibrated on."""
+    sides = [
+        (name, c)
+        for name, c in (("A", choice_a), ("B", choice_b))
+        if c.algorithm.needs_calibration
+    ]
+    counts = {len(c.calibration) for _, c in sides}
+    if layer is None or len(counts) < 2:
+        n = counts.pop() if counts else len(CALIBRATION_SENTENCES)
+        return calibration_note(layer, n, n_held_out, choice)
+    (first, a), (second, b) = sides
+    return (
+        f"Layer `{layer}`: GPTQ and AWQ calibrate on its inputs, scheme {first}'s "
+        f"{a.algorithm.label} over {len(a.calibration)} sentences, scheme {second}'s "
+        f"{b.algorithm.label} over {len(b.calibration)}; output errors are measured on "
+        f"{n_held_out} held-out sentences they never saw."
     )
 
 

@@ -131,7 +131,7 @@ def forum_answer(a: torch.Tensor) -> ForumAnswer:
         raise ValueError(f"need at least 2 values in 1-D or 2-D, got shape {tuple(a.shape)}")
     flat = a.detach().reshape(-1).to(torch.float32)
     if not bool(torch.isfinite(flat).all()):
-        raise ValueError("min_max_quantize needs finite values: the text holds NaN or Inf")
+        raise ValueError("min_max_quantize needs finite values: a holds NaN or ±inf")
     absmax = quantize(flat, ABSMAX_INT8)
     return ForumAnswer(
         a=flat, absmax=absmax, b=absmax.dequantize(), minmax=minmax_levels_quantize(flat, 8)

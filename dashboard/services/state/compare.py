@@ -239,13 +239,16 @@ def sweep_from_query(params: Mapping[str, str]) -> SweepQuery:
     problems: list[str] = []
     items = [(k, name, lambda key, raw, f=f: _list(key, raw, f)) for k, (name, f) in _LISTS.items()]
     items += [(k, name, f) for k, (name, f) in _SINGLES.items()]
-    presets = bool(params.get(SWEEP_PREFIX + "presets"))
+    # presets first: an empty format list means "none" only beside shipped formats that
+    # parsed (a link whose every preset was refused left an empty grid, and the page said
+    # "No scheme of this grid can run on this tensor (see why above)" with nothing above)
+    items.sort(key=lambda item: item[0] != "presets")
     for k, name, parse in items:
         key = SWEEP_PREFIX + k
         raw = params.get(key)
         if raw is None:
             continue
-        if raw == "" and presets and k in _EMPTY_BESIDE_PRESETS:
+        if raw == "" and parsed.get("presets") and k in _EMPTY_BESIDE_PRESETS:
             parsed[name] = ()
             continue
         try:
