@@ -57,6 +57,7 @@ from .encode import codebook_index, codebook_scaled, encode_codebook, encode_int
 from .formats import Codebook, codebook_for, llama_cpp
 from .formats.integer import codebook_scale, int_qparams
 from .formats.scales import (
+    BlockFit,
     BlockParams,
     StoredScales,
     check_super_blocks,
@@ -365,7 +366,8 @@ def _quantize(
             )
             if both is not None:
                 codes, fused = both
-                return _result(x, cfg, layout, codes, params, rng), layout.from_blocks(fused), False
+                q = _result(x, cfg, layout, codes, params, rng)
+                return q, layout.from_blocks(fused), _fit_scales_finite(fitted)
         codes = encode_int(blocks, params.encode_scale, params.zero_point, m_enc, cfg, generator)
     else:
         if values and cfg.rounding is Rounding.NEAREST and cb.runs_compiled:
@@ -374,11 +376,19 @@ def _quantize(
             )
             if both is not None:
                 codes, fused = both
-                return _result(x, cfg, layout, codes, params, rng), layout.from_blocks(fused), False
+                q = _result(x, cfg, layout, codes, params, rng)
+                return q, layout.from_blocks(fused), _fit_scales_finite(fitted)
         codes = encode_codebook(
             blocks, params.encode_scale, cb, cfg, generator, params.encode_inverse
         )
     return _result(x, cfg, layout, codes, params, rng), None, False
+
+
+def _fit_scales_finite(fitted: BlockFit | None) -> bool:
+    """Whether ``fit_from_blocks``' pass found every scale finite (its ``scale_peaks``):
+    then ``quantize_dequantize`` skips ``scales_finite``'s pass over the scales (the fit
+    makes no offset). ``False`` without a fit: the caller checks."""
+    return fitted is not None and bool(torch.isfinite(fitted.scale_peaks).all())
 
 
 def _decode_terms(

@@ -131,11 +131,15 @@ class BlockParams:
 class BlockFit:
     """``fit_from_blocks``' result: the per-block ``params`` and symmetric ``range``
     (``[n_blocks, 1]`` each), and ``peaks``, ``[min lo, max hi]`` over all blocks: either
-    is NaN or infinite exactly when some block is (the finiteness check)."""
+    is NaN or infinite exactly when some block is (the finiteness check); ``scale_peaks``,
+    ``[min s, max s]`` over the blocks' scales ``params.scale``, from the same pass: both
+    finite exactly when every scale is (``QuantizedTensor.scales_finite``'s answer without
+    its ``aminmax`` over the scales, 0.2 to 0.3 clones of a 4096 x 4096 input)."""
 
     params: BlockParams
     range: BlockRange
     peaks: torch.Tensor
+    scale_peaks: torch.Tensor
 
 
 def super_block_shape(layout: BlockLayout, sf: SuperBlockScales) -> tuple[int, ...]:
@@ -223,9 +227,9 @@ def fit_from_blocks(
         out = switch.try_compiled(fit, "blocks_scales", blocks, consts[0], consts[1])
         if out is None:
             return None
-        s, s_enc, biased, lo, hi, peaks = out
+        s, s_enc, biased, lo, hi, peaks, scale_peaks = out
         params = BlockParams(s, _zeros(s, cfg), None, s_enc, None, StoredScales(codes=biased))
-        return BlockFit(params, BlockRange(lo, hi), peaks)
+        return BlockFit(params, BlockRange(lo, hi), peaks, scale_peaks)
     if isinstance(sf, FP8Scales) and sf.tensor_scale:
         vmax = _value_max(cfg)
         top = _E4M3_MAX * vmax
@@ -235,10 +239,10 @@ def fit_from_blocks(
         out = switch.try_compiled(_fp8_blocks_pass, "blocks_scales", blocks, consts[0], consts[1])
         if out is None:
             return None
-        s, inverse, codes, t, lo, hi, peaks = out
+        s, inverse, codes, t, lo, hi, peaks, scale_peaks = out
         stored = StoredScales(codes=codes, super_scale=t.reshape(()))
         params = BlockParams(s, _zeros(s, cfg), None, s, inverse, stored)
-        return BlockFit(params, BlockRange(lo, hi), peaks)
+        return BlockFit(params, BlockRange(lo, hi), peaks, scale_peaks)
     return None
 
 
@@ -257,19 +261,28 @@ def _symmetric_blocks(
 def _e8m0_int_blocks_pass(blocks, emax, shift):  # type: ignore[no-untyped-def]
     """``_e8m0_int_pass`` on the symmetric ranges of ``blocks``: ``fit_from_blocks``."""
     lo, hi, peaks = _symmetric_blocks(blocks)
-    return (*_e8m0_int_pass(lo, hi, emax, shift), lo, hi, peaks)
+    fit = _e8m0_int_pass(lo, hi, emax, shift)
+    return (*fit, lo, hi, peaks, _scale_peaks(fit[0]))
 
 
 def _e8m0_float_blocks_pass(blocks, emax, shift):  # type: ignore[no-untyped-def]
     """``_e8m0_float_pass`` on the symmetric ranges of ``blocks``: ``fit_from_blocks``."""
     lo, hi, peaks = _symmetric_blocks(blocks)
-    return (*_e8m0_float_pass(lo, hi, emax, shift), lo, hi, peaks)
+    fit = _e8m0_float_pass(lo, hi, emax, shift)
+    return (*fit, lo, hi, peaks, _scale_peaks(fit[0]))
 
 
 def _fp8_blocks_pass(blocks, vmax, top):  # type: ignore[no-untyped-def]
     """``_fp8_tensor_pass`` on the symmetric ranges of ``blocks``: ``fit_from_blocks``."""
     lo, hi, peaks = _symmetric_blocks(blocks)
-    return (*_fp8_tensor_pass(lo, hi, vmax, top), lo, hi, peaks)
+    fit = _fp8_tensor_pass(lo, hi, vmax, top)
+    return (*fit, lo, hi, peaks, _scale_peaks(fit[0]))
+
+
+def _scale_peaks(s: torch.Tensor) -> torch.Tensor:
+    """``[min s, max s]`` (``BlockFit.scale_peaks``): NaN where any scale is, +-inf where
+    one is, as ``quantized_tensor._all_finite``'s ``aminmax``."""
+    return torch.stack([s.amin(), s.amax()])
 
 
 def _absmax(rng: BlockRange) -> torch.Tensor:

@@ -89,7 +89,8 @@ def test_fit_from_blocks_is_the_eager_steps(name):
     reciprocals, stored scale codes and tensor scale, the chosen range (``-0`` of a zero
     block's ``-a`` included), then codes and values through ``quantize`` and
     ``quantize_dequantize``; it runs compiled (not ``None``) and refuses NaN and Inf
-    with ``quantize``'s message. Eagerly it returns ``None`` (the eager steps run)."""
+    with ``quantize``'s message; its ``scale_peaks`` are the scales' ``aminmax``. Eagerly it
+    returns ``None`` (the eager steps run)."""
     x = _blocks(torch.Generator().manual_seed(13))
     x[3, :32] = 2.0**-140  # subnormal extremes: E8M0's smallest scales
     cfg = QuantConfig.from_name(name)
@@ -110,6 +111,10 @@ def test_fit_from_blocks_is_the_eager_steps(name):
                 quantize(y, cfg)
     params, rng = fitted.params, fitted.range
     assert torch.equal(_bits(params.scale.reshape(ref.scale.shape)), _bits(ref.scale))
+    # the scales' extremes from the same pass (``quantize_dequantize`` skips
+    # ``scales_finite`` on them): ``aminmax``'s over the eager scales
+    want_peaks = torch.stack(torch.aminmax(ref.scale))
+    assert torch.equal(_bits(fitted.scale_peaks), _bits(want_peaks))
     assert torch.equal(_bits(rng.lo), _bits(ref.chosen_range.lo))
     for q in (got, rt.quantized):
         assert torch.equal(q.codes, ref.codes), name
