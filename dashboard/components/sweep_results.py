@@ -29,6 +29,9 @@ _COLUMNS = {
     "output_mse": "output MSE",
     "output_sqnr_db": st.column_config.NumberColumn("output SQNR dB", format="%.2f"),
     "cosine": st.column_config.NumberColumn("cosine", format="%.6f"),
+    # the codes' width (TQ1_0's ternary codes: 2), beside what the layout spends per
+    # element (TQ1_0: 1.6875); a bare "bits" read as the latter
+    "bits": st.column_config.NumberColumn("code bits", format="%d"),
     "bits_per_element": st.column_config.NumberColumn("bits/elem", format="%.4f"),
     # not "s": the pages write s for the scale
     "seconds": st.column_config.NumberColumn("time (s)", format="%.3f"),

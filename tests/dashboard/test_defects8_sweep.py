@@ -67,3 +67,18 @@ def test_the_time_column_is_not_headed_s() -> None:
     columns = json.loads(at.dataframe[0].proto.columns)
     assert columns["seconds"]["label"] == "time (s)", columns["seconds"]
     assert "s" not in {c.get("label") for c in columns.values()}
+
+
+def test_the_code_width_column_is_not_read_as_bits_per_element() -> None:
+    """The sweep table headed the codes' width "bits" beside "bits/elem": TQ1_0's row read
+    bits 2 and bits/elem 1.6875, and a user took the first for what the layout spends."""
+    import json
+
+    link = {"sw.bits": "4", "sw.fmt": "int", "sw.gran": "tensor", "sw.modes": "symmetric"}
+    at = open_page("sweep.py", **{**SOURCE, "cols": "256"}, **link, **{"sw.presets": "TQ1_0"})
+    assert not at.exception, [e.value for e in at.exception]
+    columns = json.loads(at.dataframe[0].proto.columns)
+    assert columns["bits"]["label"] == "code bits", columns["bits"]
+    assert columns["bits_per_element"]["label"] == "bits/elem"
+    tq1 = at.dataframe[0].value.set_index("scheme").loc["TQ1_0"]
+    assert (tq1["bits"], tq1["bits_per_element"]) == (2, 1.6875)
