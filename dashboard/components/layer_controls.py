@@ -12,6 +12,7 @@ from dashboard.services.activations.layer import EvalSplit, LayerSettings, Schem
 from dashboard.services.activations.sentences import RangeMode
 from dashboard.services.display.labels import scheme_text
 from dashboard.services.state.layer import PREFIX, layer_from_query, layer_to_query
+from dashboard.services.state.scheme import preset_names
 from quant_core import ActivationGranularity, LayerScheme, SchemePreset
 
 DEFAULT_LAYER = "encoder.layer.0.intermediate.dense"
@@ -26,6 +27,8 @@ DEFAULTS: dict[str, object] = {
     "lw_on": True,
     "la_on": True,
 }
+
+_A_PRESET = f"{PREFIX}a.preset"
 
 
 def seed_layer_from_url() -> None:
@@ -56,6 +59,15 @@ def seed_layer_from_url() -> None:
     ):
         if float_:
             values[on] = False
+        elif cfg is not None and prefix == "la_" and cfg.name in preset_names():
+            # The activation picker builds its scheme field by field: a shipped format's
+            # blocks (MXFP4's 32) are no activation granularity, and the picker's warnings
+            # would name keys the link never held ("bits=(none)").
+            url.add_warning(
+                f"Ignored the link's {_A_PRESET}={cfg.name}: the activation picker offers no "
+                "shipped formats (they are weight formats); the activations keep their "
+                "default."
+            )
         elif cfg is not None:
             values[on] = True
             apply_config(cfg, prefix)
