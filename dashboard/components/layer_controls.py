@@ -41,6 +41,24 @@ def seed_layer_from_url() -> None:
     for problem in parsed.problems:
         url.add_warning(f"Ignored the link's {problem}.")
     values: dict[str, object] = {}
+    sides = [
+        side
+        for side, cfg, float_ in (
+            ("l.w", parsed.weight, parsed.weight_float),
+            ("l.a", parsed.activation, parsed.activation_float),
+        )
+        if cfg is not None or float_
+    ]
+    if sides and parsed.choice is None:
+        # the sides' keys mean the two pickers: a link trimmed of l.scheme=custom ran W8A8
+        # and said nothing
+        values["l_scheme"] = SchemeChoice.CUSTOM
+    elif sides and parsed.choice is not SchemeChoice.CUSTOM:
+        keys = " and ".join(f"{s}.*" for s in sides)
+        url.add_warning(
+            f"Ignored the link's {keys}: {PREFIX}scheme={parsed.choice.value} fixes both "
+            f"sides (for the two pickers link {PREFIX}scheme=custom)."
+        )
     for key, value in (
         ("l_layer", parsed.layer),
         ("l_scheme", parsed.choice),
