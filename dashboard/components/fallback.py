@@ -7,7 +7,8 @@ import streamlit as st
 
 from dashboard.components.config import use_preset
 from dashboard.services.display.text import literal
-from dashboard.services.model.fallbacks import fallback_name
+from dashboard.services.model.fallbacks import fallback_name, shape_refusal
+from quant_core import QuantConfig
 
 __all__ = ["cannot_quantize"]
 
@@ -27,6 +28,8 @@ def cannot_quantize(
     Q5_0), a button (``key``) that picks that type in the scheme picker whose keys start
     with ``prefix``. ``side`` names which of a page's schemes it is about ("A": "Scheme A
     cannot ...", "Use Q5_0 for A, ..."). Draws only: the caller stops the page."""
+    if isinstance(scheme, QuantConfig):  # TQ1_0's refusal worded as the K-quants'
+        why = shape_refusal(scheme, shape) or why
     who = "This scheme" if side is None else f"Scheme {side}"
     st.error(f"{who} cannot quantize this tensor: {literal(why)}")
     fallback = fallback_name(scheme, shape)

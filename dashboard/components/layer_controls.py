@@ -12,6 +12,7 @@ from dashboard.services.activations.layer import EvalSplit, LayerSettings, Schem
 from dashboard.services.activations.sentences import RangeMode
 from dashboard.services.display.labels import scheme_text
 from dashboard.services.state.layer import PREFIX, layer_from_query, layer_to_query
+from dashboard.services.state.scheme import preset_names
 from quant_core import ActivationGranularity, LayerScheme, SchemePreset
 
 DEFAULT_LAYER = "encoder.layer.0.intermediate.dense"
@@ -27,6 +28,8 @@ DEFAULTS: dict[str, object] = {
     "la_on": True,
 }
 
+_A_PRESET = f"{PREFIX}a.preset"
+
 
 def seed_layer_from_url() -> None:
     """Put the link's ``l.`` choices into the widgets (each bad part warns and keeps its
@@ -38,6 +41,24 @@ def seed_layer_from_url() -> None:
     for problem in parsed.problems:
         url.add_warning(f"Ignored the link's {problem}.")
     values: dict[str, object] = {}
+    sides = [
+        side
+        for side, cfg, float_ in (
+            ("l.w", parsed.weight, parsed.weight_float),
+            ("l.a", parsed.activation, parsed.activation_float),
+        )
+        if cfg is not None or float_
+    ]
+    if sides and parsed.choice is None:
+        # the sides' keys mean the two pickers: a link trimmed of l.scheme=custom ran W8A8
+        # and said nothing
+        values["l_scheme"] = SchemeChoice.CUSTOM
+    elif sides and parsed.choice is not SchemeChoice.CUSTOM:
+        keys = " and ".join(f"{s}.*" for s in sides)
+        url.add_warning(
+            f"Ignored the link's {keys}: {PREFIX}scheme={parsed.choice.value} fixes both "
+            f"sides (for the two pickers link {PREFIX}scheme=custom)."
+        )
     for key, value in (
         ("l_layer", parsed.layer),
         ("l_scheme", parsed.choice),
@@ -56,6 +77,15 @@ def seed_layer_from_url() -> None:
     ):
         if float_:
             values[on] = False
+        elif cfg is not None and prefix == "la_" and cfg.name in preset_names():
+            # The activation picker builds its scheme field by field: a shipped format's
+            # blocks (MXFP4's 32) are no activation granularity, and the picker's warnings
+            # would name keys the link never held ("bits=(none)").
+            url.add_warning(
+                f"Ignored the link's {_A_PRESET}={cfg.name}: the activation picker offers no "
+                "shipped formats (they are weight formats); the activations keep their "
+                "default."
+            )
         elif cfg is not None:
             values[on] = True
             apply_config(cfg, prefix)

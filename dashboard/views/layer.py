@@ -16,6 +16,7 @@ from dashboard.components.layer_metrics import contribution_metrics, output_metr
 from dashboard.services.activations.figures import sweep_figure
 from dashboard.services.activations.layer import EvalSplit, linear_shapes
 from dashboard.services.activations.layer_export import layer_metrics_csv, layer_metrics_table
+from dashboard.services.activations.mx_clip import mx_clipping
 from dashboard.services.activations.source import capture_summary
 from dashboard.services.display.labels import scheme_text
 from dashboard.services.display.text import literal
@@ -76,6 +77,10 @@ st.caption(
 )
 output_metrics(base)
 contribution_metrics(base)
+if weight_cfg is not None:  # an MX format's power-of-two scale clips a block's largest weights
+    clipping = mx_clipping(inputs.weight, inputs.x_eval, weight_cfg)
+    if clipping is not None and clipping.matters:
+        st.info(clipping.describe(weight_cfg.name))
 figs = cache.layer_plots(f"{key}|base", base)
 top = zip(st.columns(3), (figs.y, figs.y_hat, figs.error), ("y", "yhat", "err"), strict=True)
 for col, fig, name in top:

@@ -500,8 +500,11 @@ def _reachable(low: int, high: int, per: int, decimals: int) -> _Reachable:
     for places in range(decimals, 13):
         unit = Fraction(1, 10**places)
         up, down = math.ceil(lo / unit) * unit, math.floor(hi / unit) * unit
-        # two equal ends only for a range of one size: "0.02 to 0.02 MB" read as one value
-        if (up < down or (up == down and lo == hi)) and (up > 0 or lo == 0):
+        # two equal ends only for a range of one size: "0.02 to 0.02 MB" read as one value.
+        # One size (lo == hi): the first decimal that ``total_bits`` floors back to it;
+        # waiting for ``up == down`` ran to 12 places, a hair above the size.
+        one = lo == hi and math.floor(up * per) == low
+        if (up < down or one) and (up > 0 or lo == 0):
             break
     return _Reachable(f"{float(up):.{places}f}", f"{float(down):.{places}f}")
 

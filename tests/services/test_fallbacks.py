@@ -33,10 +33,10 @@ def test_fallback_note_names_the_types_block() -> None:
     shapes = [("a", (1536, 384)), ("b", (384, 1536)), ("c", (384, 384)), ("d", (8, 250))]
     assert fallback_note(QuantConfig.from_name("Q4_K"), shapes) == (
         "2 layers (rows of 384 values) are stored as Q5_0: llama-quantize's fallback for "
-        "Q4_K, whose blocks hold 256 values."
+        "Q4_K, whose super-blocks hold 256 values."
     )
     assert fallback_note(QuantConfig.from_name("Q2_K"), [("a", (4, 1056))]) == (
         "1 layer (rows of 1,056 values) is stored as Q4_0: llama-quantize's fallback for "
-        "Q2_K, whose blocks hold 256 values."
+        "Q2_K, whose super-blocks hold 256 values."
     )
     assert fallback_note(QuantConfig.from_name("Q4_K"), [("b", (384, 1536))]) is None

@@ -67,7 +67,7 @@ def test_counted_says_one_in_the_singular() -> None:
 def test_the_folder_reports_throughput_counts_one_weight_in_the_singular() -> None:
     """The whole model page's line under a folder of one linear weight: "1 weights, …"."""
     line = Throughput(1, 16_384, 4_096, 0.01, 0.02).describe()
-    assert line.startswith("1 weight, 0.00 GB read"), line
+    assert line.startswith("1 weight, 16.4 kB read"), line
     assert Throughput(2, 0, 0, 0.0, 0.0).describe().startswith("2 weights,")
 
 

@@ -171,8 +171,8 @@ def test_cell_notes_name_fallbacks_and_refusals() -> None:
         cell("c", "IQ4_XS", 0, 0, skipped="llama.cpp's IQ4_NL quantizer is not ported yet"),
     ]
     assert cell_notes(rows) == (
-        "Q4_K is stored as Q5_0 on 2 tensors (llama-quantize's fallback: its blocks do not "
-        "divide their rows).",
+        "Q4_K is stored as Q5_0 on 2 tensors (llama-quantize's fallback: its super-blocks of 256 "
+        "values do not divide their rows).",
         "IQ4_XS cannot take 1 tensor, e.g.: llama.cpp's IQ4_NL quantizer is not ported yet.",
     )
 

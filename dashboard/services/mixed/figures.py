@@ -18,12 +18,14 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from quant_core import ggml_type
 from quant_core.mixed import STORED, Allocation, CurvePoint, SensitivityRow
 from quant_core.mixed.exports import NoLine, NoLineWhy
 
 from ..compare.frontier import pareto_mask
 from ..display.counts import counted
 from ..display.text import html_literal
+from ..model.fallbacks import SUPER_BLOCK
 from .point_labels import AxisRange, PlotBox, label_annotation, place_labels
 from .tasks import TaskResult
 
@@ -346,6 +348,16 @@ def progress_table(results: Iterable[TaskResult]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def _blocks_of(scheme: str) -> str:
+    """How the Whole model page names ``scheme``'s blocks: "super-blocks of 256 values"
+    for llama.cpp's QK_K types (K-quants, IQ4_XS, TQ1_0/TQ2_0), else "blocks of N values"."""
+    try:
+        size = ggml_type(scheme).block_size
+    except ValueError:
+        return "blocks"
+    return f"{'super-blocks' if size == SUPER_BLOCK else 'blocks'} of {size} values"
+
+
 def cell_notes(rows: Sequence[SensitivityRow]) -> tuple[str, ...]:
     """One sentence per scheme measured in llama-quantize's fallback type somewhere, and
     per scheme that could not take some tensors (with the first reason), e.g. ``Q4_K is
@@ -375,7 +387,7 @@ def cell_notes(rows: Sequence[SensitivityRow]) -> tuple[str, ...]:
             skipped[r.scheme] = (count + 1, why)
     notes = [
         f"{scheme} is stored as {target} on {counted(n, 'tensor')} (llama-quantize's fallback: its "
-        "blocks do not divide their rows)."
+        f"{_blocks_of(scheme)} do not divide their rows)."
         for (scheme, target), n in fallback.items()
     ]
     notes += [

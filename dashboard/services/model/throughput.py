@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..display.counts import counted
+from ..display.sizes import compact_bytes, compact_count
 from .evaluate import LayerResult
 from .streaming import StreamedLayer
 
@@ -41,14 +42,30 @@ class Throughput:
         return self.elements / self.seconds if self.seconds > 0 else 0.0
 
     def describe(self) -> str:
-        """E.g. ``"96 weights, 2.10 GB read in 1.2 s (1.75 GB/s); 1.05e9 elements
-        quantized and measured in 150 s (7.0M elements/s, 0.014 GB/s)"``."""
+        """E.g. ``"96 weights, 2.1 GB read in 1.2 s (1.75 GB/s); 1.05G elements quantized
+        and measured in 150 s (7M elements/s, 14 MB/s)"``: sizes and rates in the unit that
+        fits (a small folder's "0.00 GB read in 0.0 s" said nothing), times to 3
+        significant digits."""
         return (
-            f"{counted(self.weights, 'weight')}, {self.bytes_read / 1e9:.2f} GB read in "
-            f"{self.read_seconds:.1f} s ({self.read_gb_per_s:.2f} GB/s); {self.elements:.3g} "
-            f"elements quantized and measured in {self.seconds:.1f} s "
-            f"({self.elements_per_s / 1e6:.1f}M elements/s, {self.gb_per_s:.3f} GB/s)"
+            f"{counted(self.weights, 'weight')}, {compact_bytes(self.bytes_read)} read in "
+            f"{_seconds(self.read_seconds)} ({_rate(self.bytes_read, self.read_seconds)}); "
+            f"{compact_count(self.elements)} elements quantized and measured in "
+            f"{_seconds(self.seconds)} ({_per_s(self.elements_per_s)} elements/s, "
+            f"{_rate(self.bytes_read, self.seconds)})"
         )
+
+
+def _seconds(s: float) -> str:
+    return f"{s:.3g} s"
+
+
+def _per_s(rate: float) -> str:
+    return compact_count(round(rate))
+
+
+def _rate(n_bytes: int, seconds: float) -> str:
+    """Bytes per second in the unit that fits; "—/s" when no time was measured."""
+    return f"{compact_bytes(round(n_bytes / seconds))}/s" if seconds > 0 else "—/s"
 
 
 def throughput(rows: Sequence[StreamedLayer]) -> Throughput:
