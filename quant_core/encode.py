@@ -167,7 +167,7 @@ def encode_codebook(
         # One draw over the whole tensor, so a seed gives the same codes at any size.
         v = codebook_scaled(blocks, s, cb, inverse)
         return _codebook_codes(v, cb, cfg.rounding, generator)
-    fast = kernels.encode_codebook(blocks, s, cb, inverse) if cb.runs_compiled else None
+    fast = kernels.encode_codebook(blocks, s, cb, inverse)
     if fast is not None:
         return fast
     codes = torch.empty(blocks.shape, dtype=torch.uint8, device=blocks.device)

@@ -370,7 +370,7 @@ def _quantize(
                 return q, layout.from_blocks(fused), _fit_scales_finite(fitted)
         codes = encode_int(blocks, params.encode_scale, params.zero_point, m_enc, cfg, generator)
     else:
-        if values and cfg.rounding is Rounding.NEAREST and cb.runs_compiled:
+        if values and cfg.rounding is Rounding.NEAREST:
             both = kernels.encode_codebook_values(
                 blocks, params.encode_scale, cb, params.encode_inverse, params.scale
             )
@@ -462,8 +462,6 @@ def _quantize_tiles(
     if not bool(finite.all()):
         raise_nonfinite(x)
     cb = codebook_for(cfg.format, x.device)
-    if not cb.runs_compiled:
-        return None
     rng = choose_range(grid, cfg, _squared_error_fn(cfg, cb), BlockRange(lo, hi))
     s, z, _ = map_rows(lambda lo, hi: _block_qparams(BlockRange(lo, hi), cfg, cb), rng.lo, rng.hi)
     params = BlockParams(s, z, None, s)

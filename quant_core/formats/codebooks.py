@@ -113,13 +113,6 @@ class Codebook:
         return int(hits[0, 0]) if len(hits) else None
 
     @property
-    def runs_compiled(self) -> bool:
-        """Whether the compiled kernels (``quant_core.kernels``) model this codebook's
-        rounding. bitsandbytes' FP4 (its reciprocal, its split zero) they do not yet: its
-        callers take the eager path, which does."""
-        return self.format is not Format.FP4_BNB
-
-    @property
     def max_abs(self) -> float:
         return float(self.values.abs().max())
 

@@ -333,8 +333,9 @@ def _codebook_encoder(
     FP4, FP6, IQ4_NL, ternary): the index ``sum_k [v > mid_k]`` (``bucketize`` over the
     midpoints, a tie going to the lower value), moving a tie at ``mid_k`` up where the
     format's rule says (``Codebook.tie_up``); the code by table (NF4 codes are indices),
-    ``-0``'s code for a negative ``v`` rounding to zero. NF4 takes ``1/s`` and multiplies,
-    as bitsandbytes and the eager path do; ``multiply``: the second argument is a reciprocal
+    ``-0``'s code for a negative ``v`` rounding to zero (bitsandbytes' FP4: code 8 for a
+    positive one). NF4 and bitsandbytes' FP4 take ``1/s`` and multiply, as bitsandbytes and
+    the eager path do; ``multiply``: the second argument is a reciprocal
     to multiply by (NF4's ``1/s``, NVFP4's ``(1/t)/sc``), else a scale to divide by.
     ``raw``: the codes as int32 (the same numbers), for a kernel that also computes their
     values (``_codebook_values_body``: Inductor converts uint8 lanes slowly)."""
@@ -363,7 +364,7 @@ def _codebook_encoder(
     # a scalar loop in Inductor's code
     identity = torch.equal(cb.codes, torch.arange(len(cb.codes), dtype=torch.uint8))
     bumps = [mids[k] for k in range(len(mids)) if cb.tie_up[k]]
-    neg_zero, zero_index = cb.neg_zero_code, cb.zero_index
+    neg_zero, pos_zero, zero_index = cb.neg_zero_code, cb.pos_zero_code, cb.zero_index
 
     def encode_small(blocks: torch.Tensor, s: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
         v = blocks * s if multiply else blocks / s
@@ -378,6 +379,8 @@ def _codebook_encoder(
         code = idx.to(torch.uint8) if identity else codes[idx]
         if neg_zero is not None:
             code = torch.where((idx == zero_index) & torch.signbit(v), neg_zero, code)
+        if pos_zero is not None:  # bitsandbytes' FP4: a positive v rounding to 0 takes code 8
+            code = torch.where((idx == zero_index) & (v > 0), pos_zero, code)
         return code.to(torch.int32) if raw else code
 
     return encode_small

@@ -25,6 +25,7 @@ import torch
 
 from ..config import Format
 from ..formats import Codebook
+from ..formats.codebooks import RECIPROCAL_FORMATS
 from .bodies import (
     _FLOAT8,
     _by_selects,
@@ -300,7 +301,7 @@ def fused_codebook_block_sums(
         return None
     weighted = a is not None
     _, enc_args, enc_name = codebook_encoder_args(x, encode_scale, cb, inverse)
-    multiply = inverse is not None or cb.format is Format.NF4
+    multiply = inverse is not None or cb.format in RECIPROCAL_FORMATS
     kernel = _codebook_fused_kernel(cb.format, multiply, weighted)
     extra = () if _minifloat(cb.format) is not None else (cb.decode_table,)
     args = (*enc_args, _per_block(s, x), *extra)

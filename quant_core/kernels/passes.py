@@ -12,6 +12,7 @@ import torch
 
 from ..config import Format
 from ..formats import NF4_MIN_SCALE, Codebook
+from ..formats.codebooks import RECIPROCAL_FORMATS
 from .bodies import (
     _ENCODE,
     _ENCODE_STOCHASTIC,
@@ -298,7 +299,7 @@ def codebook_encoder_args(
     ``blocks`` 2-D ``[n, L]``, 3-D ``[rows, n, L]`` (one ``s`` per ``[rows, n]``) or a
     4-D tile view. Shared with the table's fused error pass (``error_passes``), which traces
     the same body. ``raw``: the encoder that gives int32 codes (``_codebook_encoder``)."""
-    multiply = inverse is not None or cb.format is Format.NF4
+    multiply = inverse is not None or cb.format in RECIPROCAL_FORMATS
     kernel = _codebook_encoder(cb.format, multiply=multiply, raw=raw)
     if inverse is not None:
         args: tuple[torch.Tensor, ...] = (_kernel_layout(blocks), _per_block(inverse, blocks))
@@ -306,8 +307,9 @@ def codebook_encoder_args(
             args = (*args, cb.codes)
     elif cb.format in _FLOAT8:
         args = (_kernel_layout(blocks), _per_block(s, blocks))
-    elif cb.format is Format.NF4:
-        inv = _per_block(s, blocks).clamp(min=NF4_MIN_SCALE).reciprocal()  # as the eager path
+    elif cb.format in RECIPROCAL_FORMATS:
+        # bitsandbytes' 1 / max(s, 1e-38), as the eager path
+        inv = _per_block(s, blocks).clamp(min=NF4_MIN_SCALE).reciprocal()
         args = (_kernel_layout(blocks), inv, cb.codes)
     else:
         args = (_kernel_layout(blocks), _per_block(s, blocks), cb.codes)

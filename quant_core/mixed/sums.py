@@ -190,8 +190,6 @@ def scheme_error_sums(
     _check(w, None, importance)
     blocks = w.view(-1, block_len)
     params, cb = block_params(blocks, cfg, layout, extremes.get(block_len))
-    if cb is not None and not cb.runs_compiled:
-        return None
     x = w.view(shape)
     if cb is None:
         out = fused_int_block_sums(

@@ -43,16 +43,23 @@ def _bnb(x: torch.Tensor, double_quant: bool = False):  # type: ignore[no-untype
 
 
 def _assert_bnb_exact(x: torch.Tensor) -> None:
+    """On both backends (the compiled one down to one element), by ``quantize`` and by
+    the fused ``quantize_dequantize``."""
     codes, state, ref = _bnb(x)
-    qt = quantize(x, FP4_BNB)
-    assert torch.equal(qt.codes, codes)
-    # an all-zero block: bitsandbytes stores absmax 0, the lab scale 1 (its convention for
-    # every format: any scale will do); its codes are 0 and its values +0.0 either way
-    lab, ref_absmax = qt.scale.reshape(-1), state.absmax
-    zero = ref_absmax == 0
-    assert torch.equal(_bits(lab[~zero]), _bits(ref_absmax[~zero]))
-    assert bool((lab[zero] == 1).all())
-    assert torch.equal(_bits(qt.dequantize()), _bits(ref))
+    for backend in (Backend.EAGER, Backend.COMPILED):
+        with use_backend(backend, min_elements=1):
+            qt = quantize(x, FP4_BNB)
+            both = quantize_dequantize(x, FP4_BNB)
+        assert torch.equal(qt.codes, codes), backend
+        assert torch.equal(both.quantized.codes, codes), backend
+        # an all-zero block: bitsandbytes stores absmax 0, the lab scale 1 (its convention
+        # for every format: any scale will do); its codes are 0 and its values +0.0 either way
+        lab, ref_absmax = qt.scale.reshape(-1), state.absmax
+        zero = ref_absmax == 0
+        assert torch.equal(_bits(lab[~zero]), _bits(ref_absmax[~zero]))
+        assert bool((lab[zero] == 1).all())
+        assert torch.equal(_bits(qt.dequantize()), _bits(ref)), backend
+        assert torch.equal(_bits(both.values), _bits(ref)), backend
 
 
 def test_the_table_is_bitsandbytes_own() -> None:
@@ -214,8 +221,8 @@ def test_a_bitsandbytes_fp4_folder_decodes_to_the_lab_format(tmp_path, double_qu
 @pytest.mark.parametrize("backend", [Backend.EAGER, Backend.COMPILED])
 @pytest.mark.parametrize("cfg", [FP4_BNB, FP4_BNB_DQ], ids=["FP4_BNB", "FP4_BNB_DQ"])
 def test_either_backend_and_the_fused_round_trip_are_bitsandbytes(backend, cfg) -> None:  # type: ignore[no-untyped-def]
-    """The compiled kernels do not model bitsandbytes' FP4 (``Codebook.runs_compiled``):
-    on the compiled backend, down to one element, it takes the eager path, which does."""
+    """Both backends (the compiled one down to one element), with and without double
+    quantization, by ``quantize`` and by the fused ``quantize_dequantize``."""
     g = torch.Generator().manual_seed(50)
     x = torch.randn(32, 512, generator=g) * torch.rand(32, 1, generator=g)
     codes, _, ref = _bnb(x, double_quant=cfg is FP4_BNB_DQ)
