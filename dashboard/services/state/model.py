@@ -30,7 +30,7 @@ from quant_core import ActivationGranularity, LayerScheme, QuantConfig, SchemePr
 
 from ..display.labels import scheme_label
 from .algorithm import ALGORITHM_KEYS, AlgorithmChoice, algorithm_from_query, algorithm_to_query
-from .query import member
+from .query import link_keys, member
 from .scheme import QUERY_KEYS, config_from_query, config_to_query
 
 __all__ = [
@@ -286,21 +286,12 @@ def model_scheme_from_query(params: Mapping[str, str]) -> ModelQuery:
         except ValueError as exc:
             problems.append(f"{what} ({exc})")
     parts = (
-        ("weight", "weight scheme", _strip(params, PREFIX, QUERY_KEYS), config_from_query),
-        (
-            "activation",
-            "activation scheme",
-            _strip(params, ACTIVATION_PREFIX, QUERY_KEYS),
-            config_from_query,
-        ),
-        (
-            "algorithm",
-            "algorithm",
-            _strip(params, PREFIX, ALGORITHM_KEYS),
-            algorithm_from_query,
-        ),
+        ("weight", "weight scheme", PREFIX, QUERY_KEYS, config_from_query),
+        ("activation", "activation scheme", ACTIVATION_PREFIX, QUERY_KEYS, config_from_query),
+        ("algorithm", "algorithm", PREFIX, ALGORITHM_KEYS, algorithm_from_query),
     )
-    for name, what, raw, parse_part in parts:
+    for name, what, prefix, keys, parse_part in parts:
+        raw = _strip(params, prefix, keys)
         if not raw:
             continue
         if name == "activation" and "preset" in raw:
@@ -309,7 +300,7 @@ def model_scheme_from_query(params: Mapping[str, str]) -> ModelQuery:
         try:
             parsed[name] = parse_part(raw)
         except ValueError as exc:
-            problems.append(f"{what} ({exc})")
+            problems.append(f"{what} ({link_keys(str(exc), prefix, keys)})")
     activation = parsed.get("activation")
     if isinstance(activation, QuantConfig):
         try:
