@@ -43,6 +43,11 @@ def link_fixes(
     for key in QUERY_KEYS:
         if key in handled or a.get(key) == b.get(key):
             continue
-        before, after = a.get(key, "(none)"), b.get(key, "(none)")
-        fixes.append(f"{key_prefix}{key}={before} is not available here; using {after}")
+        before, after = a.get(key), b.get(key)
+        if after is None:  # the drawn scheme has no such part (a group size when per-tensor)
+            fixes.append(f"{key_prefix}{key}={before} does not apply here; left out")
+        elif before is None:
+            fixes.append(f"{key_prefix}{key} (not in the link) is {after} here")
+        else:
+            fixes.append(f"{key_prefix}{key}={before} is not available here; using {after}")
     return tuple(fixes)
