@@ -89,7 +89,8 @@ def seed_layer_from_url() -> None:
         elif cfg is not None:
             values[on] = True
             apply_config(cfg, prefix)
-            remember_link_config(cfg, prefix)  # the picker warns about what it changes
+            # the picker warns about what it changes, naming the link's keys (l.a.gran)
+            remember_link_config(cfg, prefix, f"{PREFIX}{prefix[1]}.")
     persist.set_values(values)
 
 

@@ -134,5 +134,6 @@ def model_scheme_picker(
             choice, weight=weight, activation=activation, ranges=ranges, algorithm=algorithm
         )
     except ValueError as exc:
-        st.warning(f"{literal(exc)}. Using dynamic ranges.")
+        # the radio's value is the URL's m.ranges: name it, as the link warnings do
+        st.warning(literal(f"Using dynamic ranges, not {PREFIX}ranges=static: {exc}."))
         return ModelScheme.of(choice, weight=weight, activation=activation, algorithm=algorithm)

@@ -112,7 +112,7 @@ def sweep_results(
 
     st.subheader(counted(len(table), "scheme"))
     st.caption(
-        f"Sorted by bits per element, then by {axis.label} (best first); click a heading to "
+        f"Sorted by bits per element, then best first by {axis.label}; click a heading to "
         "sort by another column. Errors at three significant digits; an empty cell is a "
         "part the scheme does not have (no zero point, no group size)."
     )

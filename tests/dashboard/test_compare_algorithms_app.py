@@ -178,7 +178,7 @@ def test_ab_url_seeds_both_sides_and_warns_on_changed_values() -> None:
     bad = open_page("ab.py", src="synthetic", rows="32", cols="64", **{"b.mode": "sideways"})
     no_errors(bad)
     assert plain(bad.warning[0].value).startswith(
-        "Ignored the link's scheme B config (b.* keys: query parameter mode="
+        "Ignored the link's scheme B config (b.mode="
     )
 
 

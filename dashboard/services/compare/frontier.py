@@ -245,10 +245,11 @@ def pareto_figure(
     ``POINTS_META``, named ``"int · RTN"``) per pair, so the legend tells them apart; the
     ``"frontier"`` trace rings the frontier points (minimise bits and MSE, or maximise
     SQNR) in red and joins them with a red step line. ``compare_with``:
-    also draw, dashed and blue at their place on this axis, the schemes on that axis's
-    frontier (e.g. the weight-MSE frontier on the output-MSE plot), so a user sees where
-    the two frontiers part. Every point's ``customdata`` is its ``scheme_id``: a page reads
-    it from a plotly selection event to open the scheme. MSE axes are logarithmic. Points
+    also draw, dashed and black (larger black rings joined by a dashed black step line) at
+    their place on this axis, the schemes on that axis's frontier (e.g. the weight-MSE
+    frontier on the output-MSE plot), so a user sees where the two frontiers part. Every
+    point's ``customdata`` is its ``scheme_id``: a page reads it from a plotly selection
+    event to open the scheme. MSE axes are logarithmic. Points
     that cannot be drawn (zero MSE on a log axis, infinite SQNR) are left out and counted
     in the title; they still count when the frontier is computed. ``ValueError`` when the
     table lacks an axis's values.

@@ -48,7 +48,7 @@ from quant_core import (
 from ..compare.frontier import ErrorAxis
 from ..compare.grid import SchemeGrid
 from .algorithm import ALGORITHM_KEYS, AlgorithmChoice, algorithm_from_query, algorithm_to_query
-from .query import member
+from .query import link_keys, member
 from .scheme import GROUP_RANGE, QUERY_KEYS, GranularityKind, config_from_query, config_to_query
 
 __all__ = [
@@ -317,5 +317,5 @@ def side_from_query(params: Mapping[str, str], prefix: str) -> SideQuery:
         try:
             parsed[name] = parse(raw)
         except ValueError as exc:
-            problems.append(f"scheme {side} {name} ({prefix}* keys: {exc})")
+            problems.append(f"scheme {side} {name} ({link_keys(str(exc), prefix, keys)})")
     return SideQuery(**parsed, problems=tuple(problems))  # type: ignore[arg-type]

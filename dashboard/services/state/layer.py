@@ -36,7 +36,7 @@ from quant_core import QuantConfig
 from ..activations.layer import EvalSplit, LayerSettings, SchemeChoice
 from ..activations.sentences import RangeMode
 from ..display.labels import format_key
-from .query import member
+from .query import link_keys, member
 from .scheme import QUERY_KEYS, config_from_query, config_to_query
 
 __all__ = [
@@ -155,7 +155,12 @@ def _side(params: Mapping[str, str], side: str) -> tuple[QuantConfig | None, boo
             raise ValueError(f"{side}={raw!r}: only {side}={_NONE} is known")
         return None, True
     keys = {k: params[f"{side}.{k}"] for k in QUERY_KEYS if f"{side}.{k}" in params}
-    return (config_from_query(keys) if keys else None), False
+    if not keys:
+        return None, False
+    try:
+        return config_from_query(keys), False
+    except ValueError as exc:  # name the keys as the link holds them (l.w.bits=99)
+        raise ValueError(link_keys(str(exc), f"{side}.", QUERY_KEYS)) from None
 
 
 def layer_from_query(params: Mapping[str, str]) -> LayerQuery:

@@ -9,6 +9,8 @@ from .scheme import QUERY_KEYS, config_to_query
 
 __all__ = ["link_fixes"]
 
+_UNWRITTEN = {"sfmt": "float", "recipe": "lab"}
+
 
 def link_fixes(
     wanted: QuantConfig, got: QuantConfig, cols: int, key_prefix: str = ""
@@ -43,6 +45,13 @@ def link_fixes(
     for key in QUERY_KEYS:
         if key in handled or a.get(key) == b.get(key):
             continue
-        before, after = a.get(key, "(none)"), b.get(key, "(none)")
-        fixes.append(f"{key_prefix}{key}={before} is not available here; using {after}")
+        # config_to_query leaves these out at their defaults; the others, where the
+        # scheme has no such part (a group size when per-tensor)
+        before, after = a.get(key, _UNWRITTEN.get(key)), b.get(key, _UNWRITTEN.get(key))
+        if after is None:  # the drawn scheme has no such part (a group size when per-tensor)
+            fixes.append(f"{key_prefix}{key}={before} does not apply here; left out")
+        elif before is None:
+            fixes.append(f"{key_prefix}{key} (not in the link) is {after} here")
+        else:
+            fixes.append(f"{key_prefix}{key}={before} is not available here; using {after}")
     return tuple(fixes)

@@ -30,7 +30,7 @@ from quant_core import ActivationGranularity, LayerScheme, QuantConfig, SchemePr
 
 from ..display.labels import scheme_label
 from .algorithm import ALGORITHM_KEYS, AlgorithmChoice, algorithm_from_query, algorithm_to_query
-from .query import member
+from .query import link_keys, member
 from .scheme import QUERY_KEYS, config_from_query, config_to_query
 
 __all__ = [
@@ -241,6 +241,34 @@ def _enum(params: Mapping[str, str], key: str, kind: type[enum.Enum]) -> enum.En
     return None if raw is None else member(PREFIX + key, raw, kind)
 
 
+def _activation_preset_problem(raw: str) -> str:
+    """Why ``m.a.preset`` is ignored, as the Layer page says it for ``l.a.preset``: the
+    activation picker builds its scheme field by field, and a shipped format's blocks
+    (MXFP4's 32) are no activation granularity."""
+    try:
+        shown = config_from_query({"preset": raw}).name or raw
+    except ValueError:
+        shown = raw[:40]
+    return (
+        f"{ACTIVATION_PREFIX}preset={shown}: the activation picker offers no shipped formats "
+        "(they are weight formats); the activations keep their default"
+    )
+
+
+def _activation_granularity_problem(params: Mapping[str, str]) -> str:
+    """Why a custom activation's granularity is ignored, naming the link's key
+    (``m.a.axis=2`` for a channel axis, ``m.a.gran=group`` otherwise)."""
+    gran = params.get(f"{ACTIVATION_PREFIX}gran", "")
+    axis = params.get(f"{ACTIVATION_PREFIX}axis")
+    key = f"axis={axis}" if gran == "channel" and axis is not None else f"gran={gran}"
+    a = ACTIVATION_PREFIX
+    return (
+        f"{a}{key}: activation scales are per tensor ({a}gran=tensor), per token "
+        f"({a}gran=channel&{a}axis=0) or per feature ({a}gran=channel&{a}axis=1); the "
+        "activations keep their default"
+    )
+
+
 def model_scheme_from_query(params: Mapping[str, str]) -> ModelQuery:
     """Parse the ``m.`` keys of ``params`` part by part (choice, weight, activation,
     ranges, algorithm); keys of other pages are ignored. Never raises for bad values:
@@ -249,42 +277,36 @@ def model_scheme_from_query(params: Mapping[str, str]) -> ModelQuery:
         raise TypeError(f"params must be a mapping, got {type(params).__name__}")
     problems: list[str] = []
     parsed: dict[str, object] = {}
-    for name, parse in (
-        ("choice", lambda: _enum(params, "act", ActivationChoice)),
-        ("ranges", lambda: _enum(params, "ranges", RangeKind)),
+    for name, what, parse in (
+        ("choice", "activation setting", lambda: _enum(params, "act", ActivationChoice)),
+        ("ranges", "activation ranges", lambda: _enum(params, "ranges", RangeKind)),
     ):
         try:
             parsed[name] = parse()
         except ValueError as exc:
-            problems.append(f"activation setting ({exc})")
+            problems.append(f"{what} ({exc})")
     parts = (
-        ("weight", "weight scheme", _strip(params, PREFIX, QUERY_KEYS), config_from_query),
-        (
-            "activation",
-            "activation scheme",
-            _strip(params, ACTIVATION_PREFIX, QUERY_KEYS),
-            config_from_query,
-        ),
-        (
-            "algorithm",
-            "algorithm",
-            _strip(params, PREFIX, ALGORITHM_KEYS),
-            algorithm_from_query,
-        ),
+        ("weight", "weight scheme", PREFIX, QUERY_KEYS, config_from_query),
+        ("activation", "activation scheme", ACTIVATION_PREFIX, QUERY_KEYS, config_from_query),
+        ("algorithm", "algorithm", PREFIX, ALGORITHM_KEYS, algorithm_from_query),
     )
-    for name, what, raw, parse_part in parts:
+    for name, what, prefix, keys, parse_part in parts:
+        raw = _strip(params, prefix, keys)
         if not raw:
+            continue
+        if name == "activation" and "preset" in raw:
+            problems.append(_activation_preset_problem(raw["preset"]))
             continue
         try:
             parsed[name] = parse_part(raw)
         except ValueError as exc:
-            problems.append(f"{what} ({exc})")
+            problems.append(f"{what} ({link_keys(str(exc), prefix, keys)})")
     activation = parsed.get("activation")
     if isinstance(activation, QuantConfig):
         try:
             ActivationGranularity.of(activation.granularity)
-        except ValueError as exc:
-            problems.append(f"activation scheme ({exc})")
+        except ValueError:
+            problems.append(_activation_granularity_problem(params))
             parsed["activation"] = None
     return ModelQuery(
         choice=parsed.get("choice"),  # type: ignore[arg-type]

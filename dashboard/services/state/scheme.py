@@ -83,7 +83,7 @@ from quant_core import (
     preset_names,
 )
 
-from ..display.labels import format_key
+from ..display.labels import format_key, scheme_label
 from .query import member
 from .scale_storage import DEFAULT_SCALE_DTYPE
 
@@ -422,20 +422,50 @@ def config_from_query(params: Mapping[str, str]) -> QuantConfig:
         )
     scale_format = _scale_format(params)
     recipe = _or(_parse_enum(params, "recipe", Recipe), d.recipe)
-    try:
-        return QuantConfig(
-            bits=_or(bits, d.bits if fmt.bits is None else fmt.bits),
-            mode=mode,
-            granularity=granularity,
-            format=fmt,
-            range_method=range_method,
-            percentile=percentile,
-            rounding=rounding,
-            seed=seed,
-            scale_dtype=scale_dtype,
-            zero_point=_or(zero_point, d.zero_point),
-            scale_format=scale_format,
-            recipe=recipe,
+    # QuantConfig's own messages speak to Python callers (reprs, field names): the
+    # combinations a link can get wrong are said here in the link's keys first.
+    if isinstance(scale_format, SuperBlockScales) and not isinstance(granularity, PerGroup):
+        gran = _or(_parse_enum(params, "gran", GranularityKind), GranularityKind.TENSOR)
+        raise ValueError(
+            "query parameter sfmt=super needs gran=group (super-block scales group the "
+            f"scales of groups), got gran={gran.value}"
         )
+    llama = recipe is Recipe.LLAMA_CPP
+    if llama and (range_method is not RangeMethod.MINMAX or rounding is not Rounding.NEAREST):
+        raise ValueError(
+            "query parameter recipe=llama_cpp chooses its own scales and rounds to nearest: "
+            f"it needs range=minmax and round=nearest, got range={range_method.value} and "
+            f"round={rounding.value}"
+        )
+    fields = {
+        "bits": _or(bits, d.bits if fmt.bits is None else fmt.bits),
+        "mode": mode,
+        "granularity": granularity,
+        "format": fmt,
+        "range_method": range_method,
+        "percentile": percentile,
+        "rounding": rounding,
+        "seed": seed,
+        "scale_dtype": scale_dtype,
+        "zero_point": _or(zero_point, d.zero_point),
+        "scale_format": scale_format,
+    }
+    try:
+        return QuantConfig(**fields, recipe=recipe)
     except (TypeError, ValueError) as exc:
+        lab = _lab_config(fields) if llama else None
+        if lab is not None:  # valid but for the recipe: llama.cpp has no type of its layout
+            raise ValueError(
+                "query parameter recipe=llama_cpp needs a scheme that llama.cpp has a GGUF "
+                f"type for, and '{scheme_label(lab)}' has none (link a shipped format "
+                "instead, such as preset=Q4_K or preset=Q8_0)"
+            ) from None
         raise ValueError(f"query parameters do not form a valid scheme: {exc}") from None
+
+
+def _lab_config(fields: Mapping[str, object]) -> QuantConfig | None:
+    """The config of ``fields`` with the lab's recipe, ``None`` where that too is invalid."""
+    try:
+        return QuantConfig(**fields, recipe=Recipe.LAB)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
