@@ -88,7 +88,8 @@ def test_a_sharded_folder_is_listed_and_reported_layer_by_layer(root: Path) -> N
     table = frame(at, "ratio_vs_fp32")
     assert len(table) == N_LINEAR
     assert (table["sqnr_db"] > 0).all() and "out_mse" not in table.columns
-    assert any("GB/s" in c.value and "elements/s" in plain(c.value) for c in at.caption)
+    # a rate in the unit that fits (this tiny folder: MB/s or kB/s), and elements/s
+    assert any("B/s" in c.value and "elements/s" in plain(c.value) for c in at.caption)
     assert any("A model folder holds weights" in plain(i.value) for i in at.info)
     # The weights-only scheme picker: no activation presets for a folder.
     assert not [s for s in at.selectbox if s.key == "m_act"]

@@ -298,7 +298,7 @@ def test_forum_b_is_absmax_int8_not_min_max_levels():
 def test_forum_answer_refuses_what_it_cannot_show():
     with pytest.raises(ValueError, match="at least 2 values"):
         forum_answer(torch.tensor([1.0]))
-    with pytest.raises(ValueError, match="NaN or Inf"):
+    with pytest.raises(ValueError, match="NaN or ±inf"):
         forum_answer(torch.tensor([1.0, float("nan")]))
 
 
